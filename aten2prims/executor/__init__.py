@@ -1,0 +1,5 @@
+"""The NumPy executor: plan once per graph, run kernels in order (DESIGN §7)."""
+
+from .run import execute, plan_for
+
+__all__ = ["execute", "plan_for"]

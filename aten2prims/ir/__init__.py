@@ -1,0 +1,59 @@
+"""The IR: dtypes, metas, values, nodes, graphs, the text form and the verifier (DESIGN §3)."""
+
+from .dtypes import ALL_DTYPES, Category, DType
+from .graph import (
+    NO_PROVENANCE,
+    Graph,
+    GraphInput,
+    GraphOutput,
+    InputKind,
+    Node,
+    OutputKind,
+    Provenance,
+    graph_difference,
+    graphs_equal,
+)
+from .parser import parse
+from .printer import format_graph, format_node, format_operand
+from .values import (
+    CPU,
+    Device,
+    Layout,
+    MemoryFormat,
+    Meta,
+    ScalarMeta,
+    TensorMeta,
+    Value,
+    iter_values,
+    map_values,
+)
+
+__all__ = [
+    "ALL_DTYPES",
+    "CPU",
+    "Category",
+    "DType",
+    "Device",
+    "Graph",
+    "GraphInput",
+    "GraphOutput",
+    "InputKind",
+    "Layout",
+    "MemoryFormat",
+    "Meta",
+    "NO_PROVENANCE",
+    "Node",
+    "OutputKind",
+    "Provenance",
+    "ScalarMeta",
+    "TensorMeta",
+    "Value",
+    "format_graph",
+    "format_node",
+    "format_operand",
+    "graph_difference",
+    "graphs_equal",
+    "iter_values",
+    "map_values",
+    "parse",
+]

@@ -1,0 +1,237 @@
+"""Graph and Node: an ordered list of SSA nodes over named, role-tagged inputs (DESIGN §3).
+
+The ordered node list is the source of truth; `Graph.to_networkx()` gives a view for graph
+algorithms. Passes build new graphs rather than rewriting one in place, so an error can never
+leave a graph half-rewritten.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import networkx as nx
+import numpy as np
+
+from .values import Meta, Operand, Value, iter_values, literal_equal
+
+
+@attrs.frozen(slots=True)
+class Provenance:
+    """Where a node came from: the op and result name of the node of the *input* graph it was
+    lowered from (None on nodes of the input graph itself), and the user's source location when
+    the frontend gave one."""
+
+    origin_op: str | None = None
+    origin: str | None = None
+    source: str | None = None
+
+
+NO_PROVENANCE = Provenance()
+
+
+@attrs.define(eq=False, slots=True, repr=False)
+class Node:
+    """One operation. `args` are positional operands, `kwargs` named ones (for prims: the
+    non-tensor attributes, all of them, in schema order)."""
+
+    op: str
+    args: tuple[Operand, ...]
+    kwargs: dict[str, Operand]
+    results: tuple[Value, ...]
+    provenance: Provenance = NO_PROVENANCE
+
+    @property
+    def result(self) -> Value:
+        """The single result of a one-result node."""
+        if len(self.results) != 1:
+            raise ValueError(f"{self.op} has {len(self.results)} results, not one")
+        return self.results[0]
+
+    @property
+    def namespace(self) -> str:
+        return self.op.split(".", 1)[0]
+
+    def operand_values(self) -> Iterator[Value]:
+        """Every Value this node reads, in operand order (with repeats)."""
+        for arg in self.args:
+            yield from iter_values(arg)
+        for arg in self.kwargs.values():
+            yield from iter_values(arg)
+
+    def __repr__(self) -> str:
+        from .printer import format_node
+
+        return format_node(self)
+
+
+class InputKind(enum.Enum):
+    USER_INPUT = "user_input"
+    PARAMETER = "parameter"
+    BUFFER = "buffer"
+    CONSTANT = "constant"
+
+
+class OutputKind(enum.Enum):
+    USER_OUTPUT = "user_output"
+    BUFFER_MUTATION = "buffer_mutation"
+    PARAMETER_MUTATION = "parameter_mutation"
+    USER_INPUT_MUTATION = "user_input_mutation"
+    LOSS_OUTPUT = "loss_output"
+
+
+@attrs.define(eq=False, slots=True)
+class GraphInput:
+    """A named input. Parameters, buffers and constants carry their fully qualified name in the
+    model (`target`) and, when loaded from a file, their data."""
+
+    value: Value
+    kind: InputKind = InputKind.USER_INPUT
+    target: str | None = None
+    data: np.ndarray | None = None
+
+    @property
+    def name(self) -> str:
+        return self.value.name
+
+
+@attrs.define(eq=False, slots=True)
+class GraphOutput:
+    """A graph result; mutations of buffers or inputs name their target."""
+
+    value: Value
+    kind: OutputKind = OutputKind.USER_OUTPUT
+    target: str | None = None
+
+
+@attrs.define(eq=False, slots=True, repr=False)
+class Graph:
+    name: str = "graph"
+    inputs: list[GraphInput] = attrs.Factory(list)
+    nodes: list[Node] = attrs.Factory(list)
+    outputs: list[GraphOutput] = attrs.Factory(list)
+
+    # -- queries ----------------------------------------------------------------------------
+    @property
+    def user_inputs(self) -> list[GraphInput]:
+        return [i for i in self.inputs if i.kind is InputKind.USER_INPUT]
+
+    @property
+    def user_outputs(self) -> list[GraphOutput]:
+        return [o for o in self.outputs if o.kind is OutputKind.USER_OUTPUT]
+
+    def input(self, name: str) -> GraphInput:
+        for graph_input in self.inputs:
+            if graph_input.name == name:
+                return graph_input
+        raise KeyError(f"graph {self.name} has no input %{name}")
+
+    def op_counts(self) -> Counter[str]:
+        return Counter(node.op for node in self.nodes)
+
+    def values(self) -> Iterator[Value]:
+        """Every value the graph defines: inputs, then node results in order."""
+        for graph_input in self.inputs:
+            yield graph_input.value
+        for node in self.nodes:
+            yield from node.results
+
+    def producers(self) -> dict[Value, Node]:
+        return {result: node for node in self.nodes for result in node.results}
+
+    def users(self) -> dict[Value, list[Node]]:
+        uses: dict[Value, list[Node]] = {v: [] for v in self.values()}
+        for node in self.nodes:
+            for value in node.operand_values():
+                if value in uses and (not uses[value] or uses[value][-1] is not node):
+                    uses[value].append(node)
+        return uses
+
+    def to_networkx(self) -> nx.MultiDiGraph:
+        """A view for graph algorithms: one vertex per input and node, one edge per operand use
+        (edge attribute `value` is the Value carried). Vertices are GraphInput and Node objects;
+        a vertex "output" collects the graph outputs."""
+        view = nx.MultiDiGraph(name=self.name)
+        definer: dict[Value, Any] = {}
+        for graph_input in self.inputs:
+            view.add_node(graph_input, kind="input")
+            definer[graph_input.value] = graph_input
+        for node in self.nodes:
+            view.add_node(node, kind="node")
+            for value in node.operand_values():
+                if value in definer:
+                    view.add_edge(definer[value], node, value=value)
+            for result in node.results:
+                definer[result] = node
+        view.add_node("output", kind="output")
+        for graph_output in self.outputs:
+            if graph_output.value in definer:
+                view.add_edge(definer[graph_output.value], "output", value=graph_output.value)
+        return view
+
+    # -- text form ---------------------------------------------------------------------------
+    def __str__(self) -> str:
+        from .printer import format_graph
+
+        return format_graph(self)
+
+    def __repr__(self) -> str:
+        return f"<Graph {self.name}: {len(self.inputs)} inputs, {len(self.nodes)} nodes, {len(self.outputs)} outputs>"
+
+    def format(self, *, nested: bool = False) -> str:
+        from .printer import format_graph
+
+        return format_graph(self, nested=nested)
+
+
+def graphs_equal(a: Graph, b: Graph, *, compare_data: bool = False) -> bool:
+    """Structural equality: same names, metas, ops, operands (literals compared exactly, 1 vs
+    1.0 vs True told apart), provenance, input roles and outputs."""
+    return graph_difference(a, b, compare_data=compare_data) is None
+
+
+def graph_difference(a: Graph, b: Graph, *, compare_data: bool = False) -> str | None:
+    """None when the graphs are structurally equal, else a sentence naming the first difference."""
+    if a.name != b.name:
+        return f"names differ: {a.name!r} vs {b.name!r}"
+    if len(a.inputs) != len(b.inputs):
+        return f"input counts differ: {len(a.inputs)} vs {len(b.inputs)}"
+    for x, y in zip(a.inputs, b.inputs):
+        if (x.name, x.value.meta, x.kind, x.target) != (y.name, y.value.meta, y.kind, y.target):
+            return f"input %{x.name} differs from %{y.name}"
+        if compare_data and not _same_data(x.data, y.data):
+            return f"data of input %{x.name} differs"
+    if len(a.nodes) != len(b.nodes):
+        return f"node counts differ: {len(a.nodes)} vs {len(b.nodes)}"
+    for index, (x, y) in enumerate(zip(a.nodes, b.nodes)):
+        if x.op != y.op or x.provenance != y.provenance:
+            return f"node {index} differs: {x!r} vs {y!r}"
+        if [(r.name, r.meta) for r in x.results] != [(r.name, r.meta) for r in y.results]:
+            return f"node {index} results differ: {x!r} vs {y!r}"
+        if not _operands_equal(x.args, y.args) or list(x.kwargs) != list(y.kwargs):
+            return f"node {index} operands differ: {x!r} vs {y!r}"
+        if not all(_operands_equal(x.kwargs[k], y.kwargs[k]) for k in x.kwargs):
+            return f"node {index} operands differ: {x!r} vs {y!r}"
+    if len(a.outputs) != len(b.outputs):
+        return f"output counts differ: {len(a.outputs)} vs {len(b.outputs)}"
+    for x, y in zip(a.outputs, b.outputs):
+        if (x.value.name, x.kind, x.target) != (y.value.name, y.kind, y.target):
+            return f"output %{x.value.name} differs from %{y.value.name}"
+    return None
+
+
+def _operands_equal(a: Operand, b: Operand) -> bool:
+    if type(a) is Value or type(b) is Value:
+        return type(a) is type(b) and a.name == b.name and a.meta == b.meta
+    if type(a) is tuple and type(b) is tuple:
+        return len(a) == len(b) and all(_operands_equal(x, y) for x, y in zip(a, b))
+    return literal_equal(a, b)
+
+
+def _same_data(x: np.ndarray | None, y: np.ndarray | None) -> bool:
+    if x is None or y is None:
+        return x is None and y is None
+    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()

@@ -1,0 +1,373 @@
+"""Parser of the text form (grammar in docs/ir.md): `parse(text) -> Graph`.
+
+A hand-written recursive-descent parser over a small tokenizer. Values must be defined before
+use; names are unique. Own-line `#` comments are free text; a `#` comment after a node on the
+same line is that node's provenance.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, NoReturn
+
+import attrs
+
+from ..errors import ParseError
+from .dtypes import DType
+from .graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
+from .values import SCALAR_KINDS, Device, Layout, MemoryFormat, Meta, ScalarMeta, TensorMeta, Value
+
+_TOKEN = re.compile(
+    r"""
+    (?P<newline>\n)
+  | (?P<space>[ \t\r]+)
+  | (?P<comment>\#[^\n]*)
+  | (?P<arrow>->)
+  | (?P<value>%[A-Za-z0-9_]+)
+  | (?P<string>"(?:[^"\\\n]|\\.)*")
+  | (?P<number>-?(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\.\d+(?:[eE][+-]?\d+)?|\d+|inf\b|nan\b))
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*)
+  | (?P<punct>[()\[\],:=])
+    """,
+    re.VERBOSE,
+)
+
+_KEYWORD_LITERALS: dict[str, Any] = {"None": None, "True": True, "False": False}
+_ENUM_LITERALS: dict[str, Any] = {
+    **{layout.value: layout for layout in Layout},
+    **{fmt.value: fmt for fmt in MemoryFormat},
+    **{dtype.short: dtype for dtype in DType},
+}
+_INPUT_KINDS = {kind.value: kind for kind in InputKind}
+_OUTPUT_KINDS = {kind.value: kind for kind in OutputKind}
+
+
+@attrs.define(slots=True)
+class _Token:
+    kind: str
+    text: str
+    line: int
+    column: int
+
+
+def _tokenize(text: str, source_name: str) -> list[_Token]:
+    tokens: list[_Token] = []
+    line, line_start, position = 1, 0, 0
+    while position < len(text):
+        match = _TOKEN.match(text, position)
+        if match is None:
+            raise ParseError(
+                f"unexpected character {text[position]!r}",
+                line=line,
+                column=position - line_start + 1,
+                source_name=source_name,
+            )
+        kind = match.lastgroup
+        assert kind is not None
+        if kind != "space":
+            tokens.append(_Token(kind, match.group(), line, position - line_start + 1))
+        if kind == "newline":
+            line += 1
+            line_start = match.end()
+        position = match.end()
+    tokens.append(_Token("end", "", line, position - line_start + 1))
+    return tokens
+
+
+class _Parser:
+    def __init__(self, text: str, source_name: str) -> None:
+        self.source_name = source_name
+        self.tokens = _tokenize(text, source_name)
+        self.position = 0
+        self.values: dict[str, Value] = {}
+
+    # -- token helpers -----------------------------------------------------------------------
+    def peek(self) -> _Token:
+        return self.tokens[self.position]
+
+    def next(self) -> _Token:
+        token = self.tokens[self.position]
+        self.position += 1
+        return token
+
+    def fail(self, message: str, token: _Token | None = None) -> NoReturn:
+        token = token or self.peek()
+        shown = repr(token.text) if token.kind != "end" else "end of input"
+        raise ParseError(f"{message}, found {shown}", line=token.line, column=token.column, source_name=self.source_name)
+
+    def expect(self, kind: str, text: str | None = None) -> _Token:
+        token = self.peek()
+        if token.kind != kind or (text is not None and token.text != text):
+            self.fail(f"expected {text or kind}")
+        return self.next()
+
+    def accept(self, kind: str, text: str | None = None) -> _Token | None:
+        token = self.peek()
+        if token.kind == kind and (text is None or token.text == text):
+            return self.next()
+        return None
+
+    def skip_blank_lines(self) -> None:
+        while self.peek().kind in ("newline", "comment"):
+            self.next()
+
+    def skip_newlines(self) -> None:
+        while self.peek().kind == "newline":
+            self.next()
+
+    # -- grammar -----------------------------------------------------------------------------
+    def parse_graph(self) -> Graph:
+        self.skip_blank_lines()
+        self.expect("ident", "graph")
+        name = self.expect("ident").text
+        self.expect("punct", "(")
+        inputs: list[GraphInput] = []
+        self.skip_newlines()
+        while not self.accept("punct", ")"):
+            inputs.append(self.parse_input())
+            self.skip_newlines()
+            if not self.accept("punct", ","):
+                self.skip_newlines()
+                self.expect("punct", ")")
+                break
+            self.skip_newlines()
+        self.expect("arrow")
+        declared = self.parse_meta_list()
+        self.expect("punct", ":")
+        self.end_of_line(allow_comment=True)
+        graph = Graph(name=name, inputs=inputs)
+        while True:
+            self.skip_blank_lines()
+            token = self.peek()
+            if token.kind == "ident" and token.text == "return":
+                self.next()
+                graph.outputs = self.parse_outputs()
+                self.end_of_line(allow_comment=True)
+                break
+            if token.kind == "end":
+                self.fail("expected 'return'")
+            graph.nodes.append(self.parse_node())
+        self.skip_blank_lines()
+        if self.peek().kind != "end":
+            self.fail("expected end of input after 'return'")
+        actual = [o.value.meta for o in graph.outputs]
+        if actual != declared:
+            raise ParseError(
+                f"graph {name} declares results ({', '.join(map(str, declared))}) but returns "
+                f"({', '.join(map(str, actual))})",
+                line=token.line,
+                column=token.column,
+                source_name=self.source_name,
+            )
+        return graph
+
+    def end_of_line(self, *, allow_comment: bool) -> str | None:
+        comment = None
+        if allow_comment and self.peek().kind == "comment":
+            comment = self.next().text
+        token = self.peek()
+        if token.kind == "end":
+            return comment
+        self.expect("newline")
+        return comment
+
+    def define(self, token: _Token, meta: Meta) -> Value:
+        name = token.text[1:]
+        if name in self.values:
+            self.fail(f"%{name} is defined twice", token)
+        value = Value(name, meta)
+        self.values[name] = value
+        return value
+
+    def parse_input(self) -> GraphInput:
+        token = self.expect("value")
+        self.expect("punct", ":")
+        value = self.define(token, self.parse_meta())
+        kind = InputKind.USER_INPUT
+        target = None
+        role = self.peek()
+        if role.kind == "ident" and role.text in _INPUT_KINDS and role.text != "user_input":
+            self.next()
+            kind = _INPUT_KINDS[role.text]
+            if self.peek().kind == "string":
+                target = json.loads(self.next().text)
+        return GraphInput(value, kind, target)
+
+    def parse_outputs(self) -> list[GraphOutput]:
+        self.expect("punct", "(")
+        outputs: list[GraphOutput] = []
+        if self.accept("punct", ")"):
+            return outputs
+        while True:
+            value = self.use(self.expect("value"))
+            kind = OutputKind.USER_OUTPUT
+            target = None
+            role = self.peek()
+            if role.kind == "ident" and role.text in _OUTPUT_KINDS and role.text != "user_output":
+                self.next()
+                kind = _OUTPUT_KINDS[role.text]
+                if self.peek().kind == "string":
+                    target = json.loads(self.next().text)
+            outputs.append(GraphOutput(value, kind, target))
+            if self.accept("punct", ")"):
+                return outputs
+            self.expect("punct", ",")
+
+    def parse_meta_list(self) -> list[Meta]:
+        self.expect("punct", "(")
+        metas: list[Meta] = []
+        if self.accept("punct", ")"):
+            return metas
+        while True:
+            metas.append(self.parse_meta())
+            if self.accept("punct", ")"):
+                return metas
+            self.expect("punct", ",")
+
+    def parse_meta(self) -> Meta:
+        token = self.expect("ident")
+        if token.text in SCALAR_KINDS:
+            return ScalarMeta(SCALAR_KINDS[token.text])
+        try:
+            dtype = DType.from_short(token.text)
+        except ValueError:
+            self.fail("expected a type such as f32[2, 3] or int", token)
+        self.expect("punct", "[")
+        shape: list[int] = []
+        if not self.accept("punct", "]"):
+            while True:
+                size = self.expect("number")
+                if not re.fullmatch(r"\d+", size.text):
+                    self.fail("expected a non-negative integer size", size)
+                shape.append(int(size.text))
+                if self.accept("punct", "]"):
+                    break
+                self.expect("punct", ",")
+        return TensorMeta(tuple(shape), dtype)
+
+    def parse_node(self) -> Node:
+        results: list[Value] = []
+        if self.peek().kind == "value":
+            pending: list[tuple[_Token, Meta]] = []
+            while True:
+                token = self.expect("value")
+                self.expect("punct", ":")
+                pending.append((token, self.parse_meta()))
+                if self.accept("punct", "="):
+                    break
+                self.expect("punct", ",")
+        else:
+            pending = []
+        op_token = self.expect("ident")
+        if "." not in op_token.text:
+            self.fail("expected a qualified op name such as prims.add", op_token)
+        self.expect("punct", "(")
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        if not self.accept("punct", ")"):
+            while True:
+                token = self.peek()
+                if token.kind == "ident" and self.tokens[self.position + 1].text == "=":
+                    self.next()
+                    self.next()
+                    if token.text in kwargs:
+                        self.fail(f"argument {token.text} given twice", token)
+                    kwargs[token.text] = self.parse_operand()
+                else:
+                    if kwargs:
+                        self.fail("positional operand after a named one")
+                    args.append(self.parse_operand())
+                if self.accept("punct", ")"):
+                    break
+                self.expect("punct", ",")
+        # Results are defined after the operands are read: a node cannot use its own results.
+        results = [self.define(token, meta) for token, meta in pending]
+        comment = self.end_of_line(allow_comment=True)
+        provenance = self.parse_provenance(comment, op_token) if comment else Provenance()
+        return Node(op_token.text, tuple(args), kwargs, tuple(results), provenance)
+
+    def use(self, token: _Token) -> Value:
+        name = token.text[1:]
+        try:
+            return self.values[name]
+        except KeyError:
+            self.fail(f"%{name} is used before it is defined", token)
+
+    def parse_operand(self) -> Any:
+        token = self.next()
+        kind, text = token.kind, token.text
+        if kind == "value":
+            self.position -= 1
+            return self.use(self.next())
+        if kind == "number":
+            if re.fullmatch(r"-?\d+", text):
+                return int(text)
+            return float(text)
+        if kind == "string":
+            return json.loads(text)
+        if kind == "punct" and text == "[":
+            items: list[Any] = []
+            if self.accept("punct", "]"):
+                return ()
+            while True:
+                items.append(self.parse_operand())
+                if self.accept("punct", "]"):
+                    return tuple(items)
+                self.expect("punct", ",")
+        if kind == "ident":
+            if text in _KEYWORD_LITERALS:
+                return _KEYWORD_LITERALS[text]
+            if text in _ENUM_LITERALS:
+                return _ENUM_LITERALS[text]
+            if text == "complex":
+                self.expect("punct", "(")
+                real = self.parse_float()
+                self.expect("punct", ",")
+                imag = self.parse_float()
+                self.expect("punct", ")")
+                return complex(real, imag)
+            if text == "device":
+                self.expect("punct", "(")
+                name = json.loads(self.expect("string").text)
+                self.expect("punct", ")")
+                return Device(name)
+        self.fail("expected an operand", token)
+
+    def parse_float(self) -> float:
+        token = self.expect("number")
+        return float(token.text)
+
+    def parse_provenance(self, comment: str, near: _Token) -> Provenance:
+        body = comment[1:]
+        tokens = _tokenize(body, self.source_name)
+        origin_op = origin = source = None
+        index = 0
+
+        def bad() -> NoReturn:
+            raise ParseError(
+                f"expected provenance '# OP %NAME at \"SOURCE\"' after the node, found {comment!r}",
+                line=near.line,
+                column=near.column,
+                source_name=self.source_name,
+            )
+
+        if tokens[index].kind == "ident" and tokens[index].text != "at":
+            origin_op = tokens[index].text
+            index += 1
+        if tokens[index].kind == "value":
+            origin = tokens[index].text[1:]
+            index += 1
+        if tokens[index].kind == "ident" and tokens[index].text == "at":
+            if tokens[index + 1].kind != "string":
+                bad()
+            source = json.loads(tokens[index + 1].text)
+            index += 2
+        if tokens[index].kind != "end":
+            bad()
+        return Provenance(origin_op, origin, source)
+
+
+def parse(text: str, *, source_name: str = "<text>") -> Graph:
+    """Parse the text form of a graph."""
+    return _Parser(text, source_name).parse_graph()

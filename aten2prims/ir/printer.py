@@ -1,0 +1,135 @@
+"""The printed text form of a graph (grammar in docs/ir.md). `parse(format_graph(g))` rebuilds g
+exactly: literal kinds (1, 1.0, True), names, metas, roles and provenance all survive."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from .dtypes import DType
+from .graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
+from .values import Device, Layout, MemoryFormat, Meta, TensorMeta, Value
+
+# Headers longer than this put one input per line.
+_HEADER_WIDTH = 100
+
+
+def format_meta(meta: Meta) -> str:
+    return str(meta)
+
+
+def format_float(x: float) -> str:
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return repr(x)
+
+
+def format_operand(x: Any) -> str:
+    kind = type(x)
+    if kind is Value:
+        return f"%{x.name}"
+    if x is None or kind is bool or kind is int:
+        return repr(x)
+    if kind is float:
+        return format_float(x)
+    if kind is complex:
+        return f"complex({format_float(x.real)}, {format_float(x.imag)})"
+    if kind is str:
+        return json.dumps(x)
+    if kind is DType:
+        return x.short
+    if kind is Layout or kind is MemoryFormat:
+        return x.value
+    if kind is Device:
+        return f"device({json.dumps(x.name)})"
+    if kind is tuple:
+        return "[" + ", ".join(format_operand(item) for item in x) + "]"
+    raise TypeError(f"cannot print operand {x!r} of type {kind.__name__}")
+
+
+def format_provenance(provenance: Provenance) -> str:
+    parts = []
+    if provenance.origin_op is not None:
+        parts.append(provenance.origin_op)
+    if provenance.origin is not None:
+        parts.append(f"%{provenance.origin}")
+    if provenance.source is not None:
+        parts.append(f"at {json.dumps(provenance.source)}")
+    return "# " + " ".join(parts) if parts else ""
+
+
+def format_node(node: Node) -> str:
+    operands = [format_operand(a) for a in node.args]
+    operands += [f"{name}={format_operand(a)}" for name, a in node.kwargs.items()]
+    call = f"{node.op}({', '.join(operands)})"
+    if node.results:
+        results = ", ".join(f"%{r.name}: {format_meta(r.meta)}" for r in node.results)
+        call = f"{results} = {call}"
+    comment = format_provenance(node.provenance)
+    return f"{call}  {comment}" if comment else call
+
+
+def _format_input(graph_input: GraphInput) -> str:
+    text = f"%{graph_input.name}: {format_meta(graph_input.value.meta)}"
+    if graph_input.kind is not InputKind.USER_INPUT:
+        text += f" {graph_input.kind.value}"
+        if graph_input.target is not None:
+            text += f" {json.dumps(graph_input.target)}"
+    return text
+
+
+def _format_output(graph_output: GraphOutput) -> str:
+    text = f"%{graph_output.value.name}"
+    if graph_output.kind is not OutputKind.USER_OUTPUT:
+        text += f" {graph_output.kind.value}"
+        if graph_output.target is not None:
+            text += f" {json.dumps(graph_output.target)}"
+    return text
+
+
+def format_header(graph: Graph) -> str:
+    inputs = [_format_input(i) for i in graph.inputs]
+    result_types = ", ".join(format_meta(o.value.meta) for o in graph.outputs)
+    one_line = f"graph {graph.name}({', '.join(inputs)}) -> ({result_types}):"
+    if len(one_line) <= _HEADER_WIDTH:
+        return one_line
+    body = "".join(f"    {text},\n" for text in inputs)
+    return f"graph {graph.name}(\n{body}) -> ({result_types}):"
+
+
+def format_return(graph: Graph) -> str:
+    return f"return ({', '.join(_format_output(o) for o in graph.outputs)})"
+
+
+def format_graph(graph: Graph, *, nested: bool = False) -> str:
+    lines = [format_header(graph)]
+    if nested:
+        lines += _nested_body(graph)
+    else:
+        lines += [f"  {format_node(node)}" for node in graph.nodes]
+    lines.append(f"  {format_return(graph)}")
+    return "\n".join(lines) + "\n"
+
+
+def _nested_body(graph: Graph) -> list[str]:
+    """Display-only view: every run of nodes lowered from the same aten node is indented beneath
+    a line naming it (as Thunder prints traces)."""
+    lines: list[str] = []
+    current: tuple[str | None, str | None] | None = None
+    for node in graph.nodes:
+        origin = (node.provenance.origin_op, node.provenance.origin)
+        if origin == (None, None):
+            current = None
+            lines.append(f"  {format_node(node)}")
+            continue
+        if origin != current:
+            current = origin
+            source = node.provenance.source
+            where = f"  # at {json.dumps(source)}" if source else ""
+            lines.append(f"  {origin[0]} -> %{origin[1]}{where}")
+        bare = Node(node.op, node.args, node.kwargs, node.results)
+        lines.append(f"    {format_node(bare)}")
+    return lines

@@ -1,0 +1,167 @@
+"""What flows along a graph's edges and sits in its operands.
+
+- `TensorMeta`: the static type of a tensor value (shape and dtype; strides are not part of value
+  semantics in a functional graph).
+- `ScalarMeta`: the static type of a scalar value computed at run time (`aten._local_scalar_dense`,
+  `prims.item`, `aten.sym_size.int`, …): Python's bool, int, float or complex.
+- `Value`: an SSA value, defined once by a graph input or a node result.
+- Literal operands: Python scalars (kept distinct from 0-dim tensors: promotion depends on it),
+  strings, `DType`, `Layout`, `MemoryFormat`, `Device`, `None`, and tuples of these or of values.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from typing import Any, TypeAlias
+
+import attrs
+
+from .dtypes import DType
+
+Shape: TypeAlias = tuple[int, ...]
+
+
+@attrs.frozen(slots=True)
+class TensorMeta:
+    """Shape and dtype of a tensor value. Sizes are ints (symbolic sizes: a later extension)."""
+
+    shape: Shape = attrs.field(converter=tuple)
+    dtype: DType
+
+    @shape.validator
+    def _check_shape(self, _attribute: attrs.Attribute, shape: Shape) -> None:
+        for size in shape:
+            if type(size) is not int or size < 0:
+                raise ValueError(f"tensor sizes must be non-negative ints, got {shape}")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def __str__(self) -> str:
+        return f"{self.dtype.short}[{', '.join(map(str, self.shape))}]"
+
+
+SCALAR_KINDS: dict[str, type] = {"bool": bool, "int": int, "float": float, "complex": complex}
+
+
+@attrs.frozen(slots=True)
+class ScalarMeta:
+    """The type of a scalar value: one of Python's bool, int, float, complex."""
+
+    kind: type = attrs.field()
+
+    @kind.validator
+    def _check_kind(self, _attribute: attrs.Attribute, kind: type) -> None:
+        if kind not in (bool, int, float, complex):
+            raise ValueError(f"scalar kind must be bool, int, float or complex, got {kind!r}")
+
+    def __str__(self) -> str:
+        return self.kind.__name__
+
+
+Meta: TypeAlias = TensorMeta | ScalarMeta
+
+
+@attrs.define(eq=False, slots=True, repr=False)
+class Value:
+    """An SSA value. Identity matters (operands refer to the defining object); the name is for
+    printing and must be unique in its graph."""
+
+    name: str
+    meta: Meta
+
+    @property
+    def is_tensor(self) -> bool:
+        return type(self.meta) is TensorMeta
+
+    @property
+    def shape(self) -> Shape:
+        return self.meta.shape  # type: ignore[union-attr]
+
+    @property
+    def dtype(self) -> DType:
+        return self.meta.dtype  # type: ignore[union-attr]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.meta.shape)  # type: ignore[union-attr]
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.meta.shape)  # type: ignore[union-attr]
+
+    def __repr__(self) -> str:
+        return f"%{self.name}: {self.meta}"
+
+
+class Layout(enum.Enum):
+    strided = "strided"
+    sparse_coo = "sparse_coo"
+    sparse_csr = "sparse_csr"
+
+
+class MemoryFormat(enum.Enum):
+    contiguous_format = "contiguous_format"
+    preserve_format = "preserve_format"
+    channels_last = "channels_last"
+    channels_last_3d = "channels_last_3d"
+
+
+@attrs.frozen(slots=True)
+class Device:
+    """A device name such as 'cpu'. Only the CPU is executed; the name is kept for fidelity."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+CPU = Device("cpu")
+
+Literal: TypeAlias = None | bool | int | float | complex | str | DType | Layout | MemoryFormat | Device
+# An operand: a value, a literal, or a (possibly nested) tuple of those.
+Operand: TypeAlias = Any
+
+LITERAL_TYPES: tuple[type, ...] = (type(None), bool, int, float, complex, str, DType, Layout, MemoryFormat, Device)
+
+
+def is_literal(x: Any) -> bool:
+    return isinstance(x, LITERAL_TYPES)
+
+
+def iter_values(operand: Operand):
+    """Yield every Value inside an operand (tuples are searched recursively)."""
+    if type(operand) is Value:
+        yield operand
+    elif type(operand) is tuple:
+        for item in operand:
+            yield from iter_values(item)
+
+
+def map_values(operand: Operand, fn) -> Operand:
+    """The operand with every Value v replaced by fn(v)."""
+    if type(operand) is Value:
+        return fn(operand)
+    if type(operand) is tuple:
+        return tuple(map_values(item, fn) for item in operand)
+    return operand
+
+
+def literal_equal(a: Any, b: Any) -> bool:
+    """Equality of literals that tells 1 from 1.0 from True and treats nan as equal to nan."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is tuple:
+        return len(a) == len(b) and all(literal_equal(x, y) for x, y in zip(a, b))
+    if type(a) is float:
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b) or (a != a and b != b)
+    if type(a) is complex:
+        return literal_equal(a.real, b.real) and literal_equal(a.imag, b.imag)
+    return a == b

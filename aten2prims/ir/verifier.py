@@ -1,0 +1,145 @@
+"""The graph verifier: `verify(graph)` raises VerificationError naming the first problem.
+
+Checked, for every graph:
+- names: every value name unique; every value defined exactly once (SSA);
+- use before definition: operands and outputs refer to values defined earlier in the graph;
+- metas: every value has a TensorMeta or ScalarMeta;
+- operands: only values, literals and tuples of those;
+- known ops: `prims.*` must be registered prims, `aten.*` must have a known schema (unknown
+  namespaces are rejected unless `allow_unknown_ops=True`);
+- arity and attribute types against the op's schema (missing, unknown, surplus arguments;
+  an int where a dtype belongs, …); prims nodes hold exactly their tensor operands positionally
+  and their attributes by name;
+- meta consistency: a prim node's result metas equal what its meta rule computes; an aten
+  node has as many results as its schema returns (lists count per element) of the right kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import DTypeError, SchemaError, ShapeError, VerificationError
+from .graph import Graph, Node
+from .values import LITERAL_TYPES, ScalarMeta, TensorMeta, Value
+
+SchemaLookup = Callable[[str], Any]
+
+
+def verify(graph: Graph, *, allow_unknown_ops: bool = False) -> None:
+    from ..schema.registry import aten_schema
+    from prims.registry import PRIMS
+
+    defined: set[Value] = set()
+    names: set[str] = set()
+
+    def define(value: Any, where: str) -> None:
+        if type(value) is not Value:
+            raise VerificationError(f"{where}: expected a Value, got {value!r}")
+        if type(value.meta) not in (TensorMeta, ScalarMeta):
+            raise VerificationError(f"{where}: %{value.name} has no valid meta ({value.meta!r})")
+        if value in defined:
+            raise VerificationError(f"{where}: %{value.name} is defined twice")
+        if value.name in names:
+            raise VerificationError(f"{where}: the name %{value.name} is used by two values")
+        defined.add(value)
+        names.add(value.name)
+
+    for graph_input in graph.inputs:
+        define(graph_input.value, f"input %{graph_input.name}")
+
+    for index, node in enumerate(graph.nodes):
+        where = f"node {index} ({node.op})"
+        for operand in (*node.args, *node.kwargs.values()):
+            _check_operand(operand, defined, where)
+        if node.namespace == "prims":
+            definition = PRIMS.get(node.op[len("prims.") :])
+            if definition is None:
+                raise VerificationError(f"{where}: unknown prim")
+            _check_prim_node(node, definition, where)
+        elif node.namespace == "aten":
+            schema = aten_schema(node.op)
+            if schema is None:
+                if not allow_unknown_ops:
+                    raise VerificationError(f"{where}: no schema is known for this aten op")
+            else:
+                _check_aten_node(node, schema, where)
+        elif not allow_unknown_ops:
+            raise VerificationError(f"{where}: unknown op namespace {node.namespace!r}")
+        for result in node.results:
+            define(result, where)
+
+    for position, graph_output in enumerate(graph.outputs):
+        value = graph_output.value
+        if type(value) is not Value or value not in defined:
+            name = f"%{value.name}" if type(value) is Value else repr(value)
+            raise VerificationError(f"output {position}: {name} is not defined in the graph")
+
+
+def _check_operand(operand: Any, defined: set[Value], where: str) -> None:
+    if type(operand) is Value:
+        if operand not in defined:
+            raise VerificationError(f"{where}: %{operand.name} is used before it is defined")
+    elif type(operand) is tuple:
+        for item in operand:
+            _check_operand(item, defined, where)
+    elif not isinstance(operand, LITERAL_TYPES):
+        raise VerificationError(f"{where}: operand {operand!r} of type {type(operand).__name__} is not allowed")
+
+
+def _check_arguments(schema: Any, bound: list[Any], where: str) -> None:
+    from ..schema.parser import check_argument
+
+    for argument, value in zip(schema.arguments, bound):
+        problem = check_argument(argument.type, value)
+        if problem is not None:
+            raise VerificationError(f"{where}: argument {argument.name!r} expects {problem}")
+
+
+def _check_prim_node(node: Node, definition: Any, where: str) -> None:
+    schema = definition.schema
+    if len(node.args) != len(definition.operand_indices):
+        raise VerificationError(
+            f"{where}: takes {len(definition.operand_indices)} tensor operand(s), got {len(node.args)}"
+        )
+    if tuple(node.kwargs) != definition.attribute_names:
+        raise VerificationError(
+            f"{where}: attributes must be {list(definition.attribute_names)}, got {list(node.kwargs)}"
+        )
+    bound: list[Any] = [None] * len(schema.arguments)
+    operands = iter(node.args)
+    for i, argument in enumerate(schema.arguments):
+        bound[i] = next(operands) if argument.type.is_tensor_like else node.kwargs[argument.name]
+    _check_arguments(schema, bound, where)
+    if definition.meta is None:
+        raise VerificationError(f"{where}: this prim is not supported ({definition.omitted_reason})")
+    try:
+        metas = definition.meta(*bound)
+    except (ShapeError, DTypeError) as error:
+        raise VerificationError(f"{where}: its meta rule rejects the operands: {error}") from None
+    expected = metas if type(metas) is tuple else (metas,)
+    actual = tuple(r.meta for r in node.results)
+    if expected != actual:
+        raise VerificationError(
+            f"{where}: results are typed ({', '.join(map(str, actual))}) but the meta rule gives "
+            f"({', '.join(map(str, expected))})"
+        )
+
+
+def _check_aten_node(node: Node, schema: Any, where: str) -> None:
+    try:
+        bound = schema.bind(node.args, node.kwargs, op=node.op)
+    except SchemaError as error:
+        raise VerificationError(f"{where}: {error}") from None
+    _check_arguments(schema, bound, where)
+    returns = schema.returns
+    if len(returns) == 1 and returns[0].type.is_list:
+        kinds = [returns[0].type.base] * len(node.results)
+    else:
+        kinds = [r.type.base for r in returns]
+        if len(node.results) != len(kinds):
+            raise VerificationError(f"{where}: has {len(node.results)} result(s), its schema returns {len(kinds)}")
+    for result, kind in zip(node.results, kinds):
+        wants_tensor = kind == "Tensor"
+        if wants_tensor != (type(result.meta) is TensorMeta):
+            raise VerificationError(f"{where}: result %{result.name} is {result.meta}, the schema returns {kind}")

@@ -1,0 +1,32 @@
+"""Known aten schemas by qualified overload name (`aten.add.Tensor`), parsed on first use.
+
+The Core ATen set comes from `core_aten.py`; `EXTRA_ATEN_SCHEMAS` adds the few non-core
+overloads that real exported graphs carry and that we handle (each with the reason)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from .core_aten import CORE_ATEN_OPS
+from .parser import Schema, parse_schema
+
+# Non-core overloads seen in torch.export graphs: output-less checks the loader skips.
+EXTRA_ATEN_SCHEMAS: dict[str, str] = {
+    "aten._assert_tensor_metadata.default": (
+        "_assert_tensor_metadata(Tensor a, SymInt[]? size=None, SymInt[]? stride=None, "
+        "ScalarType? dtype=None, *, Device? device=None, Layout? layout=None) -> ()"
+    ),
+}
+
+
+@cache
+def aten_schema(op: str) -> Schema | None:
+    """The parsed schema of an aten overload, or None when it is not known."""
+    entry = CORE_ATEN_OPS.get(op)
+    text = entry[1] if entry is not None else EXTRA_ATEN_SCHEMAS.get(op)
+    return parse_schema(text) if text is not None else None
+
+
+def core_aten_family(op: str) -> str | None:
+    entry = CORE_ATEN_OPS.get(op)
+    return entry[0] if entry is not None else None

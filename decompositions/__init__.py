@@ -1,0 +1,1 @@
+"""Decomposition rules: Core ATen overloads expressed in prims (DESIGN §6)."""

@@ -1,0 +1,96 @@
+"""`convert_element_type` and `broadcast_in_dim`: the two prims through which every type
+promotion and every broadcast is made explicit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+import numpy as np
+
+from aten2prims.errors import DTypeError, ShapeError
+from aten2prims.ir.dtypes import DType
+from aten2prims.ir.values import TensorMeta, Value
+
+from .common import check_tensor
+from .registry import register
+
+
+def _convert_meta(a: Value, dtype: DType) -> TensorMeta:
+    check_tensor(a, "a")
+    if type(dtype) is not DType:
+        raise DTypeError(f"dtype must be a dtype, got {dtype!r}")
+    return TensorMeta(a.shape, dtype)
+
+
+def convert_array(a: np.ndarray, dtype: DType) -> np.ndarray:
+    """Cast as torch's CPU casts do: complex to real keeps the real part; anything to
+    float16/bfloat16 goes through float32 (torch rounds twice, NumPy's direct casts once);
+    float to integer truncates (out-of-range and NaN values are undefined in C; both libraries
+    give the x86 results)."""
+    source = a.dtype
+    if source == dtype.numpy:
+        return a.copy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        if source.kind == "c" and dtype.is_bool:
+            return a != 0
+        if source.kind == "c" and not dtype.is_complex:
+            a = a.real
+        if dtype.is_low_precision and source not in (np.float32, np.dtype(np.bool_)):
+            return a.astype(np.float32).astype(dtype.numpy)
+        if source.kind == "f" and dtype.is_integer and dtype.itemsize < 4:
+            # C converts through int32 and wraps to the narrow type (e.g. 300.0 -> uint8 44).
+            return a.astype(np.int32).astype(dtype.numpy)
+        return a.astype(dtype.numpy)
+
+
+def _convert_kernel(a: np.ndarray, dtype: DType) -> np.ndarray:
+    return convert_array(a, dtype)
+
+
+register(
+    "convert_element_type(Tensor a, ScalarType dtype) -> Tensor",
+    meta=_convert_meta,
+    kernel=_convert_kernel,
+    doc="a copy of `a` with the given dtype",
+)
+
+
+def _broadcast_in_dim_meta(a: Value, shape: Sequence[int], broadcast_dimensions: Sequence[int]) -> TensorMeta:
+    check_tensor(a, "a")
+    shape = tuple(shape)
+    if len(broadcast_dimensions) != a.ndim:
+        raise ShapeError(
+            f"broadcast_dimensions {list(broadcast_dimensions)} must name one output dimension per input "
+            f"dimension ({a.ndim})"
+        )
+    if len(shape) < a.ndim:
+        raise ShapeError(f"cannot broadcast rank {a.ndim} to the lower rank {len(shape)}")
+    previous = -1
+    for input_dim, output_dim in enumerate(broadcast_dimensions):
+        if output_dim <= previous:
+            raise ShapeError(f"broadcast_dimensions {list(broadcast_dimensions)} must be strictly ascending")
+        if output_dim >= len(shape):
+            raise ShapeError(f"broadcast dimension {output_dim} is out of range for shape {list(shape)}")
+        size = a.shape[input_dim]
+        if size != 1 and size != shape[output_dim]:
+            raise ShapeError(f"size {size} of dimension {input_dim} cannot broadcast to {shape[output_dim]}")
+        previous = output_dim
+    for size in shape:
+        if type(size) is not int or size < 0:
+            raise ShapeError(f"shape {list(shape)} must hold non-negative ints")
+    return TensorMeta(shape, a.dtype)
+
+
+def _broadcast_in_dim_kernel(a: np.ndarray, shape: Sequence[int], broadcast_dimensions: Sequence[int]) -> np.ndarray:
+    expanded = [1] * len(shape)
+    for input_dim, output_dim in enumerate(broadcast_dimensions):
+        expanded[output_dim] = a.shape[input_dim]
+    return np.broadcast_to(a.reshape(expanded), tuple(shape))
+
+
+register(
+    "broadcast_in_dim(Tensor(a) a, SymInt[] shape, int[] broadcast_dimensions) -> Tensor(a)",
+    meta=_broadcast_in_dim_meta,
+    kernel=_broadcast_in_dim_kernel,
+    view=True,
+    doc="input dim i becomes output dim broadcast_dimensions[i]; other output dims are new",
+)
