@@ -1,0 +1,54 @@
+"""Moving values between torch and NumPy (torch imported lazily: only the harness, the fx
+importer and the tests call this). bfloat16 crosses as its bit pattern, since torch's .numpy()
+refuses it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ..ir.dtypes import DType
+
+
+def torch_dtype(dtype: DType) -> Any:
+    import torch
+
+    return getattr(torch, dtype.torch_name)
+
+
+def from_torch_dtype(dtype: Any) -> DType:
+    return DType.from_torch_name(str(dtype))
+
+
+def to_numpy(tensor: Any) -> np.ndarray:
+    """A torch tensor as a NumPy array of the same dtype and shape (a copy, contiguous)."""
+    import torch
+
+    tensor = tensor.detach().cpu()
+    if tensor.is_conj():
+        tensor = tensor.resolve_conj()
+    if tensor.is_neg():
+        tensor = tensor.resolve_neg()
+    if tensor.dtype == torch.bfloat16:
+        return tensor.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
+    return tensor.contiguous().numpy().copy()
+
+
+def to_torch(array: Any) -> Any:
+    """A NumPy array (or Python scalar) as a torch tensor of the same dtype (a copy)."""
+    import torch
+
+    if not isinstance(array, np.ndarray):
+        return array
+    if array.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(np.ascontiguousarray(array).view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(array).copy())
+
+
+def to_python(value: Any) -> Any:
+    """torch scalars (SymInt, 0-dim results of .item()) as plain Python scalars."""
+    if isinstance(value, bool | int | float | complex):
+        return value
+    return value.item() if hasattr(value, "item") else value
