@@ -23,3 +23,23 @@ from .errors import (
 from .ir import DType, Graph, Node, TensorMeta, Value, parse
 
 __version__ = "0.1.0"
+
+
+def lower(graph: Graph, *, strict: bool = True) -> Graph:
+    """A new graph with every aten node expanded into prims by its decomposition rule.
+
+    Raises UnsupportedOpError naming every op that has no rule (with counts), unless
+    `strict=False`, which leaves those nodes in place. The input graph is never modified."""
+    from .passes.lower import lower as _lower
+
+    return _lower(graph, strict=strict)
+
+
+def execute(graph: Graph, inputs=(), *, seed: int | None = None, check: bool = False) -> list:
+    """Run a graph on NumPy and return its user outputs as arrays (lowering it first if it still
+    holds aten nodes). `inputs` maps input names to arrays or lists the user inputs in order;
+    parameters, buffers and constants with stored data are filled in. `seed` makes random ops
+    reproducible; `check=True` verifies every intermediate's shape and dtype against its meta."""
+    from .executor import execute as _execute
+
+    return _execute(graph, inputs, seed=seed, check=check)

@@ -59,6 +59,14 @@ class VerificationError(Error):
     """A graph is malformed (use before definition, wrong arity, bad attribute, bad meta)."""
 
 
+class ResultDTypeError(DTypeError):
+    """A decomposition rule produced a result whose dtype differs from the node's declared one."""
+
+
+class ResultShapeError(ShapeError):
+    """A decomposition rule produced a result whose shape differs from the node's declared one."""
+
+
 class LoweringError(Error):
     """A decomposition rule failed on a node; wraps the cause and names the node."""
 

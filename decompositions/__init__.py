@@ -1,1 +1,7 @@
-"""Decomposition rules: Core ATen overloads expressed in prims (DESIGN §6)."""
+"""Decomposition rules: every Core ATen overload expressed in prims (DESIGN §6).
+
+Importing this package registers every rule in `RULES` (one module per op family)."""
+
+from .registry import RULES, Rule, RuleRegistry, active_registry, aten, call, declared_result_metas, register
+
+__all__ = ["RULES", "Rule", "RuleRegistry", "active_registry", "aten", "call", "declared_result_metas", "register"]

@@ -1,0 +1,132 @@
+"""Recording the Core ATen calls a piece of torch code makes (torch imported lazily).
+
+`record_core_calls(fn)` runs `fn` under a dispatch mode and returns every call of a Core ATen
+overload it dispatched, with copies of its arguments. Non-core overloads that torch's core
+decomposition table knows are decomposed on the way (so a sample of `torch.sum(x)` also yields
+the `aten.sum.dim_IntList` call export would produce); others run as they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from ..schema.core_aten import CORE_ATEN_OPS
+
+
+@attrs.frozen(eq=False)
+class AtenCall:
+    """One call of an aten overload with concrete torch arguments."""
+
+    op: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    origin: str = ""  # where the sample came from, e.g. "opinfo:add float32 #3" or "handwritten"
+
+    def key(self) -> str:
+        """A fingerprint of the call (op, literal arguments, tensor dtypes/shapes/contents)."""
+        digest = hashlib.sha1(self.op.encode())
+        _feed(digest, self.args)
+        _feed(digest, self.kwargs)
+        return digest.hexdigest()
+
+    def describe(self) -> str:
+        parts = [_short(a) for a in self.args] + [f"{k}={_short(v)}" for k, v in self.kwargs.items()]
+        return f"{self.op}({', '.join(parts)})"
+
+
+def _feed(digest: Any, value: Any) -> None:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        tensor = value.detach().cpu().contiguous()
+        digest.update(f"T{tensor.dtype}{tuple(tensor.shape)}".encode())
+        if tensor.numel() and tensor.dtype != torch.bfloat16:
+            digest.update(tensor.numpy().tobytes())
+        elif tensor.numel():
+            digest.update(tensor.view(torch.int16).numpy().tobytes())
+    elif isinstance(value, list | tuple):
+        digest.update(b"[")
+        for item in value:
+            _feed(digest, item)
+        digest.update(b"]")
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            digest.update(name.encode())
+            _feed(digest, item)
+    else:
+        digest.update(f"{type(value).__name__}:{value!r}".encode())
+
+
+def _short(value: Any) -> str:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return f"{str(value.dtype).removeprefix('torch.')}{list(value.shape)}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_short(v) for v in value) + "]"
+    return repr(value)
+
+
+def overload_name(func: Any) -> str:
+    """'aten.add.Tensor' for torch.ops.aten.add.Tensor."""
+    return f"{func.namespace}.{func._opname}.{func._overloadname}"
+
+
+def clone_arguments(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, list):
+        return [clone_arguments(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(clone_arguments(v) for v in value)
+    if isinstance(value, dict):
+        return {k: clone_arguments(v) for k, v in value.items()}
+    return value
+
+
+def record_core_calls(fn: Callable[[], Any], *, origin: str = "", decompose: bool = True) -> list[AtenCall]:
+    """Run fn() and return the Core ATen calls it dispatched (arguments copied before the call)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    table = _core_decompositions() if decompose else {}
+    calls: list[AtenCall] = []
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+            kwargs = kwargs or {}
+            name = overload_name(func)
+            if name in CORE_ATEN_OPS:
+                calls.append(AtenCall(name, clone_arguments(args), clone_arguments(kwargs), origin))
+                return func(*args, **kwargs)
+            decomposition = table.get(func)
+            if decomposition is not None:
+                mark = len(calls)
+                try:
+                    with self:
+                        return decomposition(*args, **kwargs)
+                except Exception:
+                    del calls[mark:]  # the decomposition does not run eagerly: use the kernel
+            return func(*args, **kwargs)
+
+    with torch.no_grad(), Recorder():
+        fn()
+    return calls
+
+
+_TABLE: dict[Any, Any] | None = None
+
+
+def _core_decompositions() -> dict[Any, Any]:
+    global _TABLE
+    if _TABLE is None:
+        from torch._decomp import core_aten_decompositions
+
+        _TABLE = dict(core_aten_decompositions())
+    return _TABLE

@@ -1,0 +1,243 @@
+"""Running one aten call both ways and classifying the result (DESIGN §11).
+
+torch side: `torch.ops.aten.<op>` on the call's arguments. Our side: a one-node aten graph whose
+inputs are the call's tensors and whose result metas are torch's outputs → `lower` → every node
+must be a prim → `execute(check=True)` (which also checks every node's meta against what the
+executor produced) → compare each output with torch's under the tolerance rule.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ..errors import (
+    Error,
+    ExecutionError,
+    ResultDTypeError,
+    ResultShapeError,
+    UnsupportedOpError,
+)
+from ..ir.dtypes import DType
+from ..ir.graph import Graph, GraphInput, GraphOutput, Node
+from ..ir.values import Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, Value
+from .compare import Comparison, compare
+from .record import AtenCall, clone_arguments
+from .torch_interop import to_numpy
+
+
+class Status(enum.Enum):
+    PASS = "pass"
+    WRONG_VALUE = "wrong value"
+    WRONG_DTYPE = "wrong dtype"
+    WRONG_SHAPE = "wrong shape"
+    NOT_LOWERED = "not fully lowered"
+    LOWERING_ERROR = "lowering error"
+    EXECUTION_ERROR = "execution error"
+    META_MISMATCH = "meta mismatch"
+    TORCH_UNSUPPORTED = "unsupported by torch"
+    UNREPRESENTABLE = "unrepresentable"  # e.g. a dtype outside the 12 we model
+
+    @property
+    def counts_as_run(self) -> bool:
+        return self not in (Status.TORCH_UNSUPPORTED, Status.UNREPRESENTABLE)
+
+
+@attrs.frozen
+class Outcome:
+    call: AtenCall
+    status: Status
+    message: str = ""
+    extension_prims: frozenset[str] = frozenset()
+    lowered: Graph | None = attrs.field(default=None, repr=False)
+
+    @property
+    def passed(self) -> bool:
+        return self.status is Status.PASS
+
+
+class Unrepresentable(Exception):
+    """The call holds something our IR does not model (a dtype, a generator, …)."""
+
+
+# Outputs whose values torch leaves undefined: only dtype and shape are compared.
+UNDEFINED_VALUES = frozenset({"aten.empty.memory_format", "aten.empty_strided.default"})
+
+# Random ops: checked by a registered statistical check instead of value equality.
+StatisticalCheck = Callable[[AtenCall, list[Any], list[Any]], Comparison]
+STATISTICAL_CHECKS: dict[str, StatisticalCheck] = {}
+
+
+def statistical_check(op: str) -> Callable[[StatisticalCheck], StatisticalCheck]:
+    def decorate(check: StatisticalCheck) -> StatisticalCheck:
+        STATISTICAL_CHECKS[op] = check
+        return check
+
+    return decorate
+
+
+def torch_outputs(call: AtenCall) -> list[Any]:
+    """torch's results of the call, flattened (tensors and Python scalars)."""
+    import torch
+
+    packet = getattr(torch.ops.aten, call.op.split(".")[1])
+    func = getattr(packet, call.op.split(".")[2])
+    result = func(*clone_arguments(call.args), **clone_arguments(call.kwargs))
+    return list(result) if isinstance(result, list | tuple) else [result]
+
+
+def build_graph(call: AtenCall, outputs: list[Any]) -> tuple[Graph, dict[str, Any]]:
+    """A one-node graph of the call and its input arrays."""
+    inputs: list[GraphInput] = []
+    arrays: dict[str, Any] = {}
+
+    def operand(value: Any) -> Any:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            name = f"a{len(inputs)}"
+            meta = TensorMeta(tuple(value.shape), _dtype(value.dtype))
+            inputs.append(GraphInput(Value(name, meta)))
+            arrays[name] = to_numpy(value)
+            return inputs[-1].value
+        if isinstance(value, list | tuple):
+            return tuple(operand(v) for v in value)
+        if isinstance(value, torch.dtype):
+            return _dtype(value)
+        if isinstance(value, torch.device):
+            return Device(str(value))
+        if isinstance(value, torch.layout):
+            return Layout[str(value).removeprefix("torch.")]
+        if isinstance(value, torch.memory_format):
+            return MemoryFormat[str(value).removeprefix("torch.")]
+        if value is None or isinstance(value, bool | int | float | complex | str):
+            return value
+        raise Unrepresentable(f"argument {value!r} of type {type(value).__name__}")
+
+    args = tuple(operand(a) for a in call.args)
+    kwargs = {name: operand(v) for name, v in call.kwargs.items()}
+    results = tuple(Value(f"out{i}", _meta_of(output)) for i, output in enumerate(outputs))
+    name = re.sub(r"\W", "_", call.op.removeprefix("aten."))
+    graph = Graph(name, inputs, [Node(call.op, args, kwargs, results)], [GraphOutput(r) for r in results])
+    return graph, arrays
+
+
+def _dtype(torch_dtype: Any) -> DType:
+    try:
+        return DType.from_torch_name(str(torch_dtype))
+    except ValueError:
+        raise Unrepresentable(f"dtype {torch_dtype}") from None
+
+
+def _meta_of(output: Any) -> Any:
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return TensorMeta(tuple(output.shape), _dtype(output.dtype))
+    if isinstance(output, bool | int | float | complex):
+        return ScalarMeta(type(output))
+    raise Unrepresentable(f"result {output!r}")
+
+
+def _expected(outputs: list[Any]) -> list[Any]:
+    import torch
+
+    return [to_numpy(o) if isinstance(o, torch.Tensor) else o for o in outputs]
+
+
+def float64_reference(call: AtenCall) -> list[Any] | None:
+    """torch's results with every floating/complex input tensor widened to float64/complex128,
+    narrowed back to the original result dtypes' width only in comparison (None when the op
+    cannot run that way)."""
+    import torch
+
+    def widen(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            if value.dtype.is_complex:
+                return value.to(torch.complex128)
+            if value.dtype.is_floating_point:
+                return value.to(torch.float64)
+            return value
+        if isinstance(value, list | tuple):
+            return type(value)(widen(v) for v in value)
+        return value
+
+    try:
+        wide = AtenCall(call.op, widen(call.args), {k: widen(v) for k, v in call.kwargs.items()})
+        return _expected(torch_outputs(wide))
+    except Exception:
+        return None
+
+
+def run_call(call: AtenCall, *, registry: Any = None, seed: int = 0) -> Outcome:
+    """Run the call through torch and through lower → execute, and classify."""
+    from prims.registry import PRIMS
+
+    from ..executor import execute
+    from ..passes.lower import lower
+
+    try:
+        outputs = torch_outputs(call)
+    except Exception as error:
+        return Outcome(call, Status.TORCH_UNSUPPORTED, f"{type(error).__name__}: {error}")
+    try:
+        graph, arrays = build_graph(call, outputs)
+    except Unrepresentable as error:
+        return Outcome(call, Status.UNREPRESENTABLE, str(error))
+    try:
+        lowered = lower(graph, registry=registry)
+    except UnsupportedOpError as error:
+        return Outcome(call, Status.NOT_LOWERED, str(error))
+    except ResultDTypeError as error:
+        return Outcome(call, Status.WRONG_DTYPE, str(error))
+    except ResultShapeError as error:
+        return Outcome(call, Status.WRONG_SHAPE, str(error))
+    except Error as error:
+        return Outcome(call, Status.LOWERING_ERROR, f"{type(error).__name__}: {error}")
+    leftovers = sorted({node.op for node in lowered.nodes if node.namespace != "prims"})
+    if leftovers:
+        return Outcome(call, Status.NOT_LOWERED, f"left in the graph: {', '.join(leftovers)}", lowered=lowered)
+    extensions = frozenset(
+        node.op for node in lowered.nodes if PRIMS[node.op.removeprefix("prims.")].extension
+    )
+    try:
+        ours = execute(lowered, arrays, check=True, seed=seed)
+    except ExecutionError as error:
+        status = Status.META_MISMATCH if "[check=True]" in str(error) else Status.EXECUTION_ERROR
+        return Outcome(call, status, str(error), extensions, lowered)
+    except Error as error:
+        return Outcome(call, Status.EXECUTION_ERROR, f"{type(error).__name__}: {error}", extensions, lowered)
+    expected = _expected(outputs)
+    statistical = STATISTICAL_CHECKS.get(call.op)
+    if statistical is not None:
+        verdicts = [statistical(call, ours, expected)]
+    elif call.op in UNDEFINED_VALUES:
+        verdicts = [_compare_layout(o, e, f"output {i}") for i, (o, e) in enumerate(zip(ours, expected))]
+    else:
+        reference = None
+        verdicts = []
+        for index, (our, their) in enumerate(zip(ours, expected)):
+            verdict = compare(our, their, what=f"output {index}")
+            if not verdict and verdict.reason == "value" and reference is None:
+                reference = float64_reference(call) or []
+            if not verdict and verdict.reason == "value" and index < len(reference or []):
+                verdict = compare(our, their, reference=reference[index], what=f"output {index}")
+            verdicts.append(verdict)
+    for verdict in verdicts:
+        if not verdict:
+            status = {"dtype": Status.WRONG_DTYPE, "shape": Status.WRONG_SHAPE}.get(verdict.reason, Status.WRONG_VALUE)
+            return Outcome(call, status, verdict.message, extensions, lowered)
+    return Outcome(call, Status.PASS, "", extensions, lowered)
+
+
+def _compare_layout(ours: Any, theirs: Any, what: str) -> Comparison:
+    if not isinstance(ours, np.ndarray) or ours.dtype != theirs.dtype:
+        return Comparison(False, "dtype", f"{what}: dtype {getattr(ours, 'dtype', type(ours))} vs torch's {theirs.dtype}")
+    if ours.shape != theirs.shape:
+        return Comparison(False, "shape", f"{what}: shape {list(ours.shape)} vs torch's {list(theirs.shape)}")
+    return Comparison(True, "", f"{what}: values undefined; dtype and shape equal")

@@ -1,0 +1,211 @@
+"""Samples for each Core ATen overload: OpInfo samples from torch's `op_db`, mapped to the
+overloads they actually reach (by recording dispatch), plus hand-written samples registered for
+overloads OpInfo does not reach or reaches too thinly.
+
+Discovery runs every OpInfo once on a few samples of its first supported dtype among a
+preference list (float32 first) and records which Core ATen overloads it reaches; the map can
+be cached on disk (keyed by torch version). Sampling an overload then replays only the OpInfos
+that reach it, for each dtype they support, keeping the calls of that overload.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..ir.dtypes import DType
+from .record import AtenCall, record_core_calls
+
+# Dtypes tried, in order, to find one an OpInfo supports for discovery.
+_DISCOVERY_DTYPES = ("float32", "int64", "bool", "complex64", "float64", "int32", "uint8")
+_DISCOVERY_SAMPLES = 6
+
+HandwrittenSamples = Callable[[DType], Iterable[AtenCall]]
+_HANDWRITTEN: dict[str, list[tuple[frozenset[DType], HandwrittenSamples]]] = {}
+
+
+def handwritten(op: str, dtypes: Iterable[DType]) -> Callable[[HandwrittenSamples], HandwrittenSamples]:
+    """Register a generator of hand-written samples of `op` for each of `dtypes`:
+    `fn(dtype) -> iterable of AtenCall`."""
+
+    def decorate(function: HandwrittenSamples) -> HandwrittenSamples:
+        _HANDWRITTEN.setdefault(op, []).append((frozenset(dtypes), function))
+        return function
+
+    return decorate
+
+
+def handwritten_ops() -> set[str]:
+    _load_handwritten()
+    return set(_HANDWRITTEN)
+
+
+def _load_handwritten() -> None:
+    from . import handwritten_samples  # noqa: F401 - registers the samples
+
+
+def _opinfo_label(opinfo: Any) -> str:
+    return f"{opinfo.name}.{opinfo.variant_test_name}" if opinfo.variant_test_name else opinfo.name
+
+
+def _opinfos() -> dict[str, Any]:
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return {_opinfo_label(opinfo): opinfo for opinfo in op_db}
+
+
+def supported_dtypes(opinfo: Any) -> list[DType]:
+    """The dtypes of ours an OpInfo supports on CPU, in DType order."""
+    names = {str(d).removeprefix("torch.") for d in opinfo.supported_dtypes("cpu")}
+    return [d for d in DType if d.torch_name in names]
+
+
+def _run_opinfo_sample(opinfo: Any, sample: Any, origin: str) -> list[AtenCall]:
+    def call() -> None:
+        opinfo(sample.input, *sample.args, **sample.kwargs)
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return record_core_calls(call, origin=origin)
+    except Exception:
+        return []  # a sample torch itself rejects reaches nothing usable
+
+
+def _samples_of(opinfo: Any, dtype: DType) -> Iterator[Any]:
+    import torch
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield from opinfo.sample_inputs("cpu", getattr(torch, dtype.torch_name), requires_grad=False)
+    except Exception:
+        return
+
+
+def call_dtype(call: AtenCall) -> DType | None:
+    """The dtype a call is filed under: its first tensor argument's, else its `dtype` argument's
+    (creation ops), else None."""
+    import torch
+
+    def first_tensor(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return value
+        if isinstance(value, list | tuple):
+            for item in value:
+                found = first_tensor(item)
+                if found is not None:
+                    return found
+        return None
+
+    tensor = first_tensor(call.args)
+    if tensor is None:
+        tensor = first_tensor(list(call.kwargs.values()))
+    torch_dtype = tensor.dtype if tensor is not None else call.kwargs.get("dtype")
+    if torch_dtype is None:
+        return None
+    try:
+        return DType.from_torch_name(str(torch_dtype))
+    except ValueError:
+        return None
+
+
+_DISCOVERED: dict[str, list[str]] | None = None
+
+
+def discover(cache_dir: str | os.PathLike[str] | None = None) -> dict[str, list[str]]:
+    """overload -> labels of the OpInfos whose samples reach it (cached in memory, and on disk
+    under `cache_dir` when given)."""
+    global _DISCOVERED
+    if _DISCOVERED is not None:
+        return _DISCOVERED
+    import torch
+
+    cache_file = Path(cache_dir) / f"opinfo-map-{torch.__version__}.json" if cache_dir is not None else None
+    if cache_file is not None and cache_file.exists():
+        _DISCOVERED = json.loads(cache_file.read_text())
+        return _DISCOVERED
+    reach: dict[str, set[str]] = {}
+    for label, opinfo in _opinfos().items():
+        names = {d.torch_name for d in supported_dtypes(opinfo)}
+        dtype = next((DType.from_torch_name(n) for n in _DISCOVERY_DTYPES if n in names), None)
+        if dtype is None:
+            continue
+        for index, sample in enumerate(_samples_of(opinfo, dtype)):
+            if index >= _DISCOVERY_SAMPLES:
+                break
+            for call in _run_opinfo_sample(opinfo, sample, label):
+                reach.setdefault(call.op, set()).add(label)
+    _DISCOVERED = {op: sorted(labels) for op, labels in sorted(reach.items())}
+    if cache_file is not None:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=cache_file.parent, delete=False, suffix=".tmp") as handle:
+            json.dump(_DISCOVERED, handle)
+        os.replace(handle.name, cache_file)
+    return _DISCOVERED
+
+
+def opinfo_dtypes(op: str, cache_dir: str | os.PathLike[str] | None = None) -> list[DType]:
+    """Every dtype of ours supported by some OpInfo reaching `op`."""
+    opinfos = _opinfos()
+    found: set[DType] = set()
+    for label in discover(cache_dir).get(op, []):
+        found.update(supported_dtypes(opinfos[label]))
+    return [d for d in DType if d in found]
+
+
+def sample_dtypes(op: str, cache_dir: str | os.PathLike[str] | None = None) -> list[DType]:
+    """Every dtype we have samples of `op` for (OpInfo and hand-written)."""
+    _load_handwritten()
+    found = set(opinfo_dtypes(op, cache_dir))
+    for dtypes, _ in _HANDWRITTEN.get(op, []):
+        found.update(dtypes)
+    return [d for d in DType if d in found]
+
+
+def samples(
+    op: str,
+    dtype: DType,
+    *,
+    budget: int | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> Iterator[AtenCall]:
+    """Distinct calls of `op` with tensors of `dtype` (hand-written first, then OpInfo's), at
+    most `budget` of them."""
+    _load_handwritten()
+    seen: set[str] = set()
+    produced = 0
+
+    def fresh(calls: Iterable[AtenCall]) -> Iterator[AtenCall]:
+        nonlocal produced
+        for call in calls:
+            if call.op != op or call_dtype(call) not in (dtype, None):
+                continue
+            key = call.key()
+            if key in seen:
+                continue
+            seen.add(key)
+            produced += 1
+            yield call
+            if budget is not None and produced >= budget:
+                return
+
+    for dtypes, generate in _HANDWRITTEN.get(op, []):
+        if dtype in dtypes:
+            yield from fresh(generate(dtype))
+            if budget is not None and produced >= budget:
+                return
+    opinfos = _opinfos()
+    for label in discover(cache_dir).get(op, []):
+        opinfo = opinfos[label]
+        if dtype not in supported_dtypes(opinfo):
+            continue
+        for index, sample in enumerate(_samples_of(opinfo, dtype)):
+            yield from fresh(_run_opinfo_sample(opinfo, sample, f"opinfo:{label} {dtype.short} #{index}"))
+            if budget is not None and produced >= budget:
+                return

@@ -1,0 +1,22 @@
+"""Dead code elimination: drop nodes none of whose results is used or returned. Prims are pure
+in a functional graph (random prims included: an unused draw changes nothing observable)."""
+
+from __future__ import annotations
+
+from ..ir.graph import Graph
+from ..ir.values import Value
+
+
+def eliminate_dead_code(graph: Graph) -> Graph:
+    """A graph without dead nodes (the same graph object when nothing is dead)."""
+    live: set[Value] = {graph_output.value for graph_output in graph.outputs}
+    keep: list[bool] = [False] * len(graph.nodes)
+    for index in range(len(graph.nodes) - 1, -1, -1):
+        node = graph.nodes[index]
+        if not node.results or any(result in live for result in node.results):
+            keep[index] = True
+            live.update(node.operand_values())
+    if all(keep):
+        return graph
+    nodes = [node for node, kept in zip(graph.nodes, keep) if kept]
+    return Graph(graph.name, list(graph.inputs), nodes, list(graph.outputs))

@@ -1,0 +1,144 @@
+"""`lower(graph)`: expand every aten node into prims by its decomposition rule (DESIGN §6).
+
+The input graph is never modified: lowering builds a new graph. Each aten node's rule runs in a
+builder whose provenance names that node, so every prim it emits records the aten op and result
+name it came from (and the user's source location). The rule's results must have exactly the
+node's declared metas — a rule producing another dtype or shape is a bug, reported by op and node.
+The last value a rule makes for a result takes that result's name, so the lowered graph reads
+like the original one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from decompositions.registry import lowering_node
+from prims.builder import Builder
+
+from ..errors import Error, LoweringError, ResultDTypeError, ResultShapeError, UnsupportedOpError
+from ..ir.graph import Graph, GraphInput, GraphOutput, Node, Provenance
+from ..ir.values import ScalarMeta, TensorMeta, Value, map_values
+from .dce import eliminate_dead_code
+
+
+def lower(graph: Graph, *, strict: bool = True, registry: Any = None, dce: bool = True) -> Graph:
+    """A new graph in which every aten node is replaced by the prims its rule emits.
+
+    `strict=True` raises UnsupportedOpError naming every op without a rule (all of them, with
+    counts) before doing anything; `strict=False` leaves such nodes in place. `dce` removes nodes
+    whose results nobody uses (e.g. the unused statistics of a normalization)."""
+    from decompositions import RULES, active_registry
+
+    registry = RULES if registry is None else registry
+    missing = Counter(node.op for node in graph.nodes if node.namespace != "prims" and node.op not in registry)
+    if missing and strict:
+        raise UnsupportedOpError(missing)
+
+    builder = Builder(graph.name, reserved_names=(value.name for value in graph.values()))
+    mapping: dict[Value, Any] = {}
+    for graph_input in graph.inputs:
+        value = Value(graph_input.name, graph_input.value.meta)
+        builder.inputs.append(GraphInput(value, graph_input.kind, graph_input.target, graph_input.data))
+        mapping[graph_input.value] = value
+
+    def remap(operand: Any) -> Any:
+        return map_values(operand, mapping.__getitem__)
+
+    with builder, active_registry(registry):
+        for node in graph.nodes:
+            args = tuple(remap(a) for a in node.args)
+            kwargs = {name: remap(a) for name, a in node.kwargs.items()}
+            rule = registry.get(node.op) if node.namespace != "prims" else None
+            if rule is None:
+                _copy_node(node, args, kwargs, builder, mapping)
+            else:
+                _expand(node, rule, args, kwargs, builder, mapping)
+
+    outputs = [GraphOutput(_output_value(o, mapping), o.kind, o.target) for o in graph.outputs]
+    lowered = builder.finish(outputs, name=graph.name)
+    return eliminate_dead_code(lowered) if dce else lowered
+
+
+def _copy_node(node: Node, args: tuple[Any, ...], kwargs: dict[str, Any], builder: Builder, mapping: dict) -> None:
+    results = tuple(Value(r.name, r.meta) for r in node.results)
+    builder.append(Node(node.op, args, kwargs, results, node.provenance))
+    mapping.update(zip(node.results, results))
+
+
+def _expand(node: Node, rule: Any, args: tuple[Any, ...], kwargs: dict[str, Any], builder: Builder, mapping: dict) -> None:
+    first = node.results[0].name if node.results else None
+    if node.provenance.origin_op is None:
+        builder.provenance = Provenance(node.op, first, node.provenance.source)
+    else:  # already a lowered node's provenance: keep pointing at the user's aten node
+        builder.provenance = node.provenance
+    start = len(builder.nodes)
+    try:
+        with lowering_node(node):
+            produced = rule(*args, **kwargs)
+    except UnsupportedOpError:
+        raise
+    except Error as error:
+        raise _with_context(error, node) from error
+    except Exception as error:  # a rule's own bug: say where it happened
+        raise LoweringError(f"{_where(node)}: the rule failed: {type(error).__name__}: {error}") from error
+    results = _as_results(node, produced)
+    created = {value for new_node in builder.nodes[start:] for value in new_node.results}
+    for old, new in zip(node.results, results):
+        _check_result(node, old, new)
+        if type(new) is Value and new in created:
+            # The aten result's name is reserved in the builder, so it is free for this value.
+            new.name = old.name
+            created.discard(new)
+        mapping[old] = new
+
+
+def _as_results(node: Node, produced: Any) -> tuple[Any, ...]:
+    if type(produced) is list:
+        produced = tuple(produced)
+    if type(produced) is not tuple:
+        produced = (produced,)
+    if len(produced) != len(node.results):
+        raise LoweringError(f"{_where(node)}: the rule returned {len(produced)} value(s), the node has {len(node.results)}")
+    return produced
+
+
+def _check_result(node: Node, old: Value, new: Any) -> None:
+    expected = old.meta
+    if type(expected) is TensorMeta:
+        if type(new) is not Value or type(new.meta) is not TensorMeta:
+            raise LoweringError(f"{_where(node)}: the rule returned {new!r} for tensor result %{old.name}")
+        if new.meta.dtype is not expected.dtype:
+            raise ResultDTypeError(
+                f"{_where(node)}: the rule produced {new.meta} for %{old.name}, the graph says {expected}"
+            )
+        if new.meta.shape != expected.shape:
+            raise ResultShapeError(
+                f"{_where(node)}: the rule produced {new.meta} for %{old.name}, the graph says {expected}"
+            )
+        return
+    assert type(expected) is ScalarMeta
+    kind = new.meta.kind if type(new) is Value and type(new.meta) is ScalarMeta else type(new)
+    if kind is not expected.kind:
+        raise ResultDTypeError(f"{_where(node)}: the rule produced a {kind.__name__} for %{old.name}, the graph says {expected}")
+
+
+def _output_value(graph_output: GraphOutput, mapping: dict) -> Value:
+    value = mapping[graph_output.value]
+    if type(value) is not Value:
+        raise LoweringError(f"output %{graph_output.value.name} folded to the constant {value!r}; outputs must be values")
+    return value
+
+
+def _where(node: Node) -> str:
+    names = ", ".join(f"%{r.name}" for r in node.results) or "(no results)"
+    source = f" at {node.provenance.source}" if node.provenance.source else ""
+    return f"lowering {node.op} -> {names}{source}"
+
+
+def _with_context(error: Error, node: Node) -> Error:
+    message = f"{_where(node)}: {error}"
+    try:
+        return type(error)(message)
+    except TypeError:
+        return LoweringError(message)

@@ -1,0 +1,171 @@
+"""The registry of decomposition rules, keyed by exact overload name (DESIGN §6).
+
+A rule is a plain function registered explicitly:
+
+    @register("aten.add.Tensor", "aten.add.Scalar")
+    def add(self, other, alpha):
+        ...
+
+It receives the node's arguments bound to the overload's schema — in schema order, under the
+schema's names (checked at registration), defaults filled in — as symbolic tensors (`Value`s) and
+plain Python values, and returns the result value(s) built with prims builders. Rules may call
+other rules through `aten.<name>.<overload>(...)`. Duplicates and overloads without a known
+schema are rejected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+
+from aten2prims.errors import UnsupportedOpError
+from aten2prims.schema.parser import Schema
+from aten2prims.schema.registry import aten_schema
+
+RuleFunction = Callable[..., Any]
+
+
+@attrs.frozen(slots=True)
+class Rule:
+    op: str
+    schema: Schema
+    function: RuleFunction
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*self.schema.bind(args, kwargs, op=self.op))
+
+
+class RuleRegistry:
+    """Rules by overload name. `RULES` is the registry lowering uses by default."""
+
+    def __init__(self) -> None:
+        self._rules: dict[str, Rule] = {}
+
+    def register(self, *ops: str) -> Callable[[RuleFunction], RuleFunction]:
+        def decorate(function: RuleFunction) -> RuleFunction:
+            for op in ops:
+                self.add(op, function)
+            return function
+
+        return decorate
+
+    def add(self, op: str, function: RuleFunction) -> Rule:
+        if op in self._rules:
+            raise ValueError(f"a decomposition rule for {op} is already registered")
+        schema = aten_schema(op)
+        if schema is None:
+            raise ValueError(f"cannot register a rule for {op}: no schema is known for it")
+        parameters = [
+            p.name
+            for p in inspect.signature(function).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        if parameters != list(schema.argument_names):
+            raise TypeError(
+                f"rule {function.__qualname__} for {op}: parameters {parameters} do not match the schema's "
+                f"{list(schema.argument_names)}"
+            )
+        rule = Rule(op, schema, function)
+        self._rules[op] = rule
+        return rule
+
+    def get(self, op: str) -> Rule | None:
+        return self._rules.get(op)
+
+    def __contains__(self, op: object) -> bool:
+        return op in self._rules
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._rules))
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+
+RULES = RuleRegistry()
+register = RULES.register
+
+_active: contextvars.ContextVar[RuleRegistry] = contextvars.ContextVar("aten2prims_rules", default=RULES)
+
+
+@contextlib.contextmanager
+def active_registry(registry: RuleRegistry) -> Iterator[None]:
+    """Make `aten.<op>` calls inside rules resolve through `registry` (lowering sets this)."""
+    token = _active.set(registry)
+    try:
+        yield
+    finally:
+        _active.reset(token)
+
+
+def call(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Apply the rule of `op` to arguments (bound to its schema): how rules call other rules."""
+    rule = _active.get().get(op)
+    if rule is None:
+        raise UnsupportedOpError({op: 1})
+    return rule(*args, **kwargs)
+
+
+_node: contextvars.ContextVar[Any] = contextvars.ContextVar("aten2prims_lowering_node", default=None)
+
+
+@contextlib.contextmanager
+def lowering_node(node: Any) -> Iterator[None]:
+    """Record the aten node whose rule is running (lowering sets this)."""
+    token = _node.set(node)
+    try:
+        yield
+    finally:
+        _node.reset(token)
+
+
+def declared_result_metas() -> tuple[Any, ...]:
+    """The metas the graph declares for the results of the aten node being lowered. Rules of ops
+    whose output shape depends on data (nonzero) read the size torch recorded here; a rule called
+    from another rule sees its caller's node, so only top-level rules should rely on it."""
+    node = _node.get()
+    if node is None:
+        raise RuntimeError("declared_result_metas() is only available while lowering a node")
+    return tuple(result.meta for result in node.results)
+
+
+class _Overload:
+    __slots__ = ("op",)
+
+    def __init__(self, op: str) -> None:
+        self.op = op
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return call(self.op, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<aten rule call {self.op}>"
+
+
+class _Packet:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getattr__(self, overload: str) -> _Overload:
+        if overload.startswith("__"):
+            raise AttributeError(overload)
+        return _Overload(f"aten.{self.name}.{overload}")
+
+
+class _AtenNamespace:
+    """`aten.sum.dim_IntList(x, [1])` inside a rule applies that overload's rule (inline)."""
+
+    def __getattr__(self, name: str) -> _Packet:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Packet(name)
+
+
+aten = _AtenNamespace()
