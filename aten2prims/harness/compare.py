@@ -47,15 +47,17 @@ def tolerance(dtype: DType) -> tuple[float, float]:
     return TOLERANCES.get(dtype, (0.0, 0.0))
 
 
-def compare(actual: Any, expected: Any, *, reference: Any = None, what: str = "result") -> Comparison:
-    """Compare our `actual` array with torch's `expected` one (NumPy arrays or Python scalars)."""
+def compare(
+    actual: Any, expected: Any, *, reference: Any = None, what: str = "result", against: str = "torch"
+) -> Comparison:
+    """Compare our `actual` array with the `expected` one (torch's, or the named source's)."""
     if not isinstance(expected, np.ndarray) or not isinstance(actual, np.ndarray):
-        return _compare_scalars(actual, expected, what)
+        return _compare_scalars(actual, expected, what, against)
     if actual.dtype != expected.dtype:
-        return Comparison(False, "dtype", f"{what}: dtype {actual.dtype} differs from torch's {expected.dtype}")
+        return Comparison(False, "dtype", f"{what}: dtype {actual.dtype} differs from {against}'s {expected.dtype}")
     if actual.shape != expected.shape:
         return Comparison(
-            False, "shape", f"{what}: shape {list(actual.shape)} differs from torch's {list(expected.shape)}"
+            False, "shape", f"{what}: shape {list(actual.shape)} differs from {against}'s {list(expected.shape)}"
         )
     dtype = DType.from_numpy(actual.dtype)
     if dtype.is_integral:
@@ -68,7 +70,7 @@ def compare(actual: Any, expected: Any, *, reference: Any = None, what: str = "r
             False,
             "value",
             f"{what}: {count} of {actual.size} element(s) differ; first at {list(index)}: "
-            f"{actual[index]!r} vs torch {expected[index]!r}",
+            f"{actual[index]!r} vs {against} {expected[index]!r}",
             mismatches=count,
         )
     rtol, atol = tolerance(dtype)
@@ -91,7 +93,7 @@ def compare(actual: Any, expected: Any, *, reference: Any = None, what: str = "r
         "value",
         f"{what}: {count} of {actual.size} element(s) outside rtol={rtol:g}, atol={atol:g}"
         f"{' and worse than torch against the float64 reference' if reference is not None else ''}; "
-        f"first at {list(index)}: {actual[index]!r} vs torch {expected[index]!r}; max abs error {error:.3g}",
+        f"first at {list(index)}: {actual[index]!r} vs {against} {expected[index]!r}; max abs error {error:.3g}",
         max_abs_error=error,
         mismatches=count,
     )
@@ -119,10 +121,10 @@ def _worse_than_torch(ours: np.ndarray, theirs: np.ndarray, ref: np.ndarray, rto
         return worse | ~np.isfinite(ref)
 
 
-def _compare_scalars(actual: Any, expected: Any, what: str) -> Comparison:
+def _compare_scalars(actual: Any, expected: Any, what: str, against: str) -> Comparison:
     if type(actual) is not type(expected):
         return Comparison(
-            False, "dtype", f"{what}: {type(actual).__name__} {actual!r} vs torch's {type(expected).__name__} {expected!r}"
+            False, "dtype", f"{what}: {type(actual).__name__} {actual!r} vs {against}'s {type(expected).__name__} {expected!r}"
         )
     if isinstance(actual, float | complex):
         ok = not _outside(np.asarray(actual), np.asarray(expected), *TOLERANCES[DType.float64]).any()
@@ -130,4 +132,4 @@ def _compare_scalars(actual: Any, expected: Any, what: str) -> Comparison:
         ok = actual == expected
     if ok:
         return Comparison(True, "", f"{what}: equal")
-    return Comparison(False, "value", f"{what}: {actual!r} vs torch {expected!r}", mismatches=1)
+    return Comparison(False, "value", f"{what}: {actual!r} vs {against} {expected!r}", mismatches=1)

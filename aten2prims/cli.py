@@ -1,0 +1,327 @@
+"""The `aten2prims` command line.
+
+    aten2prims lower FILE [--aten] [--nested] [--format text|json|dot] [--stats]
+    aten2prims run FILE [--inputs IN.npz] [--output OUT.npz] [--seed N]
+    aten2prims check FILE [--inputs IN.npz] [--expected OUT.npz] [--seed N]
+    aten2prims check --ops [REGEX] [--dtype DT ...] [--json FILE] [--full-budget]
+    aten2prims ops [--json]
+
+Exit codes: 0 ok, 1 a check found a mismatch, 2 bad usage or bad input. Errors are one line;
+`--debug` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import Error
+
+EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad command-line usage or input detected by the CLI itself."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aten2prims",
+        description="Lower Core ATen graphs (.pt2 archives from torch.export.save, or text IR files) to "
+        "torch Prims and run them on NumPy.",
+        epilog="Exit codes: 0 ok, 1 a check found a mismatch, 2 bad usage or bad input.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    lower = commands.add_parser("lower", help="print the lowered (prims) graph")
+    lower.add_argument("file", help=".pt2 archive or text IR file")
+    lower.add_argument("--aten", action="store_true", help="print the input (aten) graph instead")
+    lower.add_argument("--nested", action="store_true", help="show each aten node with its prims beneath it")
+    lower.add_argument("--format", choices=("text", "json", "dot"), default="text", help="output format")
+    lower.add_argument("--stats", action="store_true", help="print op counts before and after lowering")
+
+    run = commands.add_parser("run", help="run the graph on NumPy")
+    run.add_argument("file", help=".pt2 archive or text IR file")
+    run.add_argument("--inputs", metavar="IN.npz", help="user inputs by name (default: random, seeded)")
+    run.add_argument("--output", metavar="OUT.npz", help="save outputs as output_0, output_1, …")
+    run.add_argument("--seed", type=int, default=None, help="seed for random inputs and random ops")
+
+    check = commands.add_parser(
+        "check",
+        help="compare our results with torch's (FILE), or run the conformance harness (--ops)",
+    )
+    check.add_argument("file", nargs="?", help=".pt2 archive or text IR file")
+    check.add_argument("--inputs", metavar="IN.npz", help="user inputs by name (default: random, seeded)")
+    check.add_argument("--expected", metavar="OUT.npz", help="expected outputs (default: run torch)")
+    check.add_argument("--seed", type=int, default=None, help="seed for random inputs and random ops")
+    check.add_argument(
+        "--ops", nargs="?", const=".*", metavar="REGEX", help="check Core ATen overloads matching REGEX"
+    )
+    check.add_argument("--dtype", action="append", metavar="DT", help="with --ops: only these dtypes (e.g. f32)")
+    check.add_argument("--json", metavar="FILE", help="with --ops: write the details as JSON")
+    check.add_argument("--full-budget", action="store_true", help="with --ops: run the full sample budget")
+
+    ops = commands.add_parser("ops", help="print which prims and Core ATen ops are covered")
+    ops.add_argument("--json", action="store_true", help="print the coverage as JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return _COMMANDS[args.command](args)
+    except (Error, UsageError) as error:
+        if args.debug:
+            traceback.print_exc()
+        print(f"aten2prims {args.command}: error: {_one_line(error)}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:  # a bug of ours: still one line unless --debug
+        if args.debug:
+            traceback.print_exc()
+        print(
+            f"aten2prims {args.command}: internal error: {type(error).__name__}: {_one_line(error)} "
+            "(run with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
+
+
+# -- lower ---------------------------------------------------------------------------------------
+
+
+def _lower(args: argparse.Namespace) -> int:
+    from . import frontends
+    from .passes.lower import lower
+
+    graph = frontends.load(args.file)
+    lowered = None if args.aten else lower(graph)
+    shown = graph if lowered is None else lowered
+    if args.format == "text":
+        print(shown.format(nested=args.nested) if lowered is not None else str(shown), end="")
+    elif args.format == "json":
+        print(json.dumps(graph_to_json(shown), indent=1))
+    else:
+        print(graph_to_dot(shown), end="")
+    if args.stats:
+        _print_stats(graph, lowered)
+    return EXIT_OK
+
+
+def _print_stats(graph: Any, lowered: Any) -> None:
+    before = graph.op_counts()
+    print(f"# aten graph: {len(graph.nodes)} nodes", file=sys.stderr)
+    for op, count in before.most_common():
+        print(f"#   {count:6d}  {op}", file=sys.stderr)
+    if lowered is not None:
+        after = lowered.op_counts()
+        print(f"# prims graph: {len(lowered.nodes)} nodes", file=sys.stderr)
+        for op, count in after.most_common():
+            print(f"#   {count:6d}  {op}", file=sys.stderr)
+
+
+def graph_to_json(graph: Any) -> dict[str, Any]:
+    """The graph as JSON: operands in their text-form spelling (exact for every literal kind)."""
+    from .ir.printer import format_operand, format_provenance
+
+    return {
+        "name": graph.name,
+        "inputs": [
+            {"name": i.name, "type": str(i.value.meta), "kind": i.kind.value, "target": i.target} for i in graph.inputs
+        ],
+        "nodes": [
+            {
+                "op": node.op,
+                "args": [format_operand(a) for a in node.args],
+                "kwargs": {k: format_operand(v) for k, v in node.kwargs.items()},
+                "results": [{"name": r.name, "type": str(r.meta)} for r in node.results],
+                "provenance": format_provenance(node.provenance).removeprefix("# ") or None,
+            }
+            for node in graph.nodes
+        ],
+        "outputs": [{"name": o.value.name, "kind": o.kind.value, "target": o.target} for o in graph.outputs],
+    }
+
+
+def graph_to_dot(graph: Any) -> str:
+    """The graph as Graphviz dot: one vertex per input and node, edges labelled with types."""
+    lines = [f'digraph "{graph.name}" {{', "  rankdir=TB;", "  node [shape=box, fontname=monospace];"]
+    defined: dict[Any, str] = {}
+    for index, graph_input in enumerate(graph.inputs):
+        vertex = f"in{index}"
+        lines.append(f'  {vertex} [label="%{graph_input.name}\\n{graph_input.value.meta}", shape=ellipse];')
+        defined[graph_input.value] = vertex
+    for index, node in enumerate(graph.nodes):
+        vertex = f"n{index}"
+        results = ", ".join(f"%{r.name}" for r in node.results)
+        lines.append(f'  {vertex} [label="{node.op}\\n{results}"];')
+        for value in dict.fromkeys(node.operand_values()):
+            if value in defined:
+                lines.append(f'  {defined[value]} -> {vertex} [label="{value.meta}"];')
+        for result in node.results:
+            defined[result] = vertex
+    lines.append('  out [label="return", shape=ellipse];')
+    for graph_output in graph.outputs:
+        lines.append(f'  {defined[graph_output.value]} -> out [label="{graph_output.value.meta}"];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# -- run -----------------------------------------------------------------------------------------
+
+
+def _run(args: argparse.Namespace) -> int:
+    from . import frontends
+    from .executor import execute
+    from .passes.lower import lower
+
+    graph = frontends.load(args.file)
+    lowered = lower(graph)
+    inputs, seed = _inputs(graph, args.inputs, args.seed)
+    start = time.perf_counter()
+    outputs = execute(lowered, inputs, seed=seed)
+    elapsed = time.perf_counter() - start
+    for index, output in enumerate(outputs):
+        print(f"output_{index}: {_describe(output)}")
+    print(f"executed {len(lowered.nodes)} prims in {elapsed * 1e3:.2f} ms")
+    if args.output:
+        _save(args.output, {f"output_{i}": o for i, o in enumerate(outputs)})
+        print(f"saved {len(outputs)} output(s) to {args.output}")
+    return EXIT_OK
+
+
+def _describe(output: Any) -> str:
+    from .ir.dtypes import DType
+
+    if isinstance(output, np.ndarray):
+        return f"{DType.from_numpy(output.dtype).short}{list(output.shape)}"
+    return f"{type(output).__name__} {output!r}"
+
+
+def _inputs(graph: Any, path: str | None, seed: int | None) -> tuple[dict[str, Any], int]:
+    """User inputs from an .npz file, or random ones drawn from the metas (seed printed)."""
+    if seed is None:
+        seed = int(np.random.default_rng().integers(0, 2**31 - 1))
+    if path is not None:
+        return _load_npz(path, graph), seed
+    print(f"random inputs, seed {seed}")
+    rng = np.random.default_rng(seed)
+    return {i.name: random_array(i.value.meta, rng) for i in graph.inputs if i.data is None}, seed
+
+
+def random_array(meta: Any, rng: np.random.Generator) -> Any:
+    """A random value of a meta: normal floats, small integers, random bools."""
+    from .ir.values import ScalarMeta
+
+    if type(meta) is ScalarMeta:
+        return meta.kind(rng.integers(1, 5))
+    dtype = meta.dtype
+    if dtype.is_bool:
+        return rng.random(meta.shape) < 0.5
+    if dtype.is_integer:
+        low = 0 if not dtype.is_signed else -10
+        return rng.integers(low, 10, size=meta.shape).astype(dtype.numpy)
+    values = rng.standard_normal(meta.shape)
+    if dtype.is_complex:
+        values = values + 1j * rng.standard_normal(meta.shape)
+    return np.asarray(values).astype(dtype.numpy)
+
+
+def _load_npz(path: str, graph: Any) -> dict[str, Any]:
+    from .ir.dtypes import DType
+
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {name: archive[name] for name in archive.files}
+    except (OSError, ValueError) as error:
+        raise UsageError(f"cannot read {path}: {error}") from None
+    # bfloat16 has no .npz dtype: such arrays are saved as raw 2-byte values ("V2") and retyped here.
+    metas = {i.name: i.value.meta for i in graph.inputs}
+    for name, array in arrays.items():
+        meta = metas.get(name)
+        if meta is not None and getattr(meta, "dtype", None) is DType.bfloat16 and array.dtype.kind == "V":
+            arrays[name] = array.view(DType.bfloat16.numpy)
+    return arrays
+
+
+def _save(path: str, arrays: dict[str, Any]) -> None:
+    try:
+        np.savez(path, **{name: np.asarray(a) for name, a in arrays.items()})
+    except OSError as error:
+        raise UsageError(f"cannot write {path}: {error.strerror or error}") from None
+
+
+# -- check ---------------------------------------------------------------------------------------
+
+
+def _check(args: argparse.Namespace) -> int:
+    if args.ops is not None:
+        if args.file is not None:
+            raise UsageError("give either FILE or --ops, not both")
+        from .harness.cli import check_ops
+
+        return check_ops(args.ops, dtypes=args.dtype, json_path=args.json, full_budget=args.full_budget)
+    if args.file is None:
+        raise UsageError("check needs a FILE or --ops")
+    from . import frontends
+    from .executor import execute
+    from .harness.compare import compare
+    from .passes.lower import lower
+
+    graph = frontends.load(args.file)
+    inputs, seed = _inputs(graph, args.inputs, args.seed)
+    ours = execute(lower(graph), inputs, seed=seed)
+    if args.expected is not None:
+        expected_arrays = _load_npz(args.expected, graph)
+        try:
+            expected = [expected_arrays[f"output_{i}"] for i in range(len(ours))]
+        except KeyError as missing:
+            raise UsageError(f"{args.expected} has no {missing.args[0]}") from None
+        source = args.expected
+    else:
+        from .harness.torch_run import run_with_torch
+
+        expected = run_with_torch(args.file, graph, inputs)
+        source = "torch"
+    failed = 0
+    for index, (our, their) in enumerate(zip(ours, expected, strict=True)):
+        verdict = compare(our, their, what=f"output_{index}", against=source)
+        mark = "ok      " if verdict else "MISMATCH"
+        print(f"{mark} output_{index}: max abs error {verdict.max_abs_error:.3g} vs {source} — {verdict.message}")
+        failed += not verdict
+    print("all outputs match" if not failed else f"{failed} of {len(ours)} output(s) differ")
+    return EXIT_MISMATCH if failed else EXIT_OK
+
+
+# -- ops -----------------------------------------------------------------------------------------
+
+
+def _ops(args: argparse.Namespace) -> int:
+    from .coverage import coverage_json, coverage_text
+
+    if args.json:
+        print(json.dumps(coverage_json(), indent=1, sort_keys=True))
+    else:
+        print(coverage_text(), end="")
+    return EXIT_OK
+
+
+_COMMANDS = {"lower": _lower, "run": _run, "check": _check, "ops": _ops}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
