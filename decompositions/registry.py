@@ -54,7 +54,9 @@ class RuleRegistry:
 
         return decorate
 
-    def add(self, op: str, function: RuleFunction) -> Rule:
+    def add(self, op: str, function: RuleFunction, *, check_names: bool = True) -> Rule:
+        """Register `function` for `op`. Its parameters must be the schema's argument names,
+        unless `check_names=False` (rules made by factories, taking `*args` in schema order)."""
         if op in self._rules:
             raise ValueError(f"a decomposition rule for {op} is already registered")
         schema = aten_schema(op)
@@ -65,7 +67,7 @@ class RuleRegistry:
             for p in inspect.signature(function).parameters.values()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
-        if parameters != list(schema.argument_names):
+        if check_names and parameters != list(schema.argument_names):
             raise TypeError(
                 f"rule {function.__qualname__} for {op}: parameters {parameters} do not match the schema's "
                 f"{list(schema.argument_names)}"

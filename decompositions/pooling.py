@@ -1,0 +1,3 @@
+"""Family N: pooling (max, average, adaptive; forward and backward) and resampling (upsampling, grid sampling)."""
+
+from __future__ import annotations
