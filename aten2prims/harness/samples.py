@@ -46,7 +46,7 @@ def handwritten_ops() -> set[str]:
 
 
 def _load_handwritten() -> None:
-    from . import handwritten_samples  # noqa: F401 - registers the samples
+    from . import handwritten  # noqa: F401 - registers the samples
 
 
 def _opinfo_label(opinfo: Any) -> str:

@@ -42,9 +42,11 @@ def to_torch(array: Any) -> Any:
 
     if not isinstance(array, np.ndarray):
         return array
+    # np.array(order="C") copies and keeps 0-dim arrays 0-dim (np.ascontiguousarray would make them 1-dim).
+    contiguous = np.array(array, order="C", copy=True)
     if array.dtype == ml_dtypes.bfloat16:
-        return torch.from_numpy(np.ascontiguousarray(array).view(np.int16).copy()).view(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(array).copy())
+        return torch.from_numpy(contiguous.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(contiguous)
 
 
 def to_python(value: Any) -> Any:
