@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from os import PathLike
+
 from .errors import (
     DTypeError,
     Error,
@@ -43,3 +45,21 @@ def execute(graph: Graph, inputs=(), *, seed: int | None = None, check: bool = F
     from .executor import execute as _execute
 
     return _execute(graph, inputs, seed=seed, check=check)
+
+
+def load(path: str | PathLike[str]) -> Graph:
+    """The graph in a `.pt2` archive written by `torch.export.save` (read without torch and
+    without unpickling; parameters, buffers and constants come as GraphInput.data) or in a text
+    IR file. Raises LoadError naming the file and the archive entry at fault."""
+    from .frontends import load as load_file
+
+    return load_file(path)
+
+
+def from_fx(obj: object, *, name: str = "graph") -> Graph:
+    """The graph of a `torch.export.ExportedProgram` or a `torch.fx.GraphModule` of Core ATen
+    ops, identical to what `load` gives for the program saved with `torch.export.save`
+    (imports torch)."""
+    from .frontends.fx import from_fx as import_fx
+
+    return import_fx(obj, name=name)

@@ -28,6 +28,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.fixture(scope="session")
-def opinfo_cache_dir(request: pytest.FixtureRequest) -> str:
-    """Where the OpInfo -> overload map is cached between runs (keyed by torch version)."""
-    return str(request.config.cache.mkdir("aten2prims-opinfo"))
+def opinfo_cache_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Where the OpInfo -> overload map is cached between runs (keyed by torch version); a
+    temporary directory when pytest's cache is disabled (-p no:cacheprovider)."""
+    cache = getattr(request.config, "cache", None)
+    if cache is None:
+        return str(tmp_path_factory.mktemp("aten2prims-opinfo"))
+    return str(cache.mkdir("aten2prims-opinfo"))

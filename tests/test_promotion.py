@@ -513,7 +513,7 @@ def test_comparisons_compute_in_the_promoted_dtype_as_eager_does() -> None:
         (prims.eq, torch.eq, PromotionKind.ALWAYS_BOOL, u8, 300),
         (prims.lt, torch.lt, PromotionKind.ALWAYS_BOOL, bf16, 0.1),
     ],
-    ids=str,
+    ids=lambda value: getattr(value, "__name__", str(value)),
 )
 def test_literal_scalars_wrap_and_round_as_eager(prim: Any, fn: Any, kind: PromotionKind, dtype: DType, scalar: Any) -> None:
     """A literal scalar reaches the prim unrounded; its kernel wraps or rounds it as eager does."""

@@ -10,11 +10,19 @@ from functools import cache
 from .core_aten import CORE_ATEN_OPS
 from .parser import Schema, parse_schema
 
-# Non-core overloads seen in torch.export graphs: output-less checks the loader skips.
+# Non-core overloads seen in torch.export graphs, each with the reason it is here.
 EXTRA_ATEN_SCHEMAS: dict[str, str] = {
+    # An output-less check run_decompositions() leaves before each _to_copy; the frontends skip it.
     "aten._assert_tensor_metadata.default": (
         "_assert_tensor_metadata(Tensor a, SymInt[]? size=None, SymInt[]? stride=None, "
         "ScalarType? dtype=None, *, Device? device=None, Layout? layout=None) -> ()"
+    ),
+    # A BatchNorm in train mode: run_decompositions() keeps this functional variant, whose two
+    # extra results are the updated running stats (buffer_mutation outputs).
+    "aten._native_batch_norm_legit_functional.default": (
+        "_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, "
+        "Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) "
+        "-> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"
     ),
 }
 

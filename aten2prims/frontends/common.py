@@ -1,0 +1,66 @@
+"""Conventions every frontend keeps, so that a graph read from a `.pt2` file and the same graph
+imported from torch.fx come out identical: value-name rules, the user's source location taken
+from a stack trace, which ops are accepted, and the final verification."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from ..errors import LoadError, VerificationError
+from ..ir.graph import Graph
+from ..ir.verifier import verify
+from ..schema.registry import aten_schema
+
+# What the text form can print and parse back after `%`.
+_VALUE_NAME = re.compile(r"[A-Za-z0-9_]+")
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
+# torch's own frames (nn.Module.forward of library layers, functional wrappers) are not where
+# the user wrote the op; the innermost frame outside the torch package is.
+_TORCH_FRAME = re.compile(r"(^|[/\\])torch[/\\]")
+
+SYMBOLIC = "symbolic shapes are not supported yet"
+
+
+def is_value_name(name: object) -> bool:
+    return type(name) is str and _VALUE_NAME.fullmatch(name) is not None
+
+
+def graph_name(stem: str) -> str:
+    """A file stem made into an identifier the text form accepts ('my-model.v2' -> 'my_model_v2')."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", stem)
+    if not name:
+        return "graph"
+    return f"_{name}" if name[0].isdigit() else name
+
+
+def user_source(stack_trace: str | None) -> str | None:
+    """'model.py:12 in forward' for the innermost frame of the user's code in a torch.export
+    stack trace (frames are listed outermost first); the innermost frame when every frame is
+    torch's; None when there is no trace."""
+    if not stack_trace:
+        return None
+    frames = list(_FRAME.finditer(stack_trace))
+    if not frames:
+        return None
+    user_frames = [f for f in frames if _TORCH_FRAME.search(f["file"]) is None]
+    frame = (user_frames or frames)[-1]
+    file = posixpath.basename(frame["file"].replace("\\", "/"))
+    return f"{file}:{frame['line']} in {frame['function']}"
+
+
+def check_known_aten_op(op: str, where: str, *, entry: str | None = None) -> None:
+    """Refuse ops aten2prims has no schema for (non-core aten overloads, other namespaces)."""
+    if not op.startswith("aten."):
+        raise LoadError(f"{where}: {op} is not an aten op; only Core ATen graphs are supported", entry=entry)
+    if aten_schema(op) is None:
+        raise LoadError(f"{where}: unknown op {op} (not a Core ATen overload aten2prims knows)", entry=entry)
+
+
+def verified(graph: Graph, *, entry: str | None = None) -> Graph:
+    """The graph, after the IR verifier accepted it; a graph it rejects is malformed input."""
+    try:
+        verify(graph)
+    except VerificationError as error:
+        raise LoadError(f"the imported graph is malformed: {error}", entry=entry) from error
+    return graph

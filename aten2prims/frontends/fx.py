@@ -1,0 +1,272 @@
+"""Importing a torch.fx graph of Core ATen ops held in memory: `from_fx(obj) -> Graph` for a
+`torch.export.ExportedProgram` or a `torch.fx.GraphModule`. torch is imported when called.
+
+The graph walks the fx nodes directly and comes out exactly as `load` reads the same program
+saved with `torch.export.save`: the same value names (a multi-result node's results take the
+names of their `getitem` users, or `<node>_unused_<i>`, as the serializer names them), metas,
+operands (positional as in `node.args`, keyword in schema order), roles, provenance and data.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from ..errors import LoadError
+from ..harness.torch_interop import from_torch_dtype, to_numpy
+from ..ir.graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
+from ..ir.values import Device, Layout, MemoryFormat, TensorMeta, Value
+from ..schema.registry import aten_schema
+from .common import SYMBOLIC, check_known_aten_op, user_source, verified
+
+_INPUT_KINDS = {
+    "USER_INPUT": InputKind.USER_INPUT,
+    "PARAMETER": InputKind.PARAMETER,
+    "BUFFER": InputKind.BUFFER,
+    "CONSTANT_TENSOR": InputKind.CONSTANT,
+}
+_OUTPUT_KINDS = {
+    "USER_OUTPUT": OutputKind.USER_OUTPUT,
+    "LOSS_OUTPUT": OutputKind.LOSS_OUTPUT,
+    "BUFFER_MUTATION": OutputKind.BUFFER_MUTATION,
+    "PARAMETER_MUTATION": OutputKind.PARAMETER_MUTATION,
+    "USER_INPUT_MUTATION": OutputKind.USER_INPUT_MUTATION,
+}
+
+
+def from_fx(obj: Any, *, name: str = "graph") -> Graph:
+    """The Graph of an ExportedProgram (inputs take their roles from its graph signature and
+    their data from its state_dict and constants) or of a GraphModule (placeholders are user
+    inputs, tensor attributes read by `get_attr` are constants). Raises LoadError for what
+    `load` would refuse in the saved program (unknown ops, symbolic shapes, …)."""
+    import torch
+
+    if isinstance(obj, torch.export.ExportedProgram):
+        importer = _Importer(obj.graph)
+        inputs = importer.exported_inputs(obj)
+        nodes = importer.nodes()
+        outputs = importer.exported_outputs(obj.graph_signature)
+    elif isinstance(obj, torch.fx.GraphModule):
+        importer = _Importer(obj.graph)
+        inputs = importer.module_inputs(obj)
+        nodes = importer.nodes()
+        outputs = importer.module_outputs()
+    else:
+        raise LoadError(f"from_fx expects a torch.export.ExportedProgram or a torch.fx.GraphModule, "
+                        f"got {type(obj).__name__}")  # fmt: skip
+    return verified(Graph(name=name, inputs=inputs, nodes=nodes, outputs=outputs))
+
+
+class _Importer:
+    def __init__(self, graph: Any) -> None:
+        self.graph = graph
+        self.values: dict[Any, Value] = {}  # fx node -> Value (getitem nodes -> their element)
+        for node in graph.nodes:  # what is not an aten graph at all is refused before anything else
+            if node.op not in ("placeholder", "get_attr", "call_function", "output"):
+                raise LoadError(f"node {node.name}: {node.op} nodes are not supported; export or trace to aten ops")
+            if node.op == "call_function":
+                _check_target(node.target, f"node {node.name}")
+
+    @staticmethod
+    def val(node: Any) -> Any:
+        """The node's example value (a FakeTensor, or a tuple of them for several results)."""
+        if "val" not in node.meta:
+            raise LoadError(f"%{node.name} has no node.meta['val']; trace with torch.export or make_fx")
+        return node.meta["val"]
+
+    # -- metas and operands ------------------------------------------------------------------------
+    @staticmethod
+    def meta(val: Any, where: str) -> TensorMeta:
+        import torch
+
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            raise LoadError(f"{where} is a symbolic scalar; {SYMBOLIC}")
+        if val is None:
+            raise LoadError(f"{where} is an undefined tensor (None), which the IR cannot hold")
+        if not isinstance(val, torch.Tensor):
+            raise LoadError(f"{where} is a {type(val).__name__}, not a tensor; trace with torch.export or make_fx "
+                            "so that node.meta['val'] holds a tensor")  # fmt: skip
+        if val.layout != torch.strided:
+            raise LoadError(f"{where} has layout {val.layout}; only strided tensors are supported")
+        shape = tuple(val.shape)
+        if any(type(size) is not int for size in shape):
+            raise LoadError(f"{where} has the symbolic shape {list(shape)}; {SYMBOLIC}")
+        try:
+            dtype = from_torch_dtype(val.dtype)
+        except ValueError as error:
+            raise LoadError(f"{where}: {error}") from None
+        return TensorMeta(shape, dtype)
+
+    def define(self, node: Any, val: Any) -> Value:
+        value = self.values[node] = Value(node.name, self.meta(val, f"%{node.name}"))
+        return value
+
+    def operand(self, arg: Any, where: str) -> Any:
+        import torch
+
+        if isinstance(arg, torch.fx.Node):
+            if arg not in self.values:
+                if isinstance(arg.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                    raise LoadError(f"{where} uses the symbolic value {arg.name!r}; {SYMBOLIC}")
+                raise LoadError(f"{where} uses %{arg.name}, which is not a tensor value of the graph")
+            return self.values[arg]
+        if isinstance(arg, (list, tuple)):
+            return tuple(self.operand(item, where) for item in arg)
+        if arg is None or type(arg) in (bool, int, float, complex, str):
+            return arg
+        if isinstance(arg, torch.dtype):
+            try:
+                return from_torch_dtype(arg)
+            except ValueError as error:
+                raise LoadError(f"{where}: {error}") from None
+        if isinstance(arg, torch.device):
+            return Device(str(arg))
+        if isinstance(arg, torch.memory_format):
+            return MemoryFormat[str(arg).removeprefix("torch.")]
+        if isinstance(arg, torch.layout) and str(arg).removeprefix("torch.") in Layout.__members__:
+            return Layout[str(arg).removeprefix("torch.")]
+        if isinstance(arg, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            raise LoadError(f"{where} is symbolic; {SYMBOLIC}")
+        raise LoadError(f"{where}: an operand of type {type(arg).__name__} is not supported")
+
+    # -- nodes ---------------------------------------------------------------------------------------
+    def nodes(self) -> list[Node]:
+        nodes = []
+        for fx_node in self.graph.nodes:
+            if fx_node.op in ("placeholder", "get_attr", "output"):
+                continue
+            where = f"node {fx_node.name}"
+            target = fx_node.target
+            if target is operator.getitem:
+                continue  # its value is defined with the producer's results
+            if not target._schema.returns:
+                continue  # output-less checks such as aten._assert_tensor_metadata
+            op = str(target)
+            check_known_aten_op(op, where)
+            args = tuple(self.operand(arg, f"{where}, argument {i}") for i, arg in enumerate(fx_node.args))
+            # keyword operands in schema order, as torch.export.save writes them
+            kwargs = {
+                argument.name: self.operand(fx_node.kwargs[argument.name], f"{where}, argument {argument.name!r}")
+                for argument in target._schema.arguments
+                if argument.name in fx_node.kwargs
+            }
+            results = self.results(fx_node, op, where)
+            provenance = Provenance(source=user_source(fx_node.meta.get("stack_trace")))
+            nodes.append(Node(op, args, kwargs, results, provenance))
+        return nodes
+
+    def results(self, fx_node: Any, op: str, where: str) -> tuple[Value, ...]:
+        returns = aten_schema(op).returns  # type: ignore[union-attr]
+        val = self.val(fx_node)
+        if len(returns) == 1 and not returns[0].type.is_list:
+            return (self.define(fx_node, val),)
+        if not isinstance(val, (list, tuple)):
+            raise LoadError(f"{where}: node.meta['val'] should hold one entry per result, found {val!r}")
+        # The serializer names result i after the first getitem(node, i) among the node's users,
+        # or `<node>_unused_<i>`; later duplicate getitems read the same value.
+        getitems: dict[int, list[Any]] = {}
+        for user in fx_node.users:
+            if user.target is not operator.getitem:
+                raise LoadError(f"{where}: its results are used by {user.name} without getitem")
+            getitems.setdefault(user.args[1], []).append(user)
+        results = []
+        for index, element in enumerate(val):
+            users = getitems.get(index, [])
+            name = users[0].name if users else f"{fx_node.name}_unused_{index}"
+            value = Value(name, self.meta(element, f"%{name}"))
+            for user in users:
+                self.values[user] = value
+            results.append(value)
+        return tuple(results)
+
+    # -- ExportedProgram --------------------------------------------------------------------------
+    def placeholders(self) -> list[Any]:
+        return [node for node in self.graph.nodes if node.op == "placeholder"]
+
+    def exported_inputs(self, program: Any) -> list[GraphInput]:
+        from torch.export.graph_signature import ConstantArgument, TensorArgument
+
+        specs = program.graph_signature.input_specs
+        placeholders = self.placeholders()
+        if len(specs) != len(placeholders):
+            raise LoadError(f"the graph signature has {len(specs)} inputs for {len(placeholders)} placeholders")
+        inputs = []
+        for spec, placeholder in zip(specs, placeholders):
+            where = f"input %{placeholder.name}"
+            if isinstance(spec.arg, ConstantArgument):
+                continue  # a Python constant the exporter specialized: its value is inlined in the nodes
+            kind = _INPUT_KINDS.get(spec.kind.name)
+            if kind is None:
+                raise LoadError(f"{where}: input kind {spec.kind.name.lower()!r} is not supported")
+            if not isinstance(spec.arg, TensorArgument):
+                if "Sym" in type(spec.arg).__name__:
+                    raise LoadError(f"{where} is a symbolic scalar; {SYMBOLIC}")
+                raise LoadError(f"{where}: user input of type {type(spec.arg).__name__} is not supported")
+            value = self.define(placeholder, self.val(placeholder))
+            if kind is InputKind.USER_INPUT:
+                inputs.append(GraphInput(value))
+                continue
+            state = program.state_dict if spec.target in program.state_dict else program.constants
+            inputs.append(GraphInput(value, kind, spec.target, to_numpy(state[spec.target])))
+        return inputs
+
+    def exported_outputs(self, signature: Any) -> list[GraphOutput]:
+        from torch.export.graph_signature import TensorArgument
+
+        (results,) = self.output_node().args
+        outputs = []
+        for spec, result in zip(signature.output_specs, results, strict=True):
+            where = f"output %{spec.arg.name}" if hasattr(spec.arg, "name") else "an output"
+            kind = _OUTPUT_KINDS.get(spec.kind.name)
+            if kind is None:
+                raise LoadError(f"{where}: output kind {spec.kind.name.lower()!r} is not supported")
+            if not isinstance(spec.arg, TensorArgument):
+                raise LoadError(f"{where}: user output of type {type(spec.arg).__name__} is not supported "
+                                "(tensors only)")  # fmt: skip
+            outputs.append(GraphOutput(self.operand(result, where), kind, spec.target))
+        return outputs
+
+    def output_node(self) -> Any:
+        return next(node for node in self.graph.nodes if node.op == "output")
+
+    # -- GraphModule ------------------------------------------------------------------------------
+    def module_inputs(self, module: Any) -> list[GraphInput]:
+        import torch
+
+        inputs = []
+        for node in self.graph.nodes:
+            if node.op == "placeholder":
+                inputs.append(GraphInput(self.define(node, self.val(node))))
+            elif node.op == "get_attr":
+                attribute = module
+                for part in node.target.split("."):
+                    attribute = getattr(attribute, part)
+                if not isinstance(attribute, torch.Tensor):
+                    raise LoadError(f"get_attr %{node.name} reads a {type(attribute).__name__}, not a tensor")
+                value = self.define(node, attribute)
+                inputs.append(GraphInput(value, InputKind.CONSTANT, node.target, to_numpy(attribute)))
+        return inputs
+
+    def module_outputs(self) -> list[GraphOutput]:
+        (results,) = self.output_node().args
+        return [GraphOutput(value) for value in _flatten(self.operand(results, "the graph output"))]
+
+
+def _check_target(target: Any, where: str) -> None:
+    """call_function nodes of an aten graph call OpOverloads (and getitem on their results)."""
+    import torch
+
+    if target is operator.getitem or isinstance(target, torch._ops.OpOverload):
+        return
+    if getattr(target, "__module__", None) in ("_operator", "operator"):
+        raise LoadError(f"{where}: _operator.{target.__name__} computes on symbolic sizes; {SYMBOLIC}")
+    name = getattr(target, "__name__", str(target))
+    raise LoadError(f"{where}: {name} is not an aten op; only Core ATen graphs are supported")
+
+
+def _flatten(operand: Any) -> list[Any]:
+    if type(operand) is tuple:
+        return [value for item in operand for value in _flatten(item)]
+    if type(operand) is not Value:
+        raise LoadError(f"the graph output {operand!r} is not a tensor")
+    return [operand]

@@ -1,0 +1,605 @@
+"""Reader of `.pt2` archives written by `torch.export.save` — without torch, and without ever
+unpickling anything.
+
+The archive is a zip whose entries sit under one root folder (facts: shared PT2_FORMAT.md; spec:
+torch's `_export/serde/schema.py`, `serialize.py` and `export/pt2_archive/_package.py`):
+
+    <root>/archive_format                          "pt2"
+    <root>/models/model.json                       graph + signature (JSON, schema version 8)
+    <root>/data/weights/model_weights_config.json  fqn -> {path_name, use_pickle, tensor_meta}
+    <root>/data/weights/weight_<i>                 raw storage bytes
+    <root>/data/constants/...                      the same for lifted constants
+    <root>/data/sample_inputs/model.pt             a pickle: never opened
+
+`load_pt2(path)` turns model.json into a Graph of aten nodes and rebuilds every parameter, buffer
+and constant from its storage bytes. What it refuses, and how each argument kind maps to the IR,
+is listed in docs/frontends.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import LoadError
+from ..ir.dtypes import DType
+from ..ir.graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
+from ..ir.values import Device, Layout, MemoryFormat, TensorMeta, Value
+from .common import SYMBOLIC, check_known_aten_op, graph_name, is_value_name, user_source, verified
+
+SCHEMA_MAJOR = 8  # torch 2.13 writes (8, 20); other versions are read when their layout matches
+
+_ARCHIVE_FORMAT = "archive_format"
+_MODELS_DIR = "models/"
+_WEIGHTS_DIR = "data/weights/"
+_CONSTANTS_DIR = "data/constants/"
+_CONFIG_FILE = {_WEIGHTS_DIR: "{}_weights_config.json", _CONSTANTS_DIR: "{}_constants_config.json"}
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, NotImplementedError)
+
+# The keys this reader walks; a file of another schema version is read if it has all of them.
+_LAYOUT = (
+    ("graph_module", "graph", "inputs"),
+    ("graph_module", "graph", "outputs"),
+    ("graph_module", "graph", "nodes"),
+    ("graph_module", "graph", "tensor_values"),
+    ("graph_module", "signature", "input_specs"),
+    ("graph_module", "signature", "output_specs"),
+)
+
+# torch.export's own enum numbering (schema.py), not c10's.
+_MEMORY_FORMATS = {
+    1: MemoryFormat.contiguous_format,
+    2: MemoryFormat.channels_last,
+    3: MemoryFormat.channels_last_3d,
+    4: MemoryFormat.preserve_format,
+}
+_LAYOUTS = {7: Layout.strided, 1: Layout.sparse_coo, 2: Layout.sparse_csr}
+_STRIDED = 7
+
+_INPUT_ROLES = {
+    "parameter": (InputKind.PARAMETER, "parameter_name"),
+    "buffer": (InputKind.BUFFER, "buffer_name"),
+    "tensor_constant": (InputKind.CONSTANT, "tensor_constant_name"),
+}
+_OUTPUT_ROLES = {
+    "user_output": (OutputKind.USER_OUTPUT, None),
+    "loss_output": (OutputKind.LOSS_OUTPUT, None),
+    "buffer_mutation": (OutputKind.BUFFER_MUTATION, "buffer_name"),
+    "parameter_mutation": (OutputKind.PARAMETER_MUTATION, "parameter_name"),
+    "user_input_mutation": (OutputKind.USER_INPUT_MUTATION, "user_input_name"),
+}
+
+
+def load_pt2(path: str | Path) -> Graph:
+    """The graph of a `.pt2` archive written by `torch.export.save`, its parameters, buffers and
+    constants carried as GraphInput.data. Raises LoadError naming the archive entry at fault."""
+    path = Path(path)
+    with _Archive(path) as archive:
+        model_name, relative = archive.model_entry()
+        entry = archive.member(relative)
+        model = archive.json(relative)
+        _check_layout(model, entry)
+        payloads = _Payloads(archive, model_name)
+        graph = _ModelReader(model["graph_module"], entry, payloads).read(graph_name(path.stem))
+    return verified(graph, entry=entry)
+
+
+# -- the zip container ---------------------------------------------------------------------------
+
+
+class _Archive:
+    """The archive's entries under its root folder; every read error names the entry."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.zip = zipfile.ZipFile(path)
+        except FileNotFoundError:
+            raise LoadError("no such file", entry=str(path)) from None
+        except _ZIP_ERRORS as error:
+            raise LoadError(f"not a readable zip archive (truncated or corrupted?): {error}", entry=str(path)) from None
+        try:
+            self.root = self._find_root()
+            self.names = set(self.zip.namelist())
+            if self.read(_ARCHIVE_FORMAT) != b"pt2":
+                raise LoadError("archive_format is not 'pt2'", entry=self.member(_ARCHIVE_FORMAT))
+            if self.has("byteorder") and self.read("byteorder") != b"little":
+                raise LoadError("only little-endian archives are supported", entry=self.member("byteorder"))
+        except LoadError:
+            self.zip.close()
+            raise
+
+    def __enter__(self) -> _Archive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.zip.close()
+
+    def _find_root(self) -> str:
+        for name in self.zip.namelist():
+            head, _, tail = name.rpartition("/")
+            if tail == _ARCHIVE_FORMAT and "/" not in head:
+                return f"{head}/" if head else ""
+        raise LoadError("not a .pt2 archive: it has no archive_format entry", entry=str(self.path))
+
+    def member(self, relative: str) -> str:
+        return self.root + relative
+
+    def has(self, relative: str) -> bool:
+        return self.member(relative) in self.names
+
+    def read(self, relative: str) -> bytes:
+        name = self.member(relative)
+        if name not in self.names:
+            raise LoadError("missing from the archive", entry=name)
+        try:
+            return self.zip.read(name)  # checks the entry's CRC-32
+        except _ZIP_ERRORS as error:
+            raise LoadError(f"cannot read the entry (truncated or corrupted archive): {error}", entry=name) from None
+
+    def json(self, relative: str) -> dict[str, Any]:
+        name = self.member(relative)
+        try:
+            document = json.loads(self.read(relative).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise LoadError(f"malformed JSON: {error}", entry=name) from None
+        if type(document) is not dict:
+            raise LoadError(f"malformed JSON: expected an object, found {type(document).__name__}", entry=name)
+        return document
+
+    def model_entry(self) -> tuple[str, str]:
+        """(model name, path under the root) of the model to read: `model`, or the archive's only model."""
+        prefix = self.member(_MODELS_DIR)
+        models = sorted(
+            name[len(prefix) : -len(".json")]
+            for name in self.names
+            if name.startswith(prefix) and name.endswith(".json") and "/" not in name[len(prefix) :]
+        )
+        if "model" in models or not models:
+            return "model", f"{_MODELS_DIR}model.json"  # a missing model.json is reported on read
+        if len(models) > 1:
+            raise LoadError(f"the archive holds several models ({', '.join(models)}) and none is named 'model'",
+                            entry=prefix)  # fmt: skip
+        return models[0], f"{_MODELS_DIR}{models[0]}.json"
+
+
+def _check_layout(model: dict[str, Any], entry: str) -> None:
+    version = model.get("schema_version")
+    major = version.get("major") if type(version) is dict else None
+    minor = version.get("minor") if type(version) is dict else None
+    for keys in _LAYOUT:
+        node: Any = model
+        for key in keys:
+            if type(node) is not dict or key not in node:
+                where = ".".join(keys[: keys.index(key) + 1])
+                if major == SCHEMA_MAJOR:
+                    raise LoadError(f"malformed model: no {where!r}", entry=entry)
+                raise LoadError(
+                    f"schema version {major}.{minor} is not supported: this reader knows version "
+                    f"{SCHEMA_MAJOR}.x, and this file's layout differs (no {where!r})",
+                    entry=entry,
+                )
+            node = node[key]
+
+
+# -- scalars and unions of the JSON encoding -------------------------------------------------------
+
+
+def _union(obj: Any) -> tuple[str, Any]:
+    """torch.export writes a union as a one-key object {variant: payload}."""
+    if type(obj) is not dict or len(obj) != 1:
+        raise ValueError(f"expected a one-key union object, found {obj!r}")
+    return next(iter(obj.items()))
+
+
+def _int(x: Any) -> int:
+    if type(x) is not int:
+        raise ValueError(f"expected an int, found {x!r}")
+    return x
+
+
+def _float(x: Any) -> float:
+    # torch writes inf and nan as the strings "Infinity", "-Infinity", "NaN"
+    if type(x) in (int, float) or (type(x) is str and x in ("Infinity", "-Infinity", "NaN")):
+        return float(x)
+    raise ValueError(f"expected a float, found {x!r}")
+
+
+def _bool(x: Any) -> bool:
+    if type(x) is not bool:
+        raise ValueError(f"expected a bool, found {x!r}")
+    return x
+
+
+def _str(x: Any) -> str:
+    if type(x) is not str:
+        raise ValueError(f"expected a string, found {x!r}")
+    return x
+
+
+def _list(x: Any) -> list[Any]:
+    if type(x) is not list:
+        raise ValueError(f"expected a list, found {x!r}")
+    return x
+
+
+def _dtype(code: Any) -> DType:
+    try:
+        return DType.from_pt2(_int(code))
+    except ValueError as error:
+        raise _Unsupported(str(error)) from None
+
+
+def _enum(table: dict[int, Any], what: str) -> Callable[[Any], Any]:
+    def convert(code: Any) -> Any:
+        if _int(code) not in table:
+            raise _Unsupported(f"{what} {code} is not supported")
+        return table[code]
+
+    return convert
+
+
+def _device(payload: Any) -> Device:
+    kind = _str(payload["type"])
+    index = payload.get("index")
+    return Device(kind if index is None else f"{kind}:{_int(index)}")
+
+
+def _complex(payload: Any) -> complex:
+    return complex(_float(payload["real"]), _float(payload["imag"]))
+
+
+def _sym(plain: str, convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A SymInt/SymFloat/SymBool argument: a plain number, or the name of a symbolic value."""
+
+    def read(payload: Any) -> Any:
+        variant, value = _union(payload)
+        if variant == plain:
+            return convert(value)
+        if variant == "as_name":
+            raise _Symbolic(f"uses the symbolic value {value!r}")
+        raise ValueError(f"unknown symbolic-argument variant {variant!r}")
+
+    return read
+
+
+def _sym_int(payload: Any, what: str) -> int:
+    """A size, stride or offset: {"as_int": n}, or {"as_expr": ...} for a symbolic one."""
+    variant, value = _union(payload)
+    if variant == "as_int":
+        return _int(value)
+    if variant == "as_expr":
+        expression = value.get("expr_str") if type(value) is dict else value
+        raise _Symbolic(f"{what} is symbolic ({expression})")
+    raise ValueError(f"unknown SymInt variant {variant!r} in {what}")
+
+
+class _Symbolic(Exception):
+    """A symbolic size or value was met; reported as a LoadError by the caller, with its place."""
+
+
+class _Unsupported(Exception):
+    """A well-formed but unsupported value (dtype, layout, argument kind, …)."""
+
+
+def _tensor_meta(meta: Any, what: str) -> tuple[TensorMeta, tuple[int, ...], int]:
+    """(meta, strides, storage offset) of a serialized TensorMeta; strided layout only."""
+    if _int(meta["layout"]) != _STRIDED:
+        raise _Unsupported(f"{what} has layout {meta['layout']}; only strided tensors are supported")
+    try:
+        dtype = _dtype(meta["dtype"])
+    except _Unsupported as error:
+        raise _Unsupported(f"{what}: {error}") from None
+    sizes = tuple(_sym_int(s, f"a size of {what}") for s in _list(meta["sizes"]))
+    strides = tuple(_sym_int(s, f"a stride of {what}") for s in _list(meta["strides"]))
+    offset = _sym_int(meta["storage_offset"], f"the storage offset of {what}")
+    if any(size < 0 for size in sizes) or len(strides) != len(sizes):
+        raise ValueError(f"{what} has sizes {sizes} and strides {strides}")
+    return TensorMeta(sizes, dtype), strides, offset
+
+
+@contextmanager
+def _reporting(where: str, entry: str) -> Iterator[None]:
+    """Turn what goes wrong while reading one part of an entry into a LoadError naming both."""
+    try:
+        yield
+    except _Symbolic as error:
+        raise LoadError(f"{where}: {error}; {SYMBOLIC}", entry=entry) from None
+    except _Unsupported as error:
+        raise LoadError(f"{where}: {error}", entry=entry) from None
+    except KeyError as error:
+        raise LoadError(f"{where}: malformed, missing key {error}", entry=entry) from None
+    except (ValueError, TypeError, AttributeError, IndexError) as error:
+        raise LoadError(f"{where}: malformed, {error}", entry=entry) from None
+
+
+# -- the graph ---------------------------------------------------------------------------------------
+
+
+class _ModelReader:
+    """model.json's `graph_module` -> Graph. Values are named as in the archive."""
+
+    def __init__(self, graph_module: dict[str, Any], entry: str, payloads: _Payloads) -> None:
+        self.graph = graph_module["graph"]
+        self.signature = graph_module["signature"]
+        self.entry = entry
+        self.payloads = payloads
+        self.values: dict[str, Value] = {}
+        self.arguments: dict[str, Callable[[Any], Any]] = {
+            "as_none": lambda payload: None,
+            "as_tensor": self.tensor,
+            "as_tensors": lambda payload: tuple(self.tensor(t) for t in _list(payload)),
+            "as_nested_tensors": lambda payload: tuple(
+                tuple(self.tensor(t) for t in _list(inner)) for inner in _list(payload)
+            ),
+            "as_optional_tensor": self.optional_tensor,
+            "as_optional_tensors": lambda payload: tuple(self.optional_tensor(t) for t in _list(payload)),
+            "as_int": _int,
+            "as_float": _float,
+            "as_bool": _bool,
+            "as_string": _str,
+            "as_complex": _complex,
+            "as_sym_int": _sym("as_int", _int),
+            "as_sym_float": _sym("as_float", _float),
+            "as_sym_bool": _sym("as_bool", _bool),
+            "as_scalar_type": _dtype,
+            "as_memory_format": _enum(_MEMORY_FORMATS, "memory format"),
+            "as_layout": _enum(_LAYOUTS, "layout"),
+            "as_device": _device,
+        }
+        for element in ("int", "float", "bool", "string", "sym_int", "sym_float", "sym_bool"):
+            convert = self.arguments[f"as_{element}"]
+            self.arguments[f"as_{element}s"] = lambda payload, convert=convert: tuple(map(convert, _list(payload)))
+        self.arguments["as_int_lists"] = lambda payload: tuple(tuple(map(_int, _list(p))) for p in _list(payload))
+        self.arguments["as_float_lists"] = lambda payload: tuple(tuple(map(_float, _list(p))) for p in _list(payload))
+
+    def read(self, name: str) -> Graph:
+        with _reporting("graph", self.entry):  # what the parts below do not attribute more closely
+            inputs = self.read_inputs()
+            read = (self.read_node(index, node) for index, node in enumerate(_list(self.graph["nodes"])))
+            nodes = [node for node in read if node is not None]
+            return Graph(name=name, inputs=inputs, nodes=nodes, outputs=self.read_outputs())
+
+    # -- values --------------------------------------------------------------------------------
+    def define(self, name: Any) -> Value:
+        if not is_value_name(name):
+            raise ValueError(f"tensor name {name!r} is not an identifier")
+        if name in self.values:
+            raise ValueError(f"tensor %{name} is defined twice")
+        tensor_values = self.graph["tensor_values"]
+        if name not in tensor_values:
+            raise ValueError(f"tensor %{name} has no entry in tensor_values")
+        meta, _, _ = _tensor_meta(tensor_values[name], f"tensor %{name}")
+        value = self.values[name] = Value(name, meta)
+        return value
+
+    def tensor(self, payload: Any) -> Value:
+        name = payload["name"]
+        if name not in self.values:
+            raise ValueError(f"tensor {name!r} is used before it is defined")
+        return self.values[name]
+
+    def optional_tensor(self, payload: Any) -> Value | None:
+        variant, value = _union(payload)
+        if variant == "as_none":
+            return None
+        if variant == "as_tensor":
+            return self.tensor(value)
+        raise ValueError(f"unknown optional-tensor variant {variant!r}")
+
+    def argument(self, arg: Any) -> Any:
+        variant, payload = _union(arg)
+        convert = self.arguments.get(variant)
+        if convert is None:
+            raise _Unsupported(f"argument kind {variant!r} is not supported")
+        return convert(payload)
+
+    # -- nodes ---------------------------------------------------------------------------------
+    def read_node(self, index: int, node: Any) -> Node | None:
+        name = node.get("name") if type(node) is dict else None
+        where = f"node {index} ({name})" if is_value_name(name) else f"node {index}"
+        with _reporting(where, self.entry):
+            if not _list(node["outputs"]):
+                return None  # output-less checks such as aten._assert_tensor_metadata
+            op = _op_name(_str(node["target"]), where, self.entry)
+            args: list[Any] = []
+            kwargs: dict[str, Any] = {}
+            for named in _list(node["inputs"]):
+                name = _str(named["name"])
+                value = self.argument_at(named["arg"], f"{where}, argument {name!r}")
+                if named.get("kind") == 1:
+                    if kwargs:
+                        raise ValueError(f"positional argument {name!r} follows a keyword argument")
+                    args.append(value)
+                elif name in kwargs:
+                    raise ValueError(f"argument {name!r} is given twice")
+                else:
+                    kwargs[name] = value  # kind 2, or no kind (older files): by name
+            results = tuple(self.read_results(_list(node["outputs"]), where))
+            metadata = node.get("metadata") or {}
+            provenance = Provenance(source=user_source(metadata.get("stack_trace")))
+        return Node(op, tuple(args), kwargs, results, provenance)
+
+    def argument_at(self, arg: Any, where: str) -> Any:
+        with _reporting(where, self.entry):
+            return self.argument(arg)
+
+    def read_results(self, outputs: list[Any], where: str) -> Iterator[Value]:
+        for position, output in enumerate(outputs):
+            variant, payload = _union(output)
+            if variant == "as_tensor":
+                yield self.define(payload["name"])
+            elif variant == "as_tensors":
+                for tensor in _list(payload):
+                    yield self.define(tensor["name"])
+            elif variant in ("as_sym_int", "as_sym_float", "as_sym_bool"):
+                raise _Symbolic(f"output {position} is a symbolic scalar")
+            elif variant == "as_none":
+                raise _Unsupported(f"output {position} is an undefined tensor (None), which the IR cannot hold")
+            else:
+                raise _Unsupported(f"output {position} of kind {variant!r} is not supported")
+
+    # -- signature -------------------------------------------------------------------------------
+    def read_inputs(self) -> list[GraphInput]:
+        placeholders = _list(self.graph["inputs"])
+        specs = _list(self.signature["input_specs"])
+        with _reporting("graph signature", self.entry):
+            if len(placeholders) != len(specs):
+                raise ValueError(f"{len(specs)} input specs for {len(placeholders)} graph inputs")
+        inputs = []
+        for position, (placeholder, spec) in enumerate(zip(placeholders, specs)):
+            where = f"input {position}"
+            with _reporting(where, self.entry):
+                graph_input = self.read_input(placeholder, spec)
+            if graph_input is not None:
+                inputs.append(graph_input)
+        return inputs
+
+    def read_input(self, placeholder: Any, spec: Any) -> GraphInput | None:
+        role, payload = _union(spec)
+        if role == "constant_input":
+            return None  # a Python constant the exporter specialized: its value is inlined in the nodes
+        if role == "user_input":
+            variant, argument = _union(payload["arg"])
+            if variant in ("as_sym_int", "as_sym_float", "as_sym_bool"):
+                raise _Symbolic("is a symbolic scalar")
+            if variant != "as_tensor":
+                raise _Unsupported(f"user input of kind {variant!r} is not supported (tensors only)")
+            name = argument["name"]
+        elif role in _INPUT_ROLES:
+            name = payload["arg"]["name"]
+        else:
+            raise _Unsupported(f"input kind {role!r} is not supported")
+        if _union(placeholder) != ("as_tensor", {"name": name}):
+            raise ValueError(f"the signature names %{name} but the graph input is {placeholder!r}")
+        value = self.define(name)
+        if role == "user_input":
+            return GraphInput(value)
+        kind, target_key = _INPUT_ROLES[role]
+        target = _str(payload[target_key])
+        in_constants = role == "tensor_constant" or (role == "buffer" and payload.get("persistent") is False)
+        data = self.payloads.tensor(_CONSTANTS_DIR if in_constants else _WEIGHTS_DIR, target, value)
+        return GraphInput(value, kind, target, data)
+
+    def read_outputs(self) -> list[GraphOutput]:
+        outputs = []
+        for position, spec in enumerate(_list(self.signature["output_specs"])):
+            with _reporting(f"output {position}", self.entry):
+                role, payload = _union(spec)
+                if role not in _OUTPUT_ROLES:
+                    raise _Unsupported(f"output kind {role!r} is not supported")
+                kind, target_key = _OUTPUT_ROLES[role]
+                argument = payload["arg"]
+                if role == "user_output":
+                    variant, argument = _union(argument)
+                    if variant != "as_tensor":
+                        raise _Unsupported(f"user output of kind {variant!r} is not supported (tensors only)")
+                target = _str(payload[target_key]) if target_key else None
+                outputs.append(GraphOutput(self.tensor(argument), kind, target))
+        return outputs
+
+
+def _op_name(target: str, where: str, entry: str) -> str:
+    """'torch.ops.aten.add.Tensor' -> 'aten.add.Tensor', refusing what we cannot lower."""
+    if target.startswith("_operator."):
+        raise LoadError(f"{where}: {target} computes on symbolic sizes; {SYMBOLIC}", entry=entry)
+    op = target.removeprefix("torch.ops.")
+    if op == target or op.count(".") != 2:
+        raise LoadError(f"{where}: {target} is not an aten op; only Core ATen graphs are supported", entry=entry)
+    check_known_aten_op(op, where, entry=entry)
+    return op
+
+
+# -- weights and constants -----------------------------------------------------------------------------
+
+
+class _Payloads:
+    """Parameters, buffers and constants rebuilt from the raw storages in data/weights/ and
+    data/constants/. A storage shared by several tensors is read once."""
+
+    def __init__(self, archive: _Archive, model_name: str) -> None:
+        self.archive = archive
+        self.model_name = model_name
+        self.configs: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.storages: dict[str, np.ndarray] = {}
+
+    def config(self, directory: str) -> tuple[str, dict[str, Any]]:
+        if directory not in self.configs:
+            relative = directory + _CONFIG_FILE[directory].format(self.model_name)
+            entry = self.archive.member(relative)
+            document = self.archive.json(relative)
+            if type(document.get("config")) is not dict:
+                raise LoadError("malformed payload config: no 'config' object", entry=entry)
+            self.configs[directory] = entry, document["config"]
+        return self.configs[directory]
+
+    def tensor(self, directory: str, fqn: str, value: Value) -> np.ndarray:
+        """A contiguous array of its own holding the tensor `fqn` (the graph input `value`)."""
+        config_entry, config = self.config(directory)
+        where = f"{fqn!r}"
+        if fqn not in config:
+            raise LoadError(f"no entry for {fqn!r}, which input %{value.name} needs", entry=config_entry)
+        with _reporting(where, config_entry):
+            payload = config[fqn]
+            if _bool(payload["use_pickle"]):
+                raise _Unsupported(
+                    "is stored pickled (use_pickle: true, a tensor subclass); aten2prims never unpickles"
+                )
+            path_name = _str(payload["path_name"])
+            if not _inside(path_name):
+                raise _Unsupported(f"path_name {path_name!r} points outside {directory}")
+            meta, strides, offset = _tensor_meta(payload["tensor_meta"], where)
+            if meta != value.meta:
+                raise ValueError(f"its stored meta {meta} disagrees with graph input %{value.name}: {value.meta}")
+        return self.rebuild(directory + path_name, fqn, meta, strides, offset)
+
+    def rebuild(self, relative: str, fqn: str, meta: TensorMeta, strides: tuple[int, ...], offset: int) -> np.ndarray:
+        dtype = meta.dtype
+        if math.prod(meta.shape) == 0:
+            return np.zeros(meta.shape, dtype.numpy)
+        storage = self.storage(relative, fqn)
+        entry = self.archive.member(relative)
+        if storage.size % dtype.itemsize:
+            raise LoadError(f"{storage.size} bytes is not a whole number of {dtype} elements "
+                            f"({dtype.itemsize} bytes each), as {fqn!r} needs", entry=entry)  # fmt: skip
+        if offset < 0 or any(stride < 0 for stride in strides):
+            raise LoadError(f"{fqn!r} has a negative stride or offset ({strides}, {offset})", entry=entry)
+        needed = offset + sum((size - 1) * stride for size, stride in zip(meta.shape, strides)) + 1
+        available = storage.size // dtype.itemsize
+        if needed > available:
+            raise LoadError(
+                f"holds {available} {dtype} element(s), but {fqn!r} (sizes {list(meta.shape)}, strides "
+                f"{list(strides)}, offset {offset}) needs {needed}",
+                entry=entry,
+            )
+        # bool storages are read as bytes, so that any nonzero byte becomes a proper True
+        elements = storage.view(np.uint8 if dtype is DType.bool else dtype.numpy)
+        view = np.lib.stride_tricks.as_strided(
+            elements[offset:],
+            shape=meta.shape,
+            strides=tuple(stride * dtype.itemsize for stride in strides),
+            writeable=False,
+        )
+        return np.asarray(view != 0) if dtype is DType.bool else np.array(view, order="C", copy=True)
+
+    def storage(self, relative: str, fqn: str) -> np.ndarray:
+        if relative not in self.storages:
+            if not self.archive.has(relative):
+                raise LoadError(f"missing from the archive (it holds {fqn!r})", entry=self.archive.member(relative))
+            self.storages[relative] = np.frombuffer(self.archive.read(relative), np.uint8)
+        return self.storages[relative]
+
+
+def _inside(path_name: str) -> bool:
+    """A plain relative path that stays inside its directory: not absolute, no drive, no '..'."""
+    if not path_name or path_name.startswith("/") or "\\" in path_name or ":" in path_name:
+        return False
+    return all(part not in ("", ".", "..") for part in path_name.split("/"))

@@ -1,0 +1,121 @@
+"""The torch.fx importer gives exactly the graph `load` reads from the saved program (names, metas,
+operands, roles, provenance and data), and refuses what the reader refuses."""
+
+from __future__ import annotations
+
+import operator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch._decomp import core_aten_decompositions
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import aten2prims
+from _pt2_modules import EXAMPLE_INPUTS, export_dynamic, export_everything, save
+from aten2prims import LoadError
+from aten2prims.ir import InputKind, OutputKind, graph_difference
+
+
+@pytest.fixture(scope="module")
+def program() -> torch.export.ExportedProgram:
+    return export_everything()
+
+
+@pytest.fixture(scope="module")
+def archive(program: torch.export.ExportedProgram, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save(program, tmp_path_factory.mktemp("fx") / "everything.pt2")
+
+
+def test_exported_program_imports_as_load_reads_it(program, archive: Path) -> None:
+    loaded = aten2prims.load(archive)
+    imported = aten2prims.from_fx(program, name="everything")
+    assert graph_difference(imported, loaded, compare_data=True) is None
+    assert all(node.provenance.source for node in imported.nodes)
+    assert {o.kind for o in imported.outputs} == {OutputKind.BUFFER_MUTATION, OutputKind.USER_OUTPUT}
+
+
+def test_reloaded_program_imports_as_load_reads_it(archive: Path) -> None:
+    imported = aten2prims.from_fx(torch.export.load(archive), name="everything")
+    assert graph_difference(imported, aten2prims.load(archive), compare_data=True) is None
+
+
+def test_user_input_mutation(tmp_path: Path) -> None:
+    class Accumulate(torch.nn.Module):
+        def forward(self, total: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            total.add_(x)
+            return x * 2
+
+    program = torch.export.export(Accumulate(), (torch.zeros(3), torch.ones(3))).run_decompositions()
+    imported = aten2prims.from_fx(program, name="accumulate")
+    loaded = aten2prims.load(save(program, tmp_path / "accumulate.pt2"))
+    assert graph_difference(imported, loaded, compare_data=True) is None
+    assert [(o.kind, o.target) for o in imported.outputs] == [
+        (OutputKind.USER_INPUT_MUTATION, "total"),
+        (OutputKind.USER_OUTPUT, None),
+    ]
+
+
+def test_graph_module_from_make_fx() -> None:
+    offsets = torch.tensor([1.0, -2.0, 3.0])
+
+    def normalize_then_max(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.nn.functional.layer_norm(x + offsets, (3,)).max(dim=1)
+
+    module = make_fx(normalize_then_max, decomposition_table=core_aten_decompositions())(torch.randn(2, 3))
+    graph = aten2prims.from_fx(module, name="f")
+    assert [(i.name, i.kind, i.target) for i in graph.inputs] == [
+        ("x_1", InputKind.USER_INPUT, None),
+        ("_tensor_constant0", InputKind.CONSTANT, "_tensor_constant0"),
+    ]
+    np.testing.assert_array_equal(graph.inputs[1].data, offsets.numpy())
+    assert [node.op for node in graph.nodes] == [
+        "aten.add.Tensor",
+        "aten.native_layer_norm.default",
+        "aten.max.dim",
+    ]
+    # getitem nodes name the results, even the unused ones make_fx kept
+    assert [r.name for r in graph.nodes[1].results] == ["getitem", "getitem_1", "getitem_2"]
+    assert [o.value.name for o in graph.outputs] == ["getitem_3", "getitem_4"]
+    assert [str(o.value.meta) for o in graph.outputs] == ["f32[2]", "i64[2]"]
+
+
+def test_duplicate_getitems_read_one_value() -> None:
+    """As torch.export.save does, the first getitem names the result and later ones reuse it."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = torch.empty(2, 3)
+    node = graph.call_function(torch.ops.aten.max.dim, (x, 1))
+    node.meta["val"] = (torch.empty(2), torch.empty(2, dtype=torch.long))
+    first = graph.call_function(operator.getitem, (node, 0))
+    again = graph.call_function(operator.getitem, (node, 0))
+    total = graph.call_function(torch.ops.aten.add.Tensor, (first, again))
+    total.meta["val"] = torch.empty(2)
+    graph.output((total,))
+    imported = aten2prims.from_fx(torch.fx.GraphModule(torch.nn.Module(), graph))
+    maximum, add = imported.nodes
+    assert [r.name for r in maximum.results] == ["getitem", "max_dim_unused_1"]
+    assert add.args == (maximum.results[0], maximum.results[0])
+
+
+def test_refuses_symbolic_shapes() -> None:
+    program = export_dynamic()
+    with pytest.raises(LoadError, match=r"%x has the symbolic shape .*symbolic shapes are not supported yet"):
+        aten2prims.from_fx(program)
+
+
+def test_refuses_ops_outside_core_aten() -> None:
+    program = torch.export.export(torch.nn.Linear(4, 3), (EXAMPLE_INPUTS[0],))  # not decomposed
+    with pytest.raises(LoadError, match="unknown op aten.linear.default"):
+        aten2prims.from_fx(program)
+    with pytest.raises(LoadError, match="call_module nodes are not supported"):
+        aten2prims.from_fx(torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.ReLU())))
+    traced = torch.fx.symbolic_trace(lambda x: torch.relu(x))
+    with pytest.raises(LoadError, match="relu is not an aten op"):
+        aten2prims.from_fx(traced)
+
+
+def test_refuses_other_objects() -> None:
+    with pytest.raises(LoadError, match="expects a torch.export.ExportedProgram or a torch.fx.GraphModule"):
+        aten2prims.from_fx(torch.nn.Linear(2, 2))
