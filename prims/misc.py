@@ -1,0 +1,101 @@
+"""Scalar-valued and two-result prims: item, maximum_value, minimum_value, frexp."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from aten2prims.errors import ShapeError
+from aten2prims.ir.dtypes import DType
+from aten2prims.ir.values import ScalarMeta, TensorMeta, Value
+
+from .common import FLOATS, check_dtype, check_tensor
+from .registry import register
+from .shape import check_dtype_argument
+
+
+def dtype_limits(dtype: DType) -> tuple[bool | int | float, bool | int | float]:
+    """The lowest and highest finite values of a dtype (of its real part for complex dtypes)."""
+    if dtype.is_bool:
+        return False, True
+    if dtype.is_integer:
+        info = np.iinfo(dtype.numpy)
+        return int(info.min), int(info.max)
+    info = ml_dtypes.finfo(dtype.real.numpy)
+    return float(info.min), float(info.max)
+
+
+# -- item --------------------------------------------------------------------------------------------
+
+
+def _item_meta(a: Value) -> ScalarMeta:
+    check_tensor(a, "a")
+    if a.numel != 1:
+        raise ShapeError(f"a tensor of shape {list(a.shape)} has {a.numel} elements; item needs exactly one")
+    return ScalarMeta(a.dtype.python_type)
+
+
+def _item_kernel(a: np.ndarray) -> bool | int | float | complex:
+    kind = DType.from_numpy(a.dtype).python_type
+    return kind(a.reshape(()).item())
+
+
+register(
+    "item(Tensor a) -> Scalar",
+    meta=_item_meta,
+    kernel=_item_kernel,
+    doc="the one element of a as a Python bool, int, float or complex",
+)
+
+
+# -- maximum_value, minimum_value ------------------------------------------------------------------------
+
+
+def _limit_meta(dtype: DType) -> ScalarMeta:
+    return ScalarMeta(check_dtype_argument(dtype).python_type)
+
+
+def _limit_kernel(which: int):
+    def kernel(dtype: DType) -> bool | int | float | complex:
+        return dtype.python_type(dtype_limits(dtype)[which])
+
+    return kernel
+
+
+register(
+    "maximum_value(ScalarType dtype) -> Scalar",
+    meta=_limit_meta,
+    kernel=_limit_kernel(1),
+    doc="the largest finite value of dtype (True for bool; for complex dtypes the real part's, as a "
+    "complex number: torch's meta says complex while its kernel returns a float)",
+)
+register(
+    "minimum_value(ScalarType dtype) -> Scalar",
+    meta=_limit_meta,
+    kernel=_limit_kernel(0),
+    doc="the lowest finite value of dtype (False for bool; complex as for maximum_value)",
+)
+
+
+# -- frexp -----------------------------------------------------------------------------------------------
+
+
+def _frexp_meta(self: Value) -> tuple[TensorMeta, TensorMeta]:
+    check_tensor(self, "self")
+    check_dtype(self.dtype, FLOATS)
+    return TensorMeta(self.shape, self.dtype), TensorMeta(self.shape, DType.int32)
+
+
+def _frexp_kernel(self: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    # bfloat16 has no NumPy frexp; float32 holds every bfloat16 exactly, so the split is exact.
+    wide = self.astype(np.float32) if self.dtype == DType.bfloat16.numpy else self
+    mantissa, exponent = np.frexp(wide)
+    return np.asarray(mantissa).astype(self.dtype, copy=False), np.asarray(exponent).astype(np.int32, copy=False)
+
+
+register(
+    "frexp(Tensor self) -> (Tensor mantissa, Tensor exponent)",
+    meta=_frexp_meta,
+    kernel=_frexp_kernel,
+    doc="self = mantissa * 2**exponent with 0.5 <= |mantissa| < 1; inf and NaN keep exponent 0",
+)

@@ -1,0 +1,463 @@
+"""Shape and view prims: as_strided(_scatter), collapse(_view), split_dim, squeeze, transpose,
+view_of(_dtype), reshape, rev, cat, clone, copy_strided.
+
+Strides are not part of value semantics here (DESIGN §3), so a tensor's *storage* is its
+row-major element sequence: `as_strided(a, ...)` windows into `a`'s elements in row-major order,
+whatever the NumPy layout of the array that happens to hold them. View prims return NumPy views
+when the layout allows it (always for contiguous operands) and otherwise a copy.
+
+Like torch's prims, these take dimensions already canonical (0 <= dim < rank; torch's
+`validate_idx` also accepts 0 for a 0-dim tensor): negative dims are the business of the
+decompositions, not of the prims.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from aten2prims.errors import DTypeError, ShapeError
+from aten2prims.ir.dtypes import DType
+from aten2prims.ir.values import MemoryFormat, TensorMeta, Value
+
+from .common import check_tensor
+from .registry import register
+
+# -- argument checks shared by the prims of this package -----------------------------------------
+
+
+def _is_index(index: Any, rank: int) -> bool:
+    """torch's `validate_idx`: 0 <= index < rank, and 0 is also valid for a 0-dim tensor."""
+    return type(index) is int and (0 <= index < rank or index == 0)
+
+
+def check_index(index: Any, rank: int, what: str = "dimension") -> int:
+    if not _is_index(index, rank):
+        raise ShapeError(f"{what} {index!r} is out of range for a tensor of rank {rank} (expected 0 <= {what} < {rank})")
+    return index
+
+
+def check_indices(indices: Any, rank: int, what: str = "dims", *, unique: bool = True) -> tuple[int, ...]:
+    """A list of canonical dims (see check_index); repeats are rejected unless `unique=False`."""
+    if not isinstance(indices, tuple | list):
+        raise ShapeError(f"{what} must be a list of ints, got {indices!r}")
+    for index in indices:
+        if not _is_index(index, rank):
+            raise ShapeError(f"{what} {list(indices)}: {index!r} is out of range for a tensor of rank {rank}")
+    if unique and len(set(indices)) != len(indices):
+        raise ShapeError(f"{what} {list(indices)} repeat a dimension")
+    return tuple(indices)
+
+
+def check_shape(shape: Any, what: str = "shape") -> tuple[int, ...]:
+    """A static shape: a list of non-negative ints (torch's `validate_shape`)."""
+    if not isinstance(shape, tuple | list) or any(type(s) is not int or s < 0 for s in shape):
+        raise ShapeError(f"{what} must be a list of non-negative ints, got {shape!r}")
+    return tuple(shape)
+
+
+def check_strides(strides: Any, rank: int, what: str = "stride") -> tuple[int, ...]:
+    """Strides in elements: one non-negative int per dimension (torch's `validate_strides`)."""
+    if not isinstance(strides, tuple | list) or any(type(s) is not int or s < 0 for s in strides):
+        raise ShapeError(f"{what} must be a list of non-negative ints, got {strides!r}")
+    if len(strides) != rank:
+        raise ShapeError(f"{what} {list(strides)} has {len(strides)} entries for {rank} dimension(s)")
+    return tuple(strides)
+
+
+def check_dtype_argument(dtype: Any, what: str = "dtype") -> DType:
+    if type(dtype) is not DType:
+        raise DTypeError(f"{what} must be a dtype, got {dtype!r}")
+    return dtype
+
+
+def contiguous_copy(a: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """`a`'s elements in row-major order, reshaped, in memory `a` does not share."""
+    result = np.reshape(a, tuple(shape))
+    return result.copy() if np.may_share_memory(result, a) else result
+
+
+def _window_end(size: Sequence[int], stride: Sequence[int], storage_offset: int) -> int:
+    """One past the last storage element an as_strided window reads (torch's required length)."""
+    if math.prod(size) == 0:
+        return 0
+    return storage_offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
+
+
+def _check_window(size: Any, stride: Any, storage_offset: Any, numel: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    size = check_shape(size, "size")
+    stride = check_strides(stride, len(size))
+    if type(storage_offset) is not int or storage_offset < 0:
+        raise ShapeError(f"storage_offset must be a non-negative int, got {storage_offset!r}")
+    end = _window_end(size, stride, storage_offset)
+    if end > numel:
+        raise ShapeError(
+            f"a window of size {list(size)}, stride {list(stride)} and storage offset {storage_offset} needs "
+            f"{end} elements, but the operand has only {numel}"
+        )
+    return size, stride
+
+
+def _strided_window(flat: np.ndarray, size: Sequence[int], stride: Sequence[int], offset: int, *, writeable: bool):
+    return np.lib.stride_tricks.as_strided(
+        flat[offset:],
+        shape=tuple(size),
+        strides=tuple(s * flat.itemsize for s in stride),
+        writeable=writeable,
+    )
+
+
+def _storage(a: np.ndarray) -> np.ndarray:
+    """The operand's storage: its elements in row-major order, as a 1-D array with unit stride
+    (a view when `a` is C-contiguous)."""
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    return a.reshape(-1)
+
+
+# -- as_strided ----------------------------------------------------------------------------------
+
+
+def _as_strided_meta(a: Value, size: Sequence[int], stride: Sequence[int], storage_offset: int) -> TensorMeta:
+    check_tensor(a, "a")
+    size, _ = _check_window(size, stride, storage_offset, a.numel)
+    return TensorMeta(size, a.dtype)
+
+
+def _as_strided_kernel(a: np.ndarray, size: Sequence[int], stride: Sequence[int], storage_offset: int) -> np.ndarray:
+    if math.prod(size) == 0:
+        return np.zeros(tuple(size), a.dtype)
+    # Read-only: windows may overlap (stride 0), and a view of the caller's array must stay unwritten.
+    return _strided_window(_storage(a), size, stride, storage_offset, writeable=False)
+
+
+register(
+    "as_strided(Tensor(a!) a, SymInt[] size, SymInt[] stride, SymInt storage_offset) -> Tensor(a!)",
+    meta=_as_strided_meta,
+    kernel=_as_strided_kernel,
+    view=True,
+    doc="a window of size/stride/storage_offset (in elements) into a's row-major element sequence; "
+    "windows reaching past a's numel are rejected",
+)
+
+
+def _as_strided_scatter_meta(
+    self: Value, src: Value, size: Sequence[int], stride: Sequence[int], storage_offset: int
+) -> TensorMeta:
+    check_tensor(self, "self")
+    check_tensor(src, "src")
+    size, stride = _check_window(size, stride, storage_offset, self.numel)
+    if src.shape != size:
+        raise ShapeError(f"src has shape {list(src.shape)}, the window has size {list(size)}")
+    if src.dtype is not self.dtype:
+        raise DTypeError(f"src has dtype {src.dtype.short}, self has {self.dtype.short}; convert src first")
+    # torch refuses to write through a window where several elements share one location.
+    if any(s == 0 and n > 1 for n, s in zip(size, stride)):
+        raise ShapeError(f"the window of size {list(size)} and stride {list(stride)} writes one location twice")
+    return TensorMeta(self.shape, self.dtype)
+
+
+def _as_strided_scatter_kernel(
+    self: np.ndarray, src: np.ndarray, size: Sequence[int], stride: Sequence[int], storage_offset: int
+) -> np.ndarray:
+    out = np.array(self, order="C", copy=True)
+    if math.prod(size) > 0:
+        _strided_window(out.reshape(-1), size, stride, storage_offset, writeable=True)[...] = src
+    return out
+
+
+register(
+    "as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt storage_offset) -> Tensor",
+    meta=_as_strided_scatter_meta,
+    kernel=_as_strided_scatter_kernel,
+    doc="a copy of self whose as_strided(size, stride, storage_offset) window holds src",
+)
+
+
+# -- collapse, split_dim, squeeze, transpose ------------------------------------------------------
+
+
+def _collapsed_shape(a: Value, start: int, end: int) -> tuple[int, ...]:
+    """Dims start..end (inclusive) merged into one; a 0-dim tensor counts as shape [1]."""
+    check_tensor(a, "a")
+    shape = a.shape if a.ndim > 0 else (1,)
+    check_index(start, len(shape), "start")
+    check_index(end, len(shape), "end")
+    if end < start:
+        raise ShapeError(f"end {end} is less than start {start}")
+    return shape[:start] + (math.prod(shape[start : end + 1]),) + shape[end + 1 :]
+
+
+def _collapse_meta(a: Value, start: int, end: int) -> TensorMeta:
+    return TensorMeta(_collapsed_shape(a, start, end), a.dtype)
+
+
+def _collapse_kernel(a: np.ndarray, start: int, end: int) -> np.ndarray:
+    shape = a.shape if a.ndim > 0 else (1,)
+    return contiguous_copy(a, shape[:start] + (math.prod(shape[start : end + 1]),) + shape[end + 1 :])
+
+
+def _collapse_view_kernel(a: np.ndarray, start: int, end: int) -> np.ndarray:
+    shape = a.shape if a.ndim > 0 else (1,)
+    return a.reshape(shape[:start] + (math.prod(shape[start : end + 1]),) + shape[end + 1 :])
+
+
+register(
+    "collapse(Tensor a, int start, int end) -> Tensor",
+    meta=_collapse_meta,
+    kernel=_collapse_kernel,
+    doc="a copy of a with dims start..end (end inclusive) merged into one",
+)
+register(
+    "collapse_view(Tensor(a) a, int start, int end) -> Tensor(a)",
+    meta=_collapse_meta,
+    kernel=_collapse_view_kernel,
+    view=True,
+    doc="collapse as a view; torch rejects strides that do not nest, which a stride-free graph "
+    "cannot see, so the kernel copies when NumPy cannot view",
+)
+
+
+def _split_dim_meta(a: Value, dim: int, outer_length: int) -> TensorMeta:
+    check_tensor(a, "a")
+    if a.ndim == 0:
+        raise ShapeError("cannot split a dimension of a 0-dim tensor")
+    check_index(dim, a.ndim, "dim")
+    if type(outer_length) is not int or outer_length <= 0:
+        raise ShapeError(f"outer_length must be a positive int, got {outer_length!r}")
+    length = a.shape[dim]
+    if length % outer_length != 0:
+        raise ShapeError(f"outer_length {outer_length} does not divide dimension {dim} of length {length}")
+    return TensorMeta(a.shape[:dim] + (outer_length, length // outer_length) + a.shape[dim + 1 :], a.dtype)
+
+
+def _split_dim_kernel(a: np.ndarray, dim: int, outer_length: int) -> np.ndarray:
+    return a.reshape(a.shape[:dim] + (outer_length, a.shape[dim] // outer_length) + a.shape[dim + 1 :])
+
+
+register(
+    "split_dim(Tensor(a) a, int dim, SymInt outer_length) -> Tensor(a)",
+    meta=_split_dim_meta,
+    kernel=_split_dim_kernel,
+    view=True,
+    doc="dim (length l) becomes two dims (outer_length, l // outer_length)",
+)
+
+
+def _squeeze_meta(a: Value, dimensions: Sequence[int]) -> TensorMeta:
+    check_tensor(a, "a")
+    if a.ndim == 0 and len(dimensions) > 0:
+        raise ShapeError("a 0-dim tensor has no dimension to squeeze")
+    # torch's meta allows a dimension to be named more than once.
+    dims = set(check_indices(dimensions, a.ndim, "dimensions", unique=False))
+    for d in sorted(dims):
+        if a.shape[d] != 1:
+            raise ShapeError(f"cannot squeeze dimension {d} of length {a.shape[d]} (must be 1)")
+    return TensorMeta(tuple(n for i, n in enumerate(a.shape) if i not in dims), a.dtype)
+
+
+def _squeeze_kernel(a: np.ndarray, dimensions: Sequence[int]) -> np.ndarray:
+    return np.squeeze(a, axis=tuple(sorted(set(dimensions))))
+
+
+register(
+    "squeeze(Tensor(a) a, int[] dimensions) -> Tensor(a)",
+    meta=_squeeze_meta,
+    kernel=_squeeze_kernel,
+    view=True,
+    doc="removes the listed dimensions, each of length 1 (a dimension may be listed twice)",
+)
+
+
+def _transpose_meta(a: Value, permutation: Sequence[int]) -> TensorMeta:
+    check_tensor(a, "a")
+    if not isinstance(permutation, tuple | list) or sorted(permutation) != list(range(a.ndim)):
+        raise ShapeError(f"permutation {permutation!r} is not a permutation of the {a.ndim} dimension(s)")
+    return TensorMeta(tuple(a.shape[d] for d in permutation), a.dtype)
+
+
+def _transpose_kernel(a: np.ndarray, permutation: Sequence[int]) -> np.ndarray:
+    return np.transpose(a, tuple(permutation))
+
+
+register(
+    "transpose(Tensor(a) a, int[] permutation) -> Tensor(a)",
+    meta=_transpose_meta,
+    kernel=_transpose_kernel,
+    view=True,
+    doc="output dim i is input dim permutation[i]",
+)
+
+
+# -- view_of, view_of_dtype -----------------------------------------------------------------------
+
+
+def _view_of_meta(a: Value) -> TensorMeta:
+    check_tensor(a, "a")
+    return TensorMeta(a.shape, a.dtype)
+
+
+def _view_of_kernel(a: np.ndarray) -> np.ndarray:
+    return a.view()
+
+
+register("view_of(Tensor(a) a) -> Tensor(a)", meta=_view_of_meta, kernel=_view_of_kernel, view=True, doc="a view of a")
+
+
+def _view_of_dtype_meta(a: Value, dtype: DType) -> TensorMeta:
+    check_tensor(a, "a")
+    check_dtype_argument(dtype)
+    old, new = a.dtype.itemsize, dtype.itemsize
+    if old == new:
+        return TensorMeta(a.shape, dtype)
+    # As torch's Tensor.view(dtype): a different element size rescales the last dimension.
+    if a.ndim == 0:
+        raise ShapeError(f"cannot view a 0-dim {a.dtype.short} tensor as {dtype.short} (different element sizes)")
+    last = a.shape[-1] * old
+    if last % new != 0:
+        raise ShapeError(
+            f"the last dimension ({a.shape[-1]} x {old} bytes) is not a multiple of {dtype.short}'s {new} bytes"
+        )
+    return TensorMeta(a.shape[:-1] + (last // new,), dtype)
+
+
+def _view_of_dtype_kernel(a: np.ndarray, dtype: DType) -> np.ndarray:
+    if a.itemsize != dtype.itemsize and a.ndim > 0 and a.shape[-1] > 1 and a.strides[-1] != a.itemsize:
+        a = np.ascontiguousarray(a)  # NumPy (like torch) reinterprets only a contiguous last dimension
+    return a.view(dtype.numpy)
+
+
+register(
+    "view_of_dtype(Tensor(a) a, ScalarType dtype) -> Tensor(a)",
+    meta=_view_of_dtype_meta,
+    kernel=_view_of_dtype_kernel,
+    view=True,
+    doc="a's bytes reinterpreted as dtype; a different element size rescales the last dimension",
+)
+
+
+# -- reshape, rev, cat, clone, copy_strided -----------------------------------------------------------
+
+
+def _reshape_meta(a: Value, shape: Sequence[int]) -> TensorMeta:
+    check_tensor(a, "a")
+    shape = check_shape(shape)
+    if math.prod(shape) != a.numel:
+        raise ShapeError(f"cannot reshape {a.numel} element(s) of shape {list(a.shape)} to {list(shape)}")
+    return TensorMeta(shape, a.dtype)
+
+
+def _reshape_kernel(a: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    return contiguous_copy(a, shape)
+
+
+register(
+    "reshape(Tensor a, SymInt[] shape) -> Tensor",
+    meta=_reshape_meta,
+    kernel=_reshape_kernel,
+    doc="a copy of a's elements (row-major) with the given shape",
+)
+
+
+def _rev_meta(a: Value, dims: Sequence[int]) -> TensorMeta:
+    check_tensor(a, "a")
+    check_indices(dims, a.ndim)
+    return TensorMeta(a.shape, a.dtype)
+
+
+def _rev_kernel(a: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+    if a.ndim == 0:
+        return a.copy()
+    return np.flip(a, axis=tuple(dims)).copy()
+
+
+register(
+    "rev(Tensor a, int[] dims) -> Tensor",
+    meta=_rev_meta,
+    kernel=_rev_kernel,
+    doc="reverses the order of elements along each of dims",
+)
+
+
+def _cat_meta(tensors: Sequence[Value], dim: int) -> TensorMeta:
+    if not isinstance(tensors, tuple | list) or len(tensors) == 0:
+        raise ShapeError(f"tensors must be a non-empty list of tensors, got {tensors!r}")
+    for i, t in enumerate(tensors):
+        check_tensor(t, f"tensors[{i}]")
+    first = tensors[0]
+    if first.ndim == 0:
+        raise ShapeError("0-dim tensors cannot be concatenated")
+    if type(dim) is not int or not 0 <= dim < first.ndim:
+        raise ShapeError(f"dim {dim!r} is out of range for tensors of rank {first.ndim} (expected 0 <= dim < {first.ndim})")
+    for i, t in enumerate(tensors[1:], start=1):
+        if t.dtype is not first.dtype:
+            raise DTypeError(f"tensors[{i}] has dtype {t.dtype.short}, tensors[0] has {first.dtype.short}")
+        if t.ndim != first.ndim:
+            raise ShapeError(f"tensors[{i}] has rank {t.ndim}, tensors[0] has rank {first.ndim}")
+        for d, (n, m) in enumerate(zip(first.shape, t.shape)):
+            if d != dim and n != m:
+                raise ShapeError(
+                    f"tensors[{i}] has shape {list(t.shape)}, tensors[0] has {list(first.shape)}: "
+                    f"sizes may differ only in dimension {dim}"
+                )
+    shape = list(first.shape)
+    shape[dim] = sum(t.shape[dim] for t in tensors)
+    return TensorMeta(tuple(shape), first.dtype)
+
+
+def _cat_kernel(tensors: Sequence[np.ndarray], dim: int) -> np.ndarray:
+    return np.concatenate(tensors, axis=dim)
+
+
+register(
+    "cat(Tensor[] tensors, int dim) -> Tensor",
+    meta=_cat_meta,
+    kernel=_cat_kernel,
+    doc="concatenation along dim of tensors of one dtype and rank (never 0-dim)",
+)
+
+_FORMAT_RANK = {MemoryFormat.channels_last: 4, MemoryFormat.channels_last_3d: 5}
+
+
+def _clone_meta(self: Value, memory_format: MemoryFormat | None) -> TensorMeta:
+    check_tensor(self, "self")
+    if memory_format is not None:
+        if type(memory_format) is not MemoryFormat:
+            raise ShapeError(f"memory_format must be a memory format or None, got {memory_format!r}")
+        rank = _FORMAT_RANK.get(memory_format)
+        if rank is not None and self.ndim != rank:
+            raise ShapeError(f"memory_format {memory_format.value} needs a rank-{rank} tensor, got rank {self.ndim}")
+    return TensorMeta(self.shape, self.dtype)
+
+
+def _clone_kernel(self: np.ndarray, memory_format: MemoryFormat | None) -> np.ndarray:
+    return self.copy()
+
+
+register(
+    "clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
+    meta=_clone_meta,
+    kernel=_clone_kernel,
+    doc="a copy of self (the memory format is a layout hint without meaning in a stride-free graph)",
+)
+
+
+def _copy_strided_meta(a: Value, stride: Sequence[int]) -> TensorMeta:
+    check_tensor(a, "a")
+    check_strides(stride, a.ndim)
+    return TensorMeta(a.shape, a.dtype)
+
+
+def _copy_strided_kernel(a: np.ndarray, stride: Sequence[int]) -> np.ndarray:
+    return a.copy()
+
+
+register(
+    "copy_strided(Tensor a, SymInt[] stride) -> Tensor",
+    meta=_copy_strided_meta,
+    kernel=_copy_strided_kernel,
+    doc="a copy of a (the requested strides are a layout hint without meaning in a stride-free graph)",
+)
