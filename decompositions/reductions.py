@@ -1,3 +1,314 @@
-"""Family E: reductions (sum, prod, mean, var, amax/amin, any, argmax/argmin, max/min.dim), cumsum and softmax."""
+"""Family E: reductions (sum, prod, mean, var, amax/amin, any, argmax/argmin, max/min.dim), cumsum and softmax.
+
+Every rule follows torch's CPU kernels: the input is first converted to the result dtype where
+torch converts it (`sum(x, dtype=...)`), reduced in that dtype's opmath (float16/bfloat16 in
+float32), and converted back — each step an explicit `convert_element_type`, emitted only where
+the dtype changes. aten's `int[1]? dim` of None or [] means every dimension (except for
+`any.dims`, where [] reduces nothing, as eager torch does).
+"""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import prims
+from aten2prims.errors import DTypeError, ShapeError
+from aten2prims.ir.dtypes import DType
+from aten2prims.ir.values import Value
+from aten2prims.promotion import (
+    ReductionKind,
+    convert,
+    convert_number,
+    mean_dtypes,
+    opmath_dtype,
+    reduction_dtypes,
+    sum_dtype,
+)
+
+from .common import canonical_dim, full, index_ramp, keep_dims, reduction_dims, slice_in_dim
+from .registry import register
+
+Reducer = Callable[..., Value]  # a reduction prim: prims.sum, prims.amax, ...
+
+# -- shared pieces ----------------------------------------------------------------------------------
+
+
+def _kept(result: Value, dims: Sequence[int], x: Value, keepdim: bool) -> Value:
+    return keep_dims(result, dims, x.ndim) if keepdim else result
+
+
+def _spread(reduced: Value, dims: Sequence[int], x: Value) -> Value:
+    """A reduction over `dims` broadcast back to x's shape (to combine it with x elementwise)."""
+    if not dims:
+        return reduced
+    kept = [d for d in range(x.ndim) if d not in dims]
+    return prims.broadcast_in_dim(reduced, list(x.shape), kept)
+
+
+def _reduced_shape(x: Value, dims: Sequence[int]) -> list[int]:
+    return [n for d, n in enumerate(x.shape) if d not in dims]
+
+
+def _require_elements(op: str, x: Value, dims: Sequence[int]) -> None:
+    """max/min-like reductions have no identity: torch rejects reducing a dimension of size 0."""
+    for d in dims:
+        if x.shape[d] == 0:
+            raise ShapeError(f"{op}: expected reduction dim {d} to have non-zero size (input shape {list(x.shape)})")
+
+
+def _require_floating(op: str, x: Value) -> None:
+    if not x.dtype.is_floating:
+        raise DTypeError(f"{op}: expected a floating-point tensor, got {x.dtype.short}")
+
+
+# -- sum, prod ------------------------------------------------------------------------------------------
+
+
+def _accumulate(reduce: Reducer, x: Value, dims: Sequence[int], dtype: DType | None) -> Value:
+    """sum/prod: torch casts the input to the result dtype (so `sum(int8, dtype=int8)` wraps and
+    `sum(f32, dtype=f16)` rounds each element first), then reduces in that dtype's opmath."""
+    result = sum_dtype(x.dtype, dtype)
+    operand = convert(convert(x, result), opmath_dtype(result))
+    return convert(reduce(operand, list(dims)), result)
+
+
+@register("aten.sum.dim_IntList")
+def sum_dim_intlist(self: Value, dim: Sequence[int] | None, keepdim: bool = False, dtype: DType | None = None) -> Value:
+    dims = reduction_dims(dim, self.ndim)
+    return _kept(_accumulate(prims.sum, self, dims, dtype), dims, self, keepdim)
+
+
+@register("aten.prod.default")
+def prod_default(self: Value, dtype: DType | None = None) -> Value:
+    return _accumulate(prims.prod, self, reduction_dims(None, self.ndim), dtype)
+
+
+@register("aten.prod.dim_int")
+def prod_dim_int(self: Value, dim: int, keepdim: bool = False, dtype: DType | None = None) -> Value:
+    dims = reduction_dims(dim, self.ndim)
+    return _kept(_accumulate(prims.prod, self, dims, dtype), dims, self, keepdim)
+
+
+# -- mean, var --------------------------------------------------------------------------------------------
+
+
+def _mean(x: Value, dims: Sequence[int], dtype: DType | None) -> Value:
+    """sum / count in opmath of the result dtype; the input goes straight to that dtype (torch's
+    CPU mean sums float16/bfloat16 results in float32 without rounding the input first)."""
+    computation, result = mean_dtypes(x.dtype, dtype)
+    total = prims.sum(convert(x, computation), list(dims))
+    count = math.prod(x.shape[d] for d in dims)  # 0 for an empty reduction: 0 / 0 = NaN, as torch
+    return convert(prims.div(total, convert_number(count, computation)), result)
+
+
+@register("aten.mean.default")
+def mean_default(self: Value, dtype: DType | None = None) -> Value:
+    return _mean(self, reduction_dims(None, self.ndim), dtype)
+
+
+@register("aten.mean.dim")
+def mean_dim(self: Value, dim: Sequence[int] | None, keepdim: bool = False, dtype: DType | None = None) -> Value:
+    dims = reduction_dims(dim, self.ndim)
+    return _kept(_mean(self, dims, dtype), dims, self, keepdim)
+
+
+@register("aten.var.correction")
+def var_correction(
+    self: Value, dim: Sequence[int] | None = None, correction: float | None = None, keepdim: bool = False
+) -> Value:
+    if not (self.dtype.is_floating or self.dtype.is_complex):
+        raise DTypeError(f"var: expected a floating-point or complex tensor, got {self.dtype.short}")
+    dims = reduction_dims(dim, self.ndim)
+    computation, result = reduction_dtypes(self.dtype, ReductionKind.COMPLEX_TO_FLOAT)
+    correction = 1.0 if correction is None else correction
+    if type(correction) in (bool, int):
+        correction = float(correction)
+    variance = prims.var(convert(self, computation), list(dims), correction)
+    return _kept(convert(variance, result), dims, self, keepdim)
+
+
+@register("aten.var.dim")
+def var_dim(self: Value, dim: Sequence[int] | None, unbiased: bool = True, keepdim: bool = False) -> Value:
+    return var_correction(self, dim, 1.0 if unbiased else 0.0, keepdim)
+
+
+# -- amax, amin, any ------------------------------------------------------------------------------------
+
+
+def _extreme_rule(op: str, reduce: Reducer) -> Callable[..., Value]:
+    def rule(self: Value, dim: Sequence[int] = (), keepdim: bool = False) -> Value:
+        dims = reduction_dims(dim, self.ndim)
+        _require_elements(op, self, dims)
+        return _kept(reduce(self, list(dims)), dims, self, keepdim)
+
+    rule.__name__ = rule.__qualname__ = op
+    return rule
+
+
+register("aten.amax.default")(_extreme_rule("amax", prims.amax))
+register("aten.amin.default")(_extreme_rule("amin", prims.amin))
+
+
+def _any(x: Value, dims: Sequence[int], keepdim: bool) -> Value:
+    """Whether any element over `dims` is nonzero (NaN is nonzero). Eager torch returns uint8 for
+    a uint8 input and bool otherwise."""
+    truth = x if x.dtype is DType.bool else prims.ne(x, convert_number(0, x.dtype))
+    if not dims:
+        reduced = truth
+    elif any(x.shape[d] == 0 for d in dims):
+        reduced = full(_reduced_shape(x, dims), False, DType.bool)  # any of nothing
+    else:
+        reduced = prims.amax(truth, list(dims))  # the max of bools is their "or"
+    result = _kept(reduced, dims, x, keepdim)
+    return convert(result, DType.uint8) if x.dtype is DType.uint8 else result
+
+
+@register("aten.any.default")
+def any_default(self: Value) -> Value:
+    return _any(self, reduction_dims(None, self.ndim), False)
+
+
+@register("aten.any.dim")
+def any_dim(self: Value, dim: int, keepdim: bool = False) -> Value:
+    return _any(self, reduction_dims(dim, self.ndim), keepdim)
+
+
+@register("aten.any.dims")
+def any_dims(self: Value, dim: Sequence[int] | None = None, keepdim: bool = False) -> Value:
+    dims = () if dim is not None and len(dim) == 0 else reduction_dims(dim, self.ndim)
+    return _any(self, dims, keepdim)
+
+
+# -- argmax, argmin, max.dim, min.dim -------------------------------------------------------------------
+
+
+def _first_extreme(reduce: Reducer, x: Value, d: int) -> tuple[Value, Value]:
+    """(the max/min along dim d, the first index holding it). NaN is the extreme wherever it
+    occurs, so its first index wins; without a scan prim the index is the smallest position
+    whose element equals the extreme (or is NaN)."""
+    values = reduce(x, [d])
+    hit = prims.eq(x, _spread(values, (d,), x))
+    if x.dtype.is_floating:
+        hit = prims.bitwise_or(hit, prims.ne(x, x))  # x != x: NaN
+    candidates = prims.where(hit, index_ramp(x.shape, d), x.shape[d])
+    return values, prims.amin(candidates, [d])
+
+
+def _along_dim(op: str, reduce: Reducer, x: Value, dim: int, keepdim: bool) -> tuple[Value, Value]:
+    """(values, indices) of the max/min of x along `dim` (a 0-dim x is its own extreme, index 0)."""
+    d = canonical_dim(dim, x.ndim)
+    if x.ndim == 0:
+        return _first_extreme(reduce, prims.reshape(x, [1]), 0)
+    _require_elements(op, x, (d,))
+    values, indices = _first_extreme(reduce, x, d)
+    return _kept(values, (d,), x, keepdim), _kept(indices, (d,), x, keepdim)
+
+
+def _arg_rule(op: str, reduce: Reducer) -> Callable[..., Value]:
+    def rule(self: Value, dim: int | None = None, keepdim: bool = False) -> Value:
+        if self.dtype is DType.bool:
+            raise DTypeError(f"{op}: does not support bool input")
+        if dim is not None:
+            return _along_dim(op, reduce, self, dim, keepdim)[1]
+        if self.numel == 0:
+            raise ShapeError(f"{op}: expected a non-empty tensor when dim is None (input shape {list(self.shape)})")
+        flat = self if self.ndim == 1 else prims.reshape(self, [self.numel])
+        index = _first_extreme(reduce, flat, 0)[1]
+        return keep_dims(index, range(self.ndim), self.ndim) if keepdim else index
+
+    rule.__name__ = rule.__qualname__ = op
+    return rule
+
+
+def _values_indices_rule(op: str, reduce: Reducer) -> Callable[..., tuple[Value, Value]]:
+    def rule(self: Value, dim: int, keepdim: bool = False) -> tuple[Value, Value]:
+        return _along_dim(op, reduce, self, dim, keepdim)
+
+    rule.__name__ = rule.__qualname__ = op
+    return rule
+
+
+register("aten.argmax.default")(_arg_rule("argmax", prims.amax))
+register("aten.argmin.default")(_arg_rule("argmin", prims.amin))
+register("aten.max.dim")(_values_indices_rule("max", prims.amax))
+register("aten.min.dim")(_values_indices_rule("min", prims.amin))
+
+
+# -- cumsum -------------------------------------------------------------------------------------------
+
+# torch's CPU cumsum accumulates sequentially in acc_type: float32 in float64, float16/bfloat16 in
+# float32, complex64 in complex128. Integers wrap the same whatever width they accumulate in.
+_SCAN_ACCUMULATION = {
+    DType.float16: DType.float32,
+    DType.bfloat16: DType.float32,
+    DType.float32: DType.float64,
+    DType.complex64: DType.complex128,
+}
+
+
+def _inclusive_scan(x: Value, d: int) -> Value:
+    """Running sums along dim d by Hillis–Steele: after the step with shift s, each element
+    holds the sum of the 2s elements ending at it; ceil(log2 n) steps of one add each, O(n log n)
+    work and no n×n intermediate. The running sums are kept behind n zeros along d, so "shifted
+    by s, zeros shifted in" is one window of that padded tensor."""
+    n = x.shape[d]
+    zeros_shape = list(x.shape)
+    zeros_shape[d] = n
+    zeros = full(zeros_shape, convert_number(0, x.dtype), x.dtype) if n > 1 else None
+    shift = 1
+    while shift < n:
+        padded = prims.cat([zeros, x], d)
+        x = prims.add(x, slice_in_dim(padded, n - shift, 2 * n - shift, 1, d))
+        shift *= 2
+    return x
+
+
+@register("aten.cumsum.default")
+def cumsum(self: Value, dim: int, dtype: DType | None = None) -> Value:
+    result = sum_dtype(self.dtype, dtype)
+    if result is DType.bool:
+        raise DTypeError("cumsum: bool results are not supported (torch's CPU kernel has none)")
+    d = canonical_dim(dim, self.ndim)
+    running = convert(convert(self, result), _SCAN_ACCUMULATION.get(result, result))
+    if self.ndim > 0:
+        running = _inclusive_scan(running, d)
+    return convert(running, result)
+
+
+# -- softmax, log_softmax -------------------------------------------------------------------------------
+
+
+def _softmax_finish(shifted: Value, dims: Sequence[int]) -> Value:
+    exponentials = prims.exp(shifted)
+    return prims.div(exponentials, _spread(prims.sum(exponentials, list(dims)), dims, shifted))
+
+
+def _log_softmax_finish(shifted: Value, dims: Sequence[int]) -> Value:
+    log_total = prims.log(prims.sum(prims.exp(shifted), list(dims)))
+    return prims.sub(shifted, _spread(log_total, dims, shifted))
+
+
+def _softmax_rule(op: str, finish: Callable[[Value, Sequence[int]], Value]) -> Callable[..., Value]:
+    """softmax-like ops over one dim, computed in opmath on x - max(x) so exp cannot overflow.
+    `half_to_float` returns the float32 computation of a float16/bfloat16 input unrounded."""
+
+    def rule(self: Value, dim: int, half_to_float: bool) -> Value:
+        _require_floating(op, self)
+        if half_to_float and not self.dtype.is_low_precision:
+            raise DTypeError(f"{op}: half_to_float=True expects a float16 or bfloat16 input, got {self.dtype.short}")
+        computation = opmath_dtype(self.dtype)
+        result = computation if half_to_float else self.dtype
+        dims = reduction_dims(dim, self.ndim)
+        x = convert(self, computation)
+        if x.numel == 0:
+            return convert(x, result)
+        shifted = prims.sub(x, _spread(prims.amax(x, list(dims)), dims, x))
+        return convert(finish(shifted, dims), result)
+
+    rule.__name__ = rule.__qualname__ = op
+    return rule
+
+
+register("aten._softmax.default")(_softmax_rule("_softmax", _softmax_finish))
+register("aten._log_softmax.default")(_softmax_rule("_log_softmax", _log_softmax_finish))

@@ -10,13 +10,16 @@ like the original one.
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
 from typing import Any
 
+import prims
 from decompositions.registry import lowering_node
 from prims.builder import Builder
 
 from ..errors import Error, LoweringError, ResultDTypeError, ResultShapeError, UnsupportedOpError
+from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node, Provenance
 from ..ir.values import ScalarMeta, TensorMeta, Value, map_values
 from .dce import eliminate_dead_code
@@ -28,9 +31,23 @@ def lower(graph: Graph, *, strict: bool = True, registry: Any = None, dce: bool 
     `strict=True` raises UnsupportedOpError naming every op without a rule (all of them, with
     counts) before doing anything; `strict=False` leaves such nodes in place. `dce` removes nodes
     whose results nobody uses (e.g. the unused statistics of a normalization)."""
-    from decompositions import RULES, active_registry
+    from decompositions import RULES
 
     registry = RULES if registry is None else registry
+    # Lowering allocates many small objects and frees almost none: the cyclic collector's
+    # repeated scans of the growing graph cost a quarter of the time and find nothing.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _lower(graph, strict=strict, registry=registry, dce=dce)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _lower(graph: Graph, *, strict: bool, registry: Any, dce: bool) -> Graph:
+    from decompositions import active_registry
+
     missing = Counter(node.op for node in graph.nodes if node.namespace != "prims" and node.op not in registry)
     if missing and strict:
         raise UnsupportedOpError(missing)
@@ -54,8 +71,8 @@ def lower(graph: Graph, *, strict: bool = True, registry: Any = None, dce: bool 
                 _copy_node(node, args, kwargs, builder, mapping)
             else:
                 _expand(node, rule, args, kwargs, builder, mapping)
+        outputs = [GraphOutput(_output_value(o, mapping), o.kind, o.target) for o in graph.outputs]
 
-    outputs = [GraphOutput(_output_value(o, mapping), o.kind, o.target) for o in graph.outputs]
     lowered = builder.finish(outputs, name=graph.name)
     return eliminate_dead_code(lowered) if dce else lowered
 
@@ -123,8 +140,16 @@ def _check_result(node: Node, old: Value, new: Any) -> None:
         raise ResultDTypeError(f"{_where(node)}: the rule produced a {kind.__name__} for %{old.name}, the graph says {expected}")
 
 
+# The widest dtype of each Python scalar kind: a folded scalar output round-trips exactly.
+_SCALAR_DTYPES = {bool: DType.bool, int: DType.int64, float: DType.float64, complex: DType.complex128}
+
+
 def _output_value(graph_output: GraphOutput, mapping: dict) -> Value:
     value = mapping[graph_output.value]
+    if type(graph_output.value.meta) is ScalarMeta and type(value) in _SCALAR_DTYPES:
+        # A scalar output folded to a constant (sym_size of a static shape): outputs must be
+        # values, so it becomes one again.
+        return prims.item(prims.scalar_tensor(value, dtype=_SCALAR_DTYPES[type(value)]))
     if type(value) is not Value:
         raise LoweringError(f"output %{graph_output.value.name} folded to the constant {value!r}; outputs must be values")
     return value

@@ -49,6 +49,8 @@ class SchemaType:
     list_size: int | None = None
     element_optional: bool = False
     alias: str | None = None
+    # `int[](a)`: the annotation follows the list brackets rather than the element type.
+    alias_after_list: bool = False
 
     @property
     def is_tensor_like(self) -> bool:
@@ -61,12 +63,15 @@ class SchemaType:
 
     def __str__(self) -> str:
         text = self.base
-        if self.alias is not None:
-            text += f"({self.alias})"
+        annotation = f"({self.alias})" if self.alias is not None else ""
+        if not self.alias_after_list:
+            text += annotation
         if self.element_optional:
             text += "?"
         if self.is_list:
             text += f"[{self.list_size if self.list_size is not None else ''}]"
+        if self.alias_after_list:
+            text += annotation
         if self.optional:
             text += "?"
         return text
@@ -78,16 +83,27 @@ class Argument:
     type: SchemaType
     default: Any = NO_DEFAULT
     kwarg_only: bool = False
+    # The default as written in the schema (`[0, 0]`, `"mean"`, `Mean`), for printing it back.
+    default_text: str | None = attrs.field(default=None, eq=False)
 
     @property
     def has_default(self) -> bool:
         return self.default is not NO_DEFAULT
+
+    def __str__(self) -> str:
+        if self.name == "..." and self.type.base == "...":
+            return "..."
+        text = f"{self.type} {self.name}"
+        return f"{text}={self.default_text}" if self.has_default else text
 
 
 @attrs.frozen(slots=True)
 class Return:
     type: SchemaType
     name: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.name}" if self.name is not None else str(self.type)
 
 
 @attrs.frozen(slots=True)
@@ -150,7 +166,17 @@ class Schema:
         return bound
 
     def __str__(self) -> str:
-        return self.text
+        """The schema as torch prints it, without the namespace."""
+        parts: list[str] = []
+        for argument in self.arguments:
+            if argument.kwarg_only and "*" not in parts and argument.name != "...":
+                parts.append("*")
+            parts.append(str(argument))
+        name = f"{self.name}.{self.overload}" if self.overload else self.name
+        # torch parenthesizes several returns, none, or one of a tuple type: `-> ((str, t)[])`.
+        single = len(self.returns) == 1 and not str(self.returns[0].type).startswith("(")
+        returns = str(self.returns[0]) if single else f"({', '.join(map(str, self.returns))})"
+        return f"{name}({', '.join(parts)}) -> {returns}"
 
 
 def check_argument(schema_type: SchemaType, value: Any) -> str | None:
@@ -162,10 +188,9 @@ def check_argument(schema_type: SchemaType, value: Any) -> str | None:
     if schema_type.is_list:
         if type(value) is not tuple:
             return f"{schema_type} (got {_describe(value)})"
+        # The N of `int[N]` only says how a single int expands; it does not bound a list's length
+        # (`mean.dim(x, [2, 3])` fills an `int[1]?`), so lengths are the op's business.
         element = attrs.evolve(schema_type, is_list=False, list_size=None, optional=schema_type.element_optional)
-        if schema_type.list_size is not None and len(value) != schema_type.list_size and schema_type.base != "Tensor":
-            if not (schema_type.list_size == 1 and len(value) == 0):  # `int[1] dim=[]` is legal
-                return f"{schema_type} of length {schema_type.list_size} (got {len(value)})"
         for item in value:
             problem = check_argument(element, item)
             if problem is not None:
@@ -215,7 +240,7 @@ _CONTAINER_TYPES = frozenset({"Dict", "Future", "RRef", "Await", "Union", "Optio
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<arrow>->)|(?P<string>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')"
-    r"|(?P<number>-?(?:\d+\.\d*(?:e[+-]?\d+)?|\d+e[+-]?\d+|\.\d+|\d+))"
+    r"|(?P<number>-?(?:\d+\.\d*(?:e[+-]?\d+)?|\d+e[+-]?\d+|\.\d+|\d+)|-inf\b)"
     r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z0-9_]+)*)|(?P<punct>\.\.\.|[()\[\],=*?!|:]))"
 )
 
@@ -224,8 +249,10 @@ class _SchemaParser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens: list[tuple[str, str]] = []
+        self.spans: list[tuple[int, int]] = []  # where each token is in the text
         position = 0
         stripped = text.rstrip()
+        self.stripped = stripped
         while position < len(stripped):
             match = _TOKEN.match(stripped, position)
             if match is None or match.end() == position:
@@ -233,8 +260,10 @@ class _SchemaParser:
             kind = match.lastgroup
             assert kind is not None
             self.tokens.append((kind, match.group(kind)))
+            self.spans.append(match.span(kind))
             position = match.end()
         self.tokens.append(("end", ""))
+        self.spans.append((len(stripped), len(stripped)))
         self.position = 0
 
     def peek(self, offset: int = 0) -> tuple[str, str]:
@@ -290,6 +319,7 @@ class _SchemaParser:
         is_list = False
         list_size = None
         optional = False
+        alias_after_list = False
         if self.accept("["):
             is_list = True
             if self.peek()[0] == "number":
@@ -297,6 +327,7 @@ class _SchemaParser:
             self.expect("]")
             if self.peek()[1] == "(":  # `int[](a)`: an alias on the list itself
                 alias = self.parse_alias()
+                alias_after_list = True
             optional = self.accept("?")
             while self.peek()[1] == "[":  # `Tensor[][]`: a list of lists (kept as text)
                 inner = SchemaType(base, optional, True, list_size, element_optional, None)
@@ -308,7 +339,7 @@ class _SchemaParser:
                 optional = self.accept("?")
         elif element_optional:
             optional, element_optional = True, False
-        return SchemaType(base, optional, is_list, list_size, element_optional, alias)
+        return SchemaType(base, optional, is_list, list_size, element_optional, alias, alias_after_list)
 
     def parse_base_type(self) -> str:
         """A type name, a container with type arguments (`Dict(str, t)`, `Future(t)`), or a
@@ -336,14 +367,14 @@ class _SchemaParser:
         return str(schema_type)
 
     def parse_alias(self) -> str:
+        """The annotation between the parentheses, as written (`a!`, `a -> *`, `b|a`)."""
         self.expect("(")
-        parts = []
+        start = self.position
         while not self.accept(")"):
-            kind, text = self.next()
+            kind, _ = self.next()
             if kind == "end":
                 raise SchemaError(f"schema {self.text!r}: unterminated alias annotation")
-            parts.append(text)
-        return " ".join(parts).replace(" !", "!").replace("- >", "->")
+        return self.stripped[self.spans[start][0] : self.spans[self.position - 1][0]].strip()
 
     def parse_argument(self, kwarg_only: bool) -> Argument:
         if self.accept("..."):
@@ -353,9 +384,12 @@ class _SchemaParser:
         if kind != "ident":
             raise SchemaError(f"schema {self.text!r}: expected an argument name, found {name!r}")
         default = NO_DEFAULT
+        default_text = None
         if self.accept("="):
+            first = self.position
             default = self.parse_default(schema_type)
-        return Argument(name, schema_type, default, kwarg_only)
+            default_text = self.stripped[self.spans[first][0] : self.spans[self.position - 1][1]]
+        return Argument(name, schema_type, default, kwarg_only, default_text)
 
     def parse_default(self, schema_type: SchemaType) -> Any:
         if self.accept("["):
