@@ -1,3 +1,576 @@
-"""Family S: views and shape changes, concatenation, flips, repeats, padding, creation and metadata ops."""
+"""Family S: views and shape changes, concatenation, flips, repeats, padding, creation and metadata ops.
+
+Values are functional: a "view" here is a new value holding the viewed elements (the executor
+keeps view prims zero-copy), and a tensor's *storage* is its row-major element sequence. So
+`as_strided` windows into the operand's row-major elements (torch's meaning for a contiguous
+operand), strides reported by `sym_stride` are row-major strides, and storage offsets are 0.
+See docs/decompositions.md, "Family S".
+"""
 
 from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import prims
+from aten2prims.errors import DTypeError, ShapeError
+from aten2prims.ir.dtypes import DType
+from aten2prims.ir.values import CPU, MemoryFormat, ScalarMeta, Value
+from aten2prims.promotion import DEFAULT_FLOAT, convert, result_type
+
+from .common import canonical_dim, full, iota, row_major_strides, slice_in_dim
+from .registry import register
+
+# -- shared helpers ------------------------------------------------------------------------------------
+
+
+def _dims(op: str, dims: Sequence[int], ndim: int) -> tuple[int, ...]:
+    """A list of dims made canonical; aten rejects a dim named twice."""
+    canonical = tuple(canonical_dim(d, ndim) for d in dims)
+    if len(set(canonical)) != len(canonical):
+        raise ShapeError(f"{op}: dims {list(dims)} name a dimension more than once")
+    return canonical
+
+
+def _strict_dim(op: str, dim: int, ndim: int) -> int:
+    """aten's dim wrap without the 0-dim allowance (sym_size, sym_stride: a 0-dim tensor has no dims)."""
+    if not -ndim <= dim < ndim:
+        raise ShapeError(f"{op}: dimension {dim} is out of range for a tensor of rank {ndim}")
+    return dim % ndim
+
+
+def _window(x: Value, shape: Sequence[int], strides: Sequence[int], offset: int) -> Value:
+    """One as_strided window into x's row-major elements."""
+    return prims.as_strided(x, list(shape), list(strides), offset if math.prod(shape) else 0)
+
+
+def _box(x: Value, starts: Sequence[int], stops: Sequence[int]) -> Value:
+    """x[start0:stop0, start1:stop1, ...] (bounds already within each dim) as one window."""
+    if tuple(starts) == (0,) * x.ndim and tuple(stops) == x.shape:
+        return x
+    strides = row_major_strides(x.shape)
+    shape = [stop - start for start, stop in zip(starts, stops)]
+    return _window(x, shape, strides, sum(start * stride for start, stride in zip(starts, strides)))
+
+
+def _reshaped(x: Value, shape: Sequence[int]) -> Value:
+    """x's row-major elements in `shape` (same numel), from view prims only: squeeze the size-1
+    dims, merge/split each group of dims whose products match (collapse_view, split_dim), then
+    insert the size-1 dims of `shape` (broadcast_in_dim)."""
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    if x.numel == 0:
+        return prims.reshape(x, list(shape))  # nothing to view; split_dim cannot split a 0
+    ones = [d for d, n in enumerate(x.shape) if n == 1]
+    if ones:
+        x = prims.squeeze(x, ones)
+    sizes, target = x.shape, [n for n in shape if n != 1]
+    position = i = j = 0
+    while i < len(sizes):
+        first_in, first_out = i, j
+        have, want = sizes[i], target[j]
+        while have != want:  # every size is >= 2 and the products agree, so this ends
+            if have < want:
+                i += 1
+                have *= sizes[i]
+            else:
+                j += 1
+                want *= target[j]
+        if i > first_in:
+            x = prims.collapse_view(x, position, position + i - first_in)
+        for k in range(first_out, j):
+            x = prims.split_dim(x, position, target[k])
+            position += 1
+        position, i, j = position + 1, i + 1, j + 1
+    if x.shape != shape:
+        x = prims.broadcast_in_dim(x, list(shape), [d for d, n in enumerate(shape) if n != 1])
+    return x
+
+
+def _inferred_size(op: str, size: Sequence[int], numel: int) -> tuple[int, ...]:
+    """A view size with at most one -1, which takes whatever numel leaves."""
+    unknown = [d for d, n in enumerate(size) if n == -1]
+    if len(unknown) > 1 or any(n < -1 for n in size):
+        raise ShapeError(f"{op}: invalid size {list(size)} (only one dimension may be -1, the rest >= 0)")
+    known = math.prod(n for n in size if n != -1)
+    if not unknown:
+        if known != numel:
+            raise ShapeError(f"{op}: size {list(size)} does not hold the input's {numel} element(s)")
+        return tuple(size)
+    if known == 0 or numel % known != 0:
+        raise ShapeError(f"{op}: cannot infer the -1 of size {list(size)} for {numel} element(s)")
+    return tuple(numel // known if n == -1 else n for n in size)
+
+
+def _static(op: str, *values: Any) -> None:
+    for value in values:
+        if type(value) is Value:
+            raise ShapeError(f"{op}: needs static values, got the run-time scalar {value!r}")
+
+
+# -- views and shapes ----------------------------------------------------------------------------------
+
+
+@register("aten.view.default")
+def view(self: Value, size: Sequence[int]) -> Value:
+    return _reshaped(self, _inferred_size("aten.view", size, self.numel))
+
+
+@register("aten.permute.default")
+def permute(self: Value, dims: Sequence[int]) -> Value:
+    if len(dims) != self.ndim:
+        raise ShapeError(f"aten.permute: {len(dims)} dims given for a tensor of rank {self.ndim}")
+    order = _dims("aten.permute", dims, self.ndim)
+    return self if order == tuple(range(self.ndim)) else prims.transpose(self, list(order))
+
+
+@register("aten.expand.default")
+def expand(self: Value, size: Sequence[int], implicit: bool) -> Value:
+    new = len(size) - self.ndim
+    if new < 0:
+        raise ShapeError(f"aten.expand: {len(size)} sizes given for a tensor of rank {self.ndim}")
+    shape = list(size)
+    for d, n in enumerate(size):
+        if d < new:
+            if n < 0:
+                raise ShapeError(f"aten.expand: size {n} is not allowed for the new leading dimension {d}")
+            continue
+        old = self.shape[d - new]
+        if n == -1:
+            shape[d] = old
+        elif old != n and (old != 1 or n < 0):
+            raise ShapeError(f"aten.expand: dimension {d - new} of size {old} cannot expand to {n} (size {list(size)})")
+    if tuple(shape) == self.shape:
+        return self
+    return prims.broadcast_in_dim(self, shape, list(range(new, len(shape))))
+
+
+def _squeezed(x: Value, dims: Sequence[int]) -> Value:
+    ones = sorted({d for d in dims if x.ndim > 0 and x.shape[d] == 1})
+    return prims.squeeze(x, ones) if ones else x
+
+
+@register("aten.squeeze.dim")
+def squeeze_dim(self: Value, dim: int) -> Value:
+    return _squeezed(self, [canonical_dim(dim, self.ndim)])
+
+
+@register("aten.squeeze.dims")
+def squeeze_dims(self: Value, dim: Sequence[int]) -> Value:
+    return _squeezed(self, _dims("aten.squeeze.dims", dim, self.ndim))
+
+
+@register("aten.unsqueeze.default")
+def unsqueeze(self: Value, dim: int) -> Value:
+    dim = canonical_dim(dim, self.ndim + 1)
+    shape = list(self.shape)
+    shape.insert(dim, 1)
+    return prims.broadcast_in_dim(self, shape, [d for d in range(len(shape)) if d != dim])
+
+
+def _clamp_bound(bound: int | None, default: int, size: int) -> int:
+    """A slice bound as aten clamps it: None -> default, negative counts from the end, then into [0, size]."""
+    if bound is None:
+        return default
+    if bound < 0:
+        bound += size
+    return min(max(bound, 0), size)
+
+
+@register("aten.slice.Tensor")
+def slice_tensor(self: Value, dim: int, start: int | None, end: int | None, step: int) -> Value:
+    if self.ndim == 0:
+        raise ShapeError("aten.slice: cannot slice a 0-dim tensor")
+    if step <= 0:
+        raise ShapeError(f"aten.slice: step must be positive, got {step}")
+    dim = canonical_dim(dim, self.ndim)
+    size = self.shape[dim]
+    first = _clamp_bound(start, 0, size)
+    last = max(_clamp_bound(end, size, size), first)
+    return slice_in_dim(self, first, last, step, dim)
+
+
+@register("aten.select.int")
+def select_int(self: Value, dim: int, index: int) -> Value:
+    if self.ndim == 0:
+        raise ShapeError("aten.select: cannot select from a 0-dim tensor")
+    dim = canonical_dim(dim, self.ndim)
+    size = self.shape[dim]
+    if not -size <= index < size:
+        raise ShapeError(f"aten.select: index {index} is out of range for dimension {dim} of size {size}")
+    strides = row_major_strides(self.shape)
+    rest = [d for d in range(self.ndim) if d != dim]
+    return _window(self, [self.shape[d] for d in rest], [strides[d] for d in rest], (index % size) * strides[dim])
+
+
+@register("aten.diagonal.default")
+def diagonal(self: Value, offset: int, dim1: int, dim2: int) -> Value:
+    first, second = canonical_dim(dim1, self.ndim), canonical_dim(dim2, self.ndim)
+    if first == second:
+        raise ShapeError(f"aten.diagonal: dim1 and dim2 are both dimension {first}")
+    rows, columns = self.shape[first], self.shape[second]
+    length = max(min(rows, columns - offset) if offset >= 0 else min(rows + offset, columns), 0)
+    strides = row_major_strides(self.shape)
+    rest = [d for d in range(self.ndim) if d not in (first, second)]
+    start = offset * strides[second] if offset >= 0 else -offset * strides[first]
+    return _window(
+        self,
+        [self.shape[d] for d in rest] + [length],
+        [strides[d] for d in rest] + [strides[first] + strides[second]],
+        start,
+    )
+
+
+@register("aten.as_strided.default")
+def as_strided(self: Value, size: Sequence[int], stride: Sequence[int], storage_offset: int | None) -> Value:
+    """A window into self's row-major element sequence: torch's as_strided for a contiguous
+    self whose storage starts at offset 0. Strides are not part of a functional value, so a
+    non-contiguous torch tensor's own strides and storage offset are not reproduced."""
+    return prims.as_strided(self, list(size), list(stride), 0 if storage_offset is None else storage_offset)
+
+
+@register("aten.split_with_sizes.default")
+def split_with_sizes(self: Value, split_sizes: Sequence[int], dim: int) -> tuple[Value, ...]:
+    dim = canonical_dim(dim, self.ndim)
+    if self.ndim == 0:
+        raise ShapeError("aten.split_with_sizes: cannot split a 0-dim tensor")
+    if any(n < 0 for n in split_sizes) or sum(split_sizes) != self.shape[dim]:
+        raise ShapeError(
+            f"aten.split_with_sizes: sizes {list(split_sizes)} must be non-negative and sum to dimension {dim}'s "
+            f"size {self.shape[dim]}"
+        )
+    bounds = [0, *itertools.accumulate(split_sizes)]
+    return tuple(slice_in_dim(self, start, stop, 1, dim) for start, stop in zip(bounds, bounds[1:]))
+
+
+def _legacy_empty(x: Value) -> bool:
+    """torch.cat skips 1-D tensors of size 0 whatever the other operands' shapes."""
+    return x.shape == (0,)
+
+
+@register("aten.cat.default")
+def cat(tensors: Sequence[Value], dim: int) -> Value:
+    if not tensors:
+        raise ShapeError("aten.cat: expected a non-empty list of tensors")
+    if any(t.ndim == 0 for t in tensors):
+        raise ShapeError("aten.cat: zero-dimensional tensors cannot be concatenated")
+    dtype = result_type(*tensors)  # skipped operands still take part in promotion, as in torch
+    kept = [t for t in tensors if not _legacy_empty(t)]
+    if not kept:
+        return convert(tensors[0], dtype)
+    dim = canonical_dim(dim, kept[0].ndim)
+    operands = [convert(t, dtype) for t in kept]
+    return operands[0] if len(operands) == 1 else prims.cat(operands, dim)
+
+
+@register("aten.flip.default")
+def flip(self: Value, dims: Sequence[int]) -> Value:
+    dims = _dims("aten.flip", dims, self.ndim)
+    flipped = [d for d in dims if self.ndim > 0 and self.shape[d] > 1]
+    return prims.rev(self, flipped) if flipped else self
+
+
+@register("aten.repeat.default")
+def repeat(self: Value, repeats: Sequence[int]) -> Value:
+    """Broadcast self into [r0, s0, r1, s1, ...] (a new dim before each one) and merge the pairs."""
+    new = len(repeats) - self.ndim
+    if new < 0 or any(r < 0 for r in repeats):
+        raise ShapeError(
+            f"aten.repeat: repeats {list(repeats)} must be non-negative, one per dimension at least (rank {self.ndim})"
+        )
+    sizes = (1,) * new + self.shape
+    result = [r * s for r, s in zip(repeats, sizes)]
+    if all(r == 1 for r in repeats):
+        return _reshaped(self, result)
+    interleaved = [n for pair in zip(repeats, sizes) for n in pair]
+    tiled = prims.broadcast_in_dim(self, interleaved, [2 * (new + d) + 1 for d in range(self.ndim)])
+    return prims.reshape(tiled, result)
+
+
+# -- padding -------------------------------------------------------------------------------------------
+
+
+def _pad_widths(op: str, pad: Sequence[int], ndim: int) -> dict[int, tuple[int, int]]:
+    """aten's pad list, last dimension first: {dim: (before, after)}."""
+    if len(pad) % 2 != 0 or len(pad) > 2 * ndim:
+        raise ShapeError(f"{op}: pad {list(pad)} must have an even length of at most {2 * ndim} (twice the rank)")
+    return {ndim - 1 - k: (pad[2 * k], pad[2 * k + 1]) for k in range(len(pad) // 2)}
+
+
+@register("aten.constant_pad_nd.default")
+def constant_pad_nd(self: Value, pad: Sequence[int], value: Any) -> Value:
+    """Crop the negative pads (one window), then write the result into a tensor of the fill
+    value (one as_strided_scatter) if any pad is positive; torch fills nothing otherwise."""
+    widths = _pad_widths("aten.constant_pad_nd", pad, self.ndim)
+    starts, stops, before, out = [], [], [], []
+    for d, size in enumerate(self.shape):
+        low, high = widths.get(d, (0, 0))
+        start, stop = max(-low, 0), size - max(-high, 0)
+        if stop < start:
+            raise ShapeError(f"aten.constant_pad_nd: pad {list(pad)} crops dimension {d} of size {size} below 0")
+        starts.append(start)
+        stops.append(stop)
+        before.append(max(low, 0))
+        out.append(stop - start + max(low, 0) + max(high, 0))
+    cropped = _box(self, starts, stops)
+    if tuple(out) == cropped.shape:
+        return cropped
+    canvas = full(out, value, self.dtype)
+    strides = row_major_strides(out)
+    offset = sum(b * s for b, s in zip(before, strides))
+    return prims.as_strided_scatter(canvas, cropped, list(cropped.shape), list(strides), offset if cropped.numel else 0)
+
+
+def _reflected(x: Value, dim: int, before: int, after: int) -> tuple[Value | None, Value | None]:
+    """x's elements mirrored about its first and last element (which are not repeated)."""
+    size = x.shape[dim]
+    left = prims.rev(slice_in_dim(x, 1, before + 1, 1, dim), [dim]) if before else None
+    right = prims.rev(slice_in_dim(x, size - 1 - after, size - 1, 1, dim), [dim]) if after else None
+    return left, right
+
+
+def _replicated(x: Value, dim: int, before: int, after: int) -> tuple[Value | None, Value | None]:
+    """x's first and last element repeated."""
+    size = x.shape[dim]
+
+    def edge(index: int, count: int) -> Value | None:
+        if not count:
+            return None
+        shape = list(x.shape)
+        shape[dim] = count
+        return prims.broadcast_in_dim(slice_in_dim(x, index, index + 1, 1, dim), shape, list(range(x.ndim)))
+
+    return edge(0, before), edge(size - 1, after)
+
+
+def _edge_pad(op: str, x: Value, padding: Sequence[int], count: int, reflect: bool) -> Value:
+    """Pad the last `count` dims of a rank count+1 or count+2 (batched) tensor by reflection or
+    replication. Each dim is padded on its positive sides, then cropped on its negative ones:
+    exactly torch's index map `out[j] = padded[j - before]`, and separable across dims."""
+    non_batch = x.shape[1:] if x.ndim == count + 2 else x.shape  # a batch of 0 is allowed
+    if x.ndim not in (count + 1, count + 2) or 0 in non_batch:
+        raise ShapeError(
+            f"{op}: expected a {count + 1}-D or {count + 2}-D (batched) tensor whose non-batch dimensions are "
+            f"non-zero, got shape {list(x.shape)}"
+        )
+    if len(padding) != 2 * count:
+        raise ShapeError(f"{op}: padding {list(padding)} must have {2 * count} entries")
+    if x.dtype is DType.bool:
+        raise DTypeError(f"{op}: bool tensors are not supported (as in torch)")
+    widths = _pad_widths(op, padding, x.ndim)
+    sizes = {dim: x.shape[dim] + before + after for dim, (before, after) in widths.items()}
+    if any(n < 0 for n in sizes.values()) or not any(sizes.values()):  # torch: some padded dim must stay >= 1
+        raise ShapeError(f"{op}: padding {list(padding)} leaves the padded dimensions of {list(x.shape)} sized {sizes}")
+    for dim, (before, after) in widths.items():
+        if reflect and (before >= x.shape[dim] or after >= x.shape[dim]):
+            size = x.shape[dim]
+            raise ShapeError(f"{op}: padding ({before}, {after}) must be less than dimension {dim}'s size {size}")
+    blocks = _reflected if reflect else _replicated
+    for dim, (before, after) in widths.items():
+        left, right = blocks(x, dim, max(before, 0), max(after, 0))
+        pieces = [p for p in (left, x, right) if p is not None]
+        padded = prims.cat(pieces, dim) if len(pieces) > 1 else x
+        x = slice_in_dim(padded, max(-before, 0), padded.shape[dim] - max(-after, 0), 1, dim)
+    return x
+
+
+def _padding_rule(op: str, count: int, reflect: bool) -> None:
+    def rule(self: Value, padding: Sequence[int]) -> Value:
+        return _edge_pad(op, self, padding, count, reflect)
+
+    rule.__name__ = rule.__qualname__ = op.split(".")[1]
+    register(op)(rule)
+
+
+for _count in (1, 2, 3):
+    _padding_rule(f"aten.reflection_pad{_count}d.default", _count, reflect=True)
+for _count in (2, 3):
+    _padding_rule(f"aten.replication_pad{_count}d.default", _count, reflect=False)
+
+
+# -- creation ------------------------------------------------------------------------------------------
+
+
+def _scalar_kind(value: Any) -> type:
+    return value.meta.kind if type(value) is Value and type(value.meta) is ScalarMeta else type(value)
+
+
+def _dtype_of_scalar(value: Any) -> DType:
+    """torch's dtype for a fill value when none is given: bool, int64, default float, its complex."""
+    kind = _scalar_kind(value)
+    return {bool: DType.bool, int: DType.int64, float: DEFAULT_FLOAT, complex: DEFAULT_FLOAT.to_complex}[kind]
+
+
+@register("aten.full.default")
+def full_default(
+    size: Sequence[int], fill_value: Any, dtype: DType | None, layout: Any, device: Any, pin_memory: bool | None
+) -> Value:
+    return full(size, fill_value, _dtype_of_scalar(fill_value) if dtype is None else dtype)
+
+
+@register("aten.full_like.default")
+def full_like(
+    self: Value,
+    fill_value: Any,
+    dtype: DType | None,
+    layout: Any,
+    device: Any,
+    pin_memory: bool | None,
+    memory_format: MemoryFormat | None,
+) -> Value:
+    dtype = self.dtype if dtype is None else dtype
+    return prims.full_like(self, fill_value, dtype=dtype, device=CPU, requires_grad=False)
+
+
+@register("aten.empty.memory_format")
+def empty_memory_format(
+    size: Sequence[int],
+    dtype: DType | None,
+    layout: Any,
+    device: Any,
+    pin_memory: bool | None,
+    memory_format: MemoryFormat | None,
+) -> Value:
+    return prims.empty(list(size), dtype=DEFAULT_FLOAT if dtype is None else dtype, device=CPU, requires_grad=False)
+
+
+@register("aten.empty_strided.default")
+def empty_strided(
+    size: Sequence[int], stride: Sequence[int], dtype: DType | None, layout: Any, device: Any, pin_memory: bool | None
+) -> Value:
+    dtype = DEFAULT_FLOAT if dtype is None else dtype
+    return prims.empty_strided(list(size), list(stride), dtype=dtype, device=CPU, requires_grad=False)
+
+
+_ARANGE_DTYPES = frozenset(d for d in DType if d.is_integer or d.is_floating)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _as_int64(op: str, value: bool | int | float) -> int:
+    """c10's Scalar.to<int64_t>(): truncation toward zero, with an overflow check."""
+    whole = math.trunc(value)
+    if not _INT64_MIN <= whole <= _INT64_MAX:
+        raise DTypeError(f"{op}: {value!r} cannot be converted to int64 without overflow")
+    return whole
+
+
+def _truncating_division(a: int, b: int) -> int:
+    """C++'s integer division (rounds toward zero)."""
+    quotient = abs(a) // abs(b)
+    return quotient if (a < 0) == (b < 0) else -quotient
+
+
+def _arange_length(start: bool | int | float, end: bool | int | float, step: bool | int | float, dtype: DType) -> int:
+    """ATen's compute_arange_size: checked in double; counted in double, except for int64 results,
+    counted in int64 with start/end/step truncated to int64."""
+    op = "aten.arange"
+    if float(step) == 0:
+        raise ShapeError(f"{op}: step must be nonzero")
+    if not (math.isfinite(float(start)) and math.isfinite(float(end))):
+        raise ShapeError(f"{op}: unsupported range {start} -> {end}")
+    if (float(step) > 0 and float(end) < float(start)) or (float(step) < 0 and float(end) > float(start)):
+        raise ShapeError(f"{op}: the bounds {start} -> {end} are inconsistent with the sign of step {step}")
+    if dtype is DType.int64:
+        first, last, stride = (_as_int64(op, v) for v in (start, end, step))
+        if stride == 0:
+            raise ShapeError(f"{op}: step {step} truncates to 0 in int64")
+        sign = 1 if stride > 0 else -1
+        return _truncating_division(last - first + stride - sign, stride)
+    length = math.ceil((float(end) - float(start)) / float(step))
+    if not 0 <= length <= _INT64_MAX:
+        raise ShapeError(f"{op}: invalid size {length}")
+    return length
+
+
+@register("aten.arange.start_step")
+def arange_start_step(
+    start: Any, end: Any, step: Any, dtype: DType | None, layout: Any, device: Any, pin_memory: bool | None
+) -> Value:
+    """Values start + i*step computed in the accumulation type (int64 for integers, double for
+    float32/float64, float32 for float16/bfloat16), then cast, as ATen's CPU kernel does."""
+    _static("aten.arange", start, end, step)
+    if any(type(v) is complex for v in (start, end, step)):
+        raise DTypeError("aten.arange: complex start, end or step are not supported")
+    if dtype is None:
+        dtype = DType.int64 if all(type(v) in (bool, int) for v in (start, end, step)) else DEFAULT_FLOAT
+    if dtype not in _ARANGE_DTYPES:
+        raise DTypeError(f"aten.arange: dtype {dtype.short} is not supported (integer and floating dtypes only)")
+    length = _arange_length(start, end, step, dtype)
+    if dtype.is_integer:
+        first, stride = _as_int64("aten.arange", start), _as_int64("aten.arange", step)
+        if stride == 0:  # a fractional step truncates to 0: torch repeats start (the count used the real step)
+            return convert(full([length], first, DType.int64), dtype)
+        return prims.iota(length, start=first, step=stride, dtype=dtype, device=CPU, requires_grad=False)
+    accumulate = DType.float32 if dtype.is_low_precision else DType.float64
+    ramp = convert(iota(length), accumulate)
+    return convert(prims.add(prims.mul(ramp, float(step)), float(start)), dtype)
+
+
+@register("aten.resize_.default")
+def resize_(self: Value, size: Sequence[int], memory_format: MemoryFormat | None) -> Value:
+    """Functional resize_: a tensor of `size` whose leading elements (row-major) are self's; the
+    elements past self's numel are undefined in torch and come out of prims.empty here."""
+    if any(n < 0 for n in size):
+        raise ShapeError(f"aten.resize_: size {list(size)} must be non-negative")
+    numel = math.prod(size)
+    if tuple(size) == self.shape:
+        return self
+    if numel <= self.numel:
+        return _window(self, size, row_major_strides(size), 0)
+    flat = _reshaped(self, [self.numel])
+    tail = prims.empty([numel - self.numel], dtype=self.dtype, device=CPU, requires_grad=False)
+    return _reshaped(prims.cat([flat, tail], 0), size)
+
+
+# -- metadata (folded to constants for static shapes) ----------------------------------------------------
+
+
+@register("aten.sym_size.int")
+def sym_size_int(self: Value, dim: int) -> int:
+    return self.shape[_strict_dim("aten.sym_size", dim, self.ndim)]
+
+
+@register("aten.sym_stride.int")
+def sym_stride_int(self: Value, dim: int) -> int:
+    """The row-major stride: values carry no strides of their own (DESIGN §3)."""
+    return row_major_strides(self.shape)[_strict_dim("aten.sym_stride", dim, self.ndim)]
+
+
+@register("aten.sym_numel.default")
+def sym_numel(self: Value) -> int:
+    return self.numel
+
+
+@register("aten.sym_storage_offset.default")
+def sym_storage_offset(self: Value) -> int:
+    return 0
+
+
+# torch's channels-last checks walk the dims innermost-first in this order.
+_CHANNELS_LAST_ORDER = {
+    MemoryFormat.channels_last: (4, (1, 3, 2, 0)),
+    MemoryFormat.channels_last_3d: (5, (1, 4, 3, 2, 0)),
+}
+
+
+@register("aten.sym_is_contiguous.default")
+def sym_is_contiguous(self: Value, memory_format: MemoryFormat) -> bool:
+    """Whether row-major strides are contiguous in `memory_format` (always, for contiguous_format)."""
+    if memory_format is MemoryFormat.contiguous_format:
+        return True
+    if memory_format not in _CHANNELS_LAST_ORDER:
+        raise ShapeError(f"aten.sym_is_contiguous: memory format {memory_format} is not supported (as in torch)")
+    rank, order = _CHANNELS_LAST_ORDER[memory_format]
+    if self.ndim != rank:
+        return False
+    strides = row_major_strides(self.shape)
+    expected = 1
+    for d in order:
+        if self.shape[d] != 1:
+            if strides[d] != expected:
+                return False
+            expected *= self.shape[d]
+    return True
