@@ -36,9 +36,12 @@ def convert_array(a: np.ndarray, dtype: DType) -> np.ndarray:
             a = a.real
         if dtype.is_low_precision and source not in (np.float32, np.dtype(np.bool_)):
             return a.astype(np.float32).astype(dtype.numpy)
-        if source.kind == "f" and dtype.is_integer and dtype.itemsize < 4:
-            # C converts through int32 and wraps to the narrow type (e.g. 300.0 -> uint8 44).
-            return a.astype(np.int32).astype(dtype.numpy)
+        if a.dtype.kind in "fV" and dtype.is_integer and dtype.itemsize < 4:
+            # torch converts to a machine-width integer and keeps the low bits (300.0 -> uint8
+            # 44): uint8 through int64, int8/int16 through int32. Out-of-range values become
+            # that width's minimum first (x86's cvtt* result), as NumPy's casts do too.
+            wide = np.int64 if dtype is DType.uint8 else np.int32
+            return a.astype(wide).astype(dtype.numpy)
         return a.astype(dtype.numpy)
 
 
@@ -50,7 +53,10 @@ register(
     "convert_element_type(Tensor a, ScalarType dtype) -> Tensor",
     meta=_convert_meta,
     kernel=_convert_kernel,
-    doc="a copy of `a` with the given dtype",
+    doc=(
+        "torch's CPU casts: complex to real keeps the real part, to bool tests != 0; to f16/bf16 "
+        "through f32; float to u8 through int64 and to i8/i16 through int32 (x86's results out of range)"
+    ),
 )
 
 

@@ -8,6 +8,7 @@ same line is that node's provenance.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any, NoReturn
 
@@ -26,14 +27,14 @@ _TOKEN = re.compile(
   | (?P<arrow>->)
   | (?P<value>%[A-Za-z0-9_]+)
   | (?P<string>"(?:[^"\\\n]|\\.)*")
-  | (?P<number>-?(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\.\d+(?:[eE][+-]?\d+)?|\d+|inf\b|nan\b))
+  | (?P<number>-?(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\.\d+(?:[eE][+-]?\d+)?|\d+)|-inf\b)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*)
   | (?P<punct>[()\[\],:=])
     """,
     re.VERBOSE,
 )
 
-_KEYWORD_LITERALS: dict[str, Any] = {"None": None, "True": True, "False": False}
+_KEYWORD_LITERALS: dict[str, Any] = {"None": None, "True": True, "False": False, "inf": math.inf, "nan": math.nan}
 _ENUM_LITERALS: dict[str, Any] = {
     **{layout.value: layout for layout in Layout},
     **{fmt.value: fmt for fmt in MemoryFormat},
@@ -57,8 +58,9 @@ def _tokenize(text: str, source_name: str) -> list[_Token]:
     while position < len(text):
         match = _TOKEN.match(text, position)
         if match is None:
+            problem = "unterminated string" if text[position] == '"' else f"unexpected character {text[position]!r}"
             raise ParseError(
-                f"unexpected character {text[position]!r}",
+                problem,
                 line=line,
                 column=position - line_start + 1,
                 source_name=source_name,
@@ -187,7 +189,7 @@ class _Parser:
         kind = InputKind.USER_INPUT
         target = None
         role = self.peek()
-        if role.kind == "ident" and role.text in _INPUT_KINDS and role.text != "user_input":
+        if role.kind == "ident" and role.text in _INPUT_KINDS:
             self.next()
             kind = _INPUT_KINDS[role.text]
             if self.peek().kind == "string":
@@ -204,7 +206,7 @@ class _Parser:
             kind = OutputKind.USER_OUTPUT
             target = None
             role = self.peek()
-            if role.kind == "ident" and role.text in _OUTPUT_KINDS and role.text != "user_output":
+            if role.kind == "ident" and role.text in _OUTPUT_KINDS:
                 self.next()
                 kind = _OUTPUT_KINDS[role.text]
                 if self.peek().kind == "string":
@@ -335,8 +337,11 @@ class _Parser:
         self.fail("expected an operand", token)
 
     def parse_float(self) -> float:
-        token = self.expect("number")
-        return float(token.text)
+        """A float inside complex(...): a number, `inf` or `nan` (ints read as floats)."""
+        token = self.next()
+        if token.kind == "number" or (token.kind == "ident" and token.text in ("inf", "nan")):
+            return float(token.text)
+        self.fail("expected a float", token)
 
     def parse_provenance(self, comment: str, near: _Token) -> Provenance:
         body = comment[1:]
@@ -352,7 +357,8 @@ class _Parser:
                 source_name=self.source_name,
             )
 
-        if tokens[index].kind == "ident" and tokens[index].text != "at":
+        # `at` followed by a string introduces the source; any other leading word is the op.
+        if tokens[index].kind == "ident" and not (tokens[index].text == "at" and tokens[index + 1].kind == "string"):
             origin_op = tokens[index].text
             index += 1
         if tokens[index].kind == "value":

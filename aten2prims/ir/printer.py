@@ -9,7 +9,7 @@ from typing import Any
 
 from .dtypes import DType
 from .graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
-from .values import Device, Layout, MemoryFormat, Meta, TensorMeta, Value
+from .values import Device, Layout, MemoryFormat, Meta, Value
 
 # Headers longer than this put one input per line.
 _HEADER_WIDTH = 100
@@ -72,22 +72,20 @@ def format_node(node: Node) -> str:
     return f"{call}  {comment}" if comment else call
 
 
+def _format_role(kind: InputKind | OutputKind, target: str | None, default: InputKind | OutputKind) -> str:
+    """` parameter "fc.weight"`; nothing for a user input/output without a target."""
+    if kind is default and target is None:
+        return ""
+    return f" {kind.value}" + (f" {json.dumps(target)}" if target is not None else "")
+
+
 def _format_input(graph_input: GraphInput) -> str:
-    text = f"%{graph_input.name}: {format_meta(graph_input.value.meta)}"
-    if graph_input.kind is not InputKind.USER_INPUT:
-        text += f" {graph_input.kind.value}"
-        if graph_input.target is not None:
-            text += f" {json.dumps(graph_input.target)}"
-    return text
+    role = _format_role(graph_input.kind, graph_input.target, InputKind.USER_INPUT)
+    return f"%{graph_input.name}: {format_meta(graph_input.value.meta)}{role}"
 
 
 def _format_output(graph_output: GraphOutput) -> str:
-    text = f"%{graph_output.value.name}"
-    if graph_output.kind is not OutputKind.USER_OUTPUT:
-        text += f" {graph_output.kind.value}"
-        if graph_output.target is not None:
-            text += f" {json.dumps(graph_output.target)}"
-    return text
+    return f"%{graph_output.value.name}{_format_role(graph_output.kind, graph_output.target, OutputKind.USER_OUTPUT)}"
 
 
 def format_header(graph: Graph) -> str:
@@ -128,8 +126,12 @@ def _nested_body(graph: Graph) -> list[str]:
         if origin != current:
             current = origin
             source = node.provenance.source
-            where = f"  # at {json.dumps(source)}" if source else ""
-            lines.append(f"  {origin[0]} -> %{origin[1]}{where}")
+            where = f"  # at {json.dumps(source)}" if source is not None else ""
+            origin_op, origin_name = origin
+            parts = [origin_op] if origin_op is not None else []
+            if origin_name is not None:
+                parts.append(f"%{origin_name}")
+            lines.append(f"  {' -> '.join(parts)}{where}")
         bare = Node(node.op, node.args, node.kwargs, node.results)
         lines.append(f"    {format_node(bare)}")
     return lines

@@ -33,11 +33,14 @@ def verify(graph: Graph, *, allow_unknown_ops: bool = False) -> None:
     defined: set[Value] = set()
     names: set[str] = set()
 
-    def define(value: Any, where: str) -> None:
+    def check_typed(value: Any, where: str) -> None:
         if type(value) is not Value:
             raise VerificationError(f"{where}: expected a Value, got {value!r}")
         if type(value.meta) not in (TensorMeta, ScalarMeta):
             raise VerificationError(f"{where}: %{value.name} has no valid meta ({value.meta!r})")
+
+    def define(value: Any, where: str) -> None:
+        check_typed(value, where)
         if value in defined:
             raise VerificationError(f"{where}: %{value.name} is defined twice")
         if value.name in names:
@@ -49,7 +52,10 @@ def verify(graph: Graph, *, allow_unknown_ops: bool = False) -> None:
         define(graph_input.value, f"input %{graph_input.name}")
 
     for index, node in enumerate(graph.nodes):
-        where = f"node {index} ({node.op})"
+        results = ", ".join(f"%{r.name}" if type(r) is Value else repr(r) for r in node.results)
+        where = f"node {index} ({results} = {node.op})" if results else f"node {index} ({node.op})"
+        for result in node.results:  # well-typed before the meta rule compares with them
+            check_typed(result, where)
         for operand in (*node.args, *node.kwargs.values()):
             _check_operand(operand, defined, where)
         if node.namespace == "prims":
