@@ -5,9 +5,9 @@ A result passes when its dtype and shape equal the expected ones and its values 
 1. within torch's `assert_close` default tolerance for the dtype (exact for integers and bool;
    NaN matches NaN; infinities must match exactly), or
 2. "no worse than torch": given a float64 (complex128) reference computed from the same inputs,
-   every element of ours is within `CLOSER_THAN_FACTOR` times torch's own error against that
-   reference, plus the dtype's tolerance (Thunder's "closer than" rule; it applies where
-   accumulation order legitimately differs, e.g. float16 sums).
+   every element of ours is within `CLOSER_THAN_FACTOR` times torch's largest error against that
+   reference (the computation's noise floor), plus the dtype's tolerance (Thunder's "closer than"
+   rule; it applies where accumulation order legitimately differs, e.g. float16 sums).
 """
 
 from __future__ import annotations
@@ -115,10 +115,14 @@ def _worse_than_torch(ours: np.ndarray, theirs: np.ndarray, ref: np.ndarray, rto
     with np.errstate(invalid="ignore", over="ignore"):
         our_error = np.abs(ours - ref)
         torch_error = np.abs(theirs - ref)
-        # Where torch is NaN or infinite but the reference is finite, torch's error says nothing
-        # about ours: there we must match the reference itself within the dtype's tolerance.
-        torch_error = np.where(np.isfinite(torch_error), torch_error, 0.0)
-        allowed = CLOSER_THAN_FACTOR * torch_error + atol + rtol * np.abs(ref)
+        # torch's largest error over the tensor is the noise floor of this computation in this
+        # dtype (accumulation order, rounding of intermediates): an element of ours passes when
+        # it is within a few times that floor. Judging each element against torch's error on the
+        # same element would fail wherever torch happens to be exact by luck. Where torch is NaN
+        # or infinite but the reference is finite, torch's error says nothing about ours.
+        finite = np.isfinite(torch_error)
+        floor = float(np.max(torch_error[finite], initial=0.0))
+        allowed = CLOSER_THAN_FACTOR * floor + atol + rtol * np.abs(ref)
         worse = ~(our_error <= allowed)
         # Where the reference itself is NaN/inf, only the plain comparison can judge.
         return worse | ~np.isfinite(ref)
