@@ -108,9 +108,8 @@ def emit(prim: PrimDef, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         metas = prim.meta(*bound)
     except (ShapeError, DTypeError) as error:
         raise type(error)(f"{prim.qualified_name}: {error}") from None
-    arguments = prim.schema.arguments
-    operands = tuple(bound[i] for i in prim.operand_indices)
-    attributes = {arguments[i].name: bound[i] for i in range(len(bound)) if not arguments[i].type.is_tensor_like}
+    operands = tuple([bound[i] for i in prim.operand_indices])
+    attributes = {name: bound[i] for name, i in prim.attribute_positions}
     if type(metas) is tuple:
         results = tuple(builder.new_value(m) for m in metas)
     else:

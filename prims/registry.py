@@ -51,6 +51,13 @@ class PrimDef:
     def _attribute_names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.schema.arguments if not a.type.is_tensor_like)
 
+    # (name, index) of every attribute argument: how a node's kwargs come from bound arguments.
+    attribute_positions: tuple[tuple[str, int], ...] = attrs.field(init=False)
+
+    @attribute_positions.default
+    def _attribute_positions(self) -> tuple[tuple[str, int], ...]:
+        return tuple((a.name, i) for i, a in enumerate(self.schema.arguments) if not a.type.is_tensor_like)
+
     @property
     def qualified_name(self) -> str:
         return f"prims.{self.name}"

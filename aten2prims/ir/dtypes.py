@@ -54,7 +54,7 @@ class DType(enum.Enum):
     # -- categories -------------------------------------------------------------------------
     @property
     def category(self) -> Category:
-        return _CATEGORY[self]
+        return self._category  # set below, once the table exists (a dict lookup would hash the enum)
 
     @property
     def is_bool(self) -> bool:
@@ -161,6 +161,8 @@ _CATEGORY = {
     DType.complex64: Category.COMPLEX,
     DType.complex128: Category.COMPLEX,
 }
+for _dtype, _category in _CATEGORY.items():
+    _dtype._category = _category
 _PYTHON_TYPE = {Category.BOOL: bool, Category.INTEGER: int, Category.FLOATING: float, Category.COMPLEX: complex}
 _REAL = {DType.complex64: DType.float32, DType.complex128: DType.float64}
 _COMPLEX = {

@@ -57,10 +57,12 @@ class Node:
 
     def operand_values(self) -> Iterator[Value]:
         """Every Value this node reads, in operand order (with repeats)."""
-        for arg in self.args:
-            yield from iter_values(arg)
-        for arg in self.kwargs.values():
-            yield from iter_values(arg)
+        for arg in (*self.args, *self.kwargs.values()):
+            kind = type(arg)
+            if kind is Value:
+                yield arg
+            elif kind is tuple:
+                yield from iter_values(arg)
 
     def __repr__(self) -> str:
         from .printer import format_node
