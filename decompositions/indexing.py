@@ -1,3 +1,625 @@
-"""Family S: gather/scatter, index/index_put, embedding, masked_scatter, sorting, topk, nonzero and random ops."""
+"""Family S: gather/scatter, index/index_put, embedding, masked_scatter, sorting, topk, nonzero and random ops.
+
+Every op that reads or writes elements at computed positions becomes one `prims.gather_nd` or
+`prims.scatter_nd` (prims/indexing.py): the rule builds one int index tensor per dimension of the
+source — the op's own index where it has one, an iota "ramp" elsewhere — all broadcast to the
+result's shape (broadcasts are views, so ramps cost nothing). Sorting is `prims.sort`, the data-
+dependent shapes of `nonzero` and boolean-mask indexing take the size the graph declares
+(`prims.nonzero` checks it when run), and random ops draw from `prims.uniform`/`prims.normal`.
+docs/decompositions.md ("Family S: indexing, scatter, random, sorting") lists the choices.
+"""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+import prims
+from aten2prims.errors import DTypeError, ShapeError
+from aten2prims.ir.dtypes import DType
+from aten2prims.ir.values import CPU, Layout, TensorMeta, Value
+from aten2prims.promotion import DEFAULT_FLOAT, broadcast_shapes, convert, convert_number, elementwise
+from prims.misc import dtype_limits
+
+from .common import canonical_dim, full, index_ramp, row_major_strides, slice_in_dim
+from .registry import aten, declared_result_metas, register
+
+INDEX_DTYPES = (DType.int32, DType.int64)
+MASK_DTYPES = (DType.bool, DType.uint8)
+
+
+# -- index tensors ------------------------------------------------------------------------------------
+
+
+def _place(index: Value, shape: Sequence[int], first: int) -> Value:
+    """`index` broadcast to `shape`, its dims landing on shape[first:first + index.ndim]."""
+    shape = tuple(shape)
+    if index.shape == shape:
+        return index
+    return prims.broadcast_in_dim(index, list(shape), list(range(first, first + index.ndim)))
+
+
+def _index_operand(op: str, index: Value) -> Value:
+    """An integer index as int32/int64 (others are converted: torch accepts them only when empty)."""
+    if not index.dtype.is_integer:
+        raise DTypeError(f"{op}: index tensors must have an integer dtype, got {index.dtype.short}")
+    return index if index.dtype in INDEX_DTYPES else convert(index, DType.int64)
+
+
+def _wrap_negative(index: Value, size: int) -> Value:
+    """index + size where index < 0 (aten's indexing ops count negative indices from the end)."""
+    return prims.where(prims.lt(index, 0), prims.add(index, size), index)
+
+
+def _gather(source: Value, coordinates: Sequence[Value]) -> Value:
+    """gather_nd, also from a 0-dim source (read as its one element, at coordinate 0)."""
+    if source.ndim == 0:
+        source = prims.reshape(source, [1])
+    return prims.gather_nd(source, list(coordinates))
+
+
+def _scatter(target: Value, coordinates: Sequence[Value], values: Value, reduce: str | None) -> Value:
+    """scatter_nd, also into a 0-dim target (written as its one element, at coordinate 0)."""
+    if target.ndim == 0:
+        return prims.reshape(prims.scatter_nd(prims.reshape(target, [1]), list(coordinates), values, reduce), [])
+    return prims.scatter_nd(target, list(coordinates), values, reduce)
+
+
+# -- gather, index_select, embedding ----------------------------------------------------------------------
+
+
+def _check_dim_sizes(op: str, index: Value, other: Value, what: str, skip: int | None) -> None:
+    """torch's rule for gather/scatter: index.size(d) <= other.size(d) (except along `skip`)."""
+    index_shape = index.shape or (1,)
+    other_shape = other.shape or (1,)
+    if len(index_shape) != len(other_shape):
+        raise ShapeError(f"{op}: index has {index.ndim} dimension(s), {what} has {other.ndim}; they must match")
+    for d, (n, m) in enumerate(zip(index_shape, other_shape)):
+        if d != skip and n > m:
+            raise ShapeError(
+                f"{op}: index has shape {list(index.shape)}, larger than {what}'s {list(other.shape)} in dimension {d}"
+            )
+
+
+def _along_dim_coordinates(index: Value, dim: int, ndim: int) -> list[Value]:
+    """The coordinates of gather/scatter: index along `dim`, each position's own coordinate elsewhere."""
+    return [index if d == dim else index_ramp(index.shape, d) for d in range(ndim)]
+
+
+@register("aten.gather.default")
+def gather(self: Value, dim: int, index: Value, sparse_grad: bool = False) -> Value:
+    d = canonical_dim(dim, self.ndim)
+    if index.numel == 0:  # torch checks nothing else then
+        return full(index.shape, convert_number(0, self.dtype), self.dtype)
+    index = _index_operand("gather", index)
+    _check_dim_sizes("gather", index, self, "self", d)
+    if self.ndim == 0:
+        return _gather(self, [index])
+    return prims.gather_nd(self, _along_dim_coordinates(index, d, self.ndim))
+
+
+@register("aten.index_select.default")
+def index_select(self: Value, dim: int, index: Value) -> Value:
+    d = canonical_dim(dim, self.ndim)
+    index = _index_operand("index_select", index)
+    if index.ndim > 1:
+        raise ShapeError(f"index_select: index must be 0- or 1-dimensional, got shape {list(index.shape)}")
+    if self.ndim == 0:  # a 0-dim self gives a 0-dim result
+        return _gather(self, [prims.reshape(index, [])])
+    shape = list(self.shape)
+    shape[d] = index.numel
+    flat = index if index.ndim == 1 else prims.reshape(index, [1])
+    coordinates = [prims.broadcast_in_dim(flat, shape, [d]) if k == d else index_ramp(shape, k) for k in range(self.ndim)]
+    return prims.gather_nd(self, coordinates)
+
+
+@register("aten.embedding.default")
+def embedding(
+    weight: Value, indices: Value, padding_idx: int = -1, scale_grad_by_freq: bool = False, sparse: bool = False
+) -> Value:
+    # padding_idx, scale_grad_by_freq and sparse only shape the gradient: the forward is a row lookup.
+    if weight.ndim != 2:
+        raise ShapeError(f"embedding: weight must be 2-dimensional, got shape {list(weight.shape)}")
+    indices = _index_operand("embedding", indices)
+    shape = (*indices.shape, weight.shape[1])
+    return prims.gather_nd(weight, [_place(indices, shape, 0), index_ramp(shape, len(shape) - 1)])
+
+
+# -- index, index_put: advanced indexing --------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Layout:
+    """Where advanced indexing puts things: the result's shape, where the broadcast shape of the
+    index tensors lands in it, and where each sliced (None) dimension of self lands."""
+
+    shape: tuple[int, ...]
+    broadcast_start: int
+    broadcast_shape: tuple[int, ...]
+    sliced_positions: dict[int, int]
+
+
+def _layout(self_shape: Sequence[int], index_shapes: Sequence[tuple[int, ...] | None]) -> _Layout:
+    """torch's (and NumPy's) rule: the broadcast index dims replace the indexed dims in place when
+    the indexed dims are adjacent, and go first otherwise."""
+    advanced = [d for d, s in enumerate(index_shapes) if s is not None]
+    broadcast = tuple(broadcast_shapes(*(s for s in index_shapes if s is not None))) if advanced else ()
+    sliced = [d for d, s in enumerate(index_shapes) if s is None]
+    adjacent = bool(advanced) and advanced == list(range(advanced[0], advanced[-1] + 1))
+    start = advanced[0] if adjacent else 0
+    positions: dict[int, int] = {}
+    for d in sliced:
+        if adjacent and d < start:
+            positions[d] = d
+        elif adjacent:
+            positions[d] = d - len(advanced) + len(broadcast)
+        else:
+            positions[d] = len(broadcast) + sliced.index(d)
+    shape = [0] * (len(sliced) + len(broadcast))
+    for d, position in positions.items():
+        shape[position] = self_shape[d]
+    shape[start : start + len(broadcast)] = broadcast
+    return _Layout(tuple(shape), start, broadcast, positions)
+
+
+@attrs.frozen
+class _Entry:
+    """One entry of an index list: an integer index for one dim, or a mask over `mask.ndim` dims."""
+
+    dim: int
+    index: Value | None = None
+    mask: Value | None = None
+
+
+def _entries(op: str, self: Value, indices: Sequence[Value | None]) -> list[_Entry]:
+    if all(entry is None for entry in indices):
+        raise ShapeError(f"{op}: at least one index tensor must be given")
+    entries: list[_Entry] = []
+    dim = 0
+    for entry in indices:
+        if entry is None:
+            dim += 1
+            continue
+        if entry.dtype in MASK_DTYPES:
+            if entry.ndim == 0:
+                raise ShapeError(f"{op}: a 0-dimensional boolean index is not supported")
+            covered = self.shape[dim : dim + entry.ndim]
+            if tuple(covered) != entry.shape:
+                raise ShapeError(
+                    f"{op}: the mask of shape {list(entry.shape)} does not match the indexed shape {list(covered)} "
+                    f"of self (shape {list(self.shape)}) at dimension {dim}"
+                )
+            entries.append(_Entry(dim, mask=entry))
+            dim += entry.ndim
+        else:
+            entries.append(_Entry(dim, index=_index_operand(op, entry)))
+            dim += 1
+    if dim > self.ndim:
+        raise ShapeError(f"{op}: too many indices for a tensor of shape {list(self.shape)}")
+    return entries
+
+
+def _index_shapes(self: Value, entries: Sequence[_Entry], count: int) -> list[tuple[int, ...] | None]:
+    """Per dim of self: the shape of its index tensor (a mask's coordinates have shape (count,))."""
+    shapes: list[tuple[int, ...] | None] = [None] * self.ndim
+    for entry in entries:
+        if entry.mask is not None:
+            for k in range(entry.mask.ndim):
+                shapes[entry.dim + k] = (count,)
+        else:
+            assert entry.index is not None
+            shapes[entry.dim] = entry.index.shape
+    return shapes
+
+
+def _mask_count_position(self: Value, entries: Sequence[_Entry]) -> int | None:
+    """Where a mask's element count lands in the result shape (None without masks). It does not
+    depend on the count itself, so a layout with count 1 finds it."""
+    if not any(e.mask is not None for e in entries):
+        return None
+    layout = _layout(self.shape, _index_shapes(self, entries, 1))
+    return layout.broadcast_start + len(layout.broadcast_shape) - 1
+
+
+def _coordinates(self: Value, entries: Sequence[_Entry], count: int) -> tuple[_Layout, list[Value]]:
+    """The layout of self[indices] and one index tensor of its shape per dim of self."""
+    layout = _layout(self.shape, _index_shapes(self, entries, count))
+    end = layout.broadcast_start + len(layout.broadcast_shape)
+    per_dim: dict[int, Value] = {}
+    for entry in entries:
+        if entry.mask is not None:
+            found = prims.nonzero(entry.mask, count)  # int64[count, mask.ndim], checked when run
+            for k in range(entry.mask.ndim):
+                column = found if entry.mask.ndim == 1 else slice_in_dim(found, k, k + 1, 1, 1)
+                per_dim[entry.dim + k] = prims.reshape(column, [count])
+        else:
+            assert entry.index is not None
+            per_dim[entry.dim] = _wrap_negative(entry.index, self.shape[entry.dim])
+    coordinates = []
+    for d in range(self.ndim):
+        if d in per_dim:
+            index = per_dim[d]
+            coordinates.append(_place(index, layout.shape, end - index.ndim))
+        else:
+            coordinates.append(index_ramp(layout.shape, layout.sliced_positions[d]))
+    return layout, coordinates
+
+
+@register("aten.index.Tensor")
+def index(self: Value, indices: Sequence[Value | None]) -> Value:
+    entries = _entries("index", self, indices)
+    count = 1
+    position = _mask_count_position(self, entries)
+    if position is not None:
+        # A boolean mask selects a data-dependent number of elements: the graph records it.
+        declared = declared_result_metas()[0]
+        expected_rank = len(_layout(self.shape, _index_shapes(self, entries, 1)).shape)
+        if type(declared) is not TensorMeta or len(declared.shape) != expected_rank:
+            raise ShapeError(f"index: a boolean mask index needs the result shape the graph declares, got {declared}")
+        count = declared.shape[position]
+    layout, coordinates = _coordinates(self, entries, count)
+    return prims.gather_nd(self, coordinates)
+
+
+def _check_values(op: str, values: Value, shape: Sequence[int]) -> None:
+    """index_put's values must broadcast to the indexed shape. (Python's x[i] = v also drops
+    leading size-1 dims of v; aten.index_put does not.)"""
+    aligned = tuple(shape)[len(shape) - values.ndim :] if values.ndim <= len(shape) else None
+    if aligned is None or any(v not in (1, n) for v, n in zip(values.shape, aligned)):
+        raise ShapeError(
+            f"{op}: values of shape {list(values.shape)} cannot be broadcast to the indexed shape {list(shape)}"
+        )
+
+
+@register("aten.index_put.default")
+def index_put(self: Value, indices: Sequence[Value | None], values: Value, accumulate: bool = False) -> Value:
+    if values.dtype is not self.dtype:
+        raise DTypeError(
+            f"index_put: values have dtype {values.dtype.short}, self has {self.dtype.short}; torch requires them to match"
+        )
+    entries = _entries("index_put", self, indices)
+    reduce = "sum" if accumulate else None
+    count = 1
+    position = _mask_count_position(self, entries)
+    if position is not None:
+        rank = len(_layout(self.shape, _index_shapes(self, entries, 1)).shape)
+        offset = position - (rank - values.ndim)
+        if 0 <= offset < values.ndim and values.shape[offset] != 1:
+            count = values.shape[offset]  # values name one element per selected position
+        elif len(entries) == 1:
+            return _put_through_mask(self, entries[0], values, accumulate)
+        else:
+            raise ShapeError(
+                "index_put: a boolean mask among other index tensors, with values that do not fix how many "
+                "elements it selects, is not supported"
+            )
+    layout, coordinates = _coordinates(self, entries, count)
+    _check_values("index_put", values, layout.shape)
+    return _scatter(self, coordinates, _place(values, layout.shape, len(layout.shape) - values.ndim), reduce)
+
+
+def _put_through_mask(self: Value, entry: _Entry, values: Value, accumulate: bool) -> Value:
+    """self[mask] = values (or +=) for values that are the same for every selected element: a
+    `where` over the mask, with no data-dependent shape."""
+    assert entry.mask is not None
+    mask, first = entry.mask, entry.dim
+    # The indexed shape has one dim (the count) where self has the mask's dims; values broadcast
+    # to it with that dim of size 1 (or absent), so they broadcast to self's shape without it.
+    _check_values("index_put", values, (*self.shape[:first], 1, *self.shape[first + mask.ndim :]))
+    lead = self.ndim - mask.ndim + 1 - values.ndim
+    dims = [lead + i for i in range(values.ndim)]
+    if first in dims:
+        values = prims.squeeze(values, [first - lead])
+        dims.remove(first)
+    values = prims.broadcast_in_dim(values, list(self.shape), [d if d < first else d - 1 + mask.ndim for d in dims])
+    chosen = prims.broadcast_in_dim(_as_bool(mask), list(self.shape), list(range(first, first + mask.ndim)))
+    if accumulate:
+        zeros = full(self.shape, convert_number(0, self.dtype), self.dtype)
+        return _add_same_dtype(self, prims.where(chosen, values, zeros))
+    return prims.where(chosen, values, self)
+
+
+def _as_bool(mask: Value) -> Value:
+    return mask if mask.dtype is DType.bool else prims.ne(mask, 0)
+
+
+def _add_same_dtype(a: Value, b: Value) -> Value:
+    """a + b in a's dtype, as torch's in-place accumulation computes it (bool: logical or)."""
+    if a.dtype is DType.bool:
+        return prims.bitwise_or(a, b)
+    return elementwise(prims.add, a, b)
+
+
+# -- scatter, scatter_add, scatter_reduce ---------------------------------------------------------------------
+
+
+def _scatter_along_dim(
+    op: str, self: Value, dim: int, index: Value, src: Value | None
+) -> tuple[Value, list[Value], Value | None]:
+    """The int index, the coordinates and the part of src that is used (src[:index.shape]).
+    (Callers return self for an empty index, which torch accepts whatever its shape.)"""
+    d = canonical_dim(dim, self.ndim)
+    index = _index_operand(op, index)
+    _check_dim_sizes(op, index, self, "self", d)
+    if src is not None:
+        if src.dtype is not self.dtype:
+            raise DTypeError(f"{op}: src has dtype {src.dtype.short}, self has {self.dtype.short}; torch requires them to match")
+        _check_dim_sizes(op, index, src, "src", None)
+        if src.shape != index.shape:
+            src = prims.as_strided(src, list(index.shape), list(row_major_strides(src.shape)), 0)
+    coordinates = _along_dim_coordinates(index, d, self.ndim) if self.ndim else [index]
+    return index, coordinates, src
+
+
+@register("aten.scatter.src")
+def scatter_src(self: Value, dim: int, index: Value, src: Value) -> Value:
+    if index.numel == 0:
+        return self
+    index, coordinates, src = _scatter_along_dim("scatter", self, dim, index, src)
+    assert src is not None
+    return _scatter(self, coordinates, src, None)
+
+
+@register("aten.scatter.value")
+def scatter_value(self: Value, dim: int, index: Value, value: Any) -> Value:
+    if index.numel == 0:
+        return self
+    index, coordinates, _ = _scatter_along_dim("scatter", self, dim, index, None)
+    return _scatter(self, coordinates, full(index.shape, convert_number(value, self.dtype), self.dtype), None)
+
+
+@register("aten.scatter_add.default")
+def scatter_add(self: Value, dim: int, index: Value, src: Value) -> Value:
+    if index.numel == 0:
+        return self
+    index, coordinates, src = _scatter_along_dim("scatter_add", self, dim, index, src)
+    assert src is not None
+    return _scatter(self, coordinates, src, "sum")
+
+
+def _identity(reduce: str, dtype: DType) -> bool | int | float | complex:
+    """The value a reduction starts from when self does not take part (include_self=False)."""
+    if reduce in ("sum", "mean"):
+        return convert_number(0, dtype)
+    if reduce == "prod":
+        return convert_number(1, dtype)
+    if dtype.is_floating:
+        return -math.inf if reduce == "amax" else math.inf
+    low, high = dtype_limits(dtype)
+    return low if reduce == "amax" else high
+
+
+SCATTER_REDUCE_MODES = ("sum", "prod", "mean", "amax", "amin")
+
+
+@register("aten.scatter_reduce.two")
+def scatter_reduce(
+    self: Value, dim: int, index: Value, src: Value, reduce: str, include_self: bool = True
+) -> Value:
+    if reduce not in SCATTER_REDUCE_MODES:
+        raise ShapeError(f"scatter_reduce: reduce must be one of {', '.join(SCATTER_REDUCE_MODES)}, got {reduce!r}")
+    if reduce == "mean" and self.dtype.is_bool:
+        raise DTypeError("scatter_reduce: reduce='mean' is not defined for bool (torch has no kernel for it)")
+    if reduce in ("amax", "amin") and self.dtype.is_complex:
+        raise DTypeError(f"scatter_reduce: reduce={reduce!r} is not defined for {self.dtype.short}")
+    if index.numel == 0:
+        return self
+    index, coordinates, src = _scatter_along_dim("scatter_reduce", self, dim, index, src)
+    assert src is not None
+    base = self
+    if not include_self:
+        # Positions that receive values start from the reduction's identity instead of self.
+        base = _scatter(self, coordinates, full(index.shape, _identity(reduce, self.dtype), self.dtype), None)
+    if reduce != "mean":
+        return _scatter(base, coordinates, src, reduce)
+    total = _scatter(base, coordinates, src, "sum")
+    # torch counts in self's dtype: 1 for self (if included) plus one per value received.
+    one = convert_number(1, self.dtype)
+    start = full(self.shape, one if include_self else convert_number(0, self.dtype), self.dtype)
+    counts = _scatter(start, coordinates, full(index.shape, one, self.dtype), "sum")
+    counts = prims.where(prims.eq(counts, convert_number(0, self.dtype)), full(self.shape, one, self.dtype), counts)
+    if self.dtype.is_floating or self.dtype.is_complex:
+        return elementwise(prims.div, total, counts)
+    return _floor_divide(total, counts)
+
+
+def _floor_divide(a: Value, b: Value) -> Value:
+    """Integer a // b (rounding down) for b > 0, without overflow: truncate, then step down
+    where the remainder is negative."""
+    truncated = prims.div(a, b)
+    remainder = prims.sub(a, prims.mul(truncated, b))
+    return prims.sub(truncated, convert(prims.lt(remainder, 0), a.dtype))
+
+
+# -- select_scatter, slice_scatter, masked_scatter --------------------------------------------------------------
+
+
+def _embed(op: str, self: Value, src: Value, size: Sequence[int], stride: Sequence[int], offset: int) -> Value:
+    """A copy of self whose window (size, stride, offset over its row-major elements) holds src."""
+    if src.shape != tuple(size):
+        raise ShapeError(f"{op}: src has shape {list(src.shape)}, expected {list(size)}")
+    return prims.as_strided_scatter(self, convert(src, self.dtype), list(size), list(stride), offset)
+
+
+@register("aten.select_scatter.default")
+def select_scatter(self: Value, src: Value, dim: int, index: int) -> Value:
+    if self.ndim == 0:
+        raise ShapeError("select_scatter: self must have at least one dimension")
+    d = canonical_dim(dim, self.ndim)
+    size = self.shape[d]
+    if not -size <= index < size:
+        raise ShapeError(f"select_scatter: index {index} is out of range for dimension {d} of size {size}")
+    strides = row_major_strides(self.shape)
+    window = [n for k, n in enumerate(self.shape) if k != d]
+    window_strides = [s for k, s in enumerate(strides) if k != d]
+    return _embed("select_scatter", self, src, window, window_strides, (index % size) * strides[d])
+
+
+def _slice_bounds(start: int | None, end: int | None, step: int, size: int) -> tuple[int, int]:
+    """aten.slice's start/end: None means the whole dim, negatives count from the end, both clamp
+    to [0, size] and end never precedes start."""
+    if step <= 0:
+        raise ShapeError(f"slice step must be positive, got {step}")
+    start = 0 if start is None else start
+    end = size if end is None else end
+    start = start + size if start < 0 else start
+    end = end + size if end < 0 else end
+    start = min(max(start, 0), size)
+    end = min(max(end, start), size)
+    return start, end
+
+
+@register("aten.slice_scatter.default")
+def slice_scatter(
+    self: Value, src: Value, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1
+) -> Value:
+    d = canonical_dim(dim, self.ndim)
+    if self.ndim == 0:
+        raise ShapeError("slice_scatter: self must have at least one dimension")
+    first, last = _slice_bounds(start, end, step, self.shape[d])
+    strides = row_major_strides(self.shape)
+    window = list(self.shape)
+    window[d] = math.ceil((last - first) / step)
+    window_strides = list(strides)
+    window_strides[d] = strides[d] * step
+    return _embed("slice_scatter", self, src, window, window_strides, first * strides[d] if window[d] else 0)
+
+
+@register("aten.masked_scatter.default")
+def masked_scatter(self: Value, mask: Value, source: Value) -> Value:
+    if mask.dtype is not DType.bool:
+        raise DTypeError(f"masked_scatter: mask must be bool, got {mask.dtype.short}")
+    if source.dtype is not self.dtype:
+        raise DTypeError(f"masked_scatter: source has dtype {source.dtype.short}, self has {self.dtype.short}")
+    shape = tuple(broadcast_shapes(self.shape, mask.shape))
+    target = _place(self, shape, len(shape) - self.ndim)
+    chosen = _place(mask, shape, len(shape) - mask.ndim)
+    numel = math.prod(shape)
+    if numel == 0:
+        return target
+    # The k-th selected position (row-major) takes source's k-th element: its running count of
+    # selected positions is k + 1, an index into source behind one padding element that the
+    # unselected positions read. A count beyond source's size fails the gather's bounds check.
+    flat_mask = prims.reshape(chosen, [numel])
+    running = aten.cumsum.default(convert(flat_mask, DType.int64), 0)
+    positions = prims.where(flat_mask, running, full([numel], 0, DType.int64))
+    padded = prims.cat([full([1], convert_number(0, self.dtype), self.dtype), prims.reshape(source, [source.numel])], 0)
+    taken = prims.reshape(prims.gather_nd(padded, [positions]), list(shape))
+    return prims.where(chosen, taken, target)
+
+
+# -- nonzero, sort, topk -------------------------------------------------------------------------------------------
+
+
+@register("aten.nonzero.default")
+def nonzero(self: Value) -> Value:
+    # The number of nonzero elements depends on the data: use the one the graph records.
+    declared = declared_result_metas()[0]
+    if type(declared) is not TensorMeta or len(declared.shape) != 2 or declared.shape[1] != self.ndim:
+        raise ShapeError(f"nonzero: the graph must declare an int64[count, {self.ndim}] result, got {declared}")
+    return prims.nonzero(self, declared.shape[0])
+
+
+@register("aten.sort.default")
+def sort(self: Value, dim: int = -1, descending: bool = False) -> tuple[Value, Value]:
+    return prims.sort(self, canonical_dim(dim, self.ndim), descending)
+
+
+@register("aten.topk.default")
+def topk(self: Value, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Value, Value]:
+    # Always sorted (sorted=False leaves the order to the implementation).
+    d = canonical_dim(dim, self.ndim)
+    size = self.shape[d] if self.ndim else 1
+    if not 0 <= k <= size:
+        raise ShapeError(f"topk: k={k} is out of range for dimension {d} of size {size}")
+    values, indices = prims.sort(self, d, largest)
+    if self.ndim == 0:
+        return values, indices
+    return slice_in_dim(values, 0, k, 1, d), slice_in_dim(indices, 0, k, 1, d)
+
+
+# -- random: rand, randn, randperm, native_dropout ------------------------------------------------------------
+
+
+def _check_layout(op: str, layout: Layout | None) -> None:
+    if layout not in (None, Layout.strided):
+        raise DTypeError(f"{op}: only the strided layout is supported, got {layout}")
+
+
+def _random_dtype(op: str, dtype: DType | None) -> DType:
+    dtype = DEFAULT_FLOAT if dtype is None else dtype
+    if not (dtype.is_floating or dtype.is_complex):
+        raise DTypeError(f"{op}: random values need a floating or complex dtype, got {dtype.short}")
+    return dtype
+
+
+@register("aten.rand.default")
+def rand(
+    size: Sequence[int], dtype: DType | None = None, layout: Layout | None = None, device: Any = None, pin_memory: bool | None = None
+) -> Value:
+    _check_layout("rand", layout)
+    dtype = _random_dtype("rand", dtype)
+    return prims.uniform(
+        list(size), low=0.0, high=1.0, dtype=dtype, device=CPU, stride=list(row_major_strides(size))
+    )
+
+
+@register("aten.randn.default")
+def randn(
+    size: Sequence[int], dtype: DType | None = None, layout: Layout | None = None, device: Any = None, pin_memory: bool | None = None
+) -> Value:
+    _check_layout("randn", layout)
+    dtype = _random_dtype("randn", dtype)
+    return prims.normal(list(size), mean=0.0, std=1.0, dtype=dtype, device=CPU, requires_grad=False)
+
+
+def _largest_exact(dtype: DType) -> int:
+    """The largest n such that every integer in [0, n] is exactly representable in dtype."""
+    if dtype.is_integer:
+        return int(dtype_limits(dtype)[1])
+    digits = {DType.float16: 11, DType.bfloat16: 8, DType.float32: 24, DType.float64: 53}[dtype]
+    return 2**digits
+
+
+@register("aten.randperm.default")
+def randperm(
+    n: int, dtype: DType | None = DType.int64, layout: Layout | None = None, device: Any = None, pin_memory: bool | None = None
+) -> Value:
+    _check_layout("randperm", layout)
+    dtype = DType.int64 if dtype is None else dtype
+    if dtype.is_bool or dtype.is_complex:
+        raise DTypeError(f"randperm: dtype {dtype.short} is not supported")
+    if n < 0:
+        raise ShapeError(f"randperm: n must be non-negative, got {n}")
+    if n - 1 > _largest_exact(dtype):
+        raise DTypeError(f"randperm: n={n} is too large for dtype {dtype.short}")
+    # The stable sort of n independent uniform float64 keys orders positions uniformly at random
+    # (ties, of probability ~n²/2^54, only prefer the lower position).
+    keys = prims.uniform([n], low=0.0, high=1.0, dtype=DType.float64, device=CPU, stride=[1])
+    _, order = prims.sort(keys, 0, False)
+    return convert(order, dtype)
+
+
+@register("aten.native_dropout.default")
+def native_dropout(input: Value, p: float, train: bool | None) -> tuple[Value, Value]:
+    if not (input.dtype.is_floating or input.dtype.is_complex):
+        raise DTypeError(f"native_dropout: input must be floating or complex, got {input.dtype.short}")
+    if input.numel == 0:
+        # torch returns the input and an uninitialized mask of the input's dtype.
+        return input, full(input.shape, convert_number(0, input.dtype), input.dtype)
+    if train is False:  # None means training, as in torch's kernel
+        return input, full(input.shape, True, DType.bool)
+    if not 0.0 <= p <= 1.0:
+        raise ShapeError(f"native_dropout: p must lie in [0, 1], got {p}")
+    # An element is kept with probability 1 - p; kept elements are scaled by 1 / (1 - p). As in
+    # torch, output = input * mask * scale, so a dropped inf or NaN still gives NaN.
+    draws = prims.uniform(
+        list(input.shape), low=0.0, high=1.0, dtype=DType.float64, device=CPU, stride=list(row_major_strides(input.shape))
+    )
+    keep = prims.lt(draws, 1.0 - p)
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    masked = elementwise(prims.mul, input, convert(keep, input.dtype))
+    return elementwise(prims.mul, masked, scale), keep

@@ -241,3 +241,7 @@ def _compare_layout(ours: Any, theirs: Any, what: str) -> Comparison:
     if ours.shape != theirs.shape:
         return Comparison(False, "shape", f"{what}: shape {list(ours.shape)} vs torch's {list(theirs.shape)}")
     return Comparison(True, "", f"{what}: values undefined; dtype and shape equal")
+
+
+# The checks of random and unstable-order ops register themselves in STATISTICAL_CHECKS.
+from . import statistics as _statistics  # noqa: E402,F401

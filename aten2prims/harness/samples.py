@@ -56,7 +56,24 @@ def _opinfo_label(opinfo: Any) -> str:
 def _opinfos() -> dict[str, Any]:
     from torch.testing._internal.common_methods_invocations import op_db
 
+    _skip_test_lookup()
     return {_opinfo_label(opinfo): opinfo for opinfo in op_db}
+
+
+def _skip_test_lookup() -> None:
+    """Every OpInfo.sample_inputs call looks for the running unittest.TestCase in the call stack
+    (`extract_test_fn`, through inspect.stack(), which reads source context for every frame):
+    about half a second per call under pytest's deep stacks. The harness runs in no TestCase, so
+    the lookup always finds nothing; answer that directly."""
+    from torch.testing._internal import common_utils
+    from torch.testing._internal.opinfo import core
+
+    for module in (common_utils, core):
+        module.extract_test_fn = _no_test_fn  # type: ignore[attr-defined]
+
+
+def _no_test_fn() -> None:
+    return None
 
 
 def supported_dtypes(opinfo: Any) -> list[DType]:
@@ -90,20 +107,26 @@ def _samples_of(opinfo: Any, dtype: DType) -> Iterator[Any]:
 
 def call_dtype(call: AtenCall) -> DType | None:
     """The dtype a call is filed under: its first tensor argument's, else its `dtype` argument's
-    (creation ops), else None."""
+    (creation ops), else None. A leading bool tensor followed by a non-bool one is a condition
+    or mask (`where(condition, self, other)`): the call is filed under the values' dtype."""
     import torch
 
-    def first_tensor(value: Any) -> Any:
+    def first_tensor(value: Any, *, skip_bool: bool = False) -> Any:
         if isinstance(value, torch.Tensor):
-            return value
+            return None if skip_bool and value.dtype == torch.bool else value
         if isinstance(value, list | tuple):
             for item in value:
-                found = first_tensor(item)
+                found = first_tensor(item, skip_bool=skip_bool)
                 if found is not None:
                     return found
         return None
 
     tensor = first_tensor(call.args)
+    # Only a condition or mask argument is skipped: a bool `self` or `weight` (gather, scatter,
+    # embedding of a bool tensor) is the data.
+    if tensor is not None and tensor.dtype == torch.bool and _first_argument(call.op) in ("condition", "mask"):
+        values = first_tensor(call.args, skip_bool=True)
+        tensor = tensor if values is None else values
     if tensor is None:
         tensor = first_tensor(list(call.kwargs.values()))
     torch_dtype = tensor.dtype if tensor is not None else call.kwargs.get("dtype")
@@ -113,6 +136,13 @@ def call_dtype(call: AtenCall) -> DType | None:
         return DType.from_torch_name(str(torch_dtype))
     except ValueError:
         return None
+
+
+def _first_argument(op: str) -> str | None:
+    from ..schema.registry import aten_schema
+
+    schema = aten_schema(op)
+    return schema.argument_names[0] if schema is not None and schema.argument_names else None
 
 
 _DISCOVERED: dict[str, list[str]] | None = None

@@ -1,0 +1,183 @@
+"""The random ops of decompositions/indexing.py, lowered and executed: rand and randn have the
+right moments (within a few standard errors), native_dropout keeps 1 - p of the elements and
+scales them by 1 / (1 - p), randperm is a permutation, and the executor's seed decides the
+stream. Also: the harness's checks of random and unstable-order ops reject wrong results."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from aten2prims.executor import execute
+from aten2prims.harness.record import AtenCall
+from aten2prims.harness.runner import STATISTICAL_CHECKS, build_graph, torch_outputs
+from aten2prims.harness.torch_interop import to_numpy
+from aten2prims.ir.dtypes import DType
+from aten2prims.passes.lower import lower
+
+SIGMAS = 5.0
+FLOATS = (DType.float16, DType.bfloat16, DType.float32, DType.float64)
+
+
+def _lowered(op: str, *args: object, **kwargs: object):
+    call = AtenCall(op, args, kwargs)
+    graph, arrays = build_graph(call, torch_outputs(call))
+    return lower(graph), arrays, call
+
+
+def _run(op: str, *args: object, seed: int = 0, **kwargs: object) -> list[np.ndarray]:
+    graph, arrays, _ = _lowered(op, *args, **kwargs)
+    return execute(graph, arrays, seed=seed, check=True)
+
+
+def _assert_moments(samples: np.ndarray, mean: float, variance: float, fourth_central: float) -> None:
+    samples = samples.astype(np.float64).reshape(-1)
+    n = samples.size
+    assert abs(samples.mean() - mean) <= SIGMAS * math.sqrt(variance / n)
+    assert abs(samples.var(ddof=1) - variance) <= SIGMAS * math.sqrt((fourth_central - variance**2) / n)
+
+
+@pytest.mark.parametrize("dtype", [*FLOATS, DType.complex64], ids=str)
+def test_rand_is_uniform_on_the_unit_interval(dtype: DType) -> None:
+    (result,) = _run("aten.rand.default", [200, 100], dtype=getattr(torch, dtype.torch_name))
+    assert result.dtype == dtype.numpy and result.shape == (200, 100)
+    for part in ([result.real, result.imag] if dtype.is_complex else [result]):
+        wide = part.astype(np.float64)
+        assert wide.min() >= 0.0 and wide.max() < 1.0
+        _assert_moments(wide, 0.5, 1 / 12, 1 / 80)
+
+
+@pytest.mark.parametrize("dtype", [*FLOATS, DType.complex128], ids=str)
+def test_randn_is_standard_normal(dtype: DType) -> None:
+    (result,) = _run("aten.randn.default", [200, 100], dtype=getattr(torch, dtype.torch_name))
+    assert result.dtype == dtype.numpy and result.shape == (200, 100)
+    variance = 0.5 if dtype.is_complex else 1.0  # a complex standard normal: parts of variance 1/2
+    for part in ([result.real, result.imag] if dtype.is_complex else [result]):
+        _assert_moments(part, 0.0, variance, 3 * variance**2)
+
+
+def test_rand_defaults_to_float32() -> None:
+    (result,) = _run("aten.rand.default", [5])
+    assert result.dtype == np.float32
+
+
+@pytest.mark.parametrize("dtype", [DType.int64, DType.int32, DType.uint8, DType.float16, DType.float64], ids=str)
+def test_randperm_is_a_permutation(dtype: DType) -> None:
+    n = {DType.uint8: 256, DType.float16: 2049}.get(dtype, 3000)
+    (result,) = _run("aten.randperm.default", n, dtype=getattr(torch, dtype.torch_name))
+    assert result.dtype == dtype.numpy and result.shape == (n,)
+    np.testing.assert_array_equal(np.sort(result.astype(np.int64)), np.arange(n))
+    assert not np.array_equal(result.astype(np.int64), np.arange(n))
+
+
+def test_randperm_defaults_to_int64_and_handles_tiny_n() -> None:
+    assert _run("aten.randperm.default", 5)[0].dtype == np.int64
+    assert _run("aten.randperm.default", 0)[0].shape == (0,)
+    assert _run("aten.randperm.default", 1)[0].tolist() == [0]
+
+
+def test_randperm_positions_are_uniform() -> None:
+    # Each value lands in each position with probability 1/n: over 2000 draws of randperm(4), the
+    # count of value 0 in position 0 is Binomial(2000, 1/4).
+    graph, arrays, _ = _lowered("aten.randperm.default", 4)
+    first = np.array([execute(graph, arrays, seed=seed)[0][0] for seed in range(2000)])
+    for value in range(4):
+        count = int((first == value).sum())
+        assert abs(count - 500) <= SIGMAS * math.sqrt(2000 * 0.25 * 0.75)
+
+
+@pytest.mark.parametrize("dtype", [*FLOATS, DType.complex64], ids=str)
+@pytest.mark.parametrize("p", [0.2, 0.5, 0.9])
+def test_native_dropout_keeps_one_minus_p_and_scales(dtype: DType, p: float) -> None:
+    x = torch.randn(100, 100, dtype=torch.float64).to(getattr(torch, dtype.torch_name))
+    output, mask = _run("aten.native_dropout.default", x, p, True)
+    assert mask.dtype == np.bool_ and mask.shape == (100, 100) and output.dtype == dtype.numpy
+    kept = int(mask.sum())
+    assert abs(kept - 10000 * (1 - p)) <= SIGMAS * math.sqrt(10000 * p * (1 - p))
+    expected = to_numpy(x.mul(torch.from_numpy(mask)).mul_(1 / (1 - p)))
+    np.testing.assert_array_equal(output, expected)  # the same roundings as torch's kernel
+
+
+def test_native_dropout_edge_cases() -> None:
+    x = torch.tensor([1.0, -2.0, float("nan"), float("inf")])
+    output, mask = _run("aten.native_dropout.default", x, 0.0, True)
+    assert mask.all() and np.array_equal(output, x.numpy(), equal_nan=True)
+    output, mask = _run("aten.native_dropout.default", x, 1.0, True)
+    # torch computes input * mask * 0: dropped NaN and inf give NaN, everything else 0
+    assert not mask.any()
+    np.testing.assert_array_equal(output, np.array([0.0, -0.0, np.nan, np.nan], np.float32))
+    output, mask = _run("aten.native_dropout.default", x, 0.5, False)
+    assert mask.all() and np.array_equal(output, x.numpy(), equal_nan=True)
+    output, mask = _run("aten.native_dropout.default", torch.ones(0, 3), 0.5, True)
+    assert output.shape == mask.shape == (0, 3) and mask.dtype == np.float32  # torch's mask of an empty input
+
+
+def test_native_dropout_train_none_means_training() -> None:
+    output, mask = _run("aten.native_dropout.default", torch.ones(1000), 0.5, None)
+    assert 0 < mask.sum() < 1000 and set(np.unique(output)) <= {0.0, 2.0}
+
+
+@pytest.mark.parametrize(
+    "op, args, kwargs",
+    [
+        ("aten.rand.default", ([50],), {}),
+        ("aten.randn.default", ([50],), {"dtype": torch.float64}),
+        ("aten.randperm.default", (50,), {}),
+        ("aten.native_dropout.default", (torch.ones(50), 0.5, True), {}),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_the_seed_decides_the_stream(op: str, args: tuple, kwargs: dict) -> None:
+    graph, arrays, _ = _lowered(op, *args, **kwargs)
+    first = execute(graph, arrays, seed=11)
+    again = execute(graph, arrays, seed=11)
+    other = execute(graph, arrays, seed=12)
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    assert not all(np.array_equal(a, b) for a, b in zip(first, other))
+
+
+# -- the harness's checks reject wrong results ------------------------------------------------------------------
+
+
+def test_random_op_checks_reject_wrong_results() -> None:
+    call = AtenCall("aten.rand.default", ([1000],), {})
+    theirs = [to_numpy(t) for t in torch_outputs(call)]
+    good = np.random.default_rng(0).random(1000, dtype=np.float32)
+    assert STATISTICAL_CHECKS[call.op](call, [good], theirs)
+    assert not STATISTICAL_CHECKS[call.op](call, [np.full(1000, 0.5, np.float32)], theirs)  # variance 0
+    assert not STATISTICAL_CHECKS[call.op](call, [good + np.float32(0.1)], theirs)  # beyond [0, 1)
+    assert not STATISTICAL_CHECKS[call.op](call, [good.astype(np.float64)], theirs)  # dtype
+
+    call = AtenCall("aten.randperm.default", (10,), {})
+    theirs = [to_numpy(t) for t in torch_outputs(call)]
+    assert STATISTICAL_CHECKS[call.op](call, [np.arange(10)[::-1].copy()], theirs)
+    assert not STATISTICAL_CHECKS[call.op](call, [np.zeros(10, np.int64)], theirs)
+
+    x = torch.ones(1000)
+    call = AtenCall("aten.native_dropout.default", (x, 0.5, True), {})
+    theirs = [to_numpy(t) for t in torch_outputs(call)]
+    mask = np.random.default_rng(0).random(1000) < 0.5
+    assert STATISTICAL_CHECKS[call.op](call, [np.where(mask, 2.0, 0.0).astype(np.float32), mask], theirs)
+    assert not STATISTICAL_CHECKS[call.op](call, [np.where(mask, 1.0, 0.0).astype(np.float32), mask], theirs)
+    assert not STATISTICAL_CHECKS[call.op](call, [np.full(1000, 2.0, np.float32), np.ones(1000, bool)], theirs)
+
+
+def test_sort_and_topk_checks_allow_only_the_order_of_ties() -> None:
+    x = torch.tensor([3, 1, 3, 2, 1])
+    call = AtenCall("aten.sort.default", (x,), {})
+    theirs = [to_numpy(t) for t in torch_outputs(call)]
+    values = np.array([1, 1, 2, 3, 3])
+    assert STATISTICAL_CHECKS[call.op](call, [values, np.array([1, 4, 3, 0, 2])], theirs)
+    assert STATISTICAL_CHECKS[call.op](call, [values, np.array([4, 1, 3, 2, 0])], theirs)  # ties swapped
+    assert not STATISTICAL_CHECKS[call.op](call, [values, np.array([1, 1, 3, 0, 2])], theirs)  # repeated index
+    assert not STATISTICAL_CHECKS[call.op](call, [values, np.array([1, 4, 0, 3, 2])], theirs)  # wrong element
+    assert not STATISTICAL_CHECKS[call.op](call, [np.array([1, 2, 1, 3, 3]), np.array([1, 3, 4, 0, 2])], theirs)
+
+    call = AtenCall("aten.topk.default", (x, 2), {"sorted": False})
+    theirs = [to_numpy(t) for t in torch_outputs(call)]
+    assert STATISTICAL_CHECKS[call.op](call, [np.array([3, 3]), np.array([2, 0])], theirs)
+    assert not STATISTICAL_CHECKS[call.op](call, [np.array([3, 2]), np.array([0, 3])], theirs)
