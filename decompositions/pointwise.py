@@ -1,3 +1,666 @@
-"""Family E: elementwise arithmetic, comparisons, math functions, activations, copies and conversions."""
+"""Family E: elementwise arithmetic, comparisons, math functions, activations, copies and conversions.
+
+The rules reproduce how torch's CPU kernels compute, not only what they compute:
+
+- TensorIterator casts every operand to the result dtype, and a float16/bfloat16 result is
+  computed in float32 (opmath) and rounded once. So an operand meeting a float16 tensor — an
+  integer tensor, a 0-dim float64 tensor, a Python float — is rounded to float16 *before* the
+  float32 computation (`_cast_operands`). The exception: mul and div read a single-element
+  `other` at full precision (TensorIterator's "original scalar value").
+- Exact operations (comparisons, min/max, selections, rounding, negation, bitwise ops) run in
+  the operands' own dtype: computing them in float32 would give the same values with more nodes.
+- Functions with several prims (sigmoid, gelu, elu, …) promote once, run their math in the
+  computation dtype and convert the result once (`_float_math`).
+"""
 
 from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import prims
+from aten2prims.errors import DTypeError, LoweringError
+from aten2prims.ir.dtypes import Category, DType
+from aten2prims.ir.values import Layout, ScalarMeta, TensorMeta, Value
+from aten2prims.promotion import (
+    COMPLEX32,
+    DEFAULT_FLOAT,
+    PromotionKind,
+    broadcast_shapes,
+    broadcast_to,
+    convert,
+    elementwise,
+    elementwise_dtypes,
+    promote,
+    promoted_dtype,
+    result_type,
+)
+
+from .common import full, scalar
+from .registry import RULES, register
+
+Kind = PromotionKind
+Prim = Callable[..., Value]
+
+# -- operands --------------------------------------------------------------------------------------
+
+_NUMBER_TYPES = (bool, int, float, complex)
+# A Python number's own dtype: torch wraps a Scalar argument as a 0-dim tensor of the widest
+# dtype of its kind.
+_WIDEST = {bool: DType.bool, int: DType.int64, float: DType.float64, complex: DType.complex128}
+
+
+def _is_tensor(x: Any) -> bool:
+    return type(x) is Value and type(x.meta) is TensorMeta
+
+
+def _is_number(x: Any) -> bool:
+    return type(x) in _NUMBER_TYPES
+
+
+def _scalar_kind(x: Any) -> type | None:
+    """bool/int/float/complex for a Python number or a runtime scalar; None for a tensor."""
+    if _is_number(x):
+        return type(x)
+    if type(x) is Value and type(x.meta) is ScalarMeta:
+        return x.meta.kind
+    return None
+
+
+def _dtype_of(x: Any) -> DType:
+    kind = _scalar_kind(x)
+    return x.dtype if kind is None else DType.from_python_type(kind)
+
+
+def _single_element(x: Any) -> bool:
+    """What TensorIterator treats as a CPU scalar: a number, or a tensor whose every dim is 1."""
+    return not _is_tensor(x) or all(size == 1 for size in x.shape)
+
+
+def _rounded(x: bool | int | float, dtype: DType) -> float:
+    """A real Python number rounded to a float16/bfloat16 value, as torch casts a Scalar (through
+    float32), kept a Python float so it stays a literal operand."""
+    with np.errstate(over="ignore"):  # out of range: ±inf, as torch's cast
+        return float(np.asarray(float(x), np.float32).astype(dtype.numpy))
+
+
+def _cast(x: Any, dtype: DType) -> Any:
+    """x as TensorIterator hands it to a kernel whose common dtype is `dtype`."""
+    if _is_number(x):
+        return _rounded(x, dtype) if dtype.is_low_precision and type(x) is not complex else x
+    return convert(x, dtype)
+
+
+def _cast_operands(operands: tuple[Any, ...], result: DType, *, exact_other: bool = False) -> tuple[Any, ...]:
+    """Round the operands to a float16/bfloat16 result dtype before they are computed in float32
+    (see the module doc); `exact_other`: mul/div read a single-element `other` at full precision."""
+    if not result.is_low_precision:
+        return operands
+    return tuple(
+        x if x is None or (exact_other and i == 1 and _single_element(x)) else _cast(x, result)
+        for i, x in enumerate(operands)
+    )
+
+
+def _pointwise(prim: Prim, *operands: Any, kind: Kind = Kind.DEFAULT, exact_other: bool = False) -> Value:
+    """One elementwise prim computed as torch's CPU kernel computes it."""
+    _, result = elementwise_dtypes(*operands, kind=kind)
+    return elementwise(prim, *_cast_operands(operands, result, exact_other=exact_other), kind=kind)
+
+
+def _tensor(x: Any, dtype: DType, shape: tuple[int, ...]) -> Value:
+    """x as a tensor of `dtype` broadcast to `shape`; a Python number becomes a 0-dim tensor of its
+    own widest dtype, converted (wrapping or rounding as torch's casts do)."""
+    if _is_number(x):
+        x = scalar(x, _WIDEST[type(x)])
+    return broadcast_to(convert(x, dtype), shape)
+
+
+def _shape_of(*operands: Any) -> tuple[int, ...]:
+    return broadcast_shapes(*(x.shape for x in operands if _is_tensor(x)))
+
+
+def _copy(x: Value, dtype: DType) -> Value:
+    """A new value holding x's elements as `dtype`."""
+    return prims.clone(x) if x.dtype is dtype else prims.convert_element_type(x, dtype)
+
+
+def _real_scalar(op: str, value: Any) -> Any:
+    """A Scalar argument taken as a real number, as torch's Scalar.to<real type>() takes it: a
+    complex number with a zero imaginary part is its real part; any other is an error."""
+    if type(value) is complex:
+        if value.imag != 0:
+            raise DTypeError(f"{op}: {value!r} cannot be converted to a real number without overflow")
+        return value.real
+    return value
+
+
+def _require(op: str, ok: bool, expected: str, dtype: DType) -> None:
+    if not ok:
+        raise DTypeError(f"{op}: expected {expected}, got {dtype.short}")
+
+
+def _numeric_real(dtype: DType) -> bool:
+    return dtype.category in (Category.INTEGER, Category.FLOATING)
+
+
+def _can_cast(source: DType, target: DType) -> bool:
+    """torch's canCast: no complex -> real, float -> integer or non-bool -> bool casts."""
+    return source is DType.bool or target.category >= source.category
+
+
+# -- factories -------------------------------------------------------------------------------------
+
+
+def _unary(name: str, prim: Prim, kind: Kind) -> None:
+    """aten.<name>.default as one promoted prim."""
+    RULES.add(f"aten.{name}.default", lambda self: elementwise(prim, self, kind=kind))
+
+
+def _exact_unary(name: str, prim: Prim) -> None:
+    """aten.<name>.default as the prim in the operand's own dtype (exact in every dtype; the prim
+    rejects the dtypes torch rejects)."""
+    RULES.add(f"aten.{name}.default", lambda self: prim(self))
+
+
+def _binary(
+    name: str, prim: Prim, kind: Kind, overloads: tuple[str, ...] = ("Tensor", "Scalar"), *, exact_other: bool = False
+) -> None:
+    """aten.<name>.<overload> for each overload, as one promoted prim."""
+
+    def rule(self: Any, other: Any) -> Value:
+        return _pointwise(prim, self, other, kind=kind, exact_other=exact_other)
+
+    for overload in overloads:
+        RULES.add(f"aten.{name}.{overload}", rule)
+
+
+def _float_math(
+    op: str, *, kind: Kind = Kind.INT_TO_FLOAT, floating_only: bool = False
+) -> Callable[[Callable[..., Value]], Callable[..., Value]]:
+    """Register `math(x, *parameters)` as the rule of `op`: x is `self` promoted and converted to
+    the computation dtype; the math's result is converted to the result dtype once.
+    `floating_only`: torch's kernel accepts floating dtypes only (activations)."""
+
+    def decorate(math_fn: Callable[..., Value]) -> Callable[..., Value]:
+        @functools.wraps(math_fn)
+        def rule(self: Value, *parameters: Any) -> Value:
+            if floating_only:
+                _require(op, self.dtype.is_floating, "a floating-point tensor", self.dtype)
+            (x,), _, result = promote(self, kind=kind)
+            return convert(math_fn(x, *parameters), result)
+
+        RULES.add(op, rule, check_names=False)  # parameters after `self` in schema order
+        return math_fn
+
+    return decorate
+
+
+# -- unary math --------------------------------------------------------------------------------------
+
+for _name in (
+    "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "erf", "exp", "expm1", "log",
+    "log10", "log1p", "log2", "reciprocal", "rsqrt", "sin", "sinh", "sqrt", "tan", "tanh",
+):  # fmt: skip
+    _unary(_name, getattr(prims, _name), Kind.INT_TO_FLOAT)
+for _name in ("abs", "neg", "sign", "ceil", "floor", "round", "trunc", "bitwise_not"):
+    _exact_unary(_name, getattr(prims, _name))
+
+
+@_float_math("aten.sigmoid.default")
+def sigmoid(x: Value) -> Value:
+    return prims.reciprocal(prims.add(prims.exp(prims.neg(x)), 1))
+
+
+@register("aten.isnan.default")
+def isnan(self: Value) -> Value:
+    return prims.ne(self, self)
+
+
+@register("aten.isinf.default")
+def isinf(self: Value) -> Value:
+    if self.dtype.is_complex:
+        return prims.bitwise_or(isinf(prims.real(self)), isinf(prims.imag(self)))
+    if not self.dtype.is_floating:
+        return full(self.shape, False, DType.bool)
+    return prims.eq(prims.abs(self), math.inf)
+
+
+# -- binary arithmetic -------------------------------------------------------------------------------
+
+_binary("mul", prims.mul, Kind.DEFAULT, exact_other=True)
+_binary("div", prims.div, Kind.INT_TO_FLOAT, exact_other=True)
+_binary("fmod", prims.fmod, Kind.DEFAULT)
+_binary("remainder", prims.remainder, Kind.DEFAULT)
+_binary("atan2", prims.atan2, Kind.INT_TO_FLOAT, ("default",))
+_binary("maximum", prims.maximum, Kind.NO_OPMATH, ("default",))
+_binary("minimum", prims.minimum, Kind.NO_OPMATH, ("default",))
+for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    _binary(_name, getattr(prims, _name), Kind.NO_OPMATH)
+for _name in ("ge", "gt", "le", "lt"):
+    _binary(_name, getattr(prims, _name), Kind.ALWAYS_BOOL)
+
+
+def _half_parts(x: Any) -> tuple[Any, Any]:
+    """x's real and imaginary parts rounded to float16: the halves of a complex32 value."""
+    if _is_tensor(x):
+        if x.dtype.is_complex:
+            return convert(prims.real(x), DType.float16), convert(prims.imag(x), DType.float16)
+        return convert(x, DType.float16), 0.0
+    if not _is_number(x):
+        raise DTypeError(f"a comparison in complex32 needs literal scalars, got {x!r}")
+    z = complex(x)
+    return _rounded(z.real, DType.float16), _rounded(z.imag, DType.float16)
+
+
+def _equality(prim: Prim, same: bool, combine: Prim) -> Callable[[Any, Any], Value]:
+    """eq (same=True) and ne. A float16 tensor meeting a complex operand compares in complex32,
+    which NumPy lacks: the parts are compared in float16 instead (exactly what complex32's
+    comparison does) and combined."""
+
+    def rule(self: Any, other: Any) -> Value:
+        if promoted_dtype(self, other) is not COMPLEX32:
+            return elementwise(prim, self, other, kind=Kind.ALWAYS_BOOL)
+        shape = _shape_of(self, other)
+        halves = []
+        for x, y in zip(_half_parts(self), _half_parts(other)):
+            if _is_tensor(x) or _is_tensor(y):
+                halves.append(broadcast_to(elementwise(prim, x, y, kind=Kind.ALWAYS_BOOL), shape))
+            else:
+                halves.append(full(shape, (x == y) == same, DType.bool))
+        return combine(*halves)
+
+    return rule
+
+
+for _overload in ("Tensor", "Scalar"):
+    RULES.add(f"aten.eq.{_overload}", _equality(prims.eq, True, prims.bitwise_and))
+    RULES.add(f"aten.ne.{_overload}", _equality(prims.ne, False, prims.bitwise_or))
+
+
+def _check_alpha(op: str, alpha: Any, result: DType) -> None:
+    """torch's alpha_check against the result dtype."""
+    kind = _scalar_kind(alpha)
+    if kind is None:
+        raise DTypeError(f"{op}: alpha must be a scalar, got {alpha!r}")
+    if kind is bool and result is not DType.bool:
+        raise DTypeError(f"{op}: a bool alpha needs a bool result, got {result.short}")
+    if result.is_integral and kind not in (bool, int):
+        raise DTypeError(f"{op}: alpha must be an integer for an integral result ({result.short}), got {kind.__name__}")
+    if not result.is_complex and kind is complex:
+        raise DTypeError(f"{op}: a complex alpha needs a complex result, got {result.short}")
+
+
+def _plus_scaled(op: str, self: Any, other: Any, alpha: Any, *, negate: bool) -> Value:
+    """self + alpha * other (alpha negated for sub), with alpha rounded to the result dtype as
+    torch's kernel takes it."""
+    _, result = elementwise_dtypes(self, other, kind=Kind.DEFAULT)
+    _check_alpha(op, alpha, result)
+    self, other, alpha = _cast_operands((self, other, alpha), result)
+    (a, b), computation, result = promote(self, other)
+    if _is_number(alpha) and alpha == 1:
+        return convert((prims.sub if negate else prims.add)(a, b), result)
+    shape = _shape_of(a, b)
+    if _is_number(alpha):
+        scale = convert(-alpha if negate else alpha, computation)
+    else:
+        scale = _tensor(alpha, computation, shape)
+        scale = prims.neg(scale) if negate else scale
+    if _is_number(b) and _is_number(scale):
+        scaled = convert(b * scale, computation)  # both literals: fold
+    else:
+        scaled = prims.mul(b if _is_tensor(b) else _tensor(b, computation, shape), scale)
+    total = _complex_add(a, scaled, shape) if computation.is_complex else prims.add(a, scaled)
+    return convert(total, result)
+
+
+def _complex_add(a: Any, b: Any, shape: tuple[int, ...]) -> Value:
+    """a + b as a plain complex sum. prims.add computes a + 1 * b, like torch's add, and that
+    complex product turns an infinite part of b into a NaN in its other part; torch's
+    add(a, b, alpha=...) adds its alpha * b without it. So the parts are added as reals."""
+    if _is_number(b):
+        return prims.add(a, b)
+    dtype = b.dtype
+    a = _tensor(a, dtype, shape)
+    if not shape:  # viewing as reals needs a last dimension
+        return prims.squeeze(_complex_add(broadcast_to(a, (1,)), broadcast_to(b, (1,)), (1,)), [0])
+    parts = prims.add(prims.view_of_dtype(a, dtype.real), prims.view_of_dtype(b, dtype.real))
+    return prims.view_of_dtype(parts, dtype)
+
+
+@register("aten.add.Tensor", "aten.add.Scalar")
+def add(self: Any, other: Any, alpha: Any) -> Value:
+    return _plus_scaled("aten.add", self, other, alpha, negate=False)
+
+
+@register("aten.sub.Tensor", "aten.sub.Scalar")
+def sub(self: Any, other: Any, alpha: Any) -> Value:
+    if DType.bool in (_dtype_of(self), _dtype_of(other)):
+        raise DTypeError("aten.sub: subtraction with a bool operand is not supported (use logical_xor or logical_not)")
+    return _plus_scaled("aten.sub", self, other, alpha, negate=True)
+
+
+# -- division with rounding ------------------------------------------------------------------------------
+
+
+def _floor_divide_integer(a: Value, b: Value) -> Value:
+    """Truncating division stepped down where the remainder's sign disagrees with the divisor's."""
+    quotient = prims.div(a, b)
+    if not a.dtype.is_signed:
+        return quotient
+    remainder = prims.fmod(a, b)
+    step = prims.bitwise_and(prims.ne(remainder, 0), prims.ne(prims.lt(remainder, 0), prims.lt(b, 0)))
+    return prims.sub(quotient, prims.convert_element_type(step, a.dtype))
+
+
+def _floor_divide_float(a: Value, b: Value) -> Value:
+    """torch's CPU floor division of floats (c10::div_floor_floating): the exact quotient of
+    a - fmod(a, b) by b, corrected, rather than floor(a / b), whose rounding can be off by one."""
+    mod = prims.fmod(a, b)
+    quotient = prims.div(prims.sub(a, mod), b)
+    # fmod's remainder has the dividend's sign: step down where it disagrees with the divisor's.
+    step = prims.bitwise_and(prims.ne(mod, 0), prims.ne(prims.lt(b, 0), prims.lt(mod, 0)))
+    quotient = prims.where(step, prims.sub(quotient, 1.0), quotient)
+    floor = prims.floor(quotient)
+    floor = prims.where(prims.gt(prims.sub(quotient, floor), 0.5), prims.add(floor, 1.0), floor)
+    true_quotient = prims.div(a, b)
+    # A zero quotient carries the sign of the true quotient; a zero divisor gives IEEE's a / b.
+    floor = prims.where(prims.eq(quotient, 0.0), prims.mul(true_quotient, 0.0), floor)
+    return prims.where(prims.eq(b, 0.0), true_quotient, floor)
+
+
+def _trunc_divide(a: Any, b: Any) -> Value:
+    quotient = prims.div(a, b)  # truncates integers
+    return quotient if quotient.dtype.is_integer else prims.trunc(quotient)
+
+
+@register("aten.div.Tensor_mode", "aten.div.Scalar_mode")
+def div_mode(self: Any, other: Any, rounding_mode: str | None) -> Value:
+    if rounding_mode is None:
+        return _pointwise(prims.div, self, other, kind=Kind.INT_TO_FLOAT, exact_other=True)
+    if rounding_mode not in ("trunc", "floor"):
+        raise LoweringError(f"aten.div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    _, result = elementwise_dtypes(self, other, kind=Kind.DEFAULT)
+    _require(f"aten.div (rounding_mode={rounding_mode!r})", _numeric_real(result), "a numeric real dtype", result)
+    (a, b), computation, result = promote(*_cast_operands((self, other), result, exact_other=True))
+    if rounding_mode == "trunc":
+        return convert(_trunc_divide(a, b), result)
+    shape = _shape_of(a, b)
+    a, b = _tensor(a, computation, shape), _tensor(b, computation, shape)
+    floor_divide = _floor_divide_integer if computation.is_integer else _floor_divide_float
+    return convert(floor_divide(a, b), result)
+
+
+# -- pow ---------------------------------------------------------------------------------------------
+
+# torch's float/double/bfloat16/complex pow(tensor, number) kernels take these fast paths (not
+# float16's); 0.5 and -0.5 give other values than pow at -0.0 and -inf.
+_POW_FAST_PATHS: dict[float, Callable[[Value], Value]] = {
+    0.5: prims.sqrt,
+    -0.5: prims.rsqrt,
+    -1.0: prims.reciprocal,
+    2.0: lambda x: prims.mul(x, x),
+    3.0: lambda x: prims.mul(prims.mul(x, x), x),
+    -2.0: lambda x: prims.reciprocal(prims.mul(x, x)),
+}
+
+
+@register("aten.pow.Tensor_Tensor")
+def pow_tensor_tensor(self: Any, exponent: Any) -> Value:
+    return _pointwise(prims.pow, self, exponent)
+
+
+@register("aten.pow.Tensor_Scalar")
+def pow_tensor_scalar(self: Value, exponent: Any) -> Value:
+    if self.dtype.is_integral and type(exponent) is int and exponent < 0:
+        raise DTypeError("aten.pow: integers to negative integer powers are not allowed")
+    result = result_type(self, exponent)
+    if _is_number(exponent):
+        if exponent == 0:  # x ** 0 is 1, NaN included
+            return full(self.shape, 1, result)
+        if exponent == 1:
+            return _copy(self, result)
+        if result is DType.float16:
+            return _float16_pow(self, exponent)
+        fast_path = None if result.is_integral else _POW_FAST_PATHS.get(exponent)
+        if fast_path is not None:
+            (x,), _, result = promote(convert(self, result))
+            return convert(fast_path(x), result)
+    return _pointwise(prims.pow, self, exponent)
+
+
+def _float16_pow(self: Value, exponent: Any) -> Value:
+    """torch's float16 pow(tensor, number) has no fast paths: pow with the exponent rounded to
+    float16, computed in float32. A literal exponent would take prims.pow's own fast paths, so a
+    fast-path exponent goes in as a tensor."""
+    x, exponent = _cast_operands((self, exponent), DType.float16)
+    if _is_number(exponent) and exponent in _POW_FAST_PATHS:
+        exponent = _tensor(exponent, DType.float16, self.shape)
+    return elementwise(prims.pow, x, exponent)
+
+
+@register("aten.pow.Scalar")
+def pow_scalar(self: Any, exponent: Value) -> Value:
+    result = result_type(self, exponent)
+    if _scalar_kind(self) is not bool and _is_number(self) and self == 1:  # 1 ** x is 1 even for NaN
+        return full(exponent.shape, 1, result)
+    return _pointwise(prims.pow, self, exponent)
+
+
+# -- logical ---------------------------------------------------------------------------------------------
+
+
+def _truth(x: Any) -> Any:
+    if _is_tensor(x):
+        return convert(x, DType.bool)  # nonzero (NaN included) is true
+    return bool(x)
+
+
+def _logical(prim: Prim) -> Callable[[Any, Any], Value]:
+    """A logical binary op: both operands promoted (so a value that rounds to zero in the common
+    dtype is false), each made a truth value, combined by `prim`."""
+
+    def rule(self: Any, other: Any) -> Value:
+        (a, b), _, _ = promote(self, other, kind=Kind.ALWAYS_BOOL)
+        return prim(_truth(a), _truth(b))
+
+    return rule
+
+
+RULES.add("aten.logical_and.default", _logical(prims.bitwise_and))
+RULES.add("aten.logical_or.default", _logical(prims.bitwise_or))
+RULES.add("aten.logical_xor.default", _logical(prims.ne))
+
+
+@register("aten.logical_not.default")
+def logical_not(self: Value) -> Value:
+    return prims.eq(self, convert(0, self.dtype))
+
+
+# -- selection and clamping --------------------------------------------------------------------------------
+
+
+@register("aten.where.self")
+def where(condition: Value, self: Any, other: Any) -> Value:
+    return elementwise(prims.where, condition, self, other, kind=Kind.NO_OPMATH, promoting=[1, 2])
+
+
+def _clamp(x: Value, low: Any, high: Any) -> Value:
+    """min(max(x, low), high) in x's dtype; NaN in x or in a bound propagates."""
+    if low is not None:
+        x = prims.maximum(x, low)
+    if high is not None:
+        x = prims.minimum(x, high)
+    return x
+
+
+def _clamp_scalars(op: str, self: Value, low: Any, high: Any, result: DType) -> Value:
+    _require(op, _numeric_real(result), "a numeric real dtype", result)
+    x = convert(self, result)
+    low, high = (_real_scalar(op, b) for b in (low, high))
+    if low is not None and high is not None and any(type(b) is float and math.isnan(b) for b in (low, high)):
+        return full(x.shape, math.nan, result)  # torch fills NaN when both bounds are given and one is NaN
+    low, high = (
+        None if b is None else convert(b, result) if _is_number(b) else _tensor(b, result, x.shape) for b in (low, high)
+    )
+    return _clamp(x, low, high)
+
+
+@register("aten.clamp.default")
+def clamp(self: Value, min: Any, max: Any) -> Value:
+    if min is None and max is None:
+        raise DTypeError("aten.clamp: at least one of min and max must be given")
+    _require("aten.clamp", not self.dtype.is_complex, "a real dtype", self.dtype)
+    # Floating tensors keep their dtype; others promote with the bounds.
+    result = self.dtype if self.dtype.is_floating else result_type(self, min, max)
+    return _clamp_scalars("aten.clamp", self, min, max, result)
+
+
+@register("aten.clamp.Tensor")
+def clamp_tensor(self: Value, min: Value | None, max: Value | None) -> Value:
+    if min is None and max is None:
+        raise DTypeError("aten.clamp: at least one of min and max must be given")
+    (x, low, high), _, result = promote(self, min, max, kind=Kind.NO_OPMATH)
+    _require("aten.clamp", not result.is_complex, "a real dtype", result)
+    # torch's kernel for both bounds lacks bool; its one-bound kernels (clamp_min/max) have it.
+    one_bound = low is None or high is None
+    _require("aten.clamp (both bounds)", result is not DType.bool or one_bound, "a numeric dtype", result)
+    return _clamp(x, low, high)
+
+
+@register("aten.hardtanh.default")
+def hardtanh(self: Value, min_val: Any, max_val: Any) -> Value:
+    _require("aten.hardtanh", _numeric_real(self.dtype), "a numeric real dtype", self.dtype)
+    if self.dtype.is_integer:
+        # Integer tensors take the limits truncated to integers (no promotion); a run-time
+        # limit is truncated by its conversion to the tensor's dtype.
+        min_val, max_val = (int(_real_scalar("aten.hardtanh", v)) if _is_number(v) else v for v in (min_val, max_val))
+        if not self.dtype.is_signed and any(_is_number(v) and v < 0 for v in (min_val, max_val)):
+            raise DTypeError("aten.hardtanh: an unsigned tensor cannot take negative limits")
+    return _clamp_scalars("aten.hardtanh", self, min_val, max_val, self.dtype)
+
+
+@register("aten.relu.default")
+def relu(self: Value) -> Value:
+    _require("aten.relu", _numeric_real(self.dtype), "a numeric real dtype", self.dtype)
+    return prims.maximum(self, convert(0, self.dtype))
+
+
+# -- activations ---------------------------------------------------------------------------------------------
+
+
+@_float_math("aten.leaky_relu.default", floating_only=True)
+def leaky_relu(x: Value, negative_slope: Any) -> Value:
+    return prims.where(prims.gt(x, 0), x, prims.mul(x, _literal("aten.leaky_relu", negative_slope)))
+
+
+@_float_math("aten.elu.default", floating_only=True)
+def elu(x: Value, alpha: Any, scale: Any, input_scale: Any) -> Value:
+    alpha, scale, input_scale = (_literal("aten.elu", v) for v in (alpha, scale, input_scale))
+    negative = prims.mul(prims.expm1(prims.mul(x, float(input_scale))), float(alpha * scale))
+    return prims.where(prims.gt(x, 0), prims.mul(x, float(scale)), negative)
+
+
+_SQRT_HALF = math.sqrt(0.5)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+# torch runs float32 and (on CPUs with bfloat16 support) bfloat16 GELU through oneDNN, which
+# computes (1 + erf(x / sqrt 2)) * x * 0.5: it overflows to inf above half the largest float
+# and returns NaN for +inf.
+_ONEDNN_GELU = (DType.float32, DType.bfloat16)
+
+
+def _gelu(x: Value, approximate: str, *, onednn: bool) -> Value:
+    if approximate == "tanh":
+        cube = prims.mul(prims.mul(x, x), x)
+        inner = prims.mul(prims.add(x, prims.mul(cube, 0.044715)), _SQRT_2_OVER_PI)
+        return prims.mul(prims.mul(x, 0.5), prims.add(prims.tanh(inner), 1.0))
+    if approximate != "none":
+        raise LoweringError(f"aten.gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    cdf = prims.add(prims.erf(prims.mul(x, _SQRT_HALF)), 1.0)  # twice the normal CDF
+    if not onednn:
+        return prims.mul(prims.mul(x, 0.5), cdf)
+    return prims.where(prims.eq(x, math.inf), math.nan, prims.mul(prims.mul(cdf, x), 0.5))
+
+
+@register("aten.gelu.default")
+def gelu(self: Value, approximate: str) -> Value:
+    _require("aten.gelu", self.dtype.is_floating, "a floating-point tensor", self.dtype)
+    (x,), _, result = promote(self, kind=Kind.INT_TO_FLOAT)
+    return convert(_gelu(x, approximate, onednn=result in _ONEDNN_GELU), result)
+
+
+def _literal(op: str, value: Any) -> bool | int | float:
+    """An activation parameter: exported graphs hold them as literals."""
+    value = _real_scalar(op, value)
+    if type(value) not in (bool, int, float):
+        raise DTypeError(f"{op}: expected a real Python number for a parameter, got {value!r}")
+    return value
+
+
+# -- copies, conversions and scalars ------------------------------------------------------------------------
+
+
+@register("aten.alias.default")
+def alias(self: Value) -> Value:
+    return prims.view_of(self)
+
+
+@register("aten.clone.default")
+def clone(self: Value, memory_format: Any) -> Value:
+    return prims.clone(self)  # memory formats are layouts, which a functional graph has not
+
+
+@register("aten._to_copy.default")
+def to_copy(
+    self: Value, dtype: DType | None, layout: Any, device: Any, pin_memory: Any, non_blocking: bool, memory_format: Any
+) -> Value:
+    if layout not in (None, Layout.strided):
+        raise DTypeError(f"aten._to_copy: only the strided layout is supported, got {layout}")
+    return _copy(self, self.dtype if dtype is None else dtype)
+
+
+@register("aten.copy.default")
+def copy(self: Value, src: Value, non_blocking: bool) -> Value:
+    """src's elements as self's dtype, broadcast to self's shape."""
+    if src.dtype is self.dtype and src.shape == self.shape:
+        return prims.clone(src)
+    return broadcast_to(convert(src, self.dtype), self.shape)
+
+
+@register("aten.fill.Scalar")
+def fill(self: Value, value: Any) -> Value:
+    return prims.fill(self, value)
+
+
+@register("aten.scalar_tensor.default")
+def scalar_tensor(s: Any, dtype: DType | None, layout: Any, device: Any, pin_memory: Any) -> Value:
+    if layout not in (None, Layout.strided):
+        raise DTypeError(f"aten.scalar_tensor: only the strided layout is supported, got {layout}")
+    dtype = DEFAULT_FLOAT if dtype is None else dtype  # the default dtype, whatever s's kind
+    if type(s) is complex and not dtype.is_complex:
+        # aten converts a complex scalar to a real dtype when nothing is lost (bool: nonzero).
+        if not dtype.is_bool and s.imag != 0:
+            raise DTypeError(f"aten.scalar_tensor: {s!r} cannot be converted to {dtype.short} without overflow")
+        s = bool(s) if dtype.is_bool else s.real
+    return prims.scalar_tensor(s, dtype=dtype)
+
+
+@register("aten._local_scalar_dense.default")
+def local_scalar_dense(self: Value) -> Value:
+    return prims.item(self)
+
+
+@register("aten.atan2.out")
+def atan2_out(self: Any, other: Any, out: Value) -> Value:
+    """The result written into `out`: computed in atan2's own dtype, then cast to out's dtype
+    (which must be one torch casts to); the shape is the operands' broadcast shape."""
+    value = _pointwise(prims.atan2, self, other, kind=Kind.INT_TO_FLOAT)
+    if not _can_cast(value.dtype, out.dtype):
+        raise DTypeError(
+            f"aten.atan2.out: the result type {value.dtype.short} cannot be cast to out's dtype {out.dtype.short}"
+        )
+    return convert(value, out.dtype)

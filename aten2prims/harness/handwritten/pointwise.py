@@ -1,3 +1,407 @@
-"""Hand-written samples for the overloads of decompositions/pointwise.py."""
+"""Hand-written samples for the overloads of decompositions/pointwise.py.
+
+They cover what OpInfo reaches thinly or not at all: the `.Scalar` overloads and `atan2.out`;
+special values (NaN, ±inf, -0.0; the integer extremes, whose arithmetic wraps around);
+float16/bfloat16, computed in float32; Python scalars of each kind (bool, int, float, complex)
+meeting tensors of each category; 0-dim tensors of another dtype meeting n-dim ones; the
+exponents pow special-cases; copies, conversions and scalars.
+
+Every generator is deterministic (its own seeded torch.Generator). Each dtype's first samples
+are the most telling ones: the fast budget runs only the first few (then OpInfo's, if any
+remain); a variant left out for one dtype is picked by another (`_rotated`).
+"""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from ...ir.dtypes import DType
+from ..record import AtenCall
+from ..samples import handwritten
+
+ALL = tuple(DType)
+FLOATING = tuple(d for d in DType if d.is_floating)
+REAL = tuple(d for d in DType if not d.is_complex)
+
+Sample = Callable[[DType], Iterator[AtenCall]]
+
+
+def _call(op: str, *args: Any, **kwargs: Any) -> AtenCall:
+    return AtenCall(op, args, kwargs, origin="handwritten")
+
+
+def _torch_dtype(dtype: DType) -> Any:
+    import torch
+
+    return getattr(torch, dtype.torch_name)
+
+
+def _specials(dtype: DType) -> list[Any]:
+    if dtype.is_bool:
+        return [True, False]
+    if dtype.is_integer:
+        import torch
+
+        info = torch.iinfo(_torch_dtype(dtype))
+        return [info.max, info.min, 0]
+    nan, inf = math.nan, math.inf
+    if dtype.is_complex:
+        return [complex(nan, 0.0), complex(inf, 1.0), complex(-0.0, -inf), complex(-0.0, 0.0), complex(2.5, nan)]
+    return [nan, inf, -inf, -0.0, 0.0]
+
+
+def values(
+    dtype: DType,
+    shape: Sequence[int],
+    seed: int,
+    *,
+    low: float = -9.0,
+    high: float = 9.0,
+    specials: bool = True,
+    divisor: bool = False,
+) -> Any:
+    """A tensor of ordinary values in [low, high) with, if `specials`, the dtype's special values
+    at random positions. A `divisor` of an integer dtype avoids 0 and -1 (integer division by
+    zero raises, and MIN / -1 traps in torch's kernel)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    target = _torch_dtype(dtype)
+    if dtype.is_bool:
+        tensor = torch.randint(0, 2, tuple(shape), generator=generator).to(torch.bool)
+    elif dtype.is_integer:
+        info = torch.iinfo(target)
+        lowest = max(int(low), info.min)
+        highest = max(min(int(high), info.max), lowest + 2)
+        tensor = torch.randint(lowest, highest, tuple(shape), generator=generator)
+        if divisor:
+            tensor = torch.where((tensor == 0) | (tensor == -1), torch.full_like(tensor, 3), tensor)
+        tensor = tensor.to(target)
+    else:
+        width = high - low
+        real = torch.rand(tuple(shape), generator=generator, dtype=torch.float64) * width + low
+        if dtype.is_complex:
+            imag = torch.rand(tuple(shape), generator=generator, dtype=torch.float64) * width + low
+            real = torch.complex(real, imag)
+        tensor = real.to(target)
+    if specials and tensor.numel() and not (divisor and dtype.is_integral):
+        flat = tensor.reshape(-1)
+        chosen = _specials(dtype)[: flat.numel()]
+        positions = torch.randperm(flat.numel(), generator=generator)[: len(chosen)]
+        for position, value in zip(positions.tolist(), chosen):
+            flat[position] = value
+    return tensor
+
+
+def _rotated(dtype: DType, variants: Sequence[Any]) -> list[Any]:
+    """The variants starting at one chosen by the dtype, so that across dtypes each variant comes
+    first for some of them (the fast budget runs only the first few samples)."""
+    start = list(DType).index(dtype) % len(variants)
+    return list(variants[start:]) + list(variants[:start])
+
+
+# A 0-dim tensor of another dtype meeting an n-dim tensor: each pairing exercises a promotion
+# rule (a 0-dim tensor of a higher category decides the category, not the dtype inside it, …).
+_PARTNER = {
+    DType.bool: DType.int64,
+    DType.uint8: DType.int8,
+    DType.int8: DType.float64,
+    DType.int16: DType.uint8,
+    DType.int32: DType.float64,
+    DType.int64: DType.bool,
+    DType.float16: DType.float64,
+    DType.bfloat16: DType.float16,
+    DType.float32: DType.complex128,
+    DType.float64: DType.complex64,
+    DType.complex64: DType.float64,
+    DType.complex128: DType.int8,
+}
+# Python scalars of each kind; the ones that move a tensor of the dtype to another category first.
+_NUMBERS = (True, 3, -2.5, 1.5j)
+
+
+def _numbers_for(dtype: DType) -> list[Any]:
+    return sorted(_NUMBERS, key=lambda n: DType.from_python_type(type(n)).category <= dtype.category)
+
+
+def _register_all(ops: Iterable[str], dtypes: Iterable[DType], make: Callable[[str], Sample]) -> None:
+    dtypes = tuple(dtypes)
+    for op in ops:
+        handwritten(op, dtypes)(make(op))
+
+
+# -- unary ---------------------------------------------------------------------------------------------
+
+UNARY = [
+    f"aten.{name}.default"
+    for name in (
+        "abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "bitwise_not", "ceil", "cos", "cosh",
+        "erf", "exp", "expm1", "floor", "isinf", "isnan", "log", "log10", "log1p", "log2",
+        "logical_not", "neg", "reciprocal", "relu", "round", "rsqrt", "sigmoid", "sign", "sin", "sinh",
+        "sqrt", "tan", "tanh", "trunc", "clone", "alias",
+    )
+]  # fmt: skip
+
+
+def _unary(op: str) -> Sample:
+    def generate(dtype: DType) -> Iterator[AtenCall]:
+        yield _call(op, values(dtype, (3, 4), seed=11))  # special values; integer extremes wrap (neg, abs)
+        yield _call(op, values(dtype, (), seed=12, specials=False))
+
+    return generate
+
+
+_register_all(UNARY, ALL, _unary)
+
+
+@handwritten("aten.round.default", FLOATING)
+def _round_halves(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    halves = torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, -0.0], dtype=_torch_dtype(dtype))
+    yield _call("aten.round.default", halves)  # to even
+
+
+# -- binary ----------------------------------------------------------------------------------------------
+
+_DIVIDING = {"div", "fmod", "remainder"}
+
+
+def _binary_tensor(op: str) -> Sample:
+    """Tensor overloads: special values against each other, then (rotated) a 0-dim tensor of
+    another dtype and Python scalars in the Tensor slot, as torch.export writes them."""
+    divides = op.split(".")[1] in _DIVIDING
+
+    def generate(dtype: DType) -> Iterator[AtenCall]:
+        yield _call(op, values(dtype, (3, 4), seed=21), values(dtype, (3, 4), seed=22, divisor=divides))
+        numbers = _numbers_for(dtype)
+        partner = _PARTNER[dtype]
+        variants = [
+            lambda: _call(op, values(dtype, (2, 1, 3), 23), values(partner, (), 24, specials=False, divisor=divides)),
+            lambda: _call(op, values(dtype, (4,), seed=25), numbers[0]),
+            lambda: _call(op, values(dtype, (), seed=26, specials=False), values(partner, (2, 3), 27, divisor=divides)),
+            lambda: _call(op, values(dtype, (4,), seed=28), numbers[1]),
+        ]
+        for variant in _rotated(dtype, variants)[:2]:
+            yield variant()
+
+    return generate
+
+
+def _binary_scalar(op: str) -> Sample:
+    """Scalar overloads: a Python scalar of each kind (those moving the category first)."""
+
+    def generate(dtype: DType) -> Iterator[AtenCall]:
+        for index, number in enumerate(_numbers_for(dtype)):
+            yield _call(op, values(dtype, (3, 4), seed=31 + index), number)
+        yield _call(op, values(dtype, (), seed=35), 7)
+
+    return generate
+
+
+BINARY = [
+    "add", "sub", "mul", "div", "fmod", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "eq", "ne", "ge", "gt", "le", "lt",
+]  # fmt: skip
+_register_all([f"aten.{name}.Tensor" for name in BINARY] + ["aten.pow.Tensor_Tensor"], ALL, _binary_tensor)
+_register_all(
+    [f"aten.{n}.default" for n in ("atan2", "maximum", "minimum", "logical_and", "logical_or", "logical_xor")],
+    ALL,
+    _binary_tensor,
+)
+_register_all([f"aten.{name}.Scalar" for name in BINARY], ALL, _binary_scalar)
+
+
+def _scaled(op: str) -> Sample:
+    """add/sub with alpha: alpha of each kind torch accepts for the result dtype (float16's alpha
+    is rounded to float16; bool alpha only for bool)."""
+    scalar_overload = op.endswith(".Scalar")
+
+    def generate(dtype: DType) -> Iterator[AtenCall]:
+        x = values(dtype, (3, 4), seed=41)
+        other = 2 if scalar_overload else values(dtype, (4,), seed=42)
+        alphas = [True, 2] if dtype.is_bool else ([3, -1] if dtype.is_integer else [0.1, -2])
+        for alpha in alphas:
+            yield _call(op, x, other, alpha=alpha) if not scalar_overload else _call(op, x, other, alpha)
+        if dtype.is_complex:
+            yield _call(op, x, other, alpha=0.5 - 1j) if not scalar_overload else _call(op, x, other, 0.5 - 1j)
+
+    return generate
+
+
+_register_all(["aten.add.Tensor", "aten.sub.Tensor", "aten.add.Scalar", "aten.sub.Scalar"], ALL, _scaled)
+
+
+# -- division with rounding modes -------------------------------------------------------------------------
+
+
+@handwritten("aten.div.Tensor_mode", ALL)
+def _div_tensor_mode(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten.div.Tensor_mode"
+    x = values(dtype, (4, 5), seed=51, low=-30, high=30)
+    y = values(dtype, (4, 5), seed=52, low=-7, high=7, divisor=True)
+    yield _call(op, x, y, rounding_mode="floor")
+    yield _call(op, x, y, rounding_mode="trunc")
+    divisor = values(_PARTNER[dtype], (), seed=54, specials=False, divisor=True)
+    yield _call(op, values(dtype, (3,), seed=53, low=-30, high=30), divisor, rounding_mode="floor")
+
+
+@handwritten("aten.div.Scalar_mode", ALL)
+def _div_scalar_mode(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten.div.Scalar_mode"
+    x = values(dtype, (4, 5), seed=55, low=-30, high=30)
+    cases = [
+        (-3, "floor"), (2.5, "trunc"), (-0.7, "floor"), (4, "trunc"), (0.0, "floor"), (True, "floor"), (-0.0, "trunc"),
+    ]  # fmt: skip
+    for divisor, mode in cases:
+        yield _call(op, x, divisor, rounding_mode=mode)
+
+
+# -- pow -------------------------------------------------------------------------------------------------
+
+# The exponents torch's pow(tensor, number) special-cases, then ordinary ones.
+_EXPONENTS = (0.5, -0.5, 2, 3, -2, -1, 0, 1, True, 2.5, -3, 1j)
+
+
+@handwritten("aten.pow.Tensor_Scalar", ALL)
+def _pow_tensor_scalar(dtype: DType) -> Iterator[AtenCall]:
+    x = values(dtype, (3, 4), seed=61, low=-3, high=3)
+    for exponent in _rotated(dtype, _EXPONENTS):
+        yield _call("aten.pow.Tensor_Scalar", x, exponent)
+
+
+@handwritten("aten.pow.Scalar", ALL)
+def _pow_scalar(dtype: DType) -> Iterator[AtenCall]:
+    exponent = values(dtype, (3, 4), seed=62, low=-4, high=4)
+    for base in _rotated(dtype, (2, 1, -1.5, True, 0.5, 1j, 0, 1.0)):
+        yield _call("aten.pow.Scalar", base, exponent)
+
+
+# -- where, clamp and activations -------------------------------------------------------------------------
+
+
+@handwritten("aten.where.self", ALL)
+def _where(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten.where.self"
+    condition = values(DType.bool, (3, 4), seed=71)
+    yield _call(op, condition, values(dtype, (3, 4), seed=72), values(dtype, (3, 4), seed=73))
+    scalar_condition = values(DType.bool, (), seed=74, specials=False)
+    zero_dim = values(dtype, (), seed=78, specials=False)
+    partner = values(_PARTNER[dtype], (), seed=81, specials=False)
+    variants = [
+        lambda: _call(op, scalar_condition, values(dtype, (2, 3), seed=75), values(dtype, (3,), seed=76)),
+        lambda: _call(op, values(DType.bool, (3, 1), seed=77), zero_dim, _numbers_for(dtype)[0]),
+        lambda: _call(op, values(DType.bool, (4,), seed=79), values(dtype, (4,), seed=80), partner),
+    ]
+    for variant in _rotated(dtype, variants):
+        yield variant()
+
+
+@handwritten("aten.clamp.default", REAL)
+def _clamp(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten.clamp.default"
+    x = values(dtype, (3, 4), seed=91)
+    bounds = [(-2, 5), (None, 3), (-2.5, None), (4, -4), (-1.5, 2.5), (math.nan, 1.0), (None, math.nan)]
+    for low, high in _rotated(dtype, bounds):
+        yield _call(op, x, low, high)
+
+
+@handwritten("aten.clamp.Tensor", REAL)
+def _clamp_tensor(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten.clamp.Tensor"
+    x = values(dtype, (3, 4), seed=92)
+    yield _call(op, x, values(dtype, (3, 1), seed=93), values(dtype, (4,), seed=94, low=5, high=9))
+    yield _call(op, x, values(_PARTNER[dtype], (), seed=95, specials=False), None)
+
+
+@handwritten("aten.hardtanh.default", REAL)
+def _hardtanh(dtype: DType) -> Iterator[AtenCall]:
+    x = values(dtype, (3, 4), seed=96)
+    for low, high in ((-1, 1), (-2.5, 3.7), (0, 6), (2, -2)):
+        yield _call("aten.hardtanh.default", x, low, high)
+
+
+@handwritten("aten.gelu.default", FLOATING)
+def _gelu(dtype: DType) -> Iterator[AtenCall]:
+    x = values(dtype, (3, 4), seed=101, low=-6, high=6)
+    yield _call("aten.gelu.default", x, approximate="tanh")
+    yield _call("aten.gelu.default", x)
+
+
+@handwritten("aten.elu.default", FLOATING)
+def _elu(dtype: DType) -> Iterator[AtenCall]:
+    x = values(dtype, (3, 4), seed=102, low=-6, high=6)
+    yield _call("aten.elu.default", x, 0.7, 1.5, 0.5)
+    yield _call("aten.elu.default", x)
+
+
+@handwritten("aten.leaky_relu.default", FLOATING)
+def _leaky_relu(dtype: DType) -> Iterator[AtenCall]:
+    x = values(dtype, (3, 4), seed=103)
+    yield _call("aten.leaky_relu.default", x, 0.1)
+    yield _call("aten.leaky_relu.default", x, -2)
+
+
+# -- atan2 into `out` ---------------------------------------------------------------------------------------
+
+
+@handwritten("aten.atan2.out", ALL)
+def _atan2_out(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    op = "aten.atan2.out"
+    x, y = values(dtype, (3, 4), seed=111), values(dtype, (4,), seed=112)
+    natural = dtype if dtype.is_floating else DType.float32
+    outs = [natural, DType.float64, DType.float16, DType.complex64, DType.bfloat16, DType.int64]
+    for index, out_dtype in enumerate(_rotated(dtype, outs)):
+        shape = (3, 4) if index % 2 == 0 else (0,)  # an empty `out` is resized
+        yield _call(op, x, y, out=torch.zeros(shape, dtype=_torch_dtype(out_dtype)))
+
+
+# -- copies, conversions, fills and scalars ------------------------------------------------------------------
+
+
+@handwritten("aten.copy.default", ALL)
+def _copy(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    op = "aten.copy.default"
+    destination = torch.zeros((3, 4), dtype=_torch_dtype(dtype))
+    yield _call(op, destination, values(_PARTNER[dtype], (4,), seed=121))  # converted and broadcast
+    yield _call(op, destination, values(dtype, (3, 4), seed=122))
+    yield _call(op, destination, values(DType.complex128, (), seed=123, specials=False))
+
+
+@handwritten("aten._to_copy.default", ALL)
+def _to_copy(dtype: DType) -> Iterator[AtenCall]:
+    x = values(dtype, (3, 4), seed=131, low=-300, high=300)
+    targets = [DType.float16, DType.int8, DType.bool, DType.complex64, DType.uint8, DType.bfloat16, DType.float64]
+    for target in _rotated(dtype, targets)[:3]:
+        yield _call("aten._to_copy.default", x, dtype=_torch_dtype(target))
+
+
+@handwritten("aten.fill.Scalar", ALL)
+def _fill(dtype: DType) -> Iterator[AtenCall]:
+    x = values(dtype, (2, 3), seed=141)
+    for value in _rotated(dtype, (True, -3, 2.5, math.nan, 1 - 2j, 300, math.inf)):
+        yield _call("aten.fill.Scalar", x, value)
+
+
+@handwritten("aten.scalar_tensor.default", ALL)
+def _scalar_tensor(dtype: DType) -> Iterator[AtenCall]:
+    target = _torch_dtype(dtype)
+    for value in _rotated(dtype, (True, -3, 2.5, 1 - 2j, 0.1)):
+        yield _call("aten.scalar_tensor.default", value, dtype=target)
+    if dtype is DType.float32:  # no dtype: the default dtype, whatever the scalar's kind
+        for value in (True, 7, -0.5):
+            yield _call("aten.scalar_tensor.default", value)
+
+
+@handwritten("aten._local_scalar_dense.default", ALL)
+def _local_scalar_dense(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten._local_scalar_dense.default"
+    yield _call(op, values(dtype, (), seed=151))
+    yield _call(op, values(dtype, (1, 1), seed=152, specials=False))
+    yield _call(op, values(dtype, (1,), seed=153))
