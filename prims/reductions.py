@@ -67,13 +67,15 @@ def _reduction_meta(domain: frozenset[DType], *, needs_elements: bool = False) -
     return meta
 
 
-def _in_opmath(fn: Callable[[np.ndarray, tuple[int, ...]], Any]) -> Callable[[np.ndarray, tuple[int, ...]], Any]:
-    """Reduce float16/bfloat16 in float32; everything else in its own dtype (integers wrap)."""
+def _in_opmath(fn: Callable[[np.ndarray, tuple[int, ...], Any], Any]) -> Callable[[np.ndarray, tuple[int, ...]], Any]:
+    """Reduce float16/bfloat16 in float32; everything else in its own dtype (integers wrap). The
+    reduction converts as it goes (`dtype=`), so a strided view such as a pooling window is
+    never materialized in float32."""
 
     def reduce(a: np.ndarray, axes: tuple[int, ...]) -> Any:
         if DType.from_numpy(a.dtype).is_low_precision:
-            return fn(a.astype(np.float32), axes)
-        return fn(a, axes)
+            return fn(a, axes, np.float32)
+        return fn(a, axes, a.dtype)
 
     return reduce
 
@@ -98,12 +100,12 @@ def reduction(name: str, domain: frozenset[DType], reduce: Callable[..., Any], d
     )
 
 
-def _sum(a: np.ndarray, axes: tuple[int, ...]) -> Any:
-    return np.sum(a, axis=axes, dtype=a.dtype)  # bool: logical or; integers wrap around
+def _sum(a: np.ndarray, axes: tuple[int, ...], dtype: Any) -> Any:
+    return np.sum(a, axis=axes, dtype=dtype)  # bool: logical or; integers wrap around
 
 
-def _prod(a: np.ndarray, axes: tuple[int, ...]) -> Any:
-    return np.prod(a, axis=axes, dtype=a.dtype)  # bool: logical and; integers wrap around
+def _prod(a: np.ndarray, axes: tuple[int, ...], dtype: Any) -> Any:
+    return np.prod(a, axis=axes, dtype=dtype)  # bool: logical and; integers wrap around
 
 
 def _amax(a: np.ndarray, axes: tuple[int, ...]) -> Any:

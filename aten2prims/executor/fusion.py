@@ -2,9 +2,11 @@
 (e.g. broadcast + mul + sum as one BLAS-backed contraction), so the group's internal values are
 never materialized. The graph itself is untouched: fusion is an executor decision.
 
-A rule is `rule(context, anchor_index) -> FusedGroup | None`, tried at every node. A group's
-only live result is its anchor node's results; every other node of the group must have all its
-users inside the group and must not be a graph output (`FusionContext.internal` checks this).
+A rule is `rule(context, index) -> FusedGroup | None`, tried at every unclaimed node. A group
+may also claim nodes after `index` (e.g. an epilogue following a contraction); its step runs at
+its last node, the anchor. A group's only live result is its anchor node's results; every other
+node of the group must have all its users inside the group and must not be a graph output
+(`FusionContext.internal` checks this).
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def fuse(graph: Graph, slots: _Slots) -> list[Step]:
                 group = rule(context, index)
                 if group is not None:
                     context.claimed.update(group.node_indices)
-                    groups[index] = group
+                    groups[group.node_indices[-1]] = group  # the step runs at the group's last node
                     break
     steps: list[Step] = []
     for index, node in enumerate(graph.nodes):

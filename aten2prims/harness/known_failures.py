@@ -6,33 +6,9 @@ dtypes and/or a regex over the call's description. Never add an entry to hide a 
 
 from __future__ import annotations
 
-from ..ir.dtypes import DType
 from .conformance import KnownFailure
 
 KNOWN_FAILURES: list[KnownFailure] = [
-    KnownFailure(
-        "aten.convolution.default",
-        "float32 accumulation order: our contraction runs as an OpenBLAS sgemm over im2col, torch's "
-        "as a oneDNN direct convolution. With 576-term sums both errors against float64 sit at the "
-        "1e-5 atol noise floor (ours ~1.5x torch's on average), so the per-element 'no worse than "
-        "3x torch' rule fails on the odd element where torch happens to be exact (1 of 576 here); "
-        "torch's own MKL mm on the same im2col matrices fails it likewise. Only computing float32 "
-        "convolutions in float64 would avoid it.",
-        dtypes=frozenset({DType.float32}),
-        pattern=r"^aten\.convolution\.default\(float32\[2, 64, 6, 6\], float32\[8, 64, 3, 3\]",
-    ),
-    KnownFailure(
-        "aten.convolution.default",
-        "float32 accumulation order, as above, on OpInfo samples of the full budget whose values "
-        "(uniform in [-9, 9]) make 64- to 108-term sums of magnitude ~100: our mean error against "
-        "float64 is that of torch (6e-6 vs 9e-6 for the conv3d, 1.3e-5 vs 9e-6 for the "
-        "conv_transpose3d), yet 1-9 elements in 1000s exceed 3x torch's own error where torch "
-        "happened to be nearly exact. Whether a given draw fails depends on the (unseeded) OpInfo "
-        "values.",
-        dtypes=frozenset({DType.float32}),
-        pattern=r"^aten\.convolution\.default\((float32\[1, 1, 11, 12, 13\], float32\[1, 1, 4, 4, 4\]|"
-        r"float32\[1, 4, 5, 5, 5\], float32\[4, 8, 3, 3, 3\], None, \[1, 1, 1\], \[0, 0, 0\], \[1, 1, 1\], True)",
-    ),
     KnownFailure(
         "aten._cdist_forward.default",
         "p=2 through torch's matrix-product path (compute_mode 1, or None/0 with more than 25 rows), "

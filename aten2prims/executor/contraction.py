@@ -1,0 +1,580 @@
+"""The contraction fusion: `sum(mul(A, B), dims)` whose product is used by nothing else runs as
+BLAS-backed `np.matmul` calls, so the joint product (M·K·N for a matrix product, N·C_out·C_in·K·H·W
+for a convolution) is never materialized (DESIGN §4, §7).
+
+The pattern is the one every contraction lowers to, whoever wrote the graph:
+
+    A = broadcast_in_dim(a, joint, dims_a)      # optional, fused when only the mul reads it
+    B = broadcast_in_dim(b, joint, dims_b)      # optional, likewise
+    P = mul(A, B)                               # read only by the sum
+    S = sum(P, reduced)                         # the anchor
+
+Every joint dimension becomes a label. An operand carries the labels of the dims it really
+indexes: a broadcast dimension (new, stretched from size 1, or a zero stride of an array that is
+already a broadcast view) does not index it. Labels then fall into batch (both operands, kept),
+free (one operand, kept), contracted (both, reduced) and lone-reduced (one operand, reduced:
+summed out of that operand first). The kept labels are split, in output order, into
+`batch-like | M | N` with M from one operand and N from the other, so `np.matmul` writes the
+output directly in its final layout.
+
+Operands are merged into `[..., M, K]` / `[..., K, N]` matrices. When that merge cannot be a view
+(a convolution's overlapping input windows, whose merge is im2col), the copy is made chunk by
+chunk into one reused buffer of about `COPY_CHUNK_BYTES`, which stays in cache while BLAS reads
+it: chunks split batch-like labels (each chunk writes its slice of the output), then the copied
+operand's free labels (output rows), then contracted labels (chunks accumulate).
+
+An epilogue may follow the sum in the same group: reshapes of the result and in-place add/mul
+with a same-shape or 0-dim tensor or a number (a bias, a scale). It runs on each finished output
+chunk while that is in cache, and the group returns one array of its own, never a view.
+
+Not fused (the nodes run as they are): float16/bfloat16 products (prims.mul rounds each product
+to the narrow type, which BLAS cannot reproduce; decompositions convert to float32 first), sums
+with an `output_dtype` other than the product's, sums that reduce nothing, and products with
+number or 0-dim operands.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from prims.common import number_as
+
+from ..ir.dtypes import DType
+from ..ir.values import Value
+from .fusion import FusedGroup, FusionContext, register_fusion
+
+# Above this size an operand copy (im2col) is made in chunks into one reused buffer, sized to
+# stay in a core's L2 cache while BLAS reads it back.
+COPY_CHUNK_BYTES = 2 << 20
+# With an epilogue (bias, scaling), the output is made in chunks of about this size, each
+# finished by the epilogue while it is still in cache.
+OUTPUT_CHUNK_BYTES = 1 << 20
+# Chunks along a free axis keep at least this many output columns, so each matrix product stays
+# large enough for BLAS to run at full speed.
+MIN_CHUNK_COLUMNS = 512
+# An output order whose best in-place matrix product is this many times smaller than the best
+# product in another order is computed in that order and transposed (one output copy).
+REORDER_GAIN = 16
+
+# Applied to each finished part `out[index]` of a contraction's output (see ContractionKernel).
+Epilogue = Callable[[tuple[slice, ...]], None]
+
+
+# -- the runtime contraction -------------------------------------------------------------------
+
+
+def contract(
+    a: np.ndarray,
+    a_labels: Sequence[int],
+    b: np.ndarray,
+    b_labels: Sequence[int],
+    out_labels: Sequence[int],
+    sizes: Sequence[int],
+    out: np.ndarray | None = None,
+    epilogue: Epilogue | None = None,
+) -> np.ndarray:
+    """sum over the labels not in `out_labels` of a * b, as einsum would (with numpy's matmul
+    for the products). Each operand dim carries a label (an index into `sizes`, distinct within
+    the operand); `out_labels` may name labels neither operand has (the result is broadcast
+    along them) and leaving out such a label multiplies the result by its size. The result, of
+    a's dtype, is written into `out` (C-contiguous, of the output's shape) or a fresh array;
+    `epilogue(index)` is then applied to every part `out[index]` of it, once."""
+    dtype = a.dtype
+    out_shape = tuple(sizes[label] for label in out_labels)
+    if out is None:
+        out = np.empty(out_shape, dtype)
+    a, a_labels = _drop_broadcast_dims(a, a_labels)
+    b, b_labels = _drop_broadcast_dims(b, b_labels)
+    reduced = set(range(len(sizes))) - set(out_labels)
+    if math.prod(out_shape) == 0 or any(sizes[label] == 0 for label in reduced):
+        out.fill(0)
+        if epilogue is not None:
+            epilogue(())
+        return out
+    multiplicity = math.prod(sizes[label] for label in reduced if label not in a_labels and label not in b_labels)
+    a, a_labels = _sum_lone_labels(a, a_labels, b_labels, out_labels)
+    b, b_labels = _sum_lone_labels(b, b_labels, a_labels, out_labels)
+    present = [label for label in out_labels if label in a_labels or label in b_labels]
+    scaled = multiplicity != 1 and dtype != np.bool_  # n copies of x sum to n·x; for bool (or) to x
+    if len(present) == len(out_labels) and not scaled:
+        _matmul_contraction(a, a_labels, b, b_labels, present, sizes, out, epilogue)
+        return out
+    if len(present) == len(out_labels):
+        _matmul_contraction(a, a_labels, b, b_labels, present, sizes, out)
+    else:  # labels neither operand has: broadcast along them
+        partial = np.empty(tuple(sizes[label] for label in present), dtype)
+        _matmul_contraction(a, a_labels, b, b_labels, present, sizes, partial)
+        expanded = [sizes[label] if label in present else 1 for label in out_labels]
+        np.copyto(out, partial.reshape(expanded))
+    if scaled:
+        with np.errstate(all="ignore"):
+            np.multiply(out, np.asarray(multiplicity).astype(dtype), out=out)
+    if epilogue is not None:
+        epilogue(())
+    return out
+
+
+def _drop_broadcast_dims(x: np.ndarray, labels: Sequence[int]) -> tuple[np.ndarray, list[int]]:
+    """Size-1 dims and zero-stride dims index nothing: take element 0 and forget the label."""
+    index: list[object] = []
+    kept: list[int] = []
+    for size, stride, label in zip(x.shape, x.strides, labels):
+        if size == 1 or (stride == 0 and size > 1):
+            index.append(0)
+        else:
+            index.append(slice(None))
+            kept.append(label)
+    if len(kept) == len(labels):
+        return x, list(labels)
+    return x[tuple(index)], kept
+
+
+def _sum_lone_labels(
+    x: np.ndarray, labels: list[int], other: Sequence[int], out_labels: Sequence[int]
+) -> tuple[np.ndarray, list[int]]:
+    """Labels only this operand has and the output drops are summed out of it first."""
+    lone = [axis for axis, label in enumerate(labels) if label not in other and label not in out_labels]
+    if not lone:
+        return x, labels
+    with np.errstate(all="ignore"):
+        summed = np.sum(x, axis=tuple(lone), dtype=x.dtype)  # bool: or; integers wrap
+    return np.asarray(summed), [label for axis, label in enumerate(labels) if axis not in lone]
+
+
+@attrs.frozen
+class _Layout:
+    """A matrix-product layout: output = X[P, M, K] @ Y[P, K, N] with P + M + N the output's
+    label order (or `order`, then transposed into the output's)."""
+
+    x_is_a: bool
+    p: tuple[int, ...]
+    m: tuple[int, ...]
+    n: tuple[int, ...]
+    score: int
+    order: tuple[int, ...]
+
+
+def _choose_layout(present: list[int], a_labels: list[int], b_labels: list[int], sizes: Sequence[int]) -> _Layout:
+    """The split of the output's labels into P | M | N with the largest matrices (M·N)."""
+    best: _Layout | None = None
+    for x_is_a in (True, False):
+        x_labels, y_labels = (a_labels, b_labels) if x_is_a else (b_labels, a_labels)
+        x_only = set(x_labels) - set(y_labels)
+        y_only = set(y_labels) - set(x_labels)
+        count = len(present)
+        for i in range(count + 1):
+            for j in range(i, count + 1):
+                m, n = present[i:j], present[j:]
+                if all(label in x_only for label in m) and all(label in y_only for label in n):
+                    score = math.prod(sizes[label] for label in m) * math.prod(sizes[label] for label in n)
+                    if best is None or score > best.score:
+                        best = _Layout(x_is_a, tuple(present[:i]), tuple(m), tuple(n), score, tuple(present))
+    assert best is not None  # P = everything, M = N = () always qualifies
+    # Another order of the output may allow much larger matrices (then one transpose copy).
+    batch = [label for label in present if label in a_labels and label in b_labels]
+    a_free = tuple(label for label in present if label in a_labels and label not in b_labels)
+    b_free = tuple(label for label in present if label in b_labels and label not in a_labels)
+    score = math.prod(sizes[label] for label in a_free) * math.prod(sizes[label] for label in b_free)
+    if score > REORDER_GAIN * best.score:
+        return _Layout(True, tuple(batch), a_free, b_free, score, tuple(batch) + a_free + b_free)
+    return best
+
+
+def _matmul_contraction(
+    a: np.ndarray,
+    a_labels: list[int],
+    b: np.ndarray,
+    b_labels: list[int],
+    present: list[int],
+    sizes: Sequence[int],
+    out: np.ndarray,
+    epilogue: Epilogue | None = None,
+) -> None:
+    """Into `out` (labels `present`, in order): the contraction of a and b by matrix products,
+    then the epilogue."""
+    layout = _choose_layout(present, a_labels, b_labels, sizes)
+    x, x_labels, y, y_labels = (a, a_labels, b, b_labels) if layout.x_is_a else (b, b_labels, a, a_labels)
+    contracted = [label for label in x_labels if label in y_labels and label not in present]
+    k = _contracted_order(contracted, x, x_labels, y, y_labels)
+    # Unmerged views: X as [P..., M..., K...], Y as [P..., K..., N...], missing P labels as size 1.
+    xv = _arrange(x, x_labels, layout.p, layout.m + k)
+    yv = _arrange(y, y_labels, layout.p, k + layout.n)
+    if layout.order == tuple(present):
+        _product(xv, yv, out, len(layout.p), len(layout.m), len(k), epilogue)
+        return
+    ordered = np.empty(tuple(sizes[label] for label in layout.order), out.dtype)
+    _product(xv, yv, ordered, len(layout.p), len(layout.m), len(k))
+    np.copyto(out, ordered.transpose([layout.order.index(label) for label in present]))
+    if epilogue is not None:
+        epilogue(())
+
+
+def _contracted_order(
+    contracted: list[int], x: np.ndarray, x_labels: list[int], y: np.ndarray, y_labels: list[int]
+) -> tuple[int, ...]:
+    """Contracted labels in the memory order (outermost first) of the larger operand, so that
+    merging them is a view whenever that operand's layout allows it."""
+    big, big_labels = (x, x_labels) if x.size >= y.size else (y, y_labels)
+    strides = {label: abs(stride) for label, stride in zip(big_labels, big.strides)}
+    return tuple(sorted(contracted, key=lambda label: -strides[label]))
+
+
+def _arrange(x: np.ndarray, labels: list[int], p: tuple[int, ...], rest: tuple[int, ...]) -> np.ndarray:
+    """x's axes in the order p + rest; a p label x lacks becomes a size-1 axis (a view)."""
+    axis_of = {label: axis for axis, label in enumerate(labels)}
+    mine = [label for label in p + rest if label in axis_of]
+    view = x.transpose([axis_of[label] for label in mine])
+    return view.reshape([x.shape[axis_of[label]] if label in axis_of else 1 for label in p + rest])
+
+
+def _product(
+    xv: np.ndarray, yv: np.ndarray, out: np.ndarray, np_: int, nm: int, nk: int, epilogue: Epilogue | None = None
+) -> None:
+    """out[P..., M..., N...] = sum over K of xv[P..., M..., K...] * yv[P..., K..., N...], then
+    `epilogue(index)` on each finished chunk `out[index]` while it is still in cache."""
+    x_merged = _merged_shape(xv.shape, np_, nm)
+    y_merged = _merged_shape(yv.shape, np_, nk)
+    x_copy = xv.size * xv.itemsize if _needs_copy(xv, x_merged) else 0
+    y_copy = yv.size * yv.itemsize if _needs_copy(yv, y_merged) else 0
+    out_bytes = out.nbytes if epilogue is not None else 0
+    levels = _chunk_levels(xv, yv, np_, nm, nk, x_copy, y_copy, out_bytes)
+    if not levels:  # one call; numpy copies what it must
+        out_mat = out.reshape(_merged_shape(out.shape, np_, nm))
+        np.matmul(np.reshape(xv, x_merged), np.reshape(yv, y_merged), out=out_mat)
+        if epilogue is not None:
+            epilogue(())
+        return
+    buffers = _Buffers()
+    partial: np.ndarray | None = None
+    summed = [position for position, level in enumerate(levels) if level.out_axis is None]
+    for starts in itertools.product(*(range(0, level.length, level.step) for level in levels)):
+        xs, ys = xv, yv
+        index = [slice(None)] * out.ndim
+        for level, start in zip(levels, starts):
+            stop = min(start + level.step, level.length)
+            xs = _take(xs, level.x_axis, start, stop)
+            ys = _take(ys, level.y_axis, start, stop)
+            if level.out_axis is not None:
+                index[level.out_axis] = slice(start, stop)
+        target = out[tuple(index)]
+        x_mat = buffers.merged("x", xs, np_, nm)
+        y_mat = buffers.merged("y", ys, np_, nk)
+        # Output chunks are views: only P and outer free axes are chunked, so this never copies.
+        out_mat = np.reshape(target, _merged_shape(target.shape, np_, nm), copy=False)
+        if all(starts[position] == 0 for position in summed):
+            np.matmul(x_mat, y_mat, out=out_mat)
+        else:  # a later chunk of a contracted axis: accumulate
+            if partial is None or partial.shape != out_mat.shape:
+                partial = np.empty(out_mat.shape, out.dtype)
+            np.matmul(x_mat, y_mat, out=partial)
+            np.add(out_mat, partial, out=out_mat)
+        if epilogue is not None and all(
+            starts[position] + levels[position].step >= levels[position].length for position in summed
+        ):
+            epilogue(tuple(index))
+
+
+@attrs.frozen
+class _Level:
+    """One chunked axis: its position in X's, Y's and the output's unmerged views (None where the
+    view lacks it; out_axis None for a contracted axis, whose chunks accumulate), its length and
+    chunk step."""
+
+    x_axis: int | None
+    y_axis: int | None
+    out_axis: int | None
+    length: int
+    step: int
+
+
+def _chunk_levels(
+    xv: np.ndarray, yv: np.ndarray, np_: int, nm: int, nk: int, x_copy: int, y_copy: int, out_bytes: int
+) -> list[_Level]:
+    """Nested chunks so that each chunk copies at most about COPY_CHUNK_BYTES of operand (im2col)
+    and, when an epilogue follows, writes at most about OUTPUT_CHUNK_BYTES of output. Chunked, in
+    order: the batch-like (P) axes, outermost first; then the free axes of the copied operand (Y's
+    when nothing is copied) in output order, an inner one only once the outer ones are down to
+    single indices (so output chunks stay views), keeping at least MIN_CHUNK_COLUMNS output
+    columns; then, for copies only, the contracted axes (chunks accumulate)."""
+    copy = x_copy + y_copy
+    if copy <= COPY_CHUNK_BYTES and out_bytes <= OUTPUT_CHUNK_BYTES:
+        return []
+    big_is_x = copy > 0 and x_copy >= y_copy
+    big = xv if big_is_x else yv
+    big_axis = 0 if big_is_x else 1
+    if big_is_x:
+        free = [(np_ + j, None, np_ + j) for j in range(nm)]
+    else:
+        free = [(None, np_ + nk + j, np_ + nm + j) for j in range(yv.ndim - np_ - nk)]
+    contracted = [(np_ + nm + j, np_ + j, None) for j in range(nk)]
+    levels: list[_Level] = []
+
+    def over() -> bool:
+        return copy > COPY_CHUNK_BYTES or out_bytes > OUTPUT_CHUNK_BYTES
+
+    def split(roles: tuple[int | None, int | None, int | None], length: int, minimum: int) -> int:
+        nonlocal copy, out_bytes
+        shares_copy = roles[big_axis] is not None and big.shape[roles[big_axis]] == length  # type: ignore[index]
+        step = length
+        if shares_copy and copy > COPY_CHUNK_BYTES:
+            step = min(step, int(COPY_CHUNK_BYTES * length // copy))
+        if roles[2] is not None and out_bytes > OUTPUT_CHUNK_BYTES:
+            step = min(step, int(OUTPUT_CHUNK_BYTES * length // out_bytes))
+        step = min(length, max(1, step, minimum))
+        if step < length:
+            levels.append(_Level(*roles, length, step))
+            copy = copy * step // length if shares_copy else copy
+            out_bytes = out_bytes * step // length if roles[2] is not None else out_bytes
+        return step
+
+    out_shape = [max(xv.shape[a], yv.shape[a]) for a in range(np_)]
+    for axis in sorted(range(np_), key=lambda a: -abs(big.strides[a]) if big.shape[a] > 1 else 0):
+        if over() and out_shape[axis] > 1:
+            split((axis, axis, axis), out_shape[axis], 1)
+    for position, roles in enumerate(free):
+        if not over():
+            break
+        inner = math.prod(big.shape[r[big_axis]] for r in free[position + 1 :])  # type: ignore[index]
+        length = big.shape[roles[big_axis]]  # type: ignore[index]
+        if length > 1 and split(roles, length, -(-MIN_CHUNK_COLUMNS // max(inner, 1))) > 1:
+            break
+    for roles in sorted(contracted, key=lambda r: -abs(big.strides[r[big_axis]])):  # type: ignore[index]
+        if copy <= COPY_CHUNK_BYTES:
+            break
+        length = big.shape[roles[big_axis]]  # type: ignore[index]
+        if length > 1:
+            split(roles, length, 1)
+    return levels
+
+
+def _merged_shape(shape: tuple[int, ...], np_: int, first: int) -> tuple[int, ...]:
+    """[P..., G1..., G2...] -> [P..., prod(G1), prod(G2)] where G1 has `first` axes."""
+    return (*shape[:np_], math.prod(shape[np_ : np_ + first]), math.prod(shape[np_ + first :]))
+
+
+def _needs_copy(view: np.ndarray, shape: tuple[int, ...]) -> bool:
+    try:
+        np.reshape(view, shape, copy=False)
+    except ValueError:
+        return True
+    return False
+
+
+def _take(x: np.ndarray, axis: int | None, start: int, stop: int) -> np.ndarray:
+    if axis is None or x.shape[axis] == 1:  # an axis the view lacks, or broadcast: every chunk
+        return x
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(start, stop)
+    return x[tuple(index)]
+
+
+class _Buffers:
+    """One reusable staging buffer per operand for the chunk copies; an operand the chunking
+    does not slice is merged (copied) once."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[str, np.ndarray] = {}
+        self._last: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def merged(self, key: str, view: np.ndarray, np_: int, first: int) -> np.ndarray:
+        last = self._last.get(key)
+        if last is not None and last[0] is view:
+            return last[1]
+        shape = _merged_shape(view.shape, np_, first)
+        try:
+            matrix = np.reshape(view, shape, copy=False)
+        except ValueError:
+            buffer = self._buffers.get(key)
+            if buffer is None or buffer.size < view.size:
+                buffer = np.empty(view.size, view.dtype)
+                self._buffers[key] = buffer
+            staging = buffer[: view.size].reshape(view.shape)
+            np.copyto(staging, view)
+            matrix = staging.reshape(shape)
+        self._last[key] = (view, matrix)
+        return matrix
+
+
+# -- the fusion rule ---------------------------------------------------------------------------
+
+# Prims that only give the contiguous result of the contraction another shape (row-major order
+# kept), and elementwise prims applied in place on it, may follow the sum in the fused group
+# (an epilogue: a convolution's or a linear layer's bias, addmm's alpha). The group then ends at
+# the last of them (its step runs there) and its kernel returns one fresh array, never a view.
+_RESHAPES = frozenset({"prims.collapse_view", "prims.collapse", "prims.split_dim", "prims.squeeze", "prims.reshape"})
+_IN_PLACE: dict[str, np.ufunc] = {"prims.add": np.add, "prims.mul": np.multiply}
+
+
+@attrs.frozen
+class _OperandSpec:
+    """A mul operand as the kernel receives it: the array is reshaped to `shape` (its size-1
+    dims dropped), whose dims carry `labels` (joint dims)."""
+
+    shape: tuple[int, ...]
+    labels: tuple[int, ...]
+
+
+@attrs.frozen
+class _Epilogue:
+    """One step after the sum: a reshape to `shape` (`ufunc` None), or `ufunc(result, other)` in
+    place, `other` being the kernel's extra operand number `operand` or the number `number`."""
+
+    shape: tuple[int, ...]
+    ufunc: np.ufunc | None = None
+    operand: int | None = None
+    number: Any = None
+
+
+@attrs.frozen
+class ContractionKernel:
+    """The fused kernel of one broadcast/mul/sum group and its epilogue: `contract` on the mul's
+    operands, into a fresh array of the group's result shape; then the epilogue in place."""
+
+    operands: tuple[_OperandSpec, _OperandSpec]
+    out_labels: tuple[int, ...]
+    sizes: tuple[int, ...]
+    epilogue: tuple[_Epilogue, ...] = ()
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, *others: np.ndarray) -> np.ndarray:
+        (sa, sb) = self.operands
+        shape = self.epilogue[-1].shape if self.epilogue else tuple(self.sizes[label] for label in self.out_labels)
+        result = np.empty(shape, a.dtype)
+        # The epilogue runs on the contraction's own shape: reshapes keep row-major order, so
+        # each in-place operand is reshaped (a view, for broadcast biases too) to that shape.
+        out = result.reshape([self.sizes[label] for label in self.out_labels])
+        steps = [
+            (step.ufunc, self._operand(step, others, out.shape, a.dtype))
+            for step in self.epilogue
+            if step.ufunc is not None
+        ]
+
+        def epilogue(index: tuple[slice, ...]) -> None:
+            part = out[index]
+            with np.errstate(all="ignore"):
+                for ufunc, other in steps:
+                    ufunc(part, other[index] if other.ndim else other, out=part)
+
+        contract(a.reshape(sa.shape), sa.labels, b.reshape(sb.shape), sb.labels, self.out_labels, self.sizes,
+                 out=out, epilogue=epilogue if steps else None)
+        return result
+
+    @staticmethod
+    def _operand(
+        step: _Epilogue, others: tuple[np.ndarray, ...], shape: tuple[int, ...], dtype: np.dtype
+    ) -> np.ndarray:
+        if step.operand is None:
+            return number_as(step.number, DType.from_numpy(dtype))
+        other = others[step.operand]
+        return other if other.ndim == 0 else other.reshape(shape)
+
+
+def _operand_spec(source: Value, joint: tuple[int, ...], dims: Sequence[int]) -> _OperandSpec:
+    """`source` seen in the joint shape, its dim i at joint dim dims[i]; size-1 dims index nothing."""
+    kept = [(size, joint_dim) for size, joint_dim in zip(source.shape, dims) if size != 1]
+    return _OperandSpec(tuple(size for size, _ in kept), tuple(joint_dim for _, joint_dim in kept))
+
+
+def _contraction_rule(context: FusionContext, index: int) -> FusedGroup | None:
+    if context.node(index).op != "prims.sum":
+        return None
+    return _group(context, index, _chain_after(context, index))
+
+
+def _group(context: FusionContext, sum_index: int, chain: list[int]) -> FusedGroup | None:
+    """The broadcast/mul/sum group anchored at node `sum_index`, with the epilogue `chain`."""
+    node = context.node(sum_index)
+    if len(node.args) != 1:
+        return None
+    found = context.defining_node(node.args[0])
+    if found is None or found[1].op != "prims.mul":
+        return None
+    mul_index, mul = found
+    product = mul.results[0]
+    joint = product.shape
+    if product.dtype.is_low_precision or node.kwargs.get("output_dtype") not in (None, product.dtype):
+        return None
+    dims = node.kwargs.get("dims")
+    reduced = set(range(len(joint))) if dims is None else {d for d in dims if d < len(joint)}
+    if not reduced:
+        return None
+    members = {mul_index, sum_index}
+    if not context.internal(mul_index, members):
+        return None
+    sources: list[Value] = []
+    specs: list[_OperandSpec] = []
+    for operand in mul.args:
+        if type(operand) is not Value or not operand.is_tensor or operand.ndim != len(joint):
+            return None
+        source, spec = operand, _operand_spec(operand, joint, range(len(joint)))
+        producer = context.defining_node(operand)
+        if producer is not None and producer[1].op == "prims.broadcast_in_dim":
+            broadcast_index, broadcast = producer
+            inner = broadcast.args[0]
+            if type(inner) is Value and context.internal(broadcast_index, members | {broadcast_index}):
+                members.add(broadcast_index)
+                source = inner
+                spec = _operand_spec(inner, joint, broadcast.kwargs["broadcast_dimensions"])
+        sources.append(source)
+        specs.append(spec)
+    out_labels = tuple(d for d in range(len(joint)) if d not in reduced)
+    epilogue: list[_Epilogue] = []
+    previous = node.results[0]
+    for position in chain:
+        step = context.node(position)
+        shape = step.results[0].shape
+        if step.op in _RESHAPES:
+            epilogue.append(_Epilogue(shape))
+        else:
+            other = next(a for a in step.args if a is not previous)
+            if type(other) is Value:
+                epilogue.append(_Epilogue(shape, _IN_PLACE[step.op], operand=len(sources) - 2))
+                sources.append(other)
+            else:
+                epilogue.append(_Epilogue(shape, _IN_PLACE[step.op], number=other))
+        previous = step.results[0]
+    members.update(chain)
+    kernel = ContractionKernel((specs[0], specs[1]), out_labels, tuple(joint), tuple(epilogue))
+    return FusedGroup(tuple(sorted(members)), tuple(sources), kernel)
+
+
+def _next_in_chain(context: FusionContext, index: int) -> int | None:
+    """The epilogue node after node `index`: the only reader of its result, when that reader is a
+    reshape of it, or an add/mul of it with a number or a same-shape (or 0-dim) tensor that can
+    run in place."""
+    result = context.node(index).results[0]
+    readers = context.users.get(result, [])
+    if result in context.outputs or len(readers) != 1 or readers[0] in context.claimed:
+        return None
+    reader = context.node(readers[0])
+    if reader.op in _RESHAPES:
+        return readers[0]
+    if reader.op not in _IN_PLACE or result.dtype.is_complex or result.dtype.is_low_precision:
+        return None  # complex add/mul have their own semantics (prims/elementwise.py)
+    others = [a for a in reader.args if a is not result]
+    if len(reader.args) != 2 or len(others) != 1 or reader.results[0].shape != result.shape:
+        return None
+    other = others[0]
+    if type(other) is Value:
+        if not other.is_tensor or other.dtype is not result.dtype or other.shape not in (result.shape, ()):
+            return None
+    elif type(other) not in (bool, int, float):
+        return None
+    return readers[0]
+
+
+def _chain_after(context: FusionContext, sum_index: int) -> list[int]:
+    chain: list[int] = []
+    current = _next_in_chain(context, sum_index)
+    while current is not None:
+        chain.append(current)
+        current = _next_in_chain(context, current)
+    return chain
+
+
+register_fusion(_contraction_rule)

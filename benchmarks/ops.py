@@ -1,0 +1,159 @@
+"""Speed of our lowered graphs on the NumPy executor against torch's own kernels, one thread each.
+
+    .venv/bin/python benchmarks/ops.py [--repeats N] [--only REGEX]
+
+For each case: a one-node aten graph of the op, lowered to prims and executed by
+`aten2prims.execute` (plan built once, as in real use), against `torch.ops.aten.<op>` on the same
+inputs, in one process, alternating the two, with torch limited to one thread
+(`torch.set_num_threads(1)`) and NumPy's BLAS too (OPENBLAS/OMP/MKL_NUM_THREADS=1, set before
+NumPy loads). Prints the median time of each and their ratio (ours / torch; the target is <= 1.5).
+Ops whose rules do not exist yet print "not yet lowered".
+
+Times are the process's CPU time (`time.process_time`): with one thread it equals the wall time
+on an idle machine, and it is not inflated when other processes share the cores (a run
+preempted halfway would otherwise count the time it spent waiting). The wall-time ratio is
+printed alongside.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_variable] = "1"
+
+import argparse  # noqa: E402
+import re  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from aten2prims.executor import execute  # noqa: E402
+from aten2prims.harness.record import AtenCall  # noqa: E402
+from aten2prims.harness.runner import build_graph, torch_outputs  # noqa: E402
+from aten2prims.passes.lower import lower  # noqa: E402
+from decompositions import RULES  # noqa: E402
+
+
+def _randn(*shape: int) -> torch.Tensor:
+    return torch.randn(shape, generator=_GENERATOR)
+
+
+_GENERATOR = torch.Generator().manual_seed(0)
+
+
+def _conv(n: int, c_in: int, c_out: int, size: int, kernel: int, stride: int = 1) -> tuple[str, Callable[[], AtenCall]]:
+    padding = kernel // 2
+    label = f"N={n} {c_in}->{c_out} {size}x{size} k{kernel} s{stride}"
+    return label, lambda: AtenCall(
+        "aten.convolution.default",
+        (_randn(n, c_in, size, size), _randn(c_out, c_in, kernel, kernel), _randn(c_out),
+         [stride, stride], [padding, padding], [1, 1], False, [0, 0], 1),
+        {},
+    )
+
+
+CASES: list[tuple[str, str, Callable[[], AtenCall]]] = [
+    ("aten.mm.default", "1024x1024 @ 1024x1024", lambda: AtenCall("aten.mm.default", (_randn(1024, 1024), _randn(1024, 1024)), {})),
+    ("aten.mm.default", "256x4096 @ 4096x512", lambda: AtenCall("aten.mm.default", (_randn(256, 4096), _randn(4096, 512)), {})),
+    ("aten.bmm.default", "32 x 256x256 @ 256x256", lambda: AtenCall("aten.bmm.default", (_randn(32, 256, 256), _randn(32, 256, 256)), {})),
+    ("aten.bmm.default", "96 x 128x64 @ 64x128", lambda: AtenCall("aten.bmm.default", (_randn(96, 128, 64), _randn(96, 64, 128)), {})),
+    ("aten.addmm.default", "linear 512x1024 -> 4096", lambda: AtenCall("aten.addmm.default", (_randn(4096), _randn(512, 1024), _randn(1024, 4096)), {})),
+    ("aten.convolution.default", *_conv(8, 64, 64, 56, 3)),
+    ("aten.convolution.default", *_conv(8, 128, 128, 28, 3)),
+    ("aten.convolution.default", *_conv(8, 256, 256, 14, 3)),
+    ("aten.convolution.default", *_conv(8, 128, 256, 28, 3, stride=2)),
+    ("aten.convolution.default", *_conv(8, 64, 256, 56, 1)),
+    ("aten.convolution.default", *_conv(8, 256, 64, 56, 1)),
+    ("aten.convolution.default", *_conv(8, 1024, 256, 14, 1)),
+    (
+        "aten.max_pool2d_with_indices.default",
+        "N=8 C=64 112x112 k3 s2 p1",
+        lambda: AtenCall("aten.max_pool2d_with_indices.default", (_randn(8, 64, 112, 112), [3, 3], [2, 2], [1, 1]), {}),
+    ),
+    (
+        "aten.native_layer_norm.default",
+        "8x196x768 over 768",
+        lambda: AtenCall("aten.native_layer_norm.default", (_randn(8, 196, 768), [768], _randn(768), _randn(768), 1e-5), {}),
+    ),
+    (
+        "aten.native_batch_norm.default",
+        "N=8 C=64 56x56 training",
+        lambda: AtenCall(
+            "aten.native_batch_norm.default",
+            (_randn(8, 64, 56, 56), _randn(64), _randn(64), torch.zeros(64), torch.ones(64), True, 0.1, 1e-5),
+            {},
+        ),
+    ),
+    (
+        "aten.native_batch_norm.default",
+        "N=8 C=64 56x56 eval",
+        lambda: AtenCall(
+            "aten.native_batch_norm.default",
+            (_randn(8, 64, 56, 56), _randn(64), _randn(64), torch.zeros(64), torch.ones(64), False, 0.1, 1e-5),
+            {},
+        ),
+    ),
+]
+
+
+def _time(function: Callable[[], Any]) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one call."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    function()
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def measure(call: AtenCall, repeats: int) -> tuple[float, float, float]:
+    """Median CPU seconds of (ours, torch) and the ratio of their median wall times, alternating
+    runs after one warm-up each."""
+    graph, arrays = build_graph(call, torch_outputs(call))
+    lowered = lower(graph)
+    packet = getattr(torch.ops.aten, call.op.split(".")[1])
+    torch_op = getattr(packet, call.op.split(".")[2])
+
+    def ours() -> Any:
+        return execute(lowered, arrays)
+
+    def theirs() -> Any:
+        with torch.no_grad():
+            return torch_op(*call.args, **call.kwargs)
+
+    ours()
+    theirs()
+    our_times, torch_times = [], []
+    for _ in range(repeats):
+        our_times.append(_time(ours))
+        torch_times.append(_time(theirs))
+    wall = statistics.median(t[1] for t in our_times) / statistics.median(t[1] for t in torch_times)
+    return statistics.median(t[0] for t in our_times), statistics.median(t[0] for t in torch_times), wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--only", default=None, help="regex over 'op case'")
+    options = parser.parse_args()
+    torch.set_num_threads(1)
+    print(f"torch {torch.__version__}, 1 thread; repeats {options.repeats}; median CPU times in ms")
+    print(f"{'op':<38} {'case':<32} {'ours':>9} {'torch':>9} {'ratio':>6} {'wall':>6}")
+    for op, label, make in CASES:
+        if options.only and not re.search(options.only, f"{op} {label}"):
+            continue
+        short = op.removeprefix("aten.")
+        if op not in RULES:
+            print(f"{short:<38} {label:<32} {'not yet lowered':>26}")
+            continue
+        ours, theirs, wall = measure(make(), options.repeats)
+        print(f"{short:<38} {label:<32} {ours * 1e3:9.2f} {theirs * 1e3:9.2f} {ours / theirs:6.2f} {wall:6.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

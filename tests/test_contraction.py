@@ -1,0 +1,383 @@
+"""The executor's contraction fusion (aten2prims/executor/contraction.py): broadcast/mul/sum runs
+as BLAS matrix products. Checked on the graphs our matrix-product and convolution rules emit and
+on hand-built prims graphs: the fusion fires (the plan's steps say so), fused and unfused
+execution agree (dtype and shape exactly, values within tolerance), values reaching outside the
+group stop it, and a 4096² matrix product stays within 3x its operands' memory.
+
+convolution_backward's output_mask is tested here for every combination: masked results are
+undefined tensors in torch, which the conformance harness cannot represent."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import tracemalloc
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import prims
+from aten2prims.executor import execute, plan_for
+from aten2prims.executor import fusion
+from aten2prims.executor.contraction import ContractionKernel
+from aten2prims.harness.compare import compare
+from aten2prims.harness.record import AtenCall
+from aten2prims.harness.runner import build_graph, run_call, torch_outputs
+from aten2prims.ir.dtypes import DType
+from aten2prims.ir.graph import Graph, GraphInput, GraphOutput, Node
+from aten2prims.ir.values import TensorMeta, Value
+from aten2prims.passes.lower import lower
+from prims.builder import Builder
+
+
+@contextlib.contextmanager
+def fusion_disabled() -> Iterator[None]:
+    saved = list(fusion.FUSION_RULES)
+    fusion.FUSION_RULES.clear()
+    try:
+        yield
+    finally:
+        fusion.FUSION_RULES.extend(saved)
+
+
+def contraction_steps(graph: Graph) -> list[Any]:
+    return [step for step in plan_for(graph).steps if isinstance(step.kernel, ContractionKernel)]
+
+
+def lowered_call(op: str, *args: Any, **kwargs: Any) -> tuple[Graph, dict[str, np.ndarray], AtenCall]:
+    """The call's one-node graph, lowered, with its inputs; `run_call(call)` checks it against
+    torch under the harness's full rule (tolerances, then "closer than" a float64 reference)."""
+    call = AtenCall(op, args, kwargs)
+    graph, arrays = build_graph(call, torch_outputs(call))
+    return lower(graph), arrays, call
+
+
+def run_both_ways(graph: Graph, inputs: dict[str, np.ndarray]) -> tuple[list[Any], list[Any]]:
+    fused = execute(graph, inputs, check=True)
+    with fusion_disabled():
+        # A structurally equal graph: plans are cached per graph object.
+        twin = Graph(graph.name, list(graph.inputs), list(graph.nodes), list(graph.outputs))
+        assert not contraction_steps(twin)
+        unfused = execute(twin, inputs, check=True)
+    return fused, unfused
+
+
+def assert_agree(ours: list[Any], theirs: list[Any], against: str) -> None:
+    assert len(ours) == len(theirs)
+    for index, (a, b) in enumerate(zip(ours, theirs)):
+        verdict = compare(a, b, what=f"output {index}", against=against)
+        assert verdict, verdict.message
+
+
+def randn(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype)
+    return torch.randint(-5, 6, shape, generator=generator).to(dtype)
+
+
+# -- the fusion fires on what our rules emit ------------------------------------------------------
+
+CASES = {
+    "mm": ("aten.mm.default", lambda d: (randn(5, 7, dtype=d), randn(7, 3, dtype=d, seed=1)), {}),
+    "bmm": ("aten.bmm.default", lambda d: (randn(4, 5, 7, dtype=d), randn(4, 7, 3, dtype=d, seed=1)), {}),
+    "addmm": (
+        "aten.addmm.default",
+        lambda d: (randn(3, dtype=d, seed=2), randn(5, 7, dtype=d), randn(7, 3, dtype=d, seed=1)),
+        {"beta": 2, "alpha": 3},
+    ),
+    "conv2d": (
+        "aten.convolution.default",
+        lambda d: (randn(2, 4, 9, 8, dtype=d), randn(6, 2, 3, 3, dtype=d, seed=1), randn(6, dtype=d, seed=2),
+                   [2, 1], [1, 2], [1, 2], False, [0, 0], 2),
+        {},
+    ),
+    "conv_transpose1d": (
+        "aten.convolution.default",
+        lambda d: (randn(2, 4, 9, dtype=d), randn(4, 3, 3, dtype=d, seed=1), None, [2], [1], [1], True, [1], 1),
+        {},
+    ),
+    "conv3d": (
+        "aten.convolution.default",
+        lambda d: (randn(1, 2, 5, 4, 6, dtype=d), randn(3, 2, 2, 3, 2, dtype=d, seed=1), None,
+                   [1, 1, 2], [0, 1, 1], [2, 1, 1], False, [0, 0, 0], 1),
+        {},
+    ),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.float64])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_fusion_fires_and_matches_torch(case: str, dtype: torch.dtype) -> None:
+    op, make_args, kwargs = CASES[case]
+    if dtype == torch.int64 and case.startswith("conv_transpose"):
+        pytest.skip("torch has no int64 transposed convolution on CPU")
+    graph, inputs, call = lowered_call(op, *make_args(dtype), **kwargs)
+    steps = contraction_steps(graph)
+    assert len(steps) == 1
+    (anchor,) = [node for node in steps[0].nodes if node.op == "prims.sum"]
+    # No other step makes anything as large as the joint product the fusion avoids.
+    product = math.prod(anchor.args[0].shape)
+    for step in plan_for(graph).steps:
+        if step is not steps[0]:
+            assert all(math.prod(meta.shape) < product for meta in step.out_metas), step.node
+    fused, unfused = run_both_ways(graph, inputs)
+    assert_agree(fused, unfused, "unfused execution")
+    outcome = run_call(call)
+    assert outcome.passed, outcome.message
+
+
+def test_epilogues_join_the_group() -> None:
+    """A convolution's bias and addmm's alpha and bias run in place on the contraction's result,
+    which the group returns as an array of its own (no view, so no copy as a graph output)."""
+    graph, inputs, _ = lowered_call(*CASES["conv2d"][:1], *CASES["conv2d"][1](torch.float32))
+    (step,) = contraction_steps(graph)
+    assert [node.op for node in step.nodes][-3:] == ["prims.sum", "prims.collapse_view", "prims.add"]
+    assert step.node is graph.nodes[-1]
+    graph, inputs, _ = lowered_call("aten.addmm.default", *CASES["addmm"][1](torch.float64), beta=2, alpha=3)
+    (step,) = contraction_steps(graph)
+    assert [node.op for node in step.nodes][-3:] == ["prims.sum", "prims.mul", "prims.add"]
+    fused, unfused = run_both_ways(graph, inputs)
+    assert fused[0].base is None and fused[0].flags.c_contiguous
+    assert_agree(fused, unfused, "unfused execution")
+
+
+@pytest.mark.parametrize("budget", [64, 2048, 1 << 16])
+def test_chunked_copies_agree(budget: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small budgets force every chunking path (batch, free and contracted axes; epilogues run
+    per output chunk)."""
+    from aten2prims.executor import contraction
+
+    monkeypatch.setattr(contraction, "COPY_CHUNK_BYTES", budget)
+    monkeypatch.setattr(contraction, "OUTPUT_CHUNK_BYTES", budget)
+    monkeypatch.setattr(contraction, "MIN_CHUNK_COLUMNS", 4)
+    for make in (
+        lambda: lowered_call("aten.convolution.default", randn(3, 4, 9, 10), randn(6, 4, 3, 3, seed=1), randn(6, seed=2),
+                             [1, 1], [1, 1], [1, 1], False, [0, 0], 1),
+        lambda: lowered_call("aten.addmm.default", randn(7), randn(5, 9, seed=1), randn(9, 7, seed=2), beta=2, alpha=3),
+        lambda: lowered_call("aten.convolution_backward.default", randn(3, 6, 9, 10), randn(3, 4, 9, 10, seed=1),
+                             randn(6, 4, 3, 3, seed=2), [6], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, True]),
+    ):
+        graph, inputs, call = make()
+        fused, unfused = run_both_ways(graph, inputs)
+        assert_agree(fused, unfused, "unfused execution")
+
+
+def test_convolution_backward_fuses_every_contraction() -> None:
+    graph, inputs, call = lowered_call(
+        "aten.convolution_backward.default",
+        randn(2, 6, 4, 4), randn(2, 4, 8, 8, seed=1), randn(6, 2, 3, 3, seed=2),
+        [6], [2, 2], [1, 1], [1, 1], False, [0, 0], 2, [True, True, True],
+    )
+    assert len(contraction_steps(graph)) == 2  # grad_input and grad_weight
+    fused, unfused = run_both_ways(graph, inputs)
+    assert_agree(fused, unfused, "unfused execution")
+    outcome = run_call(call)
+    assert outcome.passed, outcome.message
+
+
+# -- hand-built prims graphs ------------------------------------------------------------------------
+
+
+def build(inputs: dict[str, tuple[tuple[int, ...], DType]], body: Any) -> Graph:
+    with Builder("g") as builder:
+        values = {name: builder.add_input(name, TensorMeta(shape, dtype)) for name, (shape, dtype) in inputs.items()}
+        outputs = body(**values)
+        return builder.finish(list(outputs) if isinstance(outputs, tuple) else [outputs])
+
+
+def arrays_for(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    result = {}
+    for graph_input in graph.inputs:
+        meta = graph_input.value.meta
+        if meta.dtype.is_bool:
+            result[graph_input.name] = rng.random(meta.shape) < 0.5
+        elif meta.dtype.is_integral:
+            result[graph_input.name] = rng.integers(-50, 50, meta.shape).astype(meta.dtype.numpy)
+        elif meta.dtype.is_complex:
+            result[graph_input.name] = (rng.standard_normal(meta.shape) + 1j * rng.standard_normal(meta.shape)).astype(
+                meta.dtype.numpy
+            )
+        else:
+            result[graph_input.name] = rng.standard_normal(meta.shape).astype(meta.dtype.numpy)
+    return result
+
+
+def _transposed_operands(x: Value, y: Value) -> Value:
+    # out[j, i] = sum_k x[k, i] * y[j, k]: a transposed (strided) operand
+    xb = prims.broadcast_in_dim(prims.transpose(x, [1, 0]), [5, 4, 3], [1, 2])
+    yb = prims.broadcast_in_dim(y, [5, 4, 3], [0, 2])
+    return prims.sum(prims.mul(xb, yb), [2])
+
+
+def _lone_and_absent_labels(x: Value, y: Value) -> Value:
+    # x[i, l] indexes l alone (summed out first); joint dim 3 belongs to neither (a multiplicity)
+    xb = prims.broadcast_in_dim(x, [4, 3, 6, 2], [0, 2])
+    yb = prims.broadcast_in_dim(y, [4, 3, 6, 2], [1])
+    return prims.sum(prims.mul(xb, yb), [2, 3])
+
+
+def _unbroadcast_full_shape(x: Value, y: Value) -> Value:
+    # a dot product of same-shape operands: no broadcast at all
+    return prims.sum(prims.mul(x, y), None)
+
+
+def _windows(x: Value, w: Value) -> Value:
+    # a 1-d convolution written by hand: overlapping windows of x contracted with w
+    windows = prims.as_strided(x, [2, 3, 6, 3], [24, 8, 1, 1], 0)
+    xb = prims.broadcast_in_dim(windows, [2, 5, 3, 6, 3], [0, 2, 3, 4])
+    wb = prims.broadcast_in_dim(w, [2, 5, 3, 6, 3], [1, 2, 4])
+    return prims.sum(prims.mul(xb, wb), [2, 4])
+
+
+def _batch_outer(x: Value, y: Value) -> Value:
+    # a batched outer product kept whole except for one lone label of y
+    xb = prims.broadcast_in_dim(x, [3, 4, 5, 2], [0, 1])
+    yb = prims.broadcast_in_dim(y, [3, 4, 5, 2], [0, 2, 3])
+    return prims.sum(prims.mul(xb, yb), [3])
+
+
+GRAPHS = {
+    "transposed": ({"x": ((3, 4), DType.float32), "y": ((5, 3), DType.float32)}, _transposed_operands),
+    "lone_and_absent": ({"x": ((4, 6), DType.float64), "y": ((3,), DType.float64)}, _lone_and_absent_labels),
+    "dot": ({"x": ((3, 4), DType.float32), "y": ((3, 4), DType.float32)}, _unbroadcast_full_shape),
+    "windows": ({"x": ((2, 3, 8), DType.float32), "w": ((5, 3, 3), DType.float32)}, _windows),
+    "batch_outer": ({"x": ((3, 4), DType.float32), "y": ((3, 5, 2), DType.float32)}, _batch_outer),
+    "int8_wraps": ({"x": ((3, 40), DType.int8), "y": ((40,), DType.int8)},
+                   lambda x, y: prims.sum(prims.mul(x, prims.broadcast_in_dim(y, [3, 40], [1])), [1])),
+    "bool": ({"x": ((3, 4), DType.bool), "y": ((4, 2), DType.bool)},
+             lambda x, y: prims.sum(prims.mul(prims.broadcast_in_dim(x, [3, 4, 2], [0, 1]),
+                                              prims.broadcast_in_dim(y, [3, 4, 2], [1, 2])), [1])),
+    "complex": ({"x": ((3, 4), DType.complex64), "y": ((4, 2), DType.complex64)},
+                lambda x, y: prims.sum(prims.mul(prims.broadcast_in_dim(x, [3, 4, 2], [0, 1]),
+                                                 prims.broadcast_in_dim(y, [3, 4, 2], [1, 2])), [1])),
+    "empty_contraction": ({"x": ((3, 0), DType.float32), "y": ((0, 2), DType.float32)},
+                          lambda x, y: prims.sum(prims.mul(prims.broadcast_in_dim(x, [3, 0, 2], [0, 1]),
+                                                           prims.broadcast_in_dim(y, [3, 0, 2], [1, 2])), [1])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_prims_graphs_fuse_and_agree(name: str) -> None:
+    inputs, body = GRAPHS[name]
+    graph = build(inputs, body)
+    assert len(contraction_steps(graph)) == 1
+    arrays = arrays_for(graph)
+    fused, unfused = run_both_ways(graph, arrays)
+    assert_agree(fused, unfused, "unfused execution")
+
+
+def test_caller_arrays_are_not_written() -> None:
+    graph = build(GRAPHS["windows"][0], GRAPHS["windows"][1])
+    arrays = arrays_for(graph)
+    copies = {name: array.copy() for name, array in arrays.items()}
+    execute(graph, arrays)
+    for name, array in arrays.items():
+        assert np.array_equal(array, copies[name])
+
+
+# -- values reaching outside the group stop the fusion -----------------------------------------------
+
+
+def test_product_with_an_outside_user_is_not_fused() -> None:
+    def body(x: Value, y: Value) -> tuple[Value, Value]:
+        product = prims.mul(prims.broadcast_in_dim(x, [3, 4, 2], [0, 1]), prims.broadcast_in_dim(y, [3, 4, 2], [1, 2]))
+        return prims.sum(product, [1]), prims.exp(product)
+
+    graph = build({"x": ((3, 4), DType.float32), "y": ((4, 2), DType.float32)}, body)
+    assert not contraction_steps(graph)
+    assert any(step.node.op == "prims.mul" for step in plan_for(graph).steps)
+
+
+def test_product_that_is_an_output_is_not_fused() -> None:
+    def body(x: Value, y: Value) -> tuple[Value, Value]:
+        product = prims.mul(prims.broadcast_in_dim(x, [3, 4, 2], [0, 1]), prims.broadcast_in_dim(y, [3, 4, 2], [1, 2]))
+        return prims.sum(product, [1]), product
+
+    graph = build({"x": ((3, 4), DType.float32), "y": ((4, 2), DType.float32)}, body)
+    assert not contraction_steps(graph)
+
+
+def test_shared_broadcast_stays_outside_the_group() -> None:
+    def body(x: Value, y: Value) -> tuple[Value, Value]:
+        xb = prims.broadcast_in_dim(x, [3, 4, 2], [0, 1])
+        product = prims.mul(xb, prims.broadcast_in_dim(y, [3, 4, 2], [1, 2]))
+        return prims.sum(product, [1]), prims.neg(xb)
+
+    graph = build({"x": ((3, 4), DType.float32), "y": ((4, 2), DType.float32)}, body)
+    (step,) = contraction_steps(graph)
+    assert [node.op for node in step.nodes] == ["prims.broadcast_in_dim", "prims.mul", "prims.sum"]
+    assert any(s.node.op == "prims.broadcast_in_dim" and len(s.nodes) == 1 for s in plan_for(graph).steps)
+    fused, unfused = run_both_ways(graph, arrays_for(graph))
+    assert_agree(fused, unfused, "unfused execution")
+
+
+def test_low_precision_products_are_not_fused() -> None:
+    # prims.mul rounds each float16 product to float16: BLAS cannot reproduce that.
+    def body(x: Value, y: Value) -> Value:
+        return prims.sum(prims.mul(prims.broadcast_in_dim(x, [3, 4, 2], [0, 1]), prims.broadcast_in_dim(y, [3, 4, 2], [1, 2])), [1])
+
+    graph = build({"x": ((3, 4), DType.float16), "y": ((4, 2), DType.float16)}, body)
+    assert not contraction_steps(graph)
+
+
+# -- convolution_backward: every output_mask -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("mask", list(itertools.product([False, True], repeat=3)))
+def test_convolution_backward_output_masks(mask: tuple[bool, bool, bool], transposed: bool) -> None:
+    x, w = randn(2, 4, 7, 6), randn(4, 3, 3, 2, seed=1) if transposed else randn(6, 2, 3, 2, seed=1)
+    groups = 2 if not transposed else 1
+    stride, padding, dilation, output_padding = [2, 1], [1, 0], [1, 2], [1, 0] if transposed else [0, 0]
+    forward = torch.ops.aten.convolution.default(x, w, None, stride, padding, dilation, transposed, output_padding, groups)
+    grad = randn(*forward.shape, seed=2)
+    arguments = (grad, x, w, [forward.shape[1]], stride, padding, dilation, transposed, output_padding, groups, list(mask))
+    expected = torch.ops.aten.convolution_backward.default(*arguments)
+    # The graph declares all three results (as our IR must) and outputs the defined ones.
+    inputs = [GraphInput(Value(name, TensorMeta(tuple(t.shape), DType.float32))) for name, t in zip("gxw", (grad, x, w))]
+    metas = [TensorMeta(tuple(x.shape), DType.float32), TensorMeta(tuple(w.shape), DType.float32),
+             TensorMeta((forward.shape[1],), DType.float32)]
+    results = tuple(Value(f"r{i}", meta) for i, meta in enumerate(metas))
+    node = Node("aten.convolution_backward.default", (inputs[0].value, inputs[1].value, inputs[2].value, *arguments[3:]), {}, results)
+    wanted = [i for i in range(3) if mask[i]]
+    graph = Graph("backward", inputs, [node], [GraphOutput(results[i]) for i in wanted])
+    lowered = lower(graph)
+    contractions = len(contraction_steps(lowered))
+    assert contractions == int(mask[0]) + int(mask[1])  # dead-code elimination drops the rest
+    ours = execute(lowered, {"g": grad.numpy(), "x": x.numpy(), "w": w.numpy()}, check=True)
+    assert_agree(ours, [expected[i].numpy() for i in wanted], "torch")
+
+
+# -- memory ---------------------------------------------------------------------------------------------
+
+
+def test_large_matrix_product_memory() -> None:
+    """mm of two 4096² float32 matrices: no M·K·N product, peak under 3x inputs + output."""
+    n = 4096
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    graph = build({"a": ((n, n), DType.float32), "b": ((n, n), DType.float32)}, lambda a, b: _mm(a, b))
+    assert len(contraction_steps(graph)) == 1
+    tracemalloc.start()
+    try:
+        (result,) = execute(graph, {"a": a, "b": b})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    budget = 3 * (a.nbytes + b.nbytes + result.nbytes)
+    assert peak < budget, f"peak {peak / 2**20:.0f} MiB exceeds {budget / 2**20:.0f} MiB"
+    rows = rng.choice(n, 8, replace=False)
+    np.testing.assert_allclose(result[rows], a[rows].astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-2)
+
+
+def _mm(a: Value, b: Value) -> Value:
+    from decompositions.registry import aten
+
+    return aten.mm.default(a, b)
