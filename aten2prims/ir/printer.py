@@ -135,3 +135,57 @@ def _nested_body(graph: Graph) -> list[str]:
         bare = Node(node.op, node.args, node.kwargs, node.results)
         lines.append(f"    {format_node(bare)}")
     return lines
+
+
+def format_nested(aten_graph: Graph, lowered: Graph) -> str:
+    """Display-only view of a lowering: every node of the input graph (its full printed line),
+    with the nodes of `lowered` that came from it indented beneath it.
+
+    A lowered node belongs to the input node whose first result its provenance names (`origin`);
+    a node the lowering kept as it was (a prim of the input graph, or an op left unlowered)
+    belongs to the input node with the same op and first result name."""
+    owner_of: dict[str, Node] = {node.results[0].name: node for node in aten_graph.nodes if node.results}
+    children: dict[int, list[Node]] = {id(node): [] for node in aten_graph.nodes}
+    strays: list[Node] = []
+    for node in lowered.nodes:
+        same = owner_of.get(node.results[0].name) if node.results else None
+        if same is not None and same.op == node.op:
+            owner = same
+        elif node.provenance.origin_op is not None and node.provenance.origin is not None:
+            owner = owner_of.get(node.provenance.origin)
+        else:
+            owner = None
+        if owner is None:
+            strays.append(node)
+        else:
+            children[id(owner)].append(node)
+
+    # Values the outputs depend on: a node with none of them among its results was dropped as dead.
+    live = {graph_output.value for graph_output in aten_graph.outputs}
+    for node in reversed(aten_graph.nodes):
+        if any(result in live for result in node.results):
+            live.update(node.operand_values())
+    lines = [format_header(lowered)]
+    for node in aten_graph.nodes:
+        lines.append(f"  {format_node(node)}")
+        beneath = children[id(node)]
+        if len(beneath) == 1 and beneath[0].op == node.op:
+            if node.namespace != "prims":  # a prim of the input graph kept as it was: nothing to say
+                lines.append("    # kept as it is")
+            continue
+        for child in beneath:
+            lines.append(f"    {_format_bare(child)}")
+        if not beneath:
+            dead = not any(result in live for result in node.results)
+            why = "its results are unused" if dead else "its results are existing values, unchanged"
+            lines.append(f"    # no prims: {why}")
+    if strays:
+        lines.append("  # not from a node of the input graph:")
+        lines += [f"    {format_node(node)}" for node in strays]
+    lines.append(f"  {format_return(lowered)}")
+    return "\n".join(lines) + "\n"
+
+
+def _format_bare(node: Node) -> str:
+    """A node's line without its provenance: beneath its aten node, the provenance is the parent."""
+    return format_node(Node(node.op, node.args, node.kwargs, node.results))
