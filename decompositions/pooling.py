@@ -1,3 +1,946 @@
-"""Family N: pooling (max, average, adaptive; forward and backward) and resampling (upsampling, grid sampling)."""
+"""Family N: pooling (max, average, adaptive; forward and backward) and resampling (upsampling,
+grid sampling).
+
+Pooling windows are zero-copy views: the input is padded once (only where a window reaches past
+it), and for each kernel offset, in row-major order, `as_strided` gives the element at that
+offset of every window as one view `[*batch, *positions]`. Window reductions run over this
+sequence of views, in ATen's own accumulation order: average pooling adds them up; max pooling
+runs ATen's scan (an offset is taken where its value is greater than the running maximum or
+NaN), which also yields ATen's indices; the backward passes spread the gradient and sum windows
+again (or scatter to the saved indices). Adaptive windows vary in size, but outputs whose index
+differs by out/gcd(in, out) have windows shifted by in/gcd(in, out): each such residue class is
+one strided view, summed exactly. Resampling computes ATen's source indices and weights from
+`iota` with ATen's float arithmetic (grid sampling in the input dtype, as ATen's vectorized
+kernel does), then gathers (`prims.gather_nd`) and blends.
+Every rule mirrors ATen's CPU kernel (aten/src/ATen/native/cpu); docs/decompositions.md lists
+the deliberate differences.
+"""
 
 from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+import attrs
+import numpy as np
+
+import prims
+from aten2prims.errors import DTypeError, ShapeError
+from aten2prims.ir.dtypes import DType
+from aten2prims.ir.values import Value
+from aten2prims.promotion import convert, opmath_dtype
+
+from .common import full, index_ramp, iota, row_major_strides
+from .registry import aten, register
+
+FLOATS = frozenset({DType.float16, DType.bfloat16, DType.float32, DType.float64})
+INTEGERS = frozenset({DType.uint8, DType.int8, DType.int16, DType.int32, DType.int64})
+
+
+# -- arguments ------------------------------------------------------------------------------------
+
+
+def _check_dtype(op: str, x: Value, allowed: frozenset[DType], what: str = "input") -> None:
+    if x.dtype not in allowed:
+        names = " ".join(d.short for d in DType if d in allowed)
+        raise DTypeError(f"{op}: {what} of dtype {x.dtype.short} is not supported (expected one of {names})")
+
+
+def _check_rank(op: str, x: Value, rank: int) -> None:
+    """A [C, *spatial] or [N, C, *spatial] input whose non-batch dims are non-empty."""
+    if x.ndim not in (rank + 1, rank + 2):
+        raise ShapeError(f"{op}: expected a {rank + 1}-D or {rank + 2}-D input, got shape {list(x.shape)}")
+    if any(n == 0 for n in x.shape[x.ndim - rank - 1 :]):
+        raise ShapeError(f"{op}: expected non-empty non-batch dimensions, got shape {list(x.shape)}")
+
+
+def _per_dim(op: str, name: str, values: Sequence[int], rank: int) -> list[int]:
+    """aten's `int[rank]` pooling argument: one value per spatial dim, a single value for all."""
+    values = list(values)
+    if len(values) == 1:
+        values = values * rank
+    if len(values) != rank:
+        raise ShapeError(f"{op}: {name} must be a single int or {rank} ints, got {values}")
+    return values
+
+
+# -- pooling geometry -----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Window:
+    """One spatial dim of a sliding-window pooling: the input size, the window's parameters and the
+    number of window positions."""
+
+    size: int
+    kernel: int
+    stride: int
+    padding: int
+    dilation: int
+    positions: int
+
+    @property
+    def reach(self) -> int:
+        """How many input positions a window spans (kernel and dilation)."""
+        return self.dilation * (self.kernel - 1) + 1
+
+    @property
+    def after(self) -> int:
+        """Padding needed after the input so that every window lies inside the padded input."""
+        return max(0, (self.positions - 1) * self.stride + self.reach - self.padding - self.size)
+
+    def starts(self) -> Value:
+        """int64[positions]: where each window starts, in input coordinates (may be negative)."""
+        return iota(self.positions, start=-self.padding, step=self.stride)
+
+
+def _positions(size: int, kernel: int, padding: int, stride: int, dilation: int, ceil_mode: bool) -> int:
+    """ATen's pooling_output_shape: with ceil_mode a last, partial window is kept only if it
+    starts inside the input or its left padding."""
+    span = size + 2 * padding - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)
+    positions = span // stride + 1
+    if ceil_mode and (positions - 1) * stride >= size + padding:
+        positions -= 1
+    return positions
+
+
+def _windows(
+    op: str,
+    x: Value,
+    rank: int,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    ceil_mode: bool,
+) -> list[Window]:
+    """The per-dim geometry of a pooling over the last `rank` dims of x, checked as ATen checks it."""
+    kernel = _per_dim(op, "kernel_size", kernel_size, rank)
+    stride = kernel if len(stride) == 0 else _per_dim(op, "stride", stride, rank)
+    padding = _per_dim(op, "padding", padding, rank)
+    dilation = _per_dim(op, "dilation", dilation, rank)
+    if any(k <= 0 for k in kernel) or any(s <= 0 for s in stride) or any(d <= 0 for d in dilation):
+        raise ShapeError(
+            f"{op}: kernel_size, stride and dilation must be positive, got {kernel}, {stride} and {dilation}"
+        )
+    if any(p < 0 or p > k // 2 for p, k in zip(padding, kernel)):
+        raise ShapeError(f"{op}: padding {padding} must be non-negative and at most half of kernel_size {kernel}")
+    sizes = x.shape[-rank:]
+    windows = [
+        Window(n, k, s, p, d, _positions(n, k, p, s, d, ceil_mode))
+        for n, k, s, p, d in zip(sizes, kernel, stride, padding, dilation)
+    ]
+    if any(w.positions < 1 for w in windows):
+        raise ShapeError(
+            f"{op}: input of spatial size {list(sizes)} is too small for kernel {kernel} "
+            f"(output size {[w.positions for w in windows]})"
+        )
+    return windows
+
+
+def _padded(x: Value, windows: Sequence[Window], value: float | int) -> Value:
+    """x with its last len(windows) dims padded by `value` wherever a window reaches outside it."""
+    pad: list[int] = []
+    for w in reversed(windows):  # constant_pad_nd lists the last dim first
+        pad += [w.padding, w.after]
+    if not any(pad):
+        return x
+    return aten.constant_pad_nd.default(x, pad, value)
+
+
+def _offset_views(x: Value, windows: Sequence[Window], first: Sequence[int] | None = None) -> Iterator[Value]:
+    """The windows of a padded x, one kernel offset at a time in row-major order: for each offset,
+    the element at that offset of every window as one zero-copy view [*batch, *positions]
+    (windows start at `first` + position · stride along each dim)."""
+    rank = len(windows)
+    strides = row_major_strides(x.shape)
+    spatial = strides[-rank:]
+    shape = [*x.shape[:-rank], *(w.positions for w in windows)]
+    view_strides = [*strides[:-rank], *(w.stride * s for w, s in zip(windows, spatial))]
+    origin = sum(f * s for f, s in zip(first or [0] * rank, spatial))
+    for offsets in itertools.product(*(range(w.kernel) for w in windows)):
+        if math.prod(shape) == 0:
+            yield full(shape, 0, x.dtype)
+            continue
+        start = origin + sum(k * w.dilation * s for k, w, s in zip(offsets, windows, spatial))
+        yield prims.as_strided(x, shape, view_strides, start)
+
+
+def _sum(terms: Iterable[Value]) -> Value:
+    """((t0 + t1) + t2) + …: ATen's sequential accumulation order."""
+    total = None
+    for term in terms:
+        total = term if total is None else prims.add(total, term)
+    assert total is not None
+    return total
+
+
+def _outer(vectors: Sequence[Value], combine: Callable[[Value, Value], Value]) -> Value:
+    """vectors[0] ⊗ vectors[1] ⊗ …: a tensor of their lengths combining one entry of each."""
+    shape = [v.shape[0] for v in vectors]
+    result = prims.broadcast_in_dim(vectors[0], shape, [0]) if len(vectors) > 1 else vectors[0]
+    for d, v in enumerate(vectors[1:], start=1):
+        result = combine(result, prims.broadcast_in_dim(v, shape, [d]))
+    return result
+
+
+def _to_batch_shape(x: Value, shape: Sequence[int]) -> Value:
+    """x (shaped like the trailing dims of `shape`) broadcast to `shape`."""
+    if tuple(x.shape) == tuple(shape):
+        return x
+    return prims.broadcast_in_dim(x, list(shape), list(range(len(shape) - x.ndim, len(shape))))
+
+
+# -- max pooling ----------------------------------------------------------------------------------
+
+
+def _lowest(dtype: DType) -> float | int:
+    return -math.inf if dtype.is_floating else int(np.iinfo(dtype.numpy).min)
+
+
+def _first_valid_offset(w: Window) -> Value:
+    """int32[positions]: the first kernel offset of each window that lies inside the input (ATen
+    starts its scan there)."""
+    if w.padding == 0:
+        return full([w.positions], 0, DType.int32)
+    deficit = prims.maximum(prims.neg(w.starts()), 0)
+    return convert(prims.div(prims.add(deficit, w.dilation - 1), w.dilation), DType.int32)  # ceil
+
+
+def _offset_shifts(windows: Sequence[Window], plane: Sequence[int]) -> Value:
+    """int64[K]: for each kernel offset k (row-major), how far its element lies from the window's
+    start in the flat input plane: Σ_d offset_d · dilation_d · plane_d."""
+    kernel = [w.kernel for w in windows]
+    shifts = [prims.mul(iota(w.kernel), w.dilation * p) for w, p in zip(windows, plane)]
+    return prims.reshape(_outer(shifts, prims.add), [math.prod(kernel)])
+
+
+def _max_pool(
+    op: str,
+    x: Value,
+    rank: int,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    ceil_mode: bool,
+) -> tuple[Value, Value]:
+    """ATen's scan over the kernel offsets in row-major order: an offset is taken where its value
+    is greater than the running maximum or NaN, starting from (lowest value, each window's first
+    valid offset). So the first of tied maxima wins, the last NaN wins, and padding (the lowest
+    value) never does. The running value is the NaN-propagating `maximum`; offsets being scanned
+    in increasing order, the offset taken last is the `maximum` of k·taken_k. Each offset's
+    elements are copied out of the strided view once (`clone`), since they are read three times."""
+    _check_dtype(op, x, FLOATS | INTEGERS)
+    _check_rank(op, x, rank)
+    windows = _windows(op, x, rank, kernel_size, stride, padding, dilation, ceil_mode)
+    shape = [*x.shape[:-rank], *(w.positions for w in windows)]
+    if math.prod(shape) == 0:
+        return full(shape, 0, x.dtype), full(shape, 0, DType.int64)
+    padded = _padded(x, windows, _lowest(x.dtype))
+    kernel = [w.kernel for w in windows]
+    radix = row_major_strides(kernel)  # offset k = Σ_d offset_d · radix_d
+    first = _outer([prims.mul(_first_valid_offset(w), r) for w, r in zip(windows, radix)], prims.add)
+    taken = _to_batch_shape(first, shape)
+    best = None
+    for k, view in enumerate(_offset_views(padded, windows)):
+        value = prims.clone(view)
+        if best is None:  # the padding's lowest value never beats the first offset's
+            best = value
+            continue
+        take = prims.gt(value, best)
+        if x.dtype.is_floating:
+            take = prims.bitwise_or(take, prims.ne(value, value))
+        best = prims.maximum(best, value)
+        taken = prims.maximum(taken, prims.mul(convert(take, DType.int32), k))
+    # Indices number the input's spatial elements: the window's start plus the taken offset's shift.
+    plane = row_major_strides(x.shape[-rank:])
+    start = _outer([prims.mul(w.starts(), p) for w, p in zip(windows, plane)], prims.add)
+    shift = prims.gather_nd(_offset_shifts(windows, plane), [taken])
+    return best, prims.add(_to_batch_shape(start, shape), shift)
+
+
+@register("aten.max_pool2d_with_indices.default")
+def max_pool2d_with_indices(
+    self: Value,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    ceil_mode: bool,
+) -> tuple[Value, Value]:
+    return _max_pool("aten.max_pool2d_with_indices", self, 2, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@register("aten.max_pool3d_with_indices.default")
+def max_pool3d_with_indices(
+    self: Value,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    ceil_mode: bool,
+) -> tuple[Value, Value]:
+    return _max_pool("aten.max_pool3d_with_indices", self, 3, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@register("aten.max_pool2d_with_indices_backward.default")
+def max_pool2d_with_indices_backward(
+    grad_output: Value,
+    self: Value,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    ceil_mode: bool,
+    indices: Value,
+) -> Value:
+    """Each gradient is added at its saved index (a flat position in its input plane); windows
+    sharing a maximum sum their gradients there."""
+    op = "aten.max_pool2d_with_indices_backward"
+    _check_dtype(op, self, FLOATS, "self")
+    _check_rank(op, self, 2)
+    if grad_output.dtype is not self.dtype:
+        raise DTypeError(f"{op}: grad_output has dtype {grad_output.dtype.short}, self {self.dtype.short}")
+    _check_dtype(op, indices, frozenset({DType.int64}), "indices")
+    windows = _windows(op, self, 2, kernel_size, stride, padding, dilation, ceil_mode)
+    shape = (*self.shape[:-2], *(w.positions for w in windows))
+    for name, t in (("grad_output", grad_output), ("indices", indices)):
+        if t.shape != shape:
+            raise ShapeError(f"{op}: {name} has shape {list(t.shape)}, expected {list(shape)}")
+    batch = self.shape[:-2]
+    plane, count = math.prod(self.shape[-2:]), math.prod(shape[-2:])
+    if math.prod(shape) == 0:
+        return full(self.shape, 0, self.dtype)
+    values = prims.reshape(grad_output, [*batch, count])
+    where = [*(index_ramp(values.shape, d) for d in range(len(batch))), prims.reshape(indices, [*batch, count])]
+    grad = prims.scatter_nd(full([*batch, plane], 0, self.dtype), where, values, "sum")
+    return prims.reshape(grad, list(self.shape))
+
+
+# -- average pooling ------------------------------------------------------------------------------
+
+
+def _window_counts(w: Window, count_include_pad: bool) -> Value:
+    """int64[positions]: ATen's divisor factor of each window along one dim: the window clipped to
+    the input plus its padding, or (count_include_pad=False) to the input alone."""
+    start = w.starts()
+    end = prims.minimum(prims.add(start, w.kernel), w.size + w.padding)
+    if count_include_pad:
+        return prims.sub(end, start)
+    return prims.sub(prims.minimum(end, w.size), prims.maximum(start, 0))
+
+
+def _divisors(windows: Sequence[Window], count_include_pad: bool, divisor_override: int | None) -> Value | int:
+    if divisor_override is not None:
+        return divisor_override
+    return _outer([_window_counts(w, count_include_pad) for w in windows], prims.mul)
+
+
+def _divide(total: Value, divisor: Value | int) -> Value:
+    """total / divisor in total's dtype (truncating for integers, as ATen's kernels divide)."""
+    if isinstance(divisor, int):
+        return prims.div(total, convert(divisor, total.dtype))
+    return prims.div(total, _to_batch_shape(convert(divisor, total.dtype), total.shape))
+
+
+def _avg_pool_arguments(
+    op: str,
+    x: Value,
+    rank: int,
+    dtypes: frozenset[DType],
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    ceil_mode: bool,
+    divisor_override: int | None,
+) -> list[Window]:
+    _check_dtype(op, x, dtypes)
+    _check_rank(op, x, rank)
+    if divisor_override is not None and divisor_override == 0:
+        raise ShapeError(f"{op}: divisor_override must not be zero")
+    return _windows(op, x, rank, kernel_size, stride, padding, [1], ceil_mode)
+
+
+def _avg_pool(
+    x: Value, windows: Sequence[Window], count_include_pad: bool, divisor_override: int | None
+) -> Value:
+    """The sum of each window divided by ATen's divisor for that window. The sum runs over the
+    kernel offsets' views of the zero-padded input (in opmath), in ATen's order."""
+    rank = len(windows)
+    shape = [*x.shape[:-rank], *(w.positions for w in windows)]
+    if math.prod(shape) == 0:
+        return full(shape, 0, x.dtype)
+    total = _sum(_offset_views(_padded(convert(x, opmath_dtype(x.dtype)), windows, 0), windows))
+    return convert(_divide(total, _divisors(windows, count_include_pad, divisor_override)), x.dtype)
+
+
+AVG_POOL_DTYPES = FLOATS | {DType.int64}
+
+
+@register("aten.avg_pool1d.default")
+def avg_pool1d(
+    self: Value,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    ceil_mode: bool,
+    count_include_pad: bool,
+) -> Value:
+    op = "aten.avg_pool1d"
+    windows = _avg_pool_arguments(op, self, 1, AVG_POOL_DTYPES, kernel_size, stride, padding, ceil_mode, None)
+    return _avg_pool(self, windows, count_include_pad, None)
+
+
+@register("aten.avg_pool2d.default")
+def avg_pool2d(
+    self: Value,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: int | None,
+) -> Value:
+    op = "aten.avg_pool2d"
+    windows = _avg_pool_arguments(
+        op, self, 2, AVG_POOL_DTYPES, kernel_size, stride, padding, ceil_mode, divisor_override
+    )
+    return _avg_pool(self, windows, count_include_pad, divisor_override)
+
+
+@register("aten.avg_pool3d.default")
+def avg_pool3d(
+    self: Value,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: int | None,
+) -> Value:
+    op = "aten.avg_pool3d"
+    # ATen's CPU kernel has no float16/bfloat16 variant here, and refuses inputs smaller than the kernel.
+    dtypes = frozenset({DType.float32, DType.float64, DType.int64})
+    windows = _avg_pool_arguments(op, self, 3, dtypes, kernel_size, stride, padding, ceil_mode, divisor_override)
+    if any(w.size < w.kernel for w in windows):
+        raise ShapeError(
+            f"{op}: input of spatial size {list(self.shape[-3:])} is smaller than the kernel "
+            f"{[w.kernel for w in windows]}"
+        )
+    return _avg_pool(self, windows, count_include_pad, divisor_override)
+
+
+@register("aten.avg_pool2d_backward.default")
+def avg_pool2d_backward(
+    grad_output: Value,
+    self: Value,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: int | None,
+) -> Value:
+    """Each window adds grad / divisor to the input positions it covers. The shares are spread
+    into a zero canvas (stride apart, after kernel-1 zeros), whose kernel-sized windows then sum
+    exactly the shares of the windows covering each input position."""
+    op = "aten.avg_pool2d_backward"
+    windows = _avg_pool_arguments(
+        op, self, 2, AVG_POOL_DTYPES, kernel_size, stride, padding, ceil_mode, divisor_override
+    )
+    if grad_output.dtype is not self.dtype:
+        raise DTypeError(f"{op}: grad_output has dtype {grad_output.dtype.short}, self {self.dtype.short}")
+    shape = (*self.shape[:-2], *(w.positions for w in windows))
+    if grad_output.shape != shape:
+        raise ShapeError(f"{op}: grad_output has shape {list(grad_output.shape)}, expected {list(shape)}")
+    if self.numel == 0:
+        return full(self.shape, 0, self.dtype)
+    compute = opmath_dtype(self.dtype)
+    shares = _divide(convert(grad_output, compute), _divisors(windows, count_include_pad, divisor_override))
+    return convert(_spread_sum(shares, windows), self.dtype)
+
+
+def _spread_sum(shares: Value, windows: Sequence[Window]) -> Value:
+    """grad[i] = Σ over windows o covering input position i of shares[o], for every spatial dim."""
+    rank = len(windows)
+    batch = shares.shape[:-rank]
+    lengths = [
+        max(w.size + w.padding + w.kernel - 1, w.kernel - 1 + (w.positions - 1) * w.stride + 1) for w in windows
+    ]
+    canvas_shape = [*batch, *lengths]
+    strides = row_major_strides(canvas_shape)
+    spread_strides = [*strides[:-rank], *(w.stride * s for w, s in zip(windows, strides[-rank:]))]
+    first = sum((w.kernel - 1) * s for w, s in zip(windows, strides[-rank:]))
+    canvas = prims.as_strided_scatter(
+        full(canvas_shape, 0, shares.dtype), shares, list(shares.shape), spread_strides, first
+    )
+    # Input position i sits at i + padding of the canvas; its covering windows' shares lie in
+    # the kernel-sized stretch that starts there (in increasing window order, as ATen adds them).
+    stretches = [Window(n, w.kernel, 1, 0, 1, w.size) for n, w in zip(lengths, windows)]
+    return _sum(_offset_views(canvas, stretches, first=[w.padding for w in windows]))
+
+
+# -- adaptive average pooling ---------------------------------------------------------------------
+
+
+def _adaptive_bounds(index: int, inputs: int, outputs: int) -> tuple[int, int]:
+    """ATen's adaptive window of output `index`: [floor(index·in/out), ceil((index+1)·in/out))."""
+    return index * inputs // outputs, -(-(index + 1) * inputs // outputs)
+
+
+def _adaptive_sum(x: Value, dim: int, outputs: int) -> Value:
+    """Along `dim`, the sum of each adaptive window. Outputs i and i + q (q = out/gcd) have
+    windows of one length, the second shifted by p = in/gcd: each of the q residue classes is one
+    strided view (no copy), summed exactly; the classes are then interleaved."""
+    inputs = x.shape[dim]
+    if inputs == outputs:
+        return x
+    common = math.gcd(inputs, outputs)
+    period, classes = inputs // common, outputs // common
+    strides = row_major_strides(x.shape)
+    parts = []
+    for r in range(classes):
+        start, stop = _adaptive_bounds(r, inputs, outputs)
+        shape = [*x.shape[:dim], common, stop - start, *x.shape[dim + 1 :]]
+        view_strides = [*strides[:dim], period * strides[dim], strides[dim], *strides[dim + 1 :]]
+        parts.append(prims.sum(prims.as_strided(x, shape, view_strides, start * strides[dim]), [dim + 1]))
+    if classes == 1:
+        return parts[0]
+    stacked_shape = [*x.shape[:dim], common, 1, *x.shape[dim + 1 :]]
+    kept = [d for d in range(x.ndim + 1) if d != dim + 1]
+    stacked = prims.cat([prims.broadcast_in_dim(p, stacked_shape, kept) for p in parts], dim + 1)
+    return prims.collapse_view(stacked, dim, dim + 1)
+
+
+def _adaptive_lengths(inputs: int, outputs: int) -> Value:
+    """int64[outputs]: the length of each adaptive window, from iota as ATen's index formulas."""
+    index = iota(outputs)
+    start = prims.div(prims.mul(index, inputs), outputs)
+    stop = prims.div(prims.add(prims.mul(index, inputs), inputs + outputs - 1), outputs)
+    return prims.sub(stop, start)
+
+
+def _divide_by_lengths(x: Value, sizes: Sequence[tuple[int, int]]) -> Value:
+    """x divided by the adaptive window lengths of each of its last len(sizes) dims in turn (ATen
+    divides the window sum by each dim's length separately)."""
+    rank = len(sizes)
+    for d, (inputs, outputs) in enumerate(sizes):
+        lengths = convert(_adaptive_lengths(inputs, outputs), x.dtype)
+        dim = x.ndim - rank + d
+        x = prims.div(x, prims.broadcast_in_dim(lengths, list(x.shape), [dim]))
+    return x
+
+
+def _adaptive_avg_pool(op: str, x: Value, output_size: Sequence[int], rank: int) -> Value:
+    _check_dtype(op, x, FLOATS)
+    _check_rank(op, x, rank)
+    outputs = list(output_size)
+    if len(outputs) != rank or any(o < 0 for o in outputs):
+        raise ShapeError(f"{op}: output_size must be {rank} non-negative ints, got {outputs}")
+    shape = [*x.shape[:-rank], *outputs]
+    if math.prod(shape) == 0:
+        return full(shape, 0, x.dtype)
+    total = convert(x, opmath_dtype(x.dtype))
+    for d, o in enumerate(outputs):
+        total = _adaptive_sum(total, x.ndim - rank + d, o)
+    mean = _divide_by_lengths(total, list(zip(x.shape[-rank:], outputs)))
+    return convert(mean, x.dtype)
+
+
+@register("aten.adaptive_avg_pool1d.default")
+def adaptive_avg_pool1d(self: Value, output_size: Sequence[int]) -> Value:
+    return _adaptive_avg_pool("aten.adaptive_avg_pool1d", self, output_size, 1)
+
+
+@register("aten._adaptive_avg_pool2d.default")
+def _adaptive_avg_pool2d(self: Value, output_size: Sequence[int]) -> Value:
+    return _adaptive_avg_pool("aten._adaptive_avg_pool2d", self, output_size, 2)
+
+
+@register("aten._adaptive_avg_pool3d.default")
+def _adaptive_avg_pool3d(self: Value, output_size: Sequence[int]) -> Value:
+    return _adaptive_avg_pool("aten._adaptive_avg_pool3d", self, output_size, 3)
+
+
+@register("aten._adaptive_avg_pool2d_backward.default")
+def _adaptive_avg_pool2d_backward(grad_output: Value, self: Value) -> Value:
+    """grad / window lengths, summed back over the windows covering each input position. Input i
+    is covered by outputs [floor(i·out/in), ceil((i+1)·out/in)): the adaptive windows with the
+    roles of input and output swapped, so the same residue-class sums apply."""
+    op = "aten._adaptive_avg_pool2d_backward"
+    _check_dtype(op, self, FLOATS, "self")
+    _check_rank(op, self, 2)
+    if grad_output.dtype is not self.dtype:
+        raise DTypeError(f"{op}: grad_output has dtype {grad_output.dtype.short}, self {self.dtype.short}")
+    if grad_output.ndim != self.ndim or grad_output.shape[:-2] != self.shape[:-2] or 0 in grad_output.shape[1:]:
+        raise ShapeError(
+            f"{op}: grad_output of shape {list(grad_output.shape)} does not match self of shape {list(self.shape)}"
+        )
+    if self.numel == 0:
+        return full(self.shape, 0, self.dtype)
+    sizes = list(zip(self.shape[-2:], grad_output.shape[-2:]))
+    grad = _divide_by_lengths(convert(grad_output, opmath_dtype(self.dtype)), sizes)
+    for d, (inputs, _) in enumerate(sizes):
+        grad = _adaptive_sum(grad, self.ndim - 2 + d, inputs)
+    return convert(grad, self.dtype)
+
+
+# -- resampling: shared pieces --------------------------------------------------------------------
+
+
+def _plane_index(rows: Value, columns: Value, width: int) -> Value:
+    """int64[len(rows), len(columns)]: the flat plane positions row · width + column."""
+    return _outer([prims.mul(rows, width) if width != 1 else rows, columns], prims.add)
+
+
+def _gather_plane(x: Value, flat: Value, dims: Sequence[int], shape: Sequence[int]) -> Value:
+    """A tensor of `shape` = [*lead, *positions] holding x[*lead, p] for x = [*lead, H, W] seen as
+    [*lead, H·W]: p = flat (int64 positions row · W + column) broadcast to `shape` along `dims`.
+    One gather, indexed by the lead dims and the flat position only."""
+    plane = prims.collapse_view(x, x.ndim - 2, x.ndim - 1)
+    lead = [index_ramp(shape, d) for d in range(x.ndim - 2)]
+    return prims.gather_nd(plane, [*lead, prims.broadcast_in_dim(flat, list(shape), list(dims))])
+
+
+def _along(x: Value, dim: int, index: Value) -> Value:
+    """x = [B, H, W] resampled along `dim` (1: rows, 2: columns) at the int64 positions `index`."""
+    rows = index if dim == 1 else iota(x.shape[1])
+    columns = index if dim == 2 else iota(x.shape[2])
+    shape = list(x.shape)
+    shape[dim] = index.shape[0]
+    return _gather_plane(x, _plane_index(rows, columns, x.shape[2]), [1, 2], shape)
+
+
+# -- upsampling ------------------------------------------------------------------------------------
+
+
+def _upsample_sizes(
+    op: str, x: Value, output_size: Sequence[int] | None, scale_factors: Sequence[float] | None
+) -> tuple[list[int], list[float | None]]:
+    """ATen's compute_output_size for the two spatial dims of an NCHW input: exactly one of
+    output_size and scale_factors; a scale factor gives floor(size · scale) (in double) and is
+    passed on to the index computation, an output size is not."""
+    if x.ndim != 4:
+        raise ShapeError(f"{op}: expected a 4-D input [N, C, H, W], got shape {list(x.shape)}")
+    if (output_size is None) == (scale_factors is None):
+        raise ShapeError(f"{op}: must specify exactly one of output_size and scale_factors")
+    if output_size is not None:
+        sizes, scales = list(output_size), [None, None]
+        if len(sizes) != 2:
+            raise ShapeError(f"{op}: output_size must have 2 entries, got {sizes}")
+    else:
+        scales = list(scale_factors)
+        if len(scales) != 2:
+            raise ShapeError(f"{op}: scale_factors must have 2 entries, got {scales}")
+        sizes = [int(n * s) for n, s in zip(x.shape[2:], scales)]
+    if any(n <= 0 for n in x.shape[2:]) or any(n <= 0 for n in sizes):
+        raise ShapeError(
+            f"{op}: input and output sizes must be greater than 0, got input {list(x.shape[2:])} and output {sizes}"
+        )
+    return sizes, scales
+
+
+def _float_scale(inputs: int, outputs: int, scale: float | None, dtype: DType) -> float:
+    """ATen's compute_scales_value in `dtype`: 1/scale if a positive scale factor was given, else
+    inputs/outputs (each rounded to dtype, as the C++ computes it)."""
+    kind = dtype.numpy.type
+    if scale is not None and scale > 0:
+        return float(kind(1.0 / scale))
+    return float(kind(inputs) / kind(outputs))
+
+
+def _nearest_source(inputs: int, outputs: int, scale: float | None) -> Value:
+    """int64[outputs]: ATen's nearest_idx — the identity and halving shortcuts, else
+    min(floor(o · scale), inputs - 1) in float32."""
+    index = iota(outputs)
+    if outputs == inputs:
+        return index
+    if outputs == 2 * inputs:
+        return prims.shift_right_arithmetic(index, 1)
+    scaled = prims.mul(convert(index, DType.float32), _float_scale(inputs, outputs, scale, DType.float32))
+    return prims.minimum(convert(prims.floor(scaled), DType.int64), inputs - 1)
+
+
+@register("aten.upsample_nearest2d.vec")
+def upsample_nearest2d(
+    input: Value, output_size: Sequence[int] | None, scale_factors: Sequence[float] | None
+) -> Value:
+    op = "aten.upsample_nearest2d"
+    _check_dtype(op, input, FLOATS | {DType.uint8})
+    sizes, scales = _upsample_sizes(op, input, output_size, scale_factors)
+    if input.numel == 0:
+        return full([*input.shape[:2], *sizes], 0, input.dtype)
+    rows, columns = (_nearest_source(n, o, s) for n, o, s in zip(input.shape[2:], sizes, scales))
+    images = prims.collapse_view(input, 0, 1)  # [N·C, H, W]
+    picked = _gather_plane(images, _plane_index(rows, columns, input.shape[3]), [1, 2], [images.shape[0], *sizes])
+    return prims.split_dim(picked, 0, input.shape[0])
+
+
+def _linear_ratio(inputs: int, outputs: int, align_corners: bool, scale: float | None, dtype: DType) -> float:
+    """ATen's area_pixel_compute_scale in `dtype`."""
+    if not align_corners:
+        return _float_scale(inputs, outputs, scale, dtype)
+    kind = dtype.numpy.type
+    return float(kind(inputs - 1) / kind(outputs - 1)) if outputs > 1 else 0.0
+
+
+def _linear_source(
+    inputs: int, outputs: int, align_corners: bool, scale: float | None, dtype: DType
+) -> tuple[Value, Value]:
+    """ATen's area_pixel_compute_source_index and guard_index_and_lambda along one dim, in `dtype`:
+    the int64 index of each output's left neighbour and its distance λ from it, in [0, 1]."""
+    ratio = _linear_ratio(inputs, outputs, align_corners, scale, dtype)
+    position = convert(iota(outputs), dtype)
+    if align_corners:
+        source = prims.mul(position, ratio)
+    else:
+        source = prims.maximum(prims.sub(prims.mul(prims.add(position, 0.5), ratio), 0.5), 0.0)
+    # ATen floors with floorf, i.e. after rounding a double source index to float.
+    left = prims.minimum(convert(prims.floor(convert(source, DType.float32)), DType.int64), inputs - 1)
+    distance = prims.minimum(prims.maximum(prims.sub(source, convert(left, dtype)), 0.0), 1.0)
+    return left, distance
+
+
+def _weighted(x: Value, weight: Value, dim: int) -> Value:
+    return prims.mul(x, prims.broadcast_in_dim(weight, list(x.shape), [dim]))
+
+
+def _bilinear_float(x: Value, sizes: Sequence[int], align_corners: bool, scales: Sequence[float | None]) -> Value:
+    """ATen's generic kernel Σ_h λ_h · (Σ_w λ_w · x[h, w]) in opmath, computed separably (the
+    same operations): the width pass, then the height pass. A dim whose size does not change is
+    ATen's identity x·1 + x·0 (which turns inf into NaN, as ATen does)."""
+    compute = opmath_dtype(x.dtype)
+    values = prims.collapse_view(convert(x, compute), 0, 1)  # [N·C, H, W]
+    for dim in (2, 1):
+        inputs, outputs, scale = values.shape[dim], sizes[dim - 1], scales[dim - 1]
+        if inputs == outputs:
+            values = prims.add(values, prims.mul(values, 0.0))
+            continue
+        left, distance = _linear_source(inputs, outputs, align_corners, scale, compute)
+        right = prims.minimum(prims.add(left, 1), inputs - 1)
+        near = _weighted(_along(values, dim, left), prims.sub(1.0, distance), dim)
+        values = prims.add(near, _weighted(_along(values, dim, right), distance, dim))
+    return convert(prims.split_dim(values, 0, x.shape[0]), x.dtype)
+
+
+def _uint8_weight_precision(inputs: int, outputs: int, align_corners: bool, scale: float | None) -> int:
+    """ATen's fixed-point precision for uint8 interpolation weights: the largest p < 22 such that
+    the largest weight times 2^(p+1) stays below 2^15 (weights recomputed here in double, exactly as
+    the graph computes them)."""
+    ratio = _linear_ratio(inputs, outputs, align_corners, scale, DType.float64)
+    largest = 0.0
+    for o in range(outputs):
+        source = ratio * o if align_corners else max(ratio * (o + 0.5) - 0.5, 0.0)
+        left = min(math.floor(np.float32(source)), inputs - 1)
+        distance = min(max(source - left, 0.0), 1.0)
+        near, far = 1.0 - distance, 1.0 - (1.0 - distance)
+        largest = max(largest, near + far if left == inputs - 1 else max(near, far))
+    precision = 0
+    while precision < 22 and int(0.5 + largest * (1 << (precision + 1))) < (1 << 15):
+        precision += 1
+    return precision
+
+
+def _bilinear_uint8_pass(x: Value, dim: int, outputs: int, align_corners: bool, scale: float | None) -> Value:
+    """One separable pass of ATen's uint8 kernel along `dim` of x = [B, H, W]: int16 fixed-point
+    weights round(w · 2^p) of the two neighbours (1 - λ and 1 - (1 - λ), merged into one at the
+    last index), summed with the rounding bias 2^(p-1), shifted right by p, clamped to [0, 255]."""
+    inputs = x.shape[dim]
+    if inputs == outputs:
+        return x
+    precision = _uint8_weight_precision(inputs, outputs, align_corners, scale)
+    left, distance = _linear_source(inputs, outputs, align_corners, scale, DType.float64)
+    near = prims.sub(1.0, distance)
+    far = prims.sub(1.0, near)
+    last = prims.eq(left, inputs - 1)
+    near = prims.where(last, prims.add(near, far), near)
+    far = prims.where(last, 0.0, far)
+
+    def fixed(weight: Value) -> Value:
+        return convert(prims.floor(prims.add(prims.mul(weight, float(1 << precision)), 0.5)), DType.int64)
+
+    right = prims.minimum(prims.add(left, 1), inputs - 1)
+    terms = [
+        _weighted(convert(_along(x, dim, index), DType.int64), fixed(weight), dim)
+        for index, weight in ((left, near), (right, far))
+    ]
+    rounded = prims.shift_right_arithmetic(prims.add(_sum(terms), 1 << (precision - 1)), precision)
+    return convert(prims.minimum(prims.maximum(rounded, 0), 255), DType.uint8)
+
+
+@register("aten.upsample_bilinear2d.vec")
+def upsample_bilinear2d(
+    input: Value, output_size: Sequence[int] | None, align_corners: bool, scale_factors: Sequence[float] | None
+) -> Value:
+    op = "aten.upsample_bilinear2d"
+    _check_dtype(op, input, FLOATS | {DType.uint8})
+    sizes, scales = _upsample_sizes(op, input, output_size, scale_factors)
+    if input.numel == 0:
+        return full([*input.shape[:2], *sizes], 0, input.dtype)
+    if input.dtype is DType.uint8:
+        # ATen resamples uint8 images separably in fixed point: the width first, then the height.
+        images = prims.collapse_view(input, 0, 1)  # [N·C, H, W]
+        wide = _bilinear_uint8_pass(images, 2, sizes[1], align_corners, scales[1])
+        return prims.split_dim(_bilinear_uint8_pass(wide, 1, sizes[0], align_corners, scales[0]), 0, input.shape[0])
+    return _bilinear_float(input, sizes, align_corners, scales)
+
+
+# -- grid sampling ---------------------------------------------------------------------------------
+
+BILINEAR, NEAREST, BICUBIC = 0, 1, 2
+ZEROS, BORDER, REFLECTION = 0, 1, 2
+CUBIC_A = -0.75  # the cubic convolution constant ATen's grid sampler uses
+
+
+@attrs.frozen
+class GridAxis:
+    """One spatial axis of grid_sampler_2d: ATen's vectorized ComputeLocation (unnormalization
+    and padding of source coordinates), in the input's dtype."""
+
+    size: int
+    padding_mode: int
+    align_corners: bool
+    dtype: DType
+
+    def _constant(self, value: float) -> float:
+        return float(self.dtype.numpy.type(value))
+
+    def unnormalize(self, coordinate: Value) -> Value:
+        """[-1, 1] → pixel coordinates: (c + 1)·(size-1)/2, or (c + 1)·size/2 - 0.5."""
+        if self.align_corners:
+            return prims.mul(prims.add(coordinate, 1.0), self._constant((self.size - 1) / 2))
+        return prims.sub(prims.mul(prims.add(coordinate, 1.0), self._constant(self.size / 2)), 0.5)
+
+    def clip(self, coordinate: Value) -> Value:
+        """Clamp to [0, size - 1], NaN to 0."""
+        positive = prims.where(prims.gt(coordinate, 0.0), coordinate, 0.0)
+        return prims.minimum(positive, float(self.size - 1))
+
+    def reflect(self, coordinate: Value) -> Value:
+        """Fold into [low, low + span] by reflecting at both ends, as ATen's vectorized kernel:
+        low = 0, span = size - 1 (align_corners) or low = -0.5, span = size."""
+        if self.align_corners and self.size <= 1:
+            return prims.mul(coordinate, 0.0)
+        low = 0.0 if self.align_corners else -0.5
+        twice_span = float(2 * (self.size - 1) if self.align_corners else 2 * self.size)
+        distance = prims.abs(prims.sub(coordinate, low) if low else coordinate)
+        flips = prims.trunc(prims.div(distance, twice_span))
+        extra = prims.sub(distance, prims.mul(flips, twice_span))
+        folded = prims.minimum(extra, prims.sub(twice_span, extra))
+        return prims.add(folded, low) if low else folded
+
+    def pad(self, coordinate: Value) -> Value:
+        """ATen's compute_coordinates: the padding mode applied to pixel coordinates."""
+        if self.padding_mode == BORDER:
+            return self.clip(coordinate)
+        if self.padding_mode == REFLECTION:
+            return self.clip(self.reflect(coordinate))
+        return coordinate
+
+    def inside(self, coordinate: Value) -> Value:
+        """Whether an integral coordinate indexes the input (out of range reads give 0)."""
+        return prims.bitwise_and(prims.gt(coordinate, -1.0), prims.lt(coordinate, float(self.size)))
+
+
+class _Sampler:
+    """Reads input[n, c, y, x] at integral float coordinates y, x of shape [N, H', W'], giving
+    [N, C, H', W'] with zeros where a coordinate lies outside the input."""
+
+    def __init__(self, values: Value, rows: GridAxis, columns: GridAxis, positions: Sequence[int]) -> None:
+        self.values = values
+        self.rows, self.columns = rows, columns
+        self.shape = [*values.shape[:2], *positions]
+
+    def _spread(self, x: Value) -> Value:
+        return prims.broadcast_in_dim(x, self.shape, [0, 2, 3])
+
+    def read(self, y: Value, x: Value) -> Value:
+        inside = prims.bitwise_and(self.rows.inside(y), self.columns.inside(x))
+        row, column = (convert(prims.where(inside, c, 0.0), DType.int64) for c in (y, x))
+        flat = prims.add(prims.mul(row, self.values.shape[3]), column)
+        values = _gather_plane(self.values, flat, [0, 2, 3], self.shape)
+        return prims.where(self._spread(inside), values, 0.0)
+
+    def weighted(self, value: Value, weight: Value) -> Value:
+        return prims.mul(value, self._spread(weight))
+
+
+def _cubic_coefficients(t: Value) -> list[Value]:
+    """The four cubic convolution weights of the taps at -1, 0, 1, 2 for a fractional offset t,
+    evaluated as ATen's vectorized kernel evaluates its polynomials."""
+    a = CUBIC_A
+
+    def outer(x: Value) -> Value:  # 1 < |x| < 2
+        return prims.sub(prims.mul(prims.add(prims.mul(prims.sub(prims.mul(x, a), 5 * a), x), 8 * a), x), 4 * a)
+
+    def inner(x: Value) -> Value:  # |x| <= 1
+        return prims.add(prims.mul(prims.mul(prims.sub(prims.mul(x, a + 2), a + 3), x), x), 1.0)
+
+    return [outer(prims.add(t, 1.0)), inner(t), inner(prims.sub(1.0, t)), outer(prims.sub(2.0, t))]
+
+
+@register("aten.grid_sampler_2d.default")
+def grid_sampler_2d(
+    input: Value, grid: Value, interpolation_mode: int, padding_mode: int, align_corners: bool
+) -> Value:
+    """ATen's vectorized CPU grid sampler: grid (x, y) in [-1, 1] unnormalized to pixel
+    coordinates and padded (zeros: reads outside give 0; border: clamped; reflection: folded back,
+    then clamped), then bilinear (four neighbours), nearest (rounded half to even) or bicubic (4×4
+    taps, each tap coordinate padded), all computed in the input dtype."""
+    op = "aten.grid_sampler_2d"
+    _check_dtype(op, input, FLOATS)
+    if grid.dtype is not input.dtype:
+        raise DTypeError(f"{op}: grid has dtype {grid.dtype.short}, input {input.dtype.short}")
+    if input.ndim != 4 or grid.ndim != 4 or grid.shape[3] != 2 or grid.shape[0] != input.shape[0]:
+        raise ShapeError(
+            f"{op}: expected input [N, C, H, W] and grid [N, H', W', 2], got {list(input.shape)} and {list(grid.shape)}"
+        )
+    if 0 in input.shape[2:]:
+        raise ShapeError(f"{op}: expected non-empty spatial dimensions, got input shape {list(input.shape)}")
+    if interpolation_mode not in (BILINEAR, NEAREST, BICUBIC) or padding_mode not in (ZEROS, BORDER, REFLECTION):
+        raise ShapeError(f"{op}: unknown interpolation_mode {interpolation_mode} or padding_mode {padding_mode}")
+    batch, channels, height, width = input.shape
+    positions = list(grid.shape[1:3])
+    if batch * channels * math.prod(positions) == 0:
+        return full([batch, channels, *positions], 0, input.dtype)
+    # ATen's kernel runs in the input dtype itself, float16/bfloat16 included (each vector
+    # operation rounds to it), which prims on float16/bfloat16 tensors reproduce exactly.
+    rows, columns = (GridAxis(n, padding_mode, align_corners, input.dtype) for n in (height, width))
+    strides = row_major_strides(grid.shape)[:3]
+    gx, gy = (prims.as_strided(grid, [batch, *positions], list(strides), k) for k in (0, 1))
+    sampler = _Sampler(input, rows, columns, positions)
+    if interpolation_mode == BICUBIC:
+        return _bicubic(sampler, columns.unnormalize(gx), rows.unnormalize(gy))
+    x, y = columns.pad(columns.unnormalize(gx)), rows.pad(rows.unnormalize(gy))
+    if interpolation_mode == NEAREST:
+        return sampler.read(prims.round(y), prims.round(x))
+    return _bilinear(sampler, x, y)
+
+
+def _bilinear(sampler: _Sampler, x: Value, y: Value) -> Value:
+    """The four neighbours weighted by the opposite rectangles: nw·v + ne·v + sw·v + se·v."""
+    west, north = prims.floor(x), prims.floor(y)
+    east, south = prims.add(west, 1.0), prims.add(north, 1.0)
+    to_west, to_north = prims.sub(x, west), prims.sub(y, north)
+    to_east, to_south = prims.sub(1.0, to_west), prims.sub(1.0, to_north)
+    corners = [
+        (north, west, prims.mul(to_south, to_east)),
+        (north, east, prims.mul(to_south, to_west)),
+        (south, west, prims.mul(to_north, to_east)),
+        (south, east, prims.mul(to_north, to_west)),
+    ]
+    return _sum([sampler.weighted(sampler.read(r, c), w) for r, c, w in corners])
+
+
+def _bicubic(sampler: _Sampler, x: Value, y: Value) -> Value:
+    """Σ_i cy[i] · (Σ_j cx[j] · input[pad(y0 - 1 + i), pad(x0 - 1 + j)])."""
+    x0, y0 = prims.floor(x), prims.floor(y)
+    cx, cy = _cubic_coefficients(prims.sub(x, x0)), _cubic_coefficients(prims.sub(y, y0))
+    columns = [sampler.columns.pad(prims.add(x0, float(j - 1))) for j in range(4)]
+    lines = []
+    for i in range(4):
+        row = sampler.rows.pad(prims.add(y0, float(i - 1)))
+        lines.append(_sum([sampler.weighted(sampler.read(row, columns[j]), cx[j]) for j in range(4)]))
+    return _sum([sampler.weighted(lines[i], cy[i]) for i in range(4)])
