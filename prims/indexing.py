@@ -94,7 +94,25 @@ def _gather_nd_meta(a: Value, indices: Sequence[Value]) -> TensorMeta:
 
 
 def _gather_nd_kernel(a: np.ndarray, indices: Sequence[np.ndarray]) -> np.ndarray:
-    return np.asarray(a[_checked_indices(a, indices)])  # advanced indexing: always a fresh array
+    checked = _checked_indices(a, indices)
+    if a.flags.c_contiguous and a.ndim > 0:
+        # One flat index and np.take: several times faster than NumPy's n-dimensional fancy
+        # indexing, which resampling and pooling rules lean on.
+        return np.take(a.reshape(-1), _flat_positions(checked, a.shape))
+    return np.asarray(a[checked])  # advanced indexing: always a fresh array
+
+
+def _flat_positions(indices: Sequence[np.ndarray], shape: Sequence[int]) -> np.ndarray:
+    """Row-major positions of already bounds-checked coordinates (int64, the indices' shape)."""
+    position = np.zeros(np.broadcast_shapes(*(i.shape for i in indices)), dtype=np.int64)
+    stride = 1
+    for index, size in zip(reversed(indices), reversed(shape)):
+        if stride == 1:
+            position = position + index
+        else:
+            position = position + index.astype(np.int64) * stride
+        stride *= size
+    return position
 
 
 register(
