@@ -3,7 +3,7 @@
     aten2prims lower FILE [--aten] [--nested] [--format text|json|dot] [--stats]
     aten2prims run FILE [--inputs IN.npz] [--output OUT.npz] [--seed N]
     aten2prims check FILE [--inputs IN.npz] [--expected OUT.npz] [--seed N]
-    aten2prims check --ops [REGEX] [--dtype DT ...] [--json FILE] [--full-budget]
+    aten2prims check --ops [REGEX] [--dtype DT ...] [--json FILE] [--full-budget] [--coverage FILE]
     aten2prims ops [--json]
 
 Exit codes: 0 ok, 1 a check found a mismatch, 2 bad usage or bad input. Errors are one line;
@@ -68,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--dtype", action="append", metavar="DT", help="with --ops: only these dtypes (e.g. f32)")
     check.add_argument("--json", metavar="FILE", help="with --ops: write the details as JSON")
     check.add_argument("--full-budget", action="store_true", help="with --ops: run the full sample budget")
+    check.add_argument(
+        "--coverage", metavar="FILE", help="with --ops and no REGEX or --dtype: write the coverage report (docs/coverage.md)"
+    )
 
     ops = commands.add_parser("ops", help="print which prims and Core ATen ops are covered")
     ops.add_argument("--json", action="store_true", help="print the coverage as JSON")
@@ -106,13 +109,14 @@ def _one_line(error: BaseException) -> str:
 
 def _lower(args: argparse.Namespace) -> int:
     from . import frontends
+    from .ir.printer import format_nested
     from .passes.lower import lower
 
     graph = frontends.load(args.file)
     lowered = None if args.aten else lower(graph)
     shown = graph if lowered is None else lowered
     if args.format == "text":
-        print(shown.format(nested=args.nested) if lowered is not None else str(shown), end="")
+        print(format_nested(graph, lowered) if args.nested and lowered is not None else str(shown), end="")
     elif args.format == "json":
         print(json.dumps(graph_to_json(shown), indent=1))
     else:
@@ -272,9 +276,20 @@ def _check(args: argparse.Namespace) -> int:
     if args.ops is not None:
         if args.file is not None:
             raise UsageError("give either FILE or --ops, not both")
-        from .harness.cli import check_ops
+        from .harness.cli import HarnessUsageError, check_ops
 
-        return check_ops(args.ops, dtypes=args.dtype, json_path=args.json, full_budget=args.full_budget)
+        try:
+            return check_ops(
+                args.ops,
+                dtypes=args.dtype,
+                json_path=args.json,
+                full_budget=args.full_budget,
+                coverage_path=args.coverage,
+            )
+        except HarnessUsageError as error:
+            raise UsageError(str(error)) from None
+    if args.json or args.coverage or args.dtype or args.full_budget:
+        raise UsageError("--dtype, --json, --full-budget and --coverage go with --ops")
     if args.file is None:
         raise UsageError("check needs a FILE or --ops")
     from . import frontends

@@ -30,10 +30,9 @@ def coverage_json() -> dict[str, Any]:
 
 def coverage_text() -> str:
     from prims.registry import PRIMS
+    from prims.torch_prims import TORCH_PRIMS
 
     from .schema.core_aten import CORE_ATEN_OPS
-
-    from prims.torch_prims import TORCH_PRIMS
 
     data = coverage_json()
     prims = data["prims"]
@@ -62,4 +61,5 @@ def coverage_text() -> str:
         lines.append(f"  family {family}: {done} / {len(ops)}")
         for op in ops:
             lines.append(f"    {op:52s} {'decomposed' if aten[op]['decomposed'] else '-'}")
+    lines += ["", "Sample results per overload and dtype: docs/coverage.md (aten2prims check --ops)."]
     return "\n".join(lines) + "\n"

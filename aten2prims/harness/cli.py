@@ -1,79 +1,222 @@
-"""`aten2prims check --ops`: the conformance harness from the command line."""
+"""`aten2prims check --ops`: the conformance harness from the command line.
+
+Prints a progress bar (on a terminal), a table of samples passing / run per dtype for every
+overload checked, the first messages of failing samples, and the totals; `--json FILE` writes
+every sample's outcome and `--coverage FILE` writes docs/coverage.md."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 from ..ir.dtypes import DType
 from ..schema.core_aten import CORE_ATEN_OPS
-from .conformance import FAST_BUDGET, FULL_BUDGET, OpReport, check_op, unexpected_failures
+from .conformance import FAST_BUDGET, FULL_BUDGET, OpReport, Verdict, check_op, unexpected_failures
+
+# Failing samples shown per overload in the summary.
+FAILURES_SHOWN = 3
+_MESSAGE_LENGTH = 300
 
 
-def check_ops(pattern: str, *, dtypes: list[str] | None, json_path: str | None, full_budget: bool) -> int:
+class HarnessUsageError(ValueError):
+    """Options that do not go together (the CLI reports them as bad usage)."""
+
+
+def check_ops(
+    pattern: str,
+    *,
+    dtypes: Sequence[str] | None,
+    json_path: str | None,
+    full_budget: bool,
+    coverage_path: str | None = None,
+    registry: Any = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    out: TextIO | None = None,
+) -> int:
+    """Check the Core ATen overloads matching `pattern`; 0 when every failure is a known one,
+    1 otherwise, 2 when nothing matches."""
+    out = sys.stdout if out is None else out
     try:
         regex = re.compile(pattern)
     except re.error as error:
-        raise ValueError(f"bad --ops pattern {pattern!r}: {error}") from None
+        raise HarnessUsageError(f"bad --ops pattern {pattern!r}: {error}") from None
     ops = [op for op in sorted(CORE_ATEN_OPS) if regex.search(op)]
     if not ops:
         print(f"no Core ATen overload matches {pattern!r}", file=sys.stderr)
         return 2
-    wanted = [DType.from_short(d) for d in dtypes] if dtypes else None
+    try:
+        wanted = [DType.from_short(d) for d in dtypes] if dtypes else None
+    except ValueError as error:
+        raise HarnessUsageError(str(error)) from None
+    if coverage_path is not None and (len(ops) != len(CORE_ATEN_OPS) or wanted is not None):
+        raise HarnessUsageError("--coverage needs every overload and every dtype: drop the REGEX and --dtype")
     budget = FULL_BUDGET if full_budget else FAST_BUDGET
     reports: list[OpReport] = []
     start = time.perf_counter()
-    for index, op in enumerate(ops, 1):
-        _progress(index, len(ops), op)
-        reports.append(check_op(op, dtypes=wanted, budget=budget))
-    _progress_done()
+    progress = _Progress(len(ops), start)
+    not_passing = 0
+    for op in ops:
+        progress.show(op, not_passing=not_passing)
+        reports.append(check_op(op, dtypes=wanted, budget=budget, cache_dir=cache_dir, registry=registry))
+        not_passing += reports[-1].verdict is not Verdict.PASS
+    progress.clear()
     elapsed = time.perf_counter() - start
-    failing = 0
-    print(f"{'overload':52s} {'passed/run':>11s}  status")
-    for report in reports:
-        passed, run = report.totals
-        unexpected = unexpected_failures(report)
-        failing += bool(unexpected)
-        counts = report.status_counts()
-        detail = ", ".join(f"{status.value} {count}" for status, count in counts.most_common() if status.value != "pass")
-        verdict = "pass" if not report.failures() else ("known failures" if not unexpected else "FAIL")
-        print(f"{report.op:52s} {passed:5d}/{run:<5d}  {verdict}{'  (' + detail + ')' if detail else ''}")
-    total_passed = sum(r.totals[0] for r in reports)
-    total_run = sum(r.totals[1] for r in reports)
-    print(f"{len(reports) - failing} / {len(reports)} overloads without unexpected failures; "
-          f"{total_passed} / {total_run} samples pass; {elapsed:.1f} s")
+    print_summary(reports, wanted, elapsed, out)
     if json_path:
         with open(json_path, "w") as handle:
-            json.dump([_report_json(r) for r in reports], handle, indent=1)
-    return 1 if failing else 0
+            json.dump(details_json(reports, budget=budget, elapsed=elapsed), handle, indent=1)
+            handle.write("\n")
+    if coverage_path:
+        from .coverage_report import write
+
+        write(coverage_path, reports, budget=budget)
+        print(f"wrote {coverage_path}", file=out)
+    return 1 if any(r.verdict in (Verdict.FAILING, Verdict.NO_RULE) for r in reports) else 0
 
 
-def _report_json(report: OpReport) -> dict[str, Any]:
+def print_summary(reports: Sequence[OpReport], dtypes: Sequence[DType] | None, elapsed: float, out: TextIO) -> None:
+    """One line per overload with a column per dtype, then failing samples, then totals."""
+    shown = list(dtypes) if dtypes else [d for d in DType if any(r.counts(d)[1] for r in reports)]
+    cells = [[_cell(r.counts(d)) for d in shown] for r in reports]
+    widths = [max([len(d.short)] + [len(row[i]) for row in cells]) for i, d in enumerate(shown)]
+    name_width = max(len("overload"), *(len(r.op) for r in reports))
+    totals = [_cell(r.totals) or "0/0" for r in reports]
+    total_width = max(len("total"), *(len(t) for t in totals))
+
+    def line(name: str, columns: Sequence[str], total: str, status: str) -> str:
+        body = " ".join(c.rjust(w) for c, w in zip(columns, widths))
+        return f"{name.ljust(name_width)}  {body}  {total.rjust(total_width)}  {status}".rstrip()
+
+    print(line("overload", [d.short for d in shown], "total", "status"), file=out)
+    for report, row, total in zip(reports, cells, totals):
+        print(line(report.op, row, total, _status(report)), file=out)
+    failing = [r for r in reports if r.verdict in (Verdict.FAILING, Verdict.NO_RULE)]
+    if failing:
+        print(f"\nfailing samples (the first {FAILURES_SHOWN} of each overload):", file=out)
+    for report in failing:
+        unexpected = unexpected_failures(report)
+        if report.verdict is Verdict.NO_RULE:
+            print(f"  {report.op}: no decomposition rule", file=out)
+            continue
+        if not unexpected:
+            print(f"  {report.op}: no sample ran", file=out)
+        for dtype, outcome in unexpected[:FAILURES_SHOWN]:
+            print(f"  {report.op} [{dtype.short}] {outcome.status.value}: {outcome.call.describe()}"
+                  f"  ({outcome.call.origin or 'no origin'})", file=out)
+            print(f"      {_one_line(outcome.message)}", file=out)
+        if len(unexpected) > FAILURES_SHOWN:
+            print(f"  {report.op}: … and {len(unexpected) - FAILURES_SHOWN} more", file=out)
+    verdicts = [r.verdict for r in reports]
+    passed = sum(r.totals[0] for r in reports)
+    run = sum(r.totals[1] for r in reports)
+    print(
+        f"\n{len(reports)} overload(s): {verdicts.count(Verdict.PASS)} pass, "
+        f"{verdicts.count(Verdict.KNOWN_FAILURES)} with known failures only, {verdicts.count(Verdict.FAILING)} failing, "
+        f"{verdicts.count(Verdict.NO_RULE)} without a rule; {passed} / {run} samples pass; {elapsed:.1f} s",
+        file=out,
+    )
+
+
+def _cell(count: tuple[int, int]) -> str:
+    passed, run = count
+    return f"{passed}/{run}" if run else ""
+
+
+def _status(report: OpReport) -> str:
+    verdict = report.verdict
+    if verdict is Verdict.PASS or verdict is Verdict.NO_RULE:
+        return verdict.value
+    if verdict is Verdict.KNOWN_FAILURES:
+        return f"known failures ({len(report.failures())})"
+    unexpected = len(unexpected_failures(report))
+    return f"FAIL ({unexpected} unexpected)" if unexpected else "FAIL (no sample ran)"
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= _MESSAGE_LENGTH else line[: _MESSAGE_LENGTH - 1] + "…"
+
+
+def details_json(reports: Sequence[OpReport], *, budget: int, elapsed: float) -> dict[str, Any]:
+    """Every overload's summary and every sample's outcome."""
+    import torch
+
+    overloads = []
+    samples = []
+    for report in reports:
+        overloads.append(
+            {
+                "op": report.op,
+                "family": CORE_ATEN_OPS[report.op][0],
+                "status": report.verdict.value,
+                "passed": report.totals[0],
+                "run": report.totals[1],
+                "dtypes": {d.short: dict(zip(("passed", "run"), report.counts(d))) for d in report.outcomes},
+                "extension_prims": sorted(report.extension_prims),
+                "seconds": round(report.seconds, 3),
+            }
+        )
+        for dtype, outcomes in report.outcomes.items():
+            for index, outcome in enumerate(outcomes):
+                known = report.known_failure(dtype, outcome) if outcome.status.counts_as_run and not outcome.passed else None
+                samples.append(
+                    {
+                        "op": report.op,
+                        "dtype": dtype.short,
+                        "index": index,
+                        "status": outcome.status.value,
+                        "counts_as_run": outcome.status.counts_as_run,
+                        "call": outcome.call.describe(),
+                        "origin": outcome.call.origin,
+                        "message": outcome.message,
+                        "extension_prims": sorted(outcome.extension_prims),
+                        "known_failure": known.reason if known is not None else None,
+                    }
+                )
     return {
-        "op": report.op,
-        "dtypes": {
-            dtype.short: [
-                {"status": o.status.value, "call": o.call.describe(), "origin": o.call.origin, "message": o.message}
-                for o in outcomes
-            ]
-            for dtype, outcomes in report.outcomes.items()
-        },
-        "extension_prims": sorted(report.extension_prims),
+        "torch": torch.__version__,
+        "budget": budget,
+        "seconds": round(elapsed, 3),
+        "overloads": overloads,
+        "samples": samples,
     }
 
 
-def _progress(index: int, total: int, op: str) -> None:
-    if sys.stderr.isatty():
+class _Progress:
+    """A one-line progress bar on stderr, drawn only on a terminal."""
+
+    def __init__(self, total: int, start: float) -> None:
+        self.total = total
+        self.start = start
+        self.index = 0
+        self.enabled = sys.stderr.isatty()
+
+    def show(self, op: str, *, not_passing: int) -> None:
+        self.index += 1
+        if not self.enabled:
+            return
         width = 30
-        filled = width * index // total
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {index}/{total} {op[:50]:50s}")
+        filled = width * (self.index - 1) // self.total
+        elapsed = time.perf_counter() - self.start
+        flag = f" {not_passing} not passing" if not_passing else ""
+        text = f"[{'#' * filled}{'.' * (width - filled)}] {self.index}/{self.total} {elapsed:5.0f}s{flag} {op}"
+        sys.stderr.write("\r\x1b[K" + text[:_terminal_width() - 1])
         sys.stderr.flush()
 
+    def clear(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
 
-def _progress_done() -> None:
-    if sys.stderr.isatty():
-        sys.stderr.write("\r" + " " * 100 + "\r")
-        sys.stderr.flush()
+
+def _terminal_width() -> int:
+    try:
+        columns = os.get_terminal_size(sys.stderr.fileno()).columns
+    except OSError:
+        columns = 0
+    return columns or 100  # a pseudo-terminal may report 0 columns

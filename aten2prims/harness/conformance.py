@@ -3,10 +3,13 @@ the outcomes; compare them with the known failures we record on purpose."""
 
 from __future__ import annotations
 
+import enum
 import os
 import re
+import time
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 import attrs
 
@@ -17,7 +20,6 @@ from .samples import sample_dtypes, samples
 # Default sample budgets per (overload, dtype).
 FAST_BUDGET = 4
 FULL_BUDGET = 64
-
 
 @attrs.frozen
 class KnownFailure:
@@ -35,10 +37,27 @@ class KnownFailure:
         return self.pattern is None or re.search(self.pattern, outcome.call.describe()) is not None
 
 
+class Verdict(enum.Enum):
+    """An overload's standing over all its samples (the status column of docs/coverage.md)."""
+
+    PASS = "pass"  # every sample that ran passed (and at least one ran)
+    KNOWN_FAILURES = "known failures"  # every failure is covered by a recorded known failure
+    FAILING = "failing"  # a failure no known failure covers, or no sample ran
+    NO_RULE = "no rule"  # no decomposition rule is registered
+
+
 @attrs.define
 class OpReport:
+    """The outcomes of an overload's samples, and what they are judged by: whether a rule exists
+    and the known failures recorded for the overload (by default, those of known_failures.py)."""
+
     op: str
     outcomes: dict[DType, list[Outcome]] = attrs.Factory(dict)
+    has_rule: bool = True
+    known: tuple[KnownFailure, ...] = attrs.field(
+        default=attrs.Factory(lambda self: tuple(known_failures(self.op)), takes_self=True)
+    )
+    seconds: float = 0.0
 
     def counts(self, dtype: DType) -> tuple[int, int]:
         """(passed, run) for one dtype; samples torch rejects or we cannot represent don't count."""
@@ -56,6 +75,18 @@ class OpReport:
     def failures(self) -> list[tuple[DType, Outcome]]:
         return [(d, o) for d, items in self.outcomes.items() for o in items if o.status.counts_as_run and not o.passed]
 
+    def known_failure(self, dtype: DType, outcome: Outcome) -> KnownFailure | None:
+        """The recorded known failure covering a failed sample, if any."""
+        return next((k for k in self.known if k.covers(outcome, dtype)), None)
+
+    @property
+    def verdict(self) -> Verdict:
+        if not self.has_rule:
+            return Verdict.NO_RULE
+        if self.totals[1] == 0 or unexpected_failures(self):
+            return Verdict.FAILING
+        return Verdict.KNOWN_FAILURES if self.failures() else Verdict.PASS
+
     def status_counts(self) -> Counter[Status]:
         return Counter(o.status for items in self.outcomes.values() for o in items)
 
@@ -70,10 +101,19 @@ def check_op(
     dtypes: Iterable[DType] | None = None,
     budget: int = FAST_BUDGET,
     cache_dir: str | os.PathLike[str] | None = None,
+    registry: Any = None,
 ) -> OpReport:
-    report = OpReport(op)
+    """Run the samples of `op` (every dtype that has some, or `dtypes`) through torch and through
+    lower → execute with the rules of `registry` (default: all of ours)."""
+    from decompositions import RULES
+
+    start = time.perf_counter()
+    report = OpReport(op, has_rule=op in (RULES if registry is None else registry))
     for dtype in dtypes if dtypes is not None else sample_dtypes(op, cache_dir):
-        report.outcomes[dtype] = [run_call(call) for call in samples(op, dtype, budget=budget, cache_dir=cache_dir)]
+        report.outcomes[dtype] = [
+            run_call(call, registry=registry) for call in samples(op, dtype, budget=budget, cache_dir=cache_dir)
+        ]
+    report.seconds = time.perf_counter() - start
     return report
 
 
@@ -85,5 +125,4 @@ def known_failures(op: str) -> list[KnownFailure]:
 
 def unexpected_failures(report: OpReport) -> list[tuple[DType, Outcome]]:
     """Failures not covered by a recorded known failure."""
-    known = known_failures(report.op)
-    return [(d, o) for d, o in report.failures() if not any(k.covers(o, d) for k in known)]
+    return [(d, o) for d, o in report.failures() if report.known_failure(d, o) is None]

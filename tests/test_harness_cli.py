@@ -1,0 +1,111 @@
+"""`aten2prims check --ops`: the summary table, failing samples' messages, the JSON details, exit
+codes and usage errors, on a couple of fast overloads."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import prims
+from aten2prims.cli import main
+from aten2prims.harness.cli import HarnessUsageError, check_ops
+from decompositions import RuleRegistry
+
+SAMPLE_FIELDS = {
+    "op", "dtype", "index", "status", "counts_as_run", "call", "origin", "message", "extension_prims", "known_failure",
+}
+
+
+def test_passing_overloads_print_a_table_per_dtype_and_write_every_sample(tmp_path: Path, capsys) -> None:
+    details = tmp_path / "details.json"
+    code = main(["check", "--ops", r"^aten\.(neg\.default|rand\.default)$", "--dtype", "f32", "--dtype", "i64",
+                 "--json", str(details)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[0].split() == ["overload", "f32", "i64", "total", "status"]
+    neg = next(line.split() for line in lines if line.startswith("aten.neg.default"))
+    assert neg == ["aten.neg.default", "4/4", "4/4", "8/8", "pass"]
+    rand = next(line.split() for line in lines if line.startswith("aten.rand.default"))
+    assert rand == ["aten.rand.default", "4/4", "4/4", "pass"]  # rand makes no int64 tensors
+    assert "2 overload(s): 2 pass, 0 with known failures only, 0 failing, 0 without a rule; 12 / 12 samples pass" in out
+    assert "failing samples" not in out
+
+    data = json.loads(details.read_text())
+    assert data["budget"] == 4 and data["torch"].startswith("2.13")
+    assert [o["op"] for o in data["overloads"]] == ["aten.neg.default", "aten.rand.default"]
+    assert data["overloads"][0]["dtypes"] == {"i64": {"passed": 4, "run": 4}, "f32": {"passed": 4, "run": 4}}
+    assert len(data["samples"]) == 12
+    for sample in data["samples"]:
+        assert set(sample) == SAMPLE_FIELDS
+        assert sample["status"] == "pass" and sample["known_failure"] is None
+        assert sample["call"].startswith(sample["op"] + "(")
+        assert sample["origin"] == "handwritten" or sample["origin"].startswith("opinfo:")
+    assert [s["index"] for s in data["samples"] if s["op"] == "aten.neg.default" and s["dtype"] == "f32"] == [0, 1, 2, 3]
+
+
+def _abs_as_negation() -> RuleRegistry:
+    wrong = RuleRegistry()
+
+    @wrong.register("aten.abs.default")
+    def abs_(self: Any) -> Any:
+        return prims.neg(self)
+
+    return wrong
+
+
+def test_a_failing_overload_exits_1_and_shows_its_failing_samples(tmp_path: Path) -> None:
+    out = io.StringIO()
+    details = tmp_path / "details.json"
+    code = check_ops(r"^aten\.abs\.default$", dtypes=["f64"], json_path=str(details), full_budget=False,
+                     registry=_abs_as_negation(), out=out)
+    text = out.getvalue()
+    assert code == 1
+    row = next(line for line in text.splitlines() if line.startswith("aten.abs.default"))
+    passed = int(row.split()[1].split("/")[0])
+    assert passed < 4 and row.split()[1:3] == [f"{passed}/4"] * 2  # negation is right on zeros only
+    assert row.endswith(f"FAIL ({4 - passed} unexpected)")
+    assert "failing samples (the first 3 of each overload):" in text
+    assert "aten.abs.default [f64] wrong value: aten.abs.default(float64[" in text
+    assert "element(s) outside rtol=1e-07" in text
+    assert "1 failing" in text
+    data = json.loads(details.read_text())
+    assert data["overloads"][0]["status"] == "failing"
+    assert {s["status"] for s in data["samples"]} >= {"wrong value"}
+    wrong = [s for s in data["samples"] if s["status"] == "wrong value"]
+    assert all(s["message"].startswith("output 0:") and s["known_failure"] is None for s in wrong)
+
+
+def test_an_overload_without_a_rule_exits_1() -> None:
+    out = io.StringIO()
+    code = check_ops(r"^aten\.neg\.default$", dtypes=["f32"], json_path=None, full_budget=False,
+                     registry=_abs_as_negation(), out=out)
+    assert code == 1
+    assert "aten.neg.default: no decomposition rule" in out.getvalue()
+    assert next(line for line in out.getvalue().splitlines() if line.startswith("aten.neg")).endswith("no rule")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["check", "--ops", "nothing-matches-this"], "no Core ATen overload matches"),
+        (["check", "--ops", "("], "bad --ops pattern"),
+        (["check", "--ops", "neg", "--dtype", "f99"], "unknown dtype 'f99'"),
+        (["check", "--ops", "neg", "--coverage", "x.md"], "--coverage needs every overload and every dtype"),
+        (["check", "--ops", "--dtype", "f32", "--coverage", "x.md"], "--coverage needs every overload"),
+        (["check", "--json", "x.json"], "go with --ops"),
+    ],
+)
+def test_bad_usage_exits_2_with_one_line(argv: list[str], message: str, capsys) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_harness_usage_errors_are_value_errors() -> None:
+    with pytest.raises(HarnessUsageError, match="--coverage"):
+        check_ops("abs", dtypes=None, json_path=None, full_budget=False, coverage_path="x.md")
