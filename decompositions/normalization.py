@@ -175,7 +175,13 @@ def _batch_norm(
         save_mean = save_invstd = full([0], 0.0, statistics)
         new_mean, new_var = running_mean, running_var
         centered = prims.sub(x, _along(mean, x.shape, [1]))
-    output = _affine(prims.mul(centered, _along(invstd, x.shape, [1])), weight, bias, [1])
+    # (x − mean)·(invstd·weight) + bias: the per-channel factor is made once, so the input is
+    # passed over twice rather than three times (and with stored parameters the whole factor
+    # folds into a constant).
+    scale = invstd if weight is None else prims.mul(invstd, convert(weight, compute))
+    output = prims.mul(centered, _along(scale, x.shape, [1]))
+    if bias is not None:
+        output = prims.add(output, _along(convert(bias, compute), x.shape, [1]))
     return convert(output, input.dtype), save_mean, save_invstd, new_mean, new_var
 
 
@@ -363,9 +369,16 @@ def native_group_norm(
     dims = [2, 3]
     mean, centered, squares, count = _moments(x, dims)
     rstd = _rstd(squares, count, eps)
-    normalized = prims.mul(centered, _spread(rstd, layout, dims))
-    grouped = [p if p is None else prims.reshape(p, layout[1:3]) for p in (weight, bias)]
-    output = prims.reshape(_affine(normalized, *grouped, [1, 2]), list(input.shape))
+    # (x − mean)·(rstd·weight) + bias with the factor made per (sample, channel) first: two
+    # passes over the input instead of three.
+    compute = x.dtype
+    scale = prims.broadcast_in_dim(rstd, layout[:3], [0, 1])
+    if weight is not None:
+        scale = prims.mul(scale, _along(prims.reshape(convert(weight, compute), layout[1:3]), layout[:3], [1, 2]))
+    output = prims.mul(centered, prims.broadcast_in_dim(scale, layout, [0, 1, 2]))
+    if bias is not None:
+        output = prims.add(output, _along(prims.reshape(convert(bias, compute), layout[1:3]), layout, [1, 2]))
+    output = prims.reshape(output, list(input.shape))
     return convert(output, input.dtype), convert(mean, statistics), convert(rstd, statistics)
 
 

@@ -601,6 +601,72 @@ binary("remainder", INTS | FLOATS, _remainder, doc="result takes the divisor's s
 binary("pow", NUMERIC, _pow, number_other=_pow_number)
 
 
+# -- direct kernels: the plain NumPy call a kernel makes for standard dtypes ----------------------------
+# For operands of one dtype that NumPy computes natively (no float16/bfloat16 opmath, no complex
+# special case of the function), a kernel above reduces to one call of its table function on the
+# operands, Python numbers converted with `number_as` to that dtype first; that function's result
+# already has the prim's result dtype. The executor calls it directly, its numbers converted once
+# at plan time (tests/test_executor.py checks every entry bit for bit against the kernel).
+
+REAL_STANDARD = BOOL | INTS | F32_F64
+STANDARD = REAL_STANDARD | COMPLEX
+
+# prim name -> (function, operand dtypes for which it is the kernel's whole computation)
+DIRECT_KERNELS: dict[str, tuple[Callable[..., Any], frozenset[DType]]] = {
+    "add": (np.add, REAL_STANDARD),
+    "sub": (np.subtract, REAL_STANDARD),
+    "mul": (np.multiply, REAL_STANDARD),
+    "div": (np.true_divide, F32_F64),
+    "eq": (np.equal, STANDARD),
+    "ne": (np.not_equal, STANDARD),
+    "ge": (np.greater_equal, REAL_STANDARD),
+    "gt": (np.greater, REAL_STANDARD),
+    "le": (np.less_equal, REAL_STANDARD),
+    "lt": (np.less, REAL_STANDARD),
+    "maximum": (np.maximum, REAL_STANDARD),
+    "minimum": (np.minimum, REAL_STANDARD),
+    "fmax": (np.fmax, REAL_STANDARD),
+    "fmin": (np.fmin, REAL_STANDARD),
+    "bitwise_and": (np.bitwise_and, BOOL | INTS),
+    "bitwise_or": (np.bitwise_or, BOOL | INTS),
+    "bitwise_xor": (np.bitwise_xor, BOOL | INTS),
+    "bitwise_not": (np.invert, BOOL | INTS),
+    "neg": (np.negative, INTS | F32_F64 | COMPLEX),
+    "abs": (np.abs, INTS | F32_F64 | COMPLEX),
+    "sign": (_sign, REAL_STANDARD),
+    "isfinite": (_isfinite, STANDARD),
+    "ceil": (np.ceil, F32_F64),
+    "floor": (np.floor, F32_F64),
+    "round": (np.rint, F32_F64),
+    "trunc": (np.trunc, F32_F64),
+    "exp2": (np.exp2, F32_F64),
+    "log1p": (np.log1p, F32_F64),
+    "reciprocal": (_reciprocal, F32_F64 | COMPLEX),
+    "rsqrt": (_rsqrt, F32_F64 | COMPLEX),
+    "sqrt": (np.sqrt, F32_F64 | COMPLEX),
+    **{
+        name: (function, F32_F64 | COMPLEX)
+        for name, function in {
+            "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin, "asinh": np.arcsinh,
+            "atan": np.arctan, "atanh": np.arctanh, "cos": np.cos, "cosh": np.cosh, "exp": np.exp,
+            "expm1": np.expm1, "log": np.log, "log10": np.log10, "log2": np.log2, "sin": np.sin,
+            "sinh": np.sinh, "tan": np.tan, "tanh": np.tanh,
+        }.items()  # fmt: skip
+    },
+    "where": (np.where, STANDARD),
+}
+
+
+def direct_kernel(name: str, dtype: DType) -> Callable[..., Any] | None:
+    """The function that computes prims.<name> on operands of `dtype` (numbers converted with
+    `number_as` first) exactly as its kernel does, or None. For `where`, `dtype` is that of a
+    and b (the predicate is bool)."""
+    entry = DIRECT_KERNELS.get(name)
+    if entry is None or dtype not in entry[1]:
+        return None
+    return entry[0]
+
+
 # -- where ----------------------------------------------------------------------------------------
 def _where_meta(pred: Any, a: Any, b: Any) -> TensorMeta:
     if not is_tensor(pred) or pred.dtype is not DType.bool:

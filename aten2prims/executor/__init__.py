@@ -1,6 +1,6 @@
 """The NumPy executor: plan once per graph, run kernels in order (DESIGN §7)."""
 
-from . import contraction  # noqa: F401 - registers the contraction fusion
+from . import contraction, gather  # noqa: F401 - register the contraction and gather fusions
 from .run import execute, plan_for
 
 __all__ = ["execute", "plan_for"]

@@ -89,6 +89,17 @@ def contract(
     out_shape = tuple(sizes[label] for label in out_labels)
     if out is None:
         out = np.empty(out_shape, dtype)
+    key = (a.shape, a.strides, tuple(a_labels), b.shape, b.strides, tuple(b_labels), tuple(out_labels), tuple(sizes),
+           dtype.str, out.strides, epilogue is not None, COPY_CHUNK_BYTES, OUTPUT_CHUNK_BYTES, MIN_CHUNK_COLUMNS,
+           REORDER_GAIN)  # fmt: skip
+    recipe = _RECIPES.get(key, _UNKNOWN)
+    if recipe is _UNKNOWN:
+        if len(_RECIPES) >= _RECIPE_LIMIT:
+            _RECIPES.clear()
+        recipe = _RECIPES[key] = _direct_recipe(a, a_labels, b, b_labels, out_labels, sizes, out, epilogue is not None)
+    if recipe is not None:
+        recipe.run(a, b, out, epilogue)
+        return out
     a, a_labels = _drop_broadcast_dims(a, a_labels)
     b, b_labels = _drop_broadcast_dims(b, b_labels)
     reduced = set(range(len(sizes))) - set(out_labels)
@@ -118,6 +129,113 @@ def contract(
     if epilogue is not None:
         epilogue(())
     return out
+
+
+# -- the memoized direct case ----------------------------------------------------------------------
+# Most contractions (every small one, and large ones whose operands merge without an oversized
+# copy) end in one `np.matmul` on views of the operands. Deciding that takes longer than running
+# it for small matrices, so the decisions are remembered per operand layout (shapes, strides,
+# labels, dtype and the tuning constants), and a repeated call replays the same NumPy operations.
+
+_UNKNOWN = object()
+_RECIPE_LIMIT = 4096
+_RECIPES: dict[tuple[Any, ...], "_DirectRecipe | None"] = {}
+
+
+@attrs.frozen
+class _DirectRecipe:
+    """out = x @ y in one np.matmul: each operand indexed (its broadcast dims dropped), then
+    transposed and reshaped into its matrix form, as `contract` would do it step by step."""
+
+    a_index: tuple[Any, ...] | None
+    b_index: tuple[Any, ...] | None
+    x_is_a: bool
+    x_permutation: tuple[int, ...]
+    x_matrix: tuple[int, ...]
+    y_permutation: tuple[int, ...]
+    y_matrix: tuple[int, ...]
+    out_matrix: tuple[int, ...]
+
+    def run(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, epilogue: Epilogue | None) -> None:
+        if self.a_index is not None:
+            a = a[self.a_index]
+        if self.b_index is not None:
+            b = b[self.b_index]
+        x, y = (a, b) if self.x_is_a else (b, a)
+        x = x.transpose(self.x_permutation).reshape(self.x_matrix)
+        y = y.transpose(self.y_permutation).reshape(self.y_matrix)
+        np.matmul(x, y, out=out.reshape(self.out_matrix))
+        if epilogue is not None:
+            epilogue(())
+
+
+def _direct_recipe(
+    a: np.ndarray,
+    a_labels: Sequence[int],
+    b: np.ndarray,
+    b_labels: Sequence[int],
+    out_labels: Sequence[int],
+    sizes: Sequence[int],
+    out: np.ndarray,
+    with_epilogue: bool,
+) -> _DirectRecipe | None:
+    """The recipe of `contract` when it is one matrix product; None when it is not (empty
+    sizes, lone labels, scaling, output labels broadcast to more than one element, a reordered
+    output, chunking)."""
+    a_index = _broadcast_index(a)
+    b_index = _broadcast_index(b)
+    a, a_labels = _drop_broadcast_dims(a, a_labels)
+    b, b_labels = _drop_broadcast_dims(b, b_labels)
+    reduced = set(range(len(sizes))) - set(out_labels)
+    if math.prod(out.shape) == 0 or any(sizes[label] == 0 for label in reduced):
+        return None
+    for labels, other in ((a_labels, b_labels), (b_labels, a_labels)):
+        if any(label not in other and label not in out_labels for label in labels):
+            return None  # a lone label: summed out first
+    if math.prod(sizes[label] for label in reduced if label not in a_labels and label not in b_labels) != 1:
+        return None  # the result is scaled (bool too: kept on the general path)
+    present = [label for label in out_labels if label in a_labels or label in b_labels]
+    if any(sizes[label] != 1 for label in out_labels if label not in present):
+        return None  # the result is broadcast along a label neither operand has
+    layout = _choose_layout(present, a_labels, b_labels, sizes)
+    if layout.order != tuple(present):
+        return None
+    x, x_labels, y, y_labels = (a, a_labels, b, b_labels) if layout.x_is_a else (b, b_labels, a, a_labels)
+    contracted = [label for label in x_labels if label in y_labels and label not in present]
+    k = _contracted_order(contracted, x, x_labels, y, y_labels)
+    xv = _arrange(x, x_labels, layout.p, layout.m + k)
+    yv = _arrange(y, y_labels, layout.p, k + layout.n)
+    np_, nm, nk = len(layout.p), len(layout.m), len(k)
+    x_merged = _merged_shape(xv.shape, np_, nm)
+    y_merged = _merged_shape(yv.shape, np_, nk)
+    x_copy = xv.size * xv.itemsize if _needs_copy(xv, x_merged) else 0
+    y_copy = yv.size * yv.itemsize if _needs_copy(yv, y_merged) else 0
+    out_bytes = out.nbytes if with_epilogue else 0
+    if _chunk_levels(xv, yv, np_, nm, nk, x_copy, y_copy, out_bytes):
+        return None
+    return _DirectRecipe(
+        a_index,
+        b_index,
+        layout.x_is_a,
+        _permutation(x_labels, layout.p, layout.m + k),
+        x_merged,
+        _permutation(y_labels, layout.p, k + layout.n),
+        y_merged,
+        # Output labels of size 1 that neither operand has hold no elements of their own.
+        _merged_shape(tuple(sizes[label] for label in present), np_, nm),
+    )
+
+
+def _broadcast_index(x: np.ndarray) -> tuple[Any, ...] | None:
+    """The index `_drop_broadcast_dims` applies to x (None: x is kept as it is)."""
+    index = tuple(0 if size == 1 or (stride == 0 and size > 1) else slice(None) for size, stride in zip(x.shape, x.strides))
+    return index if any(item == 0 for item in index if type(item) is int) else None
+
+
+def _permutation(labels: Sequence[int], p: tuple[int, ...], rest: tuple[int, ...]) -> tuple[int, ...]:
+    """The transpose `_arrange` applies (the labels x has, in the order p + rest)."""
+    axis_of = {label: axis for axis, label in enumerate(labels)}
+    return tuple(axis_of[label] for label in p + rest if label in axis_of)
 
 
 def _drop_broadcast_dims(x: np.ndarray, labels: Sequence[int]) -> tuple[np.ndarray, list[int]]:
@@ -436,12 +554,42 @@ class ContractionKernel:
     """The fused kernel of one broadcast/mul/sum group and its epilogue: `contract` on the mul's
     operands, into a fresh array of the group's result shape; then the epilogue in place."""
 
+    fresh_result = True  # returns one new array (inplace.py may then reuse it)
+
     operands: tuple[_OperandSpec, _OperandSpec]
     out_labels: tuple[int, ...]
     sizes: tuple[int, ...]
     epilogue: tuple[_Epilogue, ...] = ()
+    # Per operand layout (strides, dtype, tuning constants): the direct recipe of `contract`, or
+    # None when the call takes the general path. Filled by the calls themselves.
+    _direct: dict[tuple[Any, ...], "_DirectCall | None"] = attrs.field(factory=dict, eq=False, repr=False)
 
     def __call__(self, a: np.ndarray, b: np.ndarray, *others: np.ndarray) -> np.ndarray:
+        key = (a.strides, b.strides, a.dtype, COPY_CHUNK_BYTES, OUTPUT_CHUNK_BYTES, MIN_CHUNK_COLUMNS, REORDER_GAIN)
+        direct = self._direct.get(key, _UNKNOWN)
+        if direct is _UNKNOWN:
+            direct = self._direct[key] = self._direct_call(a, b)
+        if direct is not None:
+            return direct(a, b, others)
+        return self._general(a, b, others)
+
+    def _direct_call(self, a: np.ndarray, b: np.ndarray) -> "_DirectCall | None":
+        (sa, sb) = self.operands
+        out_shape = tuple(self.sizes[label] for label in self.out_labels)
+        has_steps = any(step.ufunc is not None for step in self.epilogue)
+        out = np.empty(out_shape, a.dtype)
+        recipe = _direct_recipe(a.reshape(sa.shape), sa.labels, b.reshape(sb.shape), sb.labels, self.out_labels,
+                                self.sizes, out, has_steps)  # fmt: skip
+        if recipe is None:
+            return None
+        numbers = {
+            position: number_as(step.number, DType.from_numpy(a.dtype))
+            for position, step in enumerate(self.epilogue)
+            if step.ufunc is not None and step.operand is None
+        }
+        return _DirectCall(self, recipe, out_shape, numbers)
+
+    def _general(self, a: np.ndarray, b: np.ndarray, others: tuple[np.ndarray, ...]) -> np.ndarray:
         (sa, sb) = self.operands
         shape = self.epilogue[-1].shape if self.epilogue else tuple(self.sizes[label] for label in self.out_labels)
         result = np.empty(shape, a.dtype)
@@ -472,6 +620,40 @@ class ContractionKernel:
             return number_as(step.number, DType.from_numpy(dtype))
         other = others[step.operand]
         return other if other.ndim == 0 else other.reshape(shape)
+
+
+class _DirectCall:
+    """A ContractionKernel call on operands of one layout, when `contract` is one matrix product:
+    its recipe replayed into a fresh result, then the epilogue applied once to the whole result
+    (what the general path does when nothing is chunked)."""
+
+    __slots__ = ("a_shape", "b_shape", "recipe", "result_shape", "out_shape", "steps")
+
+    def __init__(self, kernel: ContractionKernel, recipe: _DirectRecipe, out_shape: tuple[int, ...],
+                 numbers: dict[int, np.ndarray]) -> None:  # fmt: skip
+        self.a_shape = kernel.operands[0].shape
+        self.b_shape = kernel.operands[1].shape
+        self.recipe = recipe
+        self.out_shape = out_shape
+        self.result_shape = kernel.epilogue[-1].shape if kernel.epilogue else out_shape
+        # (ufunc, extra operand index or None, the number when it is None)
+        self.steps = tuple(
+            (step.ufunc, step.operand, numbers.get(position))
+            for position, step in enumerate(kernel.epilogue)
+            if step.ufunc is not None
+        )
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, others: tuple[np.ndarray, ...]) -> np.ndarray:
+        result = np.empty(self.result_shape, a.dtype)
+        out = result.reshape(self.out_shape)
+        self.recipe.run(a.reshape(self.a_shape), b.reshape(self.b_shape), out, None)
+        for ufunc, operand, number in self.steps:
+            if operand is None:
+                ufunc(out, number, out=out)
+            else:
+                other = others[operand]
+                ufunc(out, other if other.ndim == 0 else other.reshape(self.out_shape), out=out)
+        return result
 
 
 def _operand_spec(source: Value, joint: tuple[int, ...], dims: Sequence[int]) -> _OperandSpec:

@@ -20,7 +20,7 @@ from ..ir.graph import Graph, Node
 from ..ir.values import Value
 
 if TYPE_CHECKING:
-    from .plan import Step, _Slots
+    from .plan import Slots, Step
 
 
 @attrs.define(slots=True)
@@ -72,7 +72,7 @@ def register_fusion(rule: FusionRule) -> FusionRule:
     return rule
 
 
-def fuse(graph: Graph, slots: _Slots) -> list[Step]:
+def fuse(graph: Graph, slots: Slots) -> list[Step]:
     from .plan import Step, node_step
 
     producer: dict[Value, int] = {}
@@ -100,13 +100,11 @@ def fuse(graph: Graph, slots: _Slots) -> list[Step]:
     for index, node in enumerate(graph.nodes):
         group = groups.get(index)
         if group is not None:
-            fetch = tuple((position, slots[v]) for position, v in enumerate(group.operands) if type(v) is Value)
-            template = [None if type(v) is Value else v for v in group.operands]
+            arguments = slots.arguments(group.operands)
             out_slots = tuple(slots.assign(result) for result in node.results)
             members = tuple(graph.nodes[i] for i in group.node_indices)
-            steps.append(
-                Step(members, group.kernel, template, fetch, (), out_slots, out_metas=tuple(r.meta for r in node.results))
-            )
+            kind = "fresh" if getattr(group.kernel, "fresh_result", False) else "view"
+            steps.append(Step(members, group.kernel, arguments, out_slots, tuple(r.meta for r in node.results), result_kind=kind))
         elif index not in context.claimed:
             steps.append(node_step(node, slots))
     return steps

@@ -1,14 +1,28 @@
 """Execution plans: a prims graph compiled once into a flat list of steps (DESIGN §7).
 
-Each step calls one kernel with its arguments in schema order: literal attributes are folded into
-a template at plan time, values are fetched from numbered slots at run time. The plan records
-the last use of every slot so intermediates are released as soon as possible. Fusion rules
-(`fusion.py`) may replace a group of nodes by one step that computes the group's live results
-without materializing its internal values.
+Planning, in order:
+1. the graph passes (`aten2prims.passes.optimize`: canonicalization, CSE, DCE) on a copy;
+2. constant folding (`folding.py`): nodes computed from stored parameters, buffers and constants
+   alone are run once, at plan time (a plan is therefore specific to the set of data-carrying
+   inputs the caller overrides);
+3. fusion (`fusion.py`): groups of nodes run as one kernel call (contractions,
+   `contraction.py`; gathers along independent axes, `gather.py`);
+4. specialization (`specialize.py`): a kernel chosen for the node's static types where the
+   generic one would re-derive at every call what the plan already knows, and broadcasts read
+   only by elementwise steps left to NumPy's broadcasting;
+5. the last use of every slot, so intermediates are released as soon as possible;
+6. buffer reuse (`inplace.py`): elementwise results written into operands that die there;
+7. code generation (`codegen.py`): the steps as one straight-line Python function.
+
+`reference.py` runs a graph node by node with none of this: the oracle the tests compare with.
+
+A step calls one kernel with positional `arguments`: `SlotRef`s (values fetched from numbered
+slots at run time), tuples of them, or literals.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,44 +32,76 @@ import prims as prims_package  # noqa: F401 - registers every prim
 from prims.registry import PRIMS
 
 from ..errors import ExecutionError
-from ..ir.graph import Graph, Node
+from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.values import Value
+
+
+class SlotRef(int):
+    """A slot number inside a step's arguments (tells slots from literal ints)."""
 
 
 @attrs.define(slots=True)
 class Step:
-    """One kernel call. `template` holds every argument in schema order, literals in place;
-    `fetch` lists (position, slot) pairs to fill from the slots; `fetch_nested` lists
-    (position, structure) for tuple operands holding values (e.g. the tensors of prims.cat)."""
+    """One kernel call: `kernel(*arguments)` with every SlotRef replaced by its slot's value
+    (plus `rng=` for random prims); its results go to `out_slots`."""
 
     nodes: tuple[Node, ...]
     kernel: Callable[..., Any]
-    template: list[Any]
-    fetch: tuple[tuple[int, int], ...]
-    fetch_nested: tuple[tuple[int, Any], ...]
+    arguments: tuple[Any, ...]
     out_slots: tuple[int, ...]
-    free_after: tuple[int, ...] = ()
-    random: bool = False
     # The metas the step's outputs must have (checked when execute(check=True)).
     out_metas: tuple[Any, ...] = ()
+    free_after: tuple[int, ...] = ()
+    random: bool = False
+    # A broadcast left to NumPy's broadcasting (specialize.py) holds its operand with size-1
+    # dims inserted rather than the full shape: that shape, checked instead of the meta's.
+    relaxed_shape: tuple[int, ...] | None = None
+    # What the results are memory-wise: specialize.Result's value ("fresh", "review", "view").
+    result_kind: str = "view"
+    # The kernel is a plain elementwise NumPy function of its arguments (specialize.py).
+    elementwise: bool = False
+    # The position of an argument whose array dies here and takes the result (`out=`,
+    # inplace.py), or None.
+    out_argument: int | None = None
 
     @property
     def node(self) -> Node:
         """The node that names this step in errors (the last one of a fused group)."""
         return self.nodes[-1]
 
+    def reads(self) -> list[int]:
+        """The slots this step reads, in argument order (with repeats)."""
+        return [int(slot) for slot in _slot_refs(self.arguments)]
+
 
 @attrs.define(slots=True)
 class Plan:
-    graph_fingerprint: tuple[int, ...]
+    # The inputs and outputs of the graph the steps run (optimized and folded: its inputs include
+    # the folded constants). The plan keeps no Graph object: plans are cached per graph, weakly.
+    inputs: tuple[GraphInput, ...]
+    outputs: tuple[GraphOutput, ...]
     slot_of: dict[Value, int]
     input_slots: dict[str, int]
     steps: list[Step]
     output_slots: tuple[int, ...]
+    # Per output: whether it is an input's slot (given or stored data: returned as a copy).
+    output_is_input: tuple[bool, ...]
     slot_count: int
+    # Slot values every run starts from: folded constants and stored input data (not
+    # overridden); None elsewhere.
+    initial_values: list[Any]
+    # The straight-line function running the steps (codegen.py); run(values, rng).
+    run: Callable[[list[Any], Any], None]
+    random: bool = False
+    # Bytes the plan keeps alive for its folded constants (not views of stored data).
+    resident_bytes: int = 0
+    # ids of the stored arrays (input data and folded constants) the plan starts from.
+    stored_ids: frozenset[int] = frozenset()
 
 
-class _Slots:
+class Slots:
+    """Slot numbers of values."""
+
     def __init__(self) -> None:
         self.slot_of: dict[Value, int] = {}
 
@@ -67,92 +113,47 @@ class _Slots:
     def __getitem__(self, value: Value) -> int:
         return self.slot_of[value]
 
+    def arguments(self, operands: Sequence[Any]) -> tuple[Any, ...]:
+        """Operands (values, tuples of them, literals) with every value replaced by its SlotRef."""
+        return tuple(_slot_structure(operand, self) for operand in operands)
 
-def fingerprint(graph: Graph) -> tuple[int, ...]:
-    return (id(graph.nodes), len(graph.nodes), *map(id, graph.nodes), len(graph.inputs), len(graph.outputs))
 
+def node_step(node: Node, slots: Slots) -> Step:
+    """A step that runs one prim node's kernel (specialized where specialize.py knows how)."""
+    from .specialize import specialized
 
-def node_step(node: Node, slots: _Slots) -> Step:
-    """A step that runs one prim node's kernel."""
     if node.namespace != "prims":
         raise ExecutionError(f"{node.op} is not a prim; lower the graph before executing it")
     definition = PRIMS.get(node.op[len("prims.") :])
     if definition is None or definition.kernel is None:
         reason = definition.omitted_reason if definition is not None else "unknown prim"
         raise ExecutionError(f"{node.op} cannot be executed: {reason}")
-    arguments = definition.schema.arguments
-    template: list[Any] = [None] * len(arguments)
-    operand_iter = iter(node.args)
-    fetch: list[tuple[int, int]] = []
-    nested: list[tuple[int, Any]] = []
-    for position, argument in enumerate(arguments):
-        if argument.type.is_tensor_like:
-            operand = next(operand_iter)
-        else:
-            operand = node.kwargs[argument.name]
-        if type(operand) is Value:
-            fetch.append((position, slots[operand]))
-        elif type(operand) is tuple and any(True for _ in _values_in(operand)):
-            nested.append((position, _slot_structure(operand, slots)))
-        else:
-            template[position] = operand
+    out_metas = tuple(r.meta for r in node.results)
+    special = None if definition.random else specialized(node)
+    result_kind = "view" if definition.view else "fresh"
+    elementwise = False
+    if special is not None:
+        kernel, operands = special.kernel, special.operands
+        result_kind, elementwise = special.result.value, special.elementwise
+    else:
+        operand_iter = iter(node.args)
+        kernel = definition.kernel
+        operands = [
+            next(operand_iter) if argument.type.is_tensor_like else node.kwargs[argument.name]
+            for argument in definition.schema.arguments
+        ]
+    arguments = slots.arguments(operands)
     out_slots = tuple(slots.assign(result) for result in node.results)
-    return Step(
-        (node,),
-        definition.kernel,
-        template,
-        tuple(fetch),
-        tuple(nested),
-        out_slots,
-        random=definition.random,
-        out_metas=tuple(r.meta for r in node.results),
-    )
+    return Step((node,), kernel, arguments, out_slots, out_metas, random=definition.random, result_kind=result_kind,
+                elementwise=elementwise)  # fmt: skip
 
 
-def _values_in(operand: Any):
-    if type(operand) is Value:
-        yield operand
-    elif type(operand) is tuple:
-        for item in operand:
-            yield from _values_in(item)
-
-
-class SlotRef(int):
-    """A slot number inside a nested operand structure (tells slots from literal ints)."""
-
-
-def _slot_structure(operand: Any, slots: _Slots) -> Any:
+def _slot_structure(operand: Any, slots: Slots) -> Any:
     if type(operand) is Value:
         return SlotRef(slots[operand])
     if type(operand) is tuple:
         return tuple(_slot_structure(item, slots) for item in operand)
     return operand
-
-
-def resolve_structure(structure: Any, values: Sequence[Any]) -> Any:
-    if type(structure) is SlotRef:
-        return values[structure]
-    if type(structure) is tuple:
-        return tuple(resolve_structure(item, values) for item in structure)
-    return structure
-
-
-def build_plan(graph: Graph) -> Plan:
-    from .fusion import fuse
-
-    slots = _Slots()
-    input_slots = {graph_input.name: slots.assign(graph_input.value) for graph_input in graph.inputs}
-    steps = fuse(graph, slots)
-    output_slots = tuple(slots[o.value] for o in graph.outputs)
-    _assign_last_uses(steps, output_slots, len(slots.slot_of))
-    return Plan(fingerprint(graph), slots.slot_of, input_slots, steps, output_slots, len(slots.slot_of))
-
-
-def _step_reads(step: Step) -> list[int]:
-    reads = [slot for _, slot in step.fetch]
-    for _, structure in step.fetch_nested:
-        reads.extend(int(s) for s in _slot_refs(structure))
-    return reads
 
 
 def _slot_refs(structure: Any):
@@ -163,12 +164,74 @@ def _slot_refs(structure: Any):
             yield from _slot_refs(item)
 
 
-def _assign_last_uses(steps: list[Step], output_slots: tuple[int, ...], slot_count: int) -> None:
+def resolve(structure: Any, values: Sequence[Any]) -> Any:
+    """An argument structure with its SlotRefs replaced by the slots' values."""
+    if type(structure) is SlotRef:
+        return values[structure]
+    if type(structure) is tuple:
+        return tuple(resolve(item, values) for item in structure)
+    return structure
+
+
+def build_plan(graph: Graph, overridden: frozenset[str] = frozenset()) -> Plan:
+    """The plan of a prims graph for callers overriding the stored data of the inputs named in
+    `overridden` (every other input with data is read from the graph)."""
+    # Planning makes many small objects and frees few: the cyclic collector's scans find nothing
+    # (as in lowering, passes/lower.py).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _build_plan(graph, overridden)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
+    from ..passes import optimize
+    from .codegen import compile_steps
+    from .folding import fold_constants
+    from .fusion import fuse
+    from .inplace import reuse_dying_operands
+    from .specialize import relax_broadcasts
+
+    optimized = optimize(graph)
+    folded, constants = fold_constants(optimized, overridden)
+    slots = Slots()
+    input_slots = {graph_input.name: slots.assign(graph_input.value) for graph_input in folded.inputs}
+    steps = fuse(folded, slots)
+    output_slots = tuple(slots[o.value] for o in folded.outputs)
+    meta_of = {slot: value.meta for value, slot in slots.slot_of.items()}
+    relax_broadcasts(steps, output_slots, meta_of)
+    _assign_last_uses(steps, output_slots)
+    reuse_dying_operands(steps, output_slots, meta_of, set(input_slots.values()))
+    initial: list[Any] = [None] * len(slots.slot_of)
+    for graph_input in folded.inputs:
+        if graph_input.data is not None and graph_input.name not in overridden:
+            initial[input_slots[graph_input.name]] = graph_input.data
+    return Plan(
+        tuple(folded.inputs),
+        tuple(folded.outputs),
+        slots.slot_of,
+        input_slots,
+        steps,
+        output_slots,
+        tuple(slot in set(input_slots.values()) for slot in output_slots),
+        len(slots.slot_of),
+        initial,
+        compile_steps(steps),
+        random=any(step.random for step in steps),
+        resident_bytes=constants.resident_bytes,
+        stored_ids=frozenset(id(value) for value in initial if value is not None),
+    )
+
+
+def _assign_last_uses(steps: list[Step], output_slots: tuple[int, ...]) -> None:
     """Release every slot right after the step that reads it last (never graph outputs). Results
     nobody reads are released right after the step that makes them."""
     last_use: dict[int, int] = {}
     for index, step in enumerate(steps):
-        for slot in _step_reads(step):
+        for slot in step.reads():
             last_use[slot] = index
         for slot in step.out_slots:
             last_use.setdefault(slot, index)
@@ -178,4 +241,4 @@ def _assign_last_uses(steps: list[Step], output_slots: tuple[int, ...], slot_cou
         if slot not in keep:
             frees[index].append(slot)
     for step, free in zip(steps, frees):
-        step.free_after = tuple(free)
+        step.free_after = tuple(sorted(free))

@@ -1,8 +1,8 @@
 """`execute(graph, inputs)`: run a prims graph on NumPy (DESIGN §7).
 
-Inputs are validated up front (names, shapes, dtypes); the plan is built once per graph and
-cached; each intermediate is released after its last use; view prims stay zero-copy; caller
-arrays are never written; results are fresh, writable arrays.
+Inputs are validated up front (names, shapes, dtypes); the plan is built once per graph and per
+set of overridden stored inputs, and cached; each intermediate is released after its last use;
+view prims stay zero-copy; caller arrays are never written; results are fresh, writable arrays.
 """
 
 from __future__ import annotations
@@ -11,24 +11,78 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 
 from ..errors import DTypeError, ExecutionError, ShapeError
 from ..ir.dtypes import DType
-from ..ir.graph import Graph, GraphInput, InputKind
+from ..ir.graph import Graph, GraphInput, InputKind, OutputKind
 from ..ir.printer import format_provenance
 from ..ir.values import ScalarMeta, TensorMeta
-from .plan import Plan, Step, build_plan, fingerprint, resolve_structure
-
-_PLANS: weakref.WeakKeyDictionary[Graph, Plan] = weakref.WeakKeyDictionary()
+from .plan import Plan, Step, build_plan, resolve
 
 
-def plan_for(graph: Graph) -> Plan:
-    """The cached plan of a graph (rebuilt if the graph's node list changed)."""
-    plan = _PLANS.get(graph)
-    if plan is None or plan.graph_fingerprint != fingerprint(graph):
-        plan = build_plan(graph)
-        _PLANS[graph] = plan
+@attrs.define(slots=True)
+class _Planned:
+    """A graph's plans, by the names of the stored inputs the caller overrides."""
+
+    fingerprint: tuple[int, ...]
+    # The graph's lowering when it held aten nodes, else None: the graph itself is the key of a
+    # weak dictionary and must not be held by its value.
+    lowered: Graph | None
+    stored: frozenset[str]  # names of the inputs with stored data
+    by_name: dict[str, GraphInput]
+    user_inputs: tuple[GraphInput, ...]
+    required: tuple[str, ...]  # names of the inputs without stored data, in order
+    plans: dict[frozenset[str], Plan] = attrs.Factory(dict)
+
+
+_PLANNED: weakref.WeakKeyDictionary[Graph, _Planned] = weakref.WeakKeyDictionary()
+
+
+def fingerprint(graph: Graph) -> tuple[int, ...]:
+    """Changes when the graph's node list, inputs, stored data or outputs are replaced."""
+    return (
+        id(graph.nodes),
+        len(graph.nodes),
+        *map(id, graph.nodes),
+        len(graph.inputs),
+        *(id(graph_input.data) for graph_input in graph.inputs),
+        len(graph.outputs),
+        *(id(graph_output.value) for graph_output in graph.outputs),
+    )
+
+
+def _planned(graph: Graph) -> tuple[_Planned, Graph]:
+    """The graph's plans and the prims graph they run (the graph or its lowering)."""
+    print_ = fingerprint(graph)
+    planned = _PLANNED.get(graph)
+    if planned is None or planned.fingerprint != print_:
+        lowered = None
+        if any(node.namespace != "prims" for node in graph.nodes):
+            from ..passes.lower import lower
+
+            lowered = lower(graph)
+        inputs = (lowered or graph).inputs
+        planned = _Planned(
+            print_,
+            lowered,
+            frozenset(gi.name for gi in inputs if gi.data is not None),
+            {gi.name: gi for gi in inputs},
+            tuple(gi for gi in inputs if gi.kind is InputKind.USER_INPUT),
+            tuple(gi.name for gi in inputs if gi.data is None),
+        )
+        _PLANNED[graph] = planned
+    return planned, planned.lowered or graph
+
+
+def plan_for(graph: Graph, overridden: frozenset[str] = frozenset()) -> Plan:
+    """The cached plan of a graph for callers overriding the stored data of the inputs named in
+    `overridden` (rebuilt if the graph's nodes, inputs or outputs changed)."""
+    planned, prims_graph = _planned(graph)
+    plan = planned.plans.get(overridden)
+    if plan is None:
+        plan = planned.plans[overridden] = build_plan(prims_graph, overridden)
     return plan
 
 
@@ -48,37 +102,54 @@ def execute(
     `seed` makes random prims reproducible. `check=True` verifies every result's shape and dtype
     against its node's meta (debug mode). A graph that still holds aten nodes is lowered first.
     """
-    if any(node.namespace != "prims" for node in graph.nodes):
-        from ..passes.lower import lower
-
-        graph = lower(graph)
-    plan = plan_for(graph)
-    values: list[Any] = [None] * plan.slot_count
-    for graph_input, array in _bind_inputs(graph, inputs):
-        values[plan.input_slots[graph_input.name]] = array
-    rng = np.random.default_rng(seed)
-    for step in plan.steps:
-        _run_step(step, values, rng, check)
-    outputs = graph.outputs if return_all_outputs else graph.user_outputs
-    output_slot = {o.value: plan.slot_of[o.value] for o in graph.outputs}
-    caller_arrays = [values[plan.input_slots[i.name]] for i in graph.inputs]
+    planned, prims_graph = _planned(graph)
+    given = _bind_inputs(prims_graph, planned, inputs)
+    overridden = frozenset(name for name, _ in given if name in planned.stored) if planned.stored else frozenset()
+    plan = planned.plans.get(overridden)
+    if plan is None:
+        plan = planned.plans[overridden] = build_plan(prims_graph, overridden)
+    values = plan.initial_values.copy()
+    for name, array in given:
+        values[plan.input_slots[name]] = array
+    rng = np.random.default_rng(seed) if plan.random else None
+    # torch returns IEEE results (inf, nan, wrapped integers) silently; so do the kernels.
+    with np.errstate(all="ignore"):
+        if check:
+            for step in plan.steps:
+                _run_step(step, values, rng)
+        else:
+            try:
+                plan.run(values, rng)
+            except ExecutionError:
+                raise
+            except Exception as error:  # a kernel failed: name the node and where it came from
+                index = plan.run.failed_step(error.__traceback__)  # type: ignore[attr-defined]
+                if index is None or index < 0:
+                    raise
+                raise ExecutionError(_describe_failure(plan.steps[index], error)) from error
     results: list[Any] = []
-    for graph_output in outputs:
-        result = _fresh(values[output_slot[graph_output.value]], caller_arrays)
+    # Kernels may hand an input back unchanged (a contiguous clone): inputs are never results.
+    inputs_by_id = {id(array) for _, array in given} | plan.stored_ids
+    for graph_output, slot, is_input in zip(plan.outputs, plan.output_slots, plan.output_is_input):
+        if not return_all_outputs and graph_output.kind is not OutputKind.USER_OUTPUT:
+            continue
+        result = _fresh(values[slot], is_input or id(values[slot]) in inputs_by_id)
         if any(result is earlier for earlier in results if isinstance(earlier, np.ndarray)):
             result = result.copy()  # the same value returned twice: two independent arrays
         results.append(result)
     return results
 
 
-def _run_step(step: Step, values: list[Any], rng: np.random.Generator, check: bool) -> None:
-    args = step.template.copy()
-    for position, slot in step.fetch:
-        args[position] = values[slot]
-    for position, structure in step.fetch_nested:
-        args[position] = resolve_structure(structure, values)
+def _run_step(step: Step, values: list[Any], rng: np.random.Generator | None) -> None:
+    """One step, checked (execute(check=True)): every result against its meta."""
+    args = [resolve(argument, values) for argument in step.arguments]
+    keywords: dict[str, Any] = {}
+    if step.random:
+        keywords["rng"] = rng
+    if step.out_argument is not None:
+        keywords["out"] = args[step.out_argument]
     try:
-        result = step.kernel(*args, rng=rng) if step.random else step.kernel(*args)
+        result = step.kernel(*args, **keywords)
     except ExecutionError:
         raise
     except Exception as error:  # a kernel failed: name the node and where it came from
@@ -88,9 +159,10 @@ def _run_step(step: Step, values: list[Any], rng: np.random.Generator, check: bo
     else:
         for slot, item, meta in zip(step.out_slots, result, step.out_metas, strict=True):
             values[slot] = _as_result(item, meta)
-    if check:
-        for slot, meta in zip(step.out_slots, step.out_metas):
-            _check_result(step, values[slot], meta)
+    for slot, meta in zip(step.out_slots, step.out_metas):
+        if step.relaxed_shape is not None and type(meta) is TensorMeta:
+            meta = TensorMeta(step.relaxed_shape, meta.dtype)
+        _check_result(step, values[slot], meta)
     for slot in step.free_after:
         values[slot] = None
 
@@ -126,62 +198,64 @@ def _check_result(step: Step, result: Any, meta: Any) -> None:
         raise ExecutionError(f"{node.op}: produced {produced}, meta says {meta} [check=True]")
 
 
-def _fresh(result: Any, caller_arrays: list[Any]) -> Any:
-    """Results the caller owns: views (of inputs, of each other, read-only broadcasts) are copied."""
+def _fresh(result: Any, is_input: bool) -> Any:
+    """Results the caller owns: inputs (given or stored) and views (of inputs, of each other,
+    read-only broadcasts, folded constants) are copied."""
     if not isinstance(result, np.ndarray):
         return result
-    if result.base is not None or not result.flags.writeable or any(result is a for a in caller_arrays):
+    if is_input or result.base is not None or not result.flags.writeable:
         return result.copy()
     return result
 
 
-def _bind_inputs(graph: Graph, inputs: Mapping[str, Any] | Sequence[Any]) -> list[tuple[GraphInput, Any]]:
-    by_name = {graph_input.name: graph_input for graph_input in graph.inputs}
+def _bind_inputs(graph: Graph, planned: _Planned, inputs: Mapping[str, Any] | Sequence[Any]) -> list[tuple[str, Any]]:
+    """The given inputs, validated, as (name, array); every input without stored data must be
+    given."""
     if isinstance(inputs, Mapping):
+        by_name = planned.by_name
         unknown = [name for name in inputs if name not in by_name]
         if unknown:
             raise ShapeError(
                 f"graph {graph.name} has no input(s) {', '.join(map(repr, unknown))}; "
                 f"its inputs are {', '.join(repr(n) for n in by_name)}"
             )
-        given = dict(inputs)
+        pairs = [(by_name[name], array) for name, array in inputs.items()]
     else:
-        user_inputs = graph.user_inputs
+        user_inputs = planned.user_inputs
         inputs = list(inputs)
         if len(inputs) != len(user_inputs):
             raise ShapeError(f"graph {graph.name} takes {len(user_inputs)} user input(s), got {len(inputs)}")
-        given = {i.name: array for i, array in zip(user_inputs, inputs)}
-    bound: list[tuple[GraphInput, Any]] = []
-    missing: list[str] = []
-    for graph_input in graph.inputs:
-        if graph_input.name in given:
-            bound.append((graph_input, _validated(graph, graph_input, given[graph_input.name])))
-        elif graph_input.data is not None:
-            bound.append((graph_input, graph_input.data))
-        else:
-            missing.append(graph_input.name)
-    if missing:
-        raise ShapeError(f"graph {graph.name} is missing input(s): {', '.join(missing)}")
-    return bound
+        pairs = list(zip(user_inputs, inputs))
+    if planned.required:
+        given_names = {graph_input.name for graph_input, _ in pairs}
+        missing = [name for name in planned.required if name not in given_names]
+        if missing:
+            raise ShapeError(f"graph {graph.name} is missing input(s): {', '.join(missing)}")
+    return [(graph_input.name, _validated(graph, graph_input, array)) for graph_input, array in pairs]
 
 
 def _validated(graph: Graph, graph_input: GraphInput, array: Any) -> Any:
     meta = graph_input.value.meta
-    what = f"input %{graph_input.name} of graph {graph.name}"
     if type(meta) is ScalarMeta:
         if type(array) is not meta.kind:
-            raise DTypeError(f"{what} must be a Python {meta}, got {type(array).__name__}")
+            raise DTypeError(f"{_what(graph, graph_input)} must be a Python {meta}, got {type(array).__name__}")
         return array
-    if not isinstance(array, np.ndarray):
+    if type(array) is not np.ndarray and not isinstance(array, np.ndarray):
         if isinstance(array, np.generic):
             array = np.asarray(array)
         else:
-            raise DTypeError(f"{what} must be a NumPy array of {meta}, got {type(array).__name__}")
+            raise DTypeError(f"{_what(graph, graph_input)} must be a NumPy array of {meta}, got {type(array).__name__}")
     if array.dtype != meta.dtype.numpy:
-        raise DTypeError(f"{what} must have dtype {meta.dtype.short} ({meta.dtype.numpy}), got {array.dtype}")
+        raise DTypeError(
+            f"{_what(graph, graph_input)} must have dtype {meta.dtype.short} ({meta.dtype.numpy}), got {array.dtype}"
+        )
     if array.shape != meta.shape:
-        raise ShapeError(f"{what} must have shape {list(meta.shape)}, got {list(array.shape)}")
+        raise ShapeError(f"{_what(graph, graph_input)} must have shape {list(meta.shape)}, got {list(array.shape)}")
     return array
+
+
+def _what(graph: Graph, graph_input: GraphInput) -> str:
+    return f"input %{graph_input.name} of graph {graph.name}"
 
 
 __all__ = ["execute", "plan_for", "InputKind"]

@@ -1,0 +1,477 @@
+"""The executor's contract (aten2prims/executor/): caller arrays and stored data are never
+written (buffer reuse included), outputs are fresh and writable, intermediates are released
+after their last use, a plan is specific to the stored inputs the caller overrides, check=True
+catches a wrong meta, seeds make random prims reproducible, and every plan-time shortcut
+(direct elementwise kernels, specialized views and windows, relaxed broadcasts, orthogonal
+gathers, buffer reuse) gives what the prims' own kernels give, node by node (`run_reference`)."""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import aten2prims
+import prims
+from aten2prims.executor import execute, plan_for
+from aten2prims.executor.codegen import compile_steps
+from aten2prims.executor.gather import OrthogonalGather
+from aten2prims.executor.reference import run_reference
+from aten2prims.executor.specialize import basic_index
+from aten2prims.ir.dtypes import DType
+from aten2prims.ir.graph import Graph, GraphOutput, InputKind, Node
+from aten2prims.ir.values import CPU, TensorMeta, Value
+from prims.builder import Builder
+from prims.common import number_as
+from prims.elementwise import DIRECT_KERNELS, ELEMENTWISE, direct_kernel
+from prims.registry import PRIMS
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def build(inputs: dict[str, Any], body: Callable[..., Any]) -> Graph:
+    """Inputs: name -> (shape, dtype) for user inputs, or an array for a stored parameter."""
+    with Builder("g") as builder:
+        values = {}
+        for name, spec in inputs.items():
+            if isinstance(spec, np.ndarray):
+                meta = TensorMeta(spec.shape, DType.from_numpy(spec.dtype))
+                values[name] = builder.add_input(name, meta, InputKind.PARAMETER, name, spec)
+            else:
+                values[name] = builder.add_input(name, TensorMeta(*spec))
+        outputs = body(**values)
+        return builder.finish(list(outputs) if isinstance(outputs, tuple) else [outputs])
+
+
+def assert_same(ours: list[Any], expected: list[Any], *, contraction: bool = False) -> None:
+    """Equal dtype, shape and values; with `contraction`, values as close as BLAS's summation
+    order allows (a fused matrix product against the node-by-node mul and sum)."""
+    assert len(ours) == len(expected)
+    for a, b in zip(ours, expected):
+        assert isinstance(a, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
+        if contraction:
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+        else:
+            np.testing.assert_array_equal(a, b)
+
+
+def example(name: str) -> tuple[Graph, dict[str, np.ndarray]]:
+    graph = aten2prims.lower(aten2prims.load(EXAMPLES / f"{name}.pt2"))
+    with np.load(EXAMPLES / f"{name}.inputs.npz") as archive:
+        return graph, {n: archive[n] for n in archive.files}
+
+
+def mlp_like(hidden: int = 64) -> Graph:
+    """x @ w.T + b, relu, then a sigmoid chain and a scale: elementwise chains whose
+    intermediates die (buffer reuse), a folded transpose and a bias broadcast."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((hidden, 32)).astype(np.float32)
+    b = rng.standard_normal(hidden).astype(np.float32)
+
+    def body(x: Value, w: Value, b: Value) -> tuple[Value, ...]:
+        joint = [16, 32, hidden]
+        product = prims.mul(prims.broadcast_in_dim(x, joint, [0, 1]), prims.broadcast_in_dim(prims.transpose(w, [1, 0]), joint, [1, 2]))
+        hidden_ = prims.add(prims.sum(product, [1]), prims.broadcast_in_dim(b, [16, hidden], [1]))
+        relu = prims.maximum(hidden_, 0.0)
+        sigmoid = prims.reciprocal(prims.add(prims.exp(prims.neg(relu)), 1.0))
+        return prims.mul(prims.mul(sigmoid, relu), 0.5), prims.transpose(relu, [1, 0])
+
+    return build({"x": ((16, 32), DType.float32), "w": w, "b": b}, body)
+
+
+# -- caller arrays, stored data, outputs ----------------------------------------------------------------
+
+
+def test_caller_arrays_and_stored_data_are_never_written() -> None:
+    graph = mlp_like()
+    plan = plan_for(graph)
+    assert any(step.out_argument is not None for step in plan.steps), "no buffer is reused"
+    x = np.random.default_rng(1).standard_normal((16, 32)).astype(np.float32)
+    given = x.copy()
+    stored = {gi.name: gi.data.copy() for gi in graph.inputs if gi.data is not None}
+    for _ in range(2):
+        outputs = aten2prims.execute(graph, {"x": x})
+        assert np.array_equal(x, given)
+        for gi in graph.inputs:
+            if gi.data is not None:
+                assert np.array_equal(gi.data, stored[gi.name]) and gi.data.flags.writeable
+        assert_same(outputs, run_reference(graph, {"x": x}), contraction=True)
+    # Overriding a parameter: the override is not written either.
+    w = np.ones((64, 32), np.float32)
+    aten2prims.execute(graph, {"x": x, "w": w})
+    assert np.array_equal(w, np.ones((64, 32), np.float32))
+
+
+def test_buffer_reuse_never_takes_inputs_views_or_live_values() -> None:
+    def body(x: Value) -> tuple[Value, ...]:
+        e = prims.exp(x)  # fresh
+        t = prims.transpose(e, [1, 0])  # a view of e, read after the add below
+        a = prims.add(e, 1.0)  # e dies here only if t is dead too: it is not
+        b = prims.neg(prims.broadcast_in_dim(prims.sum(x, [1]), [4, 4], [0]))  # a broadcast: never written
+        return a, prims.mul(t, 2.0), b, prims.add(x, 1.0)
+
+    graph = build({"x": ((4, 4), DType.float64)}, body)
+    plan = plan_for(graph)
+    add = next(s for s in plan.steps if s.node.op == "prims.add" and s.node.args[1] == 1.0 and s.node.args[0].name != "x")
+    assert add.out_argument is None
+    x = np.arange(16, dtype=np.float64).reshape(4, 4)
+    assert_same(aten2prims.execute(graph, {"x": x}), run_reference(graph, {"x": x}))
+    assert np.array_equal(x, np.arange(16, dtype=np.float64).reshape(4, 4))
+
+
+def _independent(outputs: list[Any], others: list[np.ndarray]) -> bool:
+    arrays = [o for o in outputs if isinstance(o, np.ndarray)]
+    for i, a in enumerate(arrays):
+        if not a.flags.writeable or a.base is not None:
+            return False
+        if any(np.shares_memory(a, b) for b in arrays[i + 1 :] + others):
+            return False
+    return True
+
+
+def test_outputs_are_fresh_and_writable() -> None:
+    """Inputs, views of inputs, stored data, folded constants and values returned twice all
+    come back as arrays of the caller's own."""
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    def body(x: Value, w: Value) -> tuple[Value, ...]:
+        folded = prims.neg(prims.transpose(w, [1, 0]))
+        same = prims.clone(x, memory_format=None)  # a contiguous clone: the executor reuses x
+        return x, prims.transpose(x, [1, 0]), w, folded, same, same, prims.reshape(x, [3, 2])
+
+    graph = build({"x": ((2, 3), DType.float32), "w": w}, body)
+    x = np.ones((2, 3), np.float32)
+    outputs = aten2prims.execute(graph, {"x": x})
+    assert _independent(outputs, [x, w, *(gi.data for gi in graph.inputs if gi.data is not None)])
+    for output in outputs:
+        output[...] = 7  # writable, and touches nothing else
+    assert np.array_equal(x, np.ones((2, 3))) and np.array_equal(w, np.arange(6).reshape(2, 3))
+    assert_same(aten2prims.execute(graph, {"x": x}), run_reference(graph, {"x": x}))
+
+
+# -- release after last use ---------------------------------------------------------------------------
+
+
+def test_intermediates_are_released_after_their_last_use() -> None:
+    """Run the compiled plan with every kernel wrapped: each result is watched by a weakref, and
+    before each step every value whose last reader has run must be gone (outputs excepted)."""
+    graph, inputs = example("transformer")
+    plan = plan_for(graph)
+    last_read = {}
+    for index, step in enumerate(plan.steps):
+        for slot in step.reads():
+            last_read[slot] = index
+    outputs = set(plan.output_slots)
+    watched: dict[int, weakref.ref] = {}
+    checked = []
+
+    values = plan.initial_values.copy()
+
+    def watching(index: int, kernel: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            for slot, ref in watched.items():
+                if slot not in outputs and last_read.get(slot, -1) < index:
+                    assert values[slot] is None, f"slot {slot} outlived its last use"
+                    alive = ref()  # still alive only as memory another live value shares (a view, a reused buffer)
+                    assert alive is None or any(
+                        isinstance(v, np.ndarray) and np.shares_memory(v, alive) for v in (*values, *args)
+                    ), f"slot {slot}'s array outlived every value sharing it"
+            checked.append(index)
+            result = kernel(*args, **kwargs)
+            for slot, item in zip(plan.steps[index].out_slots, result if len(plan.steps[index].out_slots) > 1 else (result,)):
+                if isinstance(item, np.ndarray) and last_read.get(slot, -1) >= 0:
+                    watched[slot] = weakref.ref(item)
+            return result
+
+        return call
+
+    original = [step.kernel for step in plan.steps]
+    for index, step in enumerate(plan.steps):
+        step.kernel = watching(index, step.kernel)
+    run = compile_steps(plan.steps)
+    try:
+        for name, array in inputs.items():
+            values[plan.input_slots[name]] = array
+        with np.errstate(all="ignore"):
+            run(values, None)
+    finally:
+        for step, kernel in zip(plan.steps, original):
+            step.kernel = kernel
+    assert len(checked) == len(plan.steps)
+    # Every slot is freed right after its last read, outputs kept.
+    for index, step in enumerate(plan.steps):
+        for slot in step.free_after:
+            assert slot not in outputs and last_read.get(slot, index) == index
+
+
+def test_large_chain_peak_memory() -> None:
+    """A chain of elementwise steps on a 4 MiB array: the intermediates die as they go and
+    reuse each other's buffers, so the peak stays near input + output."""
+    import tracemalloc
+
+    def body(x: Value) -> Value:
+        y = x
+        for _ in range(8):
+            y = prims.mul(prims.exp(prims.neg(y)), 0.5)
+        return y
+
+    graph = build({"x": ((1024, 1024), DType.float32)}, body)
+    x = np.zeros((1024, 1024), np.float32)
+    aten2prims.execute(graph, {"x": x})
+    tracemalloc.start()
+    try:
+        aten2prims.execute(graph, {"x": x})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2.5 * x.nbytes, peak
+
+
+# -- plans per override set -------------------------------------------------------------------------------
+
+
+def test_overriding_a_parameter_invalidates_folding() -> None:
+    graph = mlp_like()
+    x = np.random.default_rng(2).standard_normal((16, 32)).astype(np.float32)
+    default = plan_for(graph)
+    assert any(gi.kind is InputKind.CONSTANT and gi not in graph.inputs for gi in default.inputs)
+    before = aten2prims.execute(graph, {"x": x})
+    w = np.random.default_rng(3).standard_normal((64, 32)).astype(np.float32)
+    overridden = aten2prims.execute(graph, {"x": x, "w": w})
+    np.testing.assert_allclose(overridden[0], run_reference(graph, {"x": x, "w": w})[0], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(overridden[0], before[0])
+    plan = plan_for(graph, frozenset({"w"}))
+    assert plan is not default
+    w_slot = plan.input_slots["w"]
+    assert plan.initial_values[w_slot] is None  # the override's slot is the caller's, every call
+    assert any(w_slot in step.reads() for step in plan.steps)  # nothing computed from w was folded
+    assert_same(aten2prims.execute(graph, {"x": x}), before)  # the default plan is still there (same result)
+
+
+def test_replacing_stored_data_rebuilds_the_plan() -> None:
+    graph = mlp_like()
+    x = np.ones((16, 32), np.float32)
+    first = aten2prims.execute(graph, {"x": x})
+    graph.input("w").data = np.zeros((64, 32), np.float32)
+    second = aten2prims.execute(graph, {"x": x})
+    np.testing.assert_allclose(second[0], run_reference(graph, {"x": x})[0], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(first[0], second[0])
+
+
+# -- check mode, errors, random prims ---------------------------------------------------------------------
+
+
+def test_check_catches_a_wrong_meta() -> None:
+    graph = build({"x": ((2, 3), DType.float32)}, lambda x: prims.exp(prims.add(x, 1.0)))
+    add = graph.nodes[0]
+    wrong = Value(add.results[0].name, TensorMeta((2, 3), DType.float64))  # the kernel gives f32
+    exp = graph.nodes[1]
+    broken = Graph("broken", graph.inputs, [Node(add.op, add.args, add.kwargs, (wrong,)),
+                                            Node(exp.op, (wrong,), exp.kwargs, (Value("y", wrong.meta),))],
+                   [GraphOutput(Value("unused", wrong.meta))])  # fmt: skip
+    broken.outputs[0] = GraphOutput(broken.nodes[1].results[0])
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(aten2prims.ExecutionError, match="meta says f64"):
+        aten2prims.execute(broken, {"x": x}, check=True)
+    aten2prims.execute(graph, {"x": x}, check=True)  # the right metas pass (relaxed broadcasts too)
+    mlp = mlp_like()
+    assert any(step.relaxed_shape is None for step in plan_for(mlp).steps)
+    aten2prims.execute(mlp, {"x": np.ones((16, 32), np.float32)}, check=True)
+
+
+def test_kernel_failures_name_the_node() -> None:
+    graph = build({"x": ((3,), DType.int64)}, lambda x: prims.neg(prims.div(x, prims.sub(x, x))))
+    with pytest.raises(aten2prims.ExecutionError, match=r"prims\.div computing %\w+ failed: ZeroDivisionError"):
+        aten2prims.execute(graph, {"x": np.arange(3)})
+    with pytest.raises(aten2prims.ExecutionError, match=r"prims\.div"):
+        aten2prims.execute(graph, {"x": np.arange(3)}, check=True)
+
+
+def test_seeds_make_random_prims_reproducible() -> None:
+    def body(x: Value) -> tuple[Value, ...]:
+        options = dict(dtype=DType.float32, device=CPU, requires_grad=False)
+        noise = prims.normal([4, 5], mean=0.0, std=1.0, **options)
+        uniform = prims.uniform([4, 5], low=0.0, high=1.0, dtype=DType.float32, device=CPU, stride=[5, 1])
+        return prims.add(x, noise), uniform, prims.add(x, prims.normal([4, 5], mean=0.0, std=1.0, **options))
+
+    graph = build({"x": ((4, 5), DType.float32)}, body)
+    x = np.zeros((4, 5), np.float32)
+    first, second = aten2prims.execute(graph, {"x": x}, seed=7), aten2prims.execute(graph, {"x": x}, seed=7)
+    assert_same(first, second)
+    assert_same(first, run_reference(graph, {"x": x}, seed=7))
+    assert not np.array_equal(first[0], first[2])  # two draws stay two draws
+    assert not np.array_equal(first[0], aten2prims.execute(graph, {"x": x}, seed=8)[0])
+
+
+# -- plan-time shortcuts give the kernels' results ------------------------------------------------------------
+
+STANDARD_DTYPES = [DType.bool, DType.uint8, DType.int8, DType.int16, DType.int32, DType.int64, DType.float32,
+                   DType.float64, DType.complex64, DType.complex128]  # fmt: skip
+
+
+def _values(dtype: DType, shape: tuple[int, ...], seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if dtype.is_bool:
+        return rng.random(shape) < 0.5
+    if dtype.is_integral:
+        info = np.iinfo(dtype.numpy)
+        values = rng.integers(max(info.min, -1000), min(info.max, 1000), shape)
+        values.flat[:2] = [info.max, info.min] if values.size >= 2 else values.flat[:2]
+        return values.astype(dtype.numpy)
+    values = rng.standard_normal(shape) * 3
+    values.flat[:5] = [0.0, -0.0, np.inf, -np.inf, np.nan]
+    if dtype.is_complex:
+        values = values + 1j * rng.standard_normal(shape)
+    return values.astype(dtype.numpy)
+
+
+@pytest.mark.parametrize("name", sorted(DIRECT_KERNELS))
+def test_direct_kernels_are_the_kernels(name: str) -> None:
+    """Each direct kernel, numbers converted once, bit for bit against the prim's kernel on
+    every dtype it covers (arrays, 0-dim arrays, and number operands)."""
+    kernel = PRIMS[name].kernel
+    arity = ELEMENTWISE[name].arity
+    compared = 0
+    for dtype in STANDARD_DTYPES:
+        function = direct_kernel(name, dtype)
+        if function is None or dtype not in ELEMENTWISE[name].domain:
+            continue
+        arrays = [_values(dtype, (6,), seed) for seed in range(3)]
+        if name == "where":
+            cases = [(arrays[0] != arrays[0][::-1], arrays[1], arrays[2]), (np.asarray(True), arrays[1], 2 if not dtype.is_bool else True)]
+        elif arity == 1:
+            cases = [(arrays[0],), (arrays[0][:1].reshape(()),)]
+        else:
+            number = True if dtype.is_bool else (3 if dtype.is_integral else 0.75)
+            cases = [(arrays[0], arrays[1]), (arrays[0], number), (number, arrays[1]) if name not in ("sub",) or not dtype.is_bool else (arrays[0], arrays[1])]
+        for args in cases:
+            with np.errstate(all="ignore"):
+                try:
+                    expected = kernel(*args)
+                except Exception:  # noqa: BLE001 - the kernel refuses: nothing to compare
+                    continue
+                converted = [number_as(a, dtype) if type(a) in (bool, int, float) else a for a in args]
+                if name == "reciprocal":
+                    ours = np.true_divide(number_as(1, dtype), *converted)
+                else:
+                    ours = function(*converted)
+            ours = np.asarray(ours)
+            assert ours.dtype == expected.dtype and ours.shape == expected.shape, (name, dtype)
+            assert ours.tobytes() == np.asarray(expected).tobytes() or np.array_equal(ours, expected, equal_nan=True), (name, dtype, args)
+            compared += 1
+    assert compared >= 2
+
+
+def test_as_strided_windows_as_basic_indexes() -> None:
+    """Every window basic_index accepts is exactly the generic kernel's window."""
+    kernel = PRIMS["as_strided"].kernel
+    rng = np.random.default_rng(0)
+    shape = (3, 4, 5)
+    a = np.arange(60, dtype=np.int32).reshape(shape)
+    accepted = 0
+    for _ in range(400):
+        rank = int(rng.integers(1, 4))
+        size = tuple(int(n) for n in rng.integers(1, 4, rank))
+        stride = tuple(int(s) for s in rng.choice([0, 1, 2, 5, 10, 20, 40], rank))
+        span = sum((n - 1) * s for n, s in zip(size, stride))
+        if span >= 60:
+            continue
+        offset = int(rng.integers(0, 60 - span))
+        index = basic_index(shape, size, stride, offset)
+        if index is not None:
+            accepted += 1
+            assert np.array_equal(a[index], kernel(a, size, stride, offset)), (size, stride, offset)
+    assert accepted > 50
+    # select / slice / narrow shapes the lowering emits
+    for size, stride, offset in [((4, 5), (5, 1), 20), ((3, 2, 5), (20, 5, 1), 10), ((1, 4, 5), (60, 5, 1), 40), ((3, 4), (20, 5), 2)]:
+        index = basic_index(shape, size, stride, offset)
+        assert index is not None and np.array_equal(a[index], kernel(a, size, stride, offset))
+
+
+def test_relaxed_broadcasts_and_windows_agree_with_the_kernels() -> None:
+    def body(x: Value, y: Value) -> tuple[Value, ...]:
+        row = prims.broadcast_in_dim(prims.sum(x, [1]), [4, 6], [0])
+        column = prims.broadcast_in_dim(y, [4, 6], [1])
+        window = prims.as_strided(x, [2, 6], [6, 1], 6)
+        both = prims.add(prims.broadcast_in_dim(y, [4, 6], [1]), prims.broadcast_in_dim(prims.sum(x, [1]), [4, 6], [0]))
+        return prims.sub(x, row), prims.mul(column, x), prims.where(prims.gt(x, row), column, 0.0), prims.neg(window), both
+
+    graph = build({"x": ((4, 6), DType.float32), "y": ((6,), DType.float32)}, body)
+    plan = plan_for(graph)
+    assert any(step.relaxed_shape is not None for step in plan.steps)
+    inputs = {"x": _values(DType.float32, (4, 6), 1), "y": _values(DType.float32, (6,), 2)}
+    expected = run_reference(graph, inputs)
+    assert_same(aten2prims.execute(graph, inputs), expected)
+    assert_same(aten2prims.execute(graph, inputs, check=True), expected)
+    transposed = {"x": np.asfortranarray(inputs["x"]), "y": inputs["y"]}  # a window of a non-contiguous operand
+    assert_same(aten2prims.execute(graph, transposed), expected)
+
+
+def test_orthogonal_gather() -> None:
+    """Nearest upsampling's gather (ramp over rows, a position table over the rest) runs as takes
+    along axes, and out-of-range indices fail as the kernel's do."""
+
+    def body(a: Value, rows: Value, table: Value) -> Value:
+        return prims.gather_nd(a, (prims.broadcast_in_dim(rows, [3, 4, 5], [0]), prims.broadcast_in_dim(table, [3, 4, 5], [1, 2])))
+
+    graph = build({"a": ((3, 10), DType.float32), "rows": ((3,), DType.int64), "table": ((4, 5), DType.int64)}, body)
+    assert any(isinstance(step.kernel, OrthogonalGather) for step in plan_for(graph).steps)
+    inputs = {"a": _values(DType.float32, (3, 10), 0), "rows": np.array([2, 0, 1]), "table": np.arange(20).reshape(4, 5) % 10}
+    assert_same(aten2prims.execute(graph, inputs), run_reference(graph, inputs))
+    inputs["table"][1, 2] = 10
+    with pytest.raises(aten2prims.ExecutionError, match="index 10 is out of bounds for dimension 1 with size 10"):
+        aten2prims.execute(graph, inputs)
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer"])
+def test_examples_agree_with_the_reference(name: str) -> None:
+    """The planned executor against node-by-node execution: equal, up to the fused contractions'
+    BLAS summation order."""
+    graph, inputs = example(name)
+    ours = execute(graph, inputs, return_all_outputs=True)
+    checked = execute(graph, inputs, check=True, return_all_outputs=True)
+    expected = run_reference(graph, inputs)
+    for a, b, c in zip(ours, checked, expected, strict=True):
+        assert a.dtype == c.dtype and a.shape == c.shape
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, c, rtol=2e-5, atol=2e-5)
+
+
+def test_codegen_is_straight_line() -> None:
+    plan = plan_for(mlp_like())
+    source = plan.run.source
+    assert source.count("\n") >= len(plan.steps) and "for " not in source
+    assert all(f"k{index}(" in source for index in range(len(plan.steps)))
+
+
+def test_plans_are_cached_and_rebuilt_when_the_graph_changes() -> None:
+    graph = mlp_like()
+    assert plan_for(graph) is plan_for(graph)
+    first = plan_for(graph)
+    graph.nodes = list(graph.nodes)  # a new node list
+    assert plan_for(graph) is not first
+
+
+def test_plans_do_not_keep_their_graph_alive() -> None:
+    """Plans are cached per graph in a weak dictionary: a graph nobody holds is collected."""
+    import gc
+
+    graph = mlp_like()
+    aten2prims.execute(graph, {"x": np.ones((16, 32), np.float32)})
+    ref = weakref.ref(graph)
+    del graph
+    gc.collect()
+    assert ref() is None
+
+
+def test_every_prim_literal_combination_of_dtypes_plans() -> None:
+    """Direct kernels take numbers converted once, with the kernel's wrap-around for integers."""
+    for dtype, number in itertools.product([DType.int8, DType.uint8, DType.int32], [300, -1, 2**40]):
+        graph = build({"x": ((3,), dtype)}, lambda x, n=number: prims.add(x, n))
+        x = np.array([1, 2, 3], dtype=dtype.numpy)
+        assert_same(aten2prims.execute(graph, {"x": x}), run_reference(graph, {"x": x}))
