@@ -19,6 +19,7 @@ from typing import Any
 from ...ir.dtypes import DType
 from ..record import AtenCall
 from ..samples import handwritten
+from .common import random_tensor, torch_dtype
 
 FLOATS = (DType.float16, DType.bfloat16, DType.float32, DType.float64)
 COMPLEX = (DType.complex64, DType.complex128)
@@ -30,26 +31,7 @@ NAN = float("nan")
 Case = Callable[[DType], AtenCall | None]
 
 
-def _torch_dtype(dtype: DType) -> Any:
-    import torch
 
-    return getattr(torch, dtype.torch_name)
-
-
-def _tensor(shape: Sequence[int], dtype: DType, *, seed: int = 0, low: int = -4, high: int = 5) -> Any:
-    """Deterministic values: small integers for integral dtypes (so ties and duplicates occur),
-    normal ones otherwise."""
-    import torch
-
-    generator = torch.Generator().manual_seed(seed)
-    if dtype is DType.bool:
-        return torch.randint(0, 2, tuple(shape), generator=generator).to(torch.bool)
-    if dtype.is_integral:
-        low = max(low, 0) if dtype is DType.uint8 else low
-        return torch.randint(low, high, tuple(shape), generator=generator).to(_torch_dtype(dtype))
-    if dtype.is_complex:
-        return torch.randn(tuple(shape), generator=generator, dtype=_torch_dtype(dtype))
-    return torch.randn(tuple(shape), generator=generator, dtype=torch.float64).to(_torch_dtype(dtype))
 
 
 def _ints(values: Any, dtype: Any = None) -> Any:
@@ -87,9 +69,9 @@ def _gather_samples(dtype: DType) -> Iterator[AtenCall]:
 
     op = "aten.gather.default"
     cases: list[Case] = [
-        lambda d: _call(op, _tensor((4, 5, 3), d), 1, _ints([[[0, 4, 4]], [[3, 3, 0]]]).expand(2, 2, 3).contiguous()),
-        lambda d: _call(op, _tensor((), d), 0, _ints(0)),
-        lambda d: _call(op, _tensor((6,), d), -1, _ints([5, 0, 5, 2], torch.int32)),
+        lambda d: _call(op, random_tensor((4, 5, 3), d), 1, _ints([[[0, 4, 4]], [[3, 3, 0]]]).expand(2, 2, 3).contiguous()),
+        lambda d: _call(op, random_tensor((), d), 0, _ints(0)),
+        lambda d: _call(op, random_tensor((6,), d), -1, _ints([5, 0, 5, 2], torch.int32)),
     ]
     yield from _rotated(cases, dtype)
 
@@ -100,10 +82,10 @@ def _index_select_samples(dtype: DType) -> Iterator[AtenCall]:
 
     op = "aten.index_select.default"
     cases: list[Case] = [
-        lambda d: _call(op, _tensor((3, 4, 2), d), -2, _ints([3, 0, 3], torch.int32)),
-        lambda d: _call(op, _tensor((3, 4), d), 0, _ints(2)),
-        lambda d: _call(op, _tensor((), d), 0, _ints([0])),
-        lambda d: _call(op, _tensor((3, 0), d), 1, _ints([], torch.int64)),
+        lambda d: _call(op, random_tensor((3, 4, 2), d), -2, _ints([3, 0, 3], torch.int32)),
+        lambda d: _call(op, random_tensor((3, 4), d), 0, _ints(2)),
+        lambda d: _call(op, random_tensor((), d), 0, _ints([0])),
+        lambda d: _call(op, random_tensor((3, 0), d), 1, _ints([], torch.int64)),
     ]
     yield from _rotated(cases, dtype)
 
@@ -114,10 +96,10 @@ def _embedding_samples(dtype: DType) -> Iterator[AtenCall]:
 
     op = "aten.embedding.default"
     cases: list[Case] = [
-        lambda d: _call(op, _tensor((7, 3), d), _ints([[0, 6, 2], [6, 6, 1]])),
+        lambda d: _call(op, random_tensor((7, 3), d), _ints([[0, 6, 2], [6, 6, 1]])),
         # padding_idx only affects the gradient: the padding row is still looked up.
-        lambda d: _call(op, _tensor((5, 2), d), _ints([1, 0, 1], torch.int32), 1),
-        lambda d: _call(op, _tensor((4, 4), d), _ints(3)),
+        lambda d: _call(op, random_tensor((5, 2), d), _ints([1, 0, 1], torch.int32), 1),
+        lambda d: _call(op, random_tensor((4, 4), d), _ints(3)),
     ]
     yield from _rotated(cases, dtype)
 
@@ -132,17 +114,17 @@ def _index_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.index.Tensor"
     cases: list[Case] = [
         # None entries and index tensors that broadcast against each other (adjacent: in place)
-        lambda d: _call(op, _tensor((3, 4, 5, 2), d), [None, _ints([[0], [3]]), _ints([1, -1, 4])]),
+        lambda d: _call(op, random_tensor((3, 4, 5, 2), d), [None, _ints([[0], [3]]), _ints([1, -1, 4])]),
         # separated index tensors: the broadcast dims go first
-        lambda d: _call(op, _tensor((3, 4, 5), d), [_ints([2, -3]), None, _ints([[4], [0]], torch.int32)]),
+        lambda d: _call(op, random_tensor((3, 4, 5), d), [_ints([2, -3]), None, _ints([[4], [0]], torch.int32)]),
         # a boolean mask (data-dependent result shape) with a trailing sliced dim
-        lambda d: _call(op, _tensor((4, 3, 2), d), [_mask((4, 3))]),
+        lambda d: _call(op, random_tensor((4, 3, 2), d), [_mask((4, 3))]),
         # a mask after a sliced dim, with an integer index broadcasting against its count
-        lambda d: _call(op, _tensor((2, 5, 3), d), [None, _mask((5,), seed=1), _ints([1])]),
+        lambda d: _call(op, random_tensor((2, 5, 3), d), [None, _mask((5,), seed=1), _ints([1])]),
         # a deprecated uint8 mask, as graphs may carry it
-        lambda d: _call(op, _tensor((5, 2), d), [_mask((5,), seed=2).to(torch.uint8)]),
+        lambda d: _call(op, random_tensor((5, 2), d), [_mask((5,), seed=2).to(torch.uint8)]),
         # an all-false mask: an empty result
-        lambda d: _call(op, _tensor((3, 2), d), [torch.zeros(3, dtype=torch.bool), None]),
+        lambda d: _call(op, random_tensor((3, 2), d), [torch.zeros(3, dtype=torch.bool), None]),
     ]
     yield from _rotated(cases, dtype)
 
@@ -152,31 +134,31 @@ def _index_put_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.index_put.default"
 
     def accumulate_duplicates(d: DType) -> AtenCall:
-        return _call(op, _tensor((5, 3), d), [_ints([1, 4, 1, 1])], _tensor((4, 3), d, seed=1), True)
+        return _call(op, random_tensor((5, 3), d), [_ints([1, 4, 1, 1])], random_tensor((4, 3), d, seed=1), True)
 
     def accumulate_broadcast(d: DType) -> AtenCall:
-        return _call(op, _tensor((4, 3), d), [_ints([[0], [2]]), _ints([0, 2, 0])], _tensor((3,), d, seed=2), True)
+        return _call(op, random_tensor((4, 3), d), [_ints([[0], [2]]), _ints([0, 2, 0])], random_tensor((3,), d, seed=2), True)
 
     def put_negative(d: DType) -> AtenCall:
-        return _call(op, _tensor((3, 4, 2), d), [None, _ints([-1, 0])], _tensor((2, 1), d, seed=3))
+        return _call(op, random_tensor((3, 4, 2), d), [None, _ints([-1, 0])], random_tensor((2, 1), d, seed=3))
 
     def put_separated(d: DType) -> AtenCall:
-        return _call(op, _tensor((3, 4, 2), d), [_ints([2, 0]), None, _ints([1, 0])], _tensor((2, 4), d, seed=4))
+        return _call(op, random_tensor((3, 4, 2), d), [_ints([2, 0]), None, _ints([1, 0])], random_tensor((2, 4), d, seed=4))
 
     def mask_scalar_value(d: DType) -> AtenCall:
-        return _call(op, _tensor((4, 3), d), [_mask((4, 3))], _tensor((), d, seed=5))
+        return _call(op, random_tensor((4, 3), d), [_mask((4, 3))], random_tensor((), d, seed=5))
 
     def mask_row_values(d: DType) -> AtenCall:
-        return _call(op, _tensor((4, 3), d), [_mask((4,), seed=3)], _tensor((3,), d, seed=6), True)
+        return _call(op, random_tensor((4, 3), d), [_mask((4,), seed=3)], random_tensor((3,), d, seed=6), True)
 
     def mask_full_values(d: DType) -> AtenCall:
         mask = _mask((5,), seed=4)
-        return _call(op, _tensor((5, 2), d), [mask], _tensor((int(mask.sum()), 2), d, seed=7))
+        return _call(op, random_tensor((5, 2), d), [mask], random_tensor((int(mask.sum()), 2), d, seed=7))
 
     def duplicates_last_wins(d: DType) -> AtenCall:
         # Without accumulate torch leaves the winner unspecified; its serial CPU kernel and our
         # policy both keep the last value.
-        return _call(op, _tensor((4,), d), [_ints([2, 2, 0, 2])], _tensor((4,), d, seed=8))
+        return _call(op, random_tensor((4,), d), [_ints([2, 2, 0, 2])], random_tensor((4,), d, seed=8))
 
     yield from _rotated(
         [
@@ -203,10 +185,10 @@ def _scatter_value_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.scatter.value"
     value = True if dtype is DType.bool else (2.5 if dtype.is_floating or dtype.is_complex else 3)
     cases: list[Case] = [
-        lambda d: _call(op, _tensor((4, 3), d), 0, _ints([[3, 0, 1], [3, 3, 2]]), value),
-        lambda d: _call(op, _tensor((2, 3, 4), d), -1, _ints([[[0, 3]], [[1, 1]]], torch.int32), value),
-        lambda d: _call(op, _tensor((5,), d), 0, _ints([], torch.int64), value),
-        lambda d: _call(op, _tensor((3, 2), d), 1, _ints([[1], [0], [1]]), False if d.is_bool else 1),
+        lambda d: _call(op, random_tensor((4, 3), d), 0, _ints([[3, 0, 1], [3, 3, 2]]), value),
+        lambda d: _call(op, random_tensor((2, 3, 4), d), -1, _ints([[[0, 3]], [[1, 1]]], torch.int32), value),
+        lambda d: _call(op, random_tensor((5,), d), 0, _ints([], torch.int64), value),
+        lambda d: _call(op, random_tensor((3, 2), d), 1, _ints([[1], [0], [1]]), False if d.is_bool else 1),
     ]
     yield from _rotated(cases, dtype)
 
@@ -216,8 +198,8 @@ def _scatter_src_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.scatter.src"
     cases: list[Case] = [
         # src larger than index: only src[:index.shape] is used
-        lambda d: _call(op, _tensor((4, 3), d), 0, _ints([[3, 0], [1, 2]]), _tensor((3, 3), d, seed=1)),
-        lambda d: _call(op, _tensor((), d), 0, _ints(0), _tensor((), d, seed=2)),
+        lambda d: _call(op, random_tensor((4, 3), d), 0, _ints([[3, 0], [1, 2]]), random_tensor((3, 3), d, seed=1)),
+        lambda d: _call(op, random_tensor((), d), 0, _ints(0), random_tensor((), d, seed=2)),
     ]
     yield from _rotated(cases, dtype)
 
@@ -227,7 +209,7 @@ def _scatter_add_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.scatter_add.default"
     cases: list[Case] = [
         # every row of the index hits row 1 or 2: duplicates accumulate
-        lambda d: _call(op, _tensor((3, 4), d), 0, _ints([[1, 2, 1, 1], [1, 1, 2, 1], [2, 1, 1, 2]]), _tensor((4, 4), d, seed=3)),
+        lambda d: _call(op, random_tensor((3, 4), d), 0, _ints([[1, 2, 1, 1], [1, 1, 2, 1], [2, 1, 1, 2]]), random_tensor((4, 4), d, seed=3)),
     ]
     yield from _rotated(cases, dtype)
 
@@ -243,8 +225,8 @@ def _scatter_reduce_samples(dtype: DType) -> Iterator[AtenCall]:
     def case(mode: str, include_self: bool) -> Case:
         def make(d: DType) -> AtenCall:
             # integer means of mixed signs exercise torch's rounding (floor division)
-            self = _tensor((4, 3), d, seed=11)
-            src = _tensor((4, 3), d, seed=12)
+            self = random_tensor((4, 3), d, seed=11)
+            src = random_tensor((4, 3), d, seed=12)
             if d.is_floating and mode in ("amax", "amin", "sum"):
                 self[0, 0] = NAN  # NaN propagates
             return _call(op, self, 0, index, src, mode, include_self=include_self)
@@ -261,8 +243,8 @@ def _scatter_reduce_samples(dtype: DType) -> Iterator[AtenCall]:
 def _select_scatter_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.select_scatter.default"
     cases: list[Case] = [
-        lambda d: _call(op, _tensor((3, 4), d), _tensor((3,), d, seed=1), 1, -4),
-        lambda d: _call(op, _tensor((2, 0, 3), d), _tensor((0, 3), d, seed=1), 0, 1),
+        lambda d: _call(op, random_tensor((3, 4), d), random_tensor((3,), d, seed=1), 1, -4),
+        lambda d: _call(op, random_tensor((2, 0, 3), d), random_tensor((0, 3), d, seed=1), 0, 1),
     ]
     yield from _rotated(cases, dtype)
 
@@ -271,9 +253,9 @@ def _select_scatter_samples(dtype: DType) -> Iterator[AtenCall]:
 def _slice_scatter_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.slice_scatter.default"
     cases: list[Case] = [
-        lambda d: _call(op, _tensor((3, 7), d), _tensor((3, 2), d, seed=1), 1, -5, 100, 3),
-        lambda d: _call(op, _tensor((4, 2), d), _tensor((0, 2), d, seed=1), 0, 3, 1),
-        lambda d: _call(op, _tensor((5,), d), _tensor((5,), d, seed=1), 0, None, None),
+        lambda d: _call(op, random_tensor((3, 7), d), random_tensor((3, 2), d, seed=1), 1, -5, 100, 3),
+        lambda d: _call(op, random_tensor((4, 2), d), random_tensor((0, 2), d, seed=1), 0, 3, 1),
+        lambda d: _call(op, random_tensor((5,), d), random_tensor((5,), d, seed=1), 0, None, None),
     ]
     yield from _rotated(cases, dtype)
 
@@ -283,8 +265,8 @@ def _masked_scatter_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.masked_scatter.default"
     cases: list[Case] = [
         # source larger than needed; its elements are consumed in row-major order of the mask
-        lambda d: _call(op, _tensor((2, 3, 4), d), _mask((3, 4)), _tensor((30,), d, seed=1)),
-        lambda d: _call(op, _tensor((3,), d), _mask((2, 3), seed=1), _tensor((2, 3), d, seed=2)),
+        lambda d: _call(op, random_tensor((2, 3, 4), d), _mask((3, 4)), random_tensor((30,), d, seed=1)),
+        lambda d: _call(op, random_tensor((3,), d), _mask((2, 3), seed=1), random_tensor((2, 3), d, seed=2)),
     ]
     yield from _rotated(cases, dtype)
 
@@ -301,13 +283,13 @@ def _nonzero_samples(dtype: DType) -> Iterator[AtenCall]:
     def specials(d: DType) -> AtenCall | None:
         if not d.is_floating:
             return None
-        return _call(op, torch.tensor([[0.0, -0.0, NAN], [1.0, 0.0, float("-inf")]]).to(_torch_dtype(d)))
+        return _call(op, torch.tensor([[0.0, -0.0, NAN], [1.0, 0.0, float("-inf")]]).to(torch_dtype(d)))
 
     cases: list[Case] = [
         specials,
-        lambda d: _call(op, _tensor((), d)),
-        lambda d: _call(op, torch.zeros((2, 3), dtype=_torch_dtype(d))),
-        lambda d: _call(op, _tensor((2, 3, 2), d, seed=1)),
+        lambda d: _call(op, random_tensor((), d)),
+        lambda d: _call(op, torch.zeros((2, 3), dtype=torch_dtype(d))),
+        lambda d: _call(op, random_tensor((2, 3, 2), d, seed=1)),
     ]
     yield from _rotated(cases, dtype)
 
@@ -318,7 +300,7 @@ def _ties_and_nans(dtype: DType) -> Any:
     rows = [[1, 3, NAN, 3, 0, 1, 3, NAN], [2, 2, 2, 2, 2, 2, 2, 2], [NAN, 0, 5, -1, 5, 0, NAN, 5]]
     if not dtype.is_floating:
         rows = [[0 if v != v else abs(v) if dtype is DType.uint8 else v for v in row] for row in rows]
-    return torch.tensor(rows, dtype=torch.float64).to(_torch_dtype(dtype))
+    return torch.tensor(rows, dtype=torch.float64).to(torch_dtype(dtype))
 
 
 @handwritten("aten.sort.default", ORDERED)
@@ -328,8 +310,8 @@ def _sort_samples(dtype: DType) -> Iterator[AtenCall]:
         lambda d: _call(op, _ties_and_nans(d)),
         lambda d: _call(op, _ties_and_nans(d), 1, True),
         lambda d: _call(op, _ties_and_nans(d), 0, True),
-        lambda d: _call(op, _tensor((), d)),
-        lambda d: _call(op, _tensor((2, 0), d), 1),
+        lambda d: _call(op, random_tensor((), d)),
+        lambda d: _call(op, random_tensor((2, 0), d), 1),
     ]
     yield from _rotated(cases, dtype)
 
@@ -355,7 +337,7 @@ def _random_samples(op: str, dtype: DType) -> Iterator[AtenCall]:
     slow samplers such as pca_lowrank); a large one first, for the statistics' sake."""
     import torch
 
-    options = dict(dtype=_torch_dtype(dtype), device=torch.device("cpu"), pin_memory=False)
+    options = dict(dtype=torch_dtype(dtype), device=torch.device("cpu"), pin_memory=False)
     yield _call(op, [40, 50], **options)
     if dtype is DType.float32:
         yield _call(op, [1000])  # the default dtype
@@ -381,7 +363,7 @@ def _randperm_samples(dtype: DType) -> Iterator[AtenCall]:
 
     cpu = torch.device("cpu")
     sizes = {DType.uint8: 256, DType.float16: 2049}
-    yield _call("aten.randperm.default", sizes.get(dtype, 1000), dtype=_torch_dtype(dtype), device=cpu, pin_memory=False)
+    yield _call("aten.randperm.default", sizes.get(dtype, 1000), dtype=torch_dtype(dtype), device=cpu, pin_memory=False)
     if dtype is DType.int64:
         yield _call("aten.randperm.default", 0, device=cpu)
         yield _call("aten.randperm.default", 1, device=cpu)
@@ -392,11 +374,11 @@ def _randperm_samples(dtype: DType) -> Iterator[AtenCall]:
 def _native_dropout_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.native_dropout.default"
     cases: list[Case] = [
-        lambda d: _call(op, _tensor((40, 50), d), 0.3, True),
-        lambda d: _call(op, _tensor((20, 30), d, seed=1), 0.5, None),  # None means training
-        lambda d: _call(op, _tensor((4, 5), d, seed=2), 0.5, False),
-        lambda d: _call(op, _tensor((30,), d, seed=3), 0.0, True),
-        lambda d: _call(op, _tensor((30,), d, seed=4), 1.0, True),
-        lambda d: _call(op, _tensor((0, 3), d), 0.5, True),
+        lambda d: _call(op, random_tensor((40, 50), d), 0.3, True),
+        lambda d: _call(op, random_tensor((20, 30), d, seed=1), 0.5, None),  # None means training
+        lambda d: _call(op, random_tensor((4, 5), d, seed=2), 0.5, False),
+        lambda d: _call(op, random_tensor((30,), d, seed=3), 0.0, True),
+        lambda d: _call(op, random_tensor((30,), d, seed=4), 1.0, True),
+        lambda d: _call(op, random_tensor((0, 3), d), 0.5, True),
     ]
     yield from _rotated(cases, dtype)

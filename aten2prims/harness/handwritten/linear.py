@@ -24,27 +24,13 @@ from typing import Any
 from ...ir.dtypes import DType
 from ..record import AtenCall
 from ..samples import handwritten
+from .common import random_tensor
 
 FLOATS = (DType.float16, DType.bfloat16, DType.float32, DType.float64)
 INTS = (DType.uint8, DType.int8, DType.int16, DType.int32, DType.int64)
 COMPLEX = (DType.complex64, DType.complex128)
 
 
-def _tensor(shape: Sequence[int], dtype: DType, seed: int) -> Any:
-    """Reproducible values: normal for floating/complex dtypes, small integers (both signs where
-    the dtype has them) for integers, ~1/3 True for bool."""
-    import torch
-
-    generator = torch.Generator().manual_seed(seed)
-    if dtype is DType.bool:
-        return torch.rand(tuple(shape), generator=generator) < 0.34
-    if dtype.is_integral:
-        low = 0 if dtype is DType.uint8 else -4
-        return torch.randint(low, 5, tuple(shape), generator=generator).to(getattr(torch, dtype.torch_name))
-    values = torch.randn(tuple(shape), generator=generator, dtype=torch.float64)
-    if dtype.is_complex:
-        values = torch.complex(values, torch.randn(tuple(shape), generator=generator, dtype=torch.float64))
-    return values.to(getattr(torch, dtype.torch_name))
 
 
 def _rotating(dtype: DType, cases: Sequence[Any], count: int) -> list[Any]:
@@ -58,19 +44,19 @@ def _rotating(dtype: DType, cases: Sequence[Any], count: int) -> list[Any]:
 
 @handwritten("aten.addmm.default", (*INTS, *FLOATS, *COMPLEX))
 def _addmm(dtype: DType) -> Iterator[AtenCall]:
-    nan_self = _tensor((3,), dtype, 1)
+    nan_self = random_tensor((3,), dtype, 1)
     if dtype.is_floating or dtype.is_complex:
         nan_self[1] = float("nan")
         nan_self[2] = float("inf")
-    inf_mat = _tensor((2, 4), dtype, 2)
+    inf_mat = random_tensor((2, 4), dtype, 2)
     if dtype.is_floating or dtype.is_complex:
         inf_mat[0, 1] = float("inf")
     cases = [
-        (nan_self, _tensor((2, 4), dtype, 3), _tensor((4, 3), dtype, 4), {"beta": 0, "alpha": 2}),
-        (_tensor((1, 3), dtype, 5), inf_mat, _tensor((4, 3), dtype, 6), {"beta": 3, "alpha": 0}),
-        (_tensor((2, 1), dtype, 7), _tensor((2, 5), dtype, 8), _tensor((5, 3), dtype, 9), {"beta": 0.5, "alpha": 1.5}),
-        (_tensor((), dtype, 10), _tensor((3, 0), dtype, 11), _tensor((0, 2), dtype, 12), {"beta": 1, "alpha": 1}),
-        (_tensor((2, 3), dtype, 13), _tensor((2, 300), dtype, 14), _tensor((300, 3), dtype, 15), {"beta": True, "alpha": -1}),
+        (nan_self, random_tensor((2, 4), dtype, 3), random_tensor((4, 3), dtype, 4), {"beta": 0, "alpha": 2}),
+        (random_tensor((1, 3), dtype, 5), inf_mat, random_tensor((4, 3), dtype, 6), {"beta": 3, "alpha": 0}),
+        (random_tensor((2, 1), dtype, 7), random_tensor((2, 5), dtype, 8), random_tensor((5, 3), dtype, 9), {"beta": 0.5, "alpha": 1.5}),
+        (random_tensor((), dtype, 10), random_tensor((3, 0), dtype, 11), random_tensor((0, 2), dtype, 12), {"beta": 1, "alpha": 1}),
+        (random_tensor((2, 3), dtype, 13), random_tensor((2, 300), dtype, 14), random_tensor((300, 3), dtype, 15), {"beta": True, "alpha": -1}),
     ]
     for self, mat1, mat2, scalars in _rotating(dtype, cases, 2):
         yield AtenCall("aten.addmm.default", (self, mat1, mat2), dict(scalars), origin="handwritten")
@@ -97,17 +83,17 @@ _LONG_SUMS = ((2, 64, 6, 6), (8, 64, 3, 3), True, [1, 1], [1, 1], [1, 1], False,
 
 def _convolution_call(op: str, dtype: DType, case: tuple[Any, ...], seed: int, *extra: Any) -> AtenCall:
     input_shape, weight_shape, has_bias, stride, padding, dilation, transposed, output_padding, groups = case
-    x = _tensor(input_shape, dtype, seed)
-    w = _tensor(weight_shape, dtype, seed + 1)
+    x = random_tensor(input_shape, dtype, seed)
+    w = random_tensor(weight_shape, dtype, seed + 1)
     bias_channels = weight_shape[1] * groups if transposed else weight_shape[0]
     if op == "aten.convolution.default":
-        bias = _tensor((bias_channels,), dtype, seed + 2) if has_bias else None
+        bias = random_tensor((bias_channels,), dtype, seed + 2) if has_bias else None
         args = (x, w, bias, stride, padding, dilation, transposed, output_padding, groups)
     else:
         import torch
 
         forward = torch.ops.aten.convolution.default(x, w, None, stride, padding, dilation, transposed, output_padding, groups)
-        grad = _tensor(tuple(forward.shape), dtype, seed + 2)
+        grad = random_tensor(tuple(forward.shape), dtype, seed + 2)
         bias_sizes = [bias_channels] if has_bias else None
         args = (grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, *extra)
     return AtenCall(op, args, {}, origin="handwritten")
@@ -148,4 +134,4 @@ _COL2IM: list[tuple[Any, ...]] = [
 @handwritten("aten.col2im.default", (DType.bool, *FLOATS, *COMPLEX))
 def _col2im(dtype: DType) -> Iterator[AtenCall]:
     for index, (shape, *rest) in enumerate(_rotating(dtype, _COL2IM, 3)):
-        yield AtenCall("aten.col2im.default", (_tensor(shape, dtype, 60 + index), *rest), {}, origin="handwritten")
+        yield AtenCall("aten.col2im.default", (random_tensor(shape, dtype, 60 + index), *rest), {}, origin="handwritten")

@@ -31,6 +31,7 @@ from ...ir.dtypes import DType
 from ..conformance import FAST_BUDGET
 from ..record import AtenCall
 from ..samples import handwritten
+from .common import random_tensor, torch_dtype
 
 LOW = (DType.float16, DType.bfloat16)
 FLOATS = (*LOW, DType.float32, DType.float64)
@@ -40,29 +41,7 @@ WIDE = (DType.float32, DType.float64)  # torch's CPU cdist, pdist and FFTs
 NOT_BOOL = tuple(d for d in DType if d is not DType.bool)
 
 
-def _torch_dtype(dtype: DType) -> Any:
-    import torch
 
-    return getattr(torch, dtype.torch_name)
-
-
-def _tensor(shape: Sequence[int], dtype: DType, seed: int, *, positive: bool = False) -> Any:
-    """Reproducible values: normal (|normal| + 0.5 when `positive`, e.g. variances) for floating
-    and complex dtypes, small integers for integer dtypes, ~1/3 True for bool."""
-    import torch
-
-    generator = torch.Generator().manual_seed(seed)
-    if dtype is DType.bool:
-        return torch.rand(tuple(shape), generator=generator) < 0.34
-    if dtype.is_integral:
-        low = 0 if dtype is DType.uint8 else -4
-        return torch.randint(low, 5, tuple(shape), generator=generator).to(_torch_dtype(dtype))
-    values = torch.randn(tuple(shape), generator=generator, dtype=torch.float64)
-    if positive:
-        values = values.abs() + 0.5
-    if dtype.is_complex:
-        values = torch.complex(values, torch.randn(tuple(shape), generator=generator, dtype=torch.float64))
-    return values.to(_torch_dtype(dtype))
 
 
 def _rotating(dtype: DType, cases: Sequence[Any], count: int | None = None) -> list[Any]:
@@ -81,7 +60,7 @@ def _params(dtype: DType, mixed: bool) -> DType:
 def _indices(values: Sequence[int], dtype: DType = DType.int64) -> Any:
     import torch
 
-    return torch.tensor(list(values), dtype=_torch_dtype(dtype))
+    return torch.tensor(list(values), dtype=torch_dtype(dtype))
 
 
 # -- batch norm ------------------------------------------------------------------------------------------
@@ -100,11 +79,11 @@ _BATCH_NORMS: list[tuple[Any, ...]] = [
 def _batch_norm_arguments(dtype: DType, case: tuple[Any, ...], seed: int) -> tuple[Any, ...]:
     shape, has_weight, has_bias, mixed, momentum, eps = case
     params = _params(dtype, mixed)
-    x = _tensor(shape, dtype, seed)
-    weight = _tensor((shape[1],), params, seed + 1) if has_weight else None
-    bias = _tensor((shape[1],), params, seed + 2) if has_bias else None
-    running_mean = _tensor((shape[1],), params, seed + 3)
-    running_var = _tensor((shape[1],), params, seed + 4, positive=True)
+    x = random_tensor(shape, dtype, seed)
+    weight = random_tensor((shape[1],), params, seed + 1) if has_weight else None
+    bias = random_tensor((shape[1],), params, seed + 2) if has_bias else None
+    running_mean = random_tensor((shape[1],), params, seed + 3)
+    running_var = random_tensor((shape[1],), params, seed + 4, positive=True)
     return x, weight, bias, running_mean, running_var, momentum, eps
 
 
@@ -168,9 +147,9 @@ def _layer_norm_arguments(dtype: DType, case: tuple[Any, ...], seed: int) -> tup
     shape, count, has_weight, has_bias, mixed, eps = case
     normalized = list(shape[len(shape) - count :])
     params = _params(dtype, mixed)
-    x = _tensor(shape, dtype, seed)
-    weight = _tensor(normalized, params, seed + 1) if has_weight else None
-    bias = _tensor(normalized, params, seed + 2) if has_bias else None
+    x = random_tensor(shape, dtype, seed)
+    weight = random_tensor(normalized, params, seed + 1) if has_weight else None
+    bias = random_tensor(normalized, params, seed + 2) if has_bias else None
     return x, normalized, weight, bias, eps
 
 
@@ -190,9 +169,9 @@ def _native_layer_norm_backward(dtype: DType) -> Iterator[AtenCall]:
         if weight is None or bias is None:
             # Every gradient is requested (see above), and torch needs both parameters for that.
             params = _params(dtype, case[4])
-            weight, bias = _tensor(normalized, params, 80 + index), _tensor(normalized, params, 90 + index)
+            weight, bias = random_tensor(normalized, params, 80 + index), random_tensor(normalized, params, 90 + index)
         _, mean, rstd = torch.ops.aten.native_layer_norm.default(x, normalized, weight, bias, eps)
-        grad = _tensor(tuple(x.shape), dtype, 100 + index)
+        grad = random_tensor(tuple(x.shape), dtype, 100 + index)
         args = (grad, x, normalized, mean, rstd, weight, bias, [True, True, True])
         yield AtenCall("aten.native_layer_norm_backward.default", args, {}, origin="handwritten")
 
@@ -213,9 +192,9 @@ _GROUP_NORMS: list[tuple[Any, ...]] = [
 def _group_norm_arguments(dtype: DType, case: tuple[Any, ...], seed: int) -> tuple[Any, ...]:
     shape, group, has_weight, has_bias, mixed, eps = case
     params = _params(dtype, mixed)
-    x = _tensor(shape, dtype, seed)
-    weight = _tensor((shape[1],), params, seed + 1) if has_weight else None
-    bias = _tensor((shape[1],), params, seed + 2) if has_bias else None
+    x = random_tensor(shape, dtype, seed)
+    weight = random_tensor((shape[1],), params, seed + 1) if has_weight else None
+    bias = random_tensor((shape[1],), params, seed + 2) if has_bias else None
     hxw = 1
     for size in shape[2:]:
         hxw *= size
@@ -236,9 +215,9 @@ def _native_group_norm_backward(dtype: DType) -> Iterator[AtenCall]:
     for index, case in enumerate(_rotating(dtype, _GROUP_NORMS)):
         x, weight, bias, n, c, hxw, group, eps = _group_norm_arguments(dtype, case, 120 + index)
         if weight is None:  # torch shapes both parameter gradients by the weight
-            weight = _tensor((c,), _params(dtype, case[4]), 130 + index)
+            weight = random_tensor((c,), _params(dtype, case[4]), 130 + index)
         _, mean, rstd = torch.ops.aten.native_group_norm.default(x, weight, bias, n, c, hxw, group, eps)
-        grad = _tensor(tuple(x.shape), dtype, 140 + index)
+        grad = random_tensor(tuple(x.shape), dtype, 140 + index)
         args = (grad, x, mean, rstd, weight, n, c, hxw, group, [True, True, True])
         yield AtenCall("aten.native_group_norm_backward.default", args, {}, origin="handwritten")
 
@@ -265,7 +244,7 @@ _EMBEDDING_BAGS: list[tuple[Any, ...]] = [
 
 def _embedding_weight(dtype: DType, seed: int) -> Any:
     """A 10-row weight with duplicates (ties), a NaN and -inf rows for max bags."""
-    weight = _tensor((10, 3), dtype, seed)
+    weight = random_tensor((10, 3), dtype, seed)
     weight[6] = weight[3]
     weight[0, 1] = float("nan")
     weight[5, 0] = float("-inf")
@@ -277,7 +256,7 @@ def _embedding_weight(dtype: DType, seed: int) -> Any:
 def _embedding_bag(dtype: DType) -> Iterator[AtenCall]:
     for index, case in enumerate(_rotating(dtype, _EMBEDDING_BAGS)):
         indices, offsets, mode, include_last, weighted, padding_idx, index_dtype, offset_dtype = case
-        weights = _tensor((len(indices),), dtype, 160 + index) if weighted else None
+        weights = random_tensor((len(indices),), dtype, 160 + index) if weighted else None
         args = (
             _embedding_weight(dtype, 150 + index),
             _indices(indices, index_dtype),
@@ -307,8 +286,8 @@ def _embedding_dense_backward(dtype: DType) -> Iterator[AtenCall]:
     import torch
 
     for index, (indices, num_weights, padding_idx, scale, index_dtype) in enumerate(_rotating(dtype, _EMBEDDING_GRADS)):
-        idx = torch.tensor(indices, dtype=_torch_dtype(index_dtype))
-        grad = _tensor((*idx.shape, 3), dtype, 170 + index)
+        idx = torch.tensor(indices, dtype=torch_dtype(index_dtype))
+        grad = random_tensor((*idx.shape, 3), dtype, 170 + index)
         args = (grad, idx, num_weights, padding_idx, scale)
         yield AtenCall("aten.embedding_dense_backward.default", args, {}, origin="handwritten")
 
@@ -332,7 +311,7 @@ _CDISTS: list[tuple[Any, ...]] = [
 
 
 def _distance_operand(shape: Sequence[int], dtype: DType, seed: int, values: str) -> Any:
-    x = _tensor(shape, dtype, seed)
+    x = random_tensor(shape, dtype, seed)
     if values == "integers":
         x = x.round()
     elif values == "nan" and x.numel():
@@ -383,7 +362,7 @@ _R2C: list[tuple[Any, ...]] = [
 @handwritten("aten._fft_r2c.default", WIDE)
 def _fft_r2c(dtype: DType) -> Iterator[AtenCall]:
     for index, (shape, dim, normalization, onesided) in enumerate(_rotating(dtype, _R2C, 2)):
-        args = (_tensor(shape, dtype, 210 + index), dim, normalization, onesided)
+        args = (random_tensor(shape, dtype, 210 + index), dim, normalization, onesided)
         yield AtenCall("aten._fft_r2c.default", args, {}, origin="handwritten")
 
 
@@ -399,5 +378,5 @@ _C2R: list[tuple[Any, ...]] = [
 @handwritten("aten._fft_c2r.default", (DType.complex64, DType.complex128))
 def _fft_c2r(dtype: DType) -> Iterator[AtenCall]:
     for index, (shape, dim, normalization, last_dim_size) in enumerate(_rotating(dtype, _C2R, 2)):
-        args = (_tensor(shape, dtype, 220 + index), dim, normalization, last_dim_size)
+        args = (random_tensor(shape, dtype, 220 + index), dim, normalization, last_dim_size)
         yield AtenCall("aten._fft_c2r.default", args, {}, origin="handwritten")

@@ -20,6 +20,7 @@ from typing import Any
 from ...ir.dtypes import DType
 from ..record import AtenCall
 from ..samples import handwritten
+from .common import torch_dtype
 
 ALL = tuple(DType)
 FLOATING = tuple(d for d in DType if d.is_floating)
@@ -32,11 +33,6 @@ def _call(op: str, *args: Any, **kwargs: Any) -> AtenCall:
     return AtenCall(op, args, kwargs, origin="handwritten")
 
 
-def _torch_dtype(dtype: DType) -> Any:
-    import torch
-
-    return getattr(torch, dtype.torch_name)
-
 
 def _specials(dtype: DType) -> list[Any]:
     if dtype.is_bool:
@@ -44,7 +40,7 @@ def _specials(dtype: DType) -> list[Any]:
     if dtype.is_integer:
         import torch
 
-        info = torch.iinfo(_torch_dtype(dtype))
+        info = torch.iinfo(torch_dtype(dtype))
         return [info.max, info.min, 0]
     nan, inf = math.nan, math.inf
     if dtype.is_complex:
@@ -68,7 +64,7 @@ def values(
     import torch
 
     generator = torch.Generator().manual_seed(seed)
-    target = _torch_dtype(dtype)
+    target = torch_dtype(dtype)
     if dtype.is_bool:
         tensor = torch.randint(0, 2, tuple(shape), generator=generator).to(torch.bool)
     elif dtype.is_integer:
@@ -160,7 +156,7 @@ _register_all(UNARY, ALL, _unary)
 def _round_halves(dtype: DType) -> Iterator[AtenCall]:
     import torch
 
-    halves = torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, -0.0], dtype=_torch_dtype(dtype))
+    halves = torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, -0.0], dtype=torch_dtype(dtype))
     yield _call("aten.round.default", halves)  # to even
 
 
@@ -357,7 +353,7 @@ def _atan2_out(dtype: DType) -> Iterator[AtenCall]:
     outs = [natural, DType.float64, DType.float16, DType.complex64, DType.bfloat16, DType.int64]
     for index, out_dtype in enumerate(_rotated(dtype, outs)):
         shape = (3, 4) if index % 2 == 0 else (0,)  # an empty `out` is resized
-        yield _call(op, x, y, out=torch.zeros(shape, dtype=_torch_dtype(out_dtype)))
+        yield _call(op, x, y, out=torch.zeros(shape, dtype=torch_dtype(out_dtype)))
 
 
 # -- copies, conversions, fills and scalars ------------------------------------------------------------------
@@ -368,7 +364,7 @@ def _copy(dtype: DType) -> Iterator[AtenCall]:
     import torch
 
     op = "aten.copy.default"
-    destination = torch.zeros((3, 4), dtype=_torch_dtype(dtype))
+    destination = torch.zeros((3, 4), dtype=torch_dtype(dtype))
     yield _call(op, destination, values(_PARTNER[dtype], (4,), seed=121))  # converted and broadcast
     yield _call(op, destination, values(dtype, (3, 4), seed=122))
     yield _call(op, destination, values(DType.complex128, (), seed=123, specials=False))
@@ -379,7 +375,7 @@ def _to_copy(dtype: DType) -> Iterator[AtenCall]:
     x = values(dtype, (3, 4), seed=131, low=-300, high=300)
     targets = [DType.float16, DType.int8, DType.bool, DType.complex64, DType.uint8, DType.bfloat16, DType.float64]
     for target in _rotated(dtype, targets)[:3]:
-        yield _call("aten._to_copy.default", x, dtype=_torch_dtype(target))
+        yield _call("aten._to_copy.default", x, dtype=torch_dtype(target))
 
 
 @handwritten("aten.fill.Scalar", ALL)
@@ -391,7 +387,7 @@ def _fill(dtype: DType) -> Iterator[AtenCall]:
 
 @handwritten("aten.scalar_tensor.default", ALL)
 def _scalar_tensor(dtype: DType) -> Iterator[AtenCall]:
-    target = _torch_dtype(dtype)
+    target = torch_dtype(dtype)
     for value in _rotated(dtype, (True, -3, 2.5, 1 - 2j, 0.1)):
         yield _call("aten.scalar_tensor.default", value, dtype=target)
     if dtype is DType.float32:  # no dtype: the default dtype, whatever the scalar's kind

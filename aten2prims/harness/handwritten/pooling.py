@@ -20,17 +20,13 @@ from typing import Any
 from ...ir.dtypes import DType
 from ..record import AtenCall
 from ..samples import handwritten
+from .common import torch_dtype
 
 FLOATS = (DType.float16, DType.bfloat16, DType.float32, DType.float64)
 INTS = (DType.uint8, DType.int8, DType.int16, DType.int32, DType.int64)
 NAN = float("nan")
 INF = float("inf")
 
-
-def _torch_dtype(dtype: DType) -> Any:
-    import torch
-
-    return getattr(torch, dtype.torch_name)
 
 
 def _tensor(shape: Sequence[int], dtype: DType, *, seed: int = 0) -> Any:
@@ -42,8 +38,8 @@ def _tensor(shape: Sequence[int], dtype: DType, *, seed: int = 0) -> Any:
     if dtype is DType.uint8:
         return torch.randint(0, 256, tuple(shape), generator=generator).to(torch.uint8)
     if dtype.is_integral:
-        return torch.randint(-9, 10, tuple(shape), generator=generator).to(_torch_dtype(dtype))
-    return torch.randn(tuple(shape), generator=generator, dtype=torch.float64).to(_torch_dtype(dtype))
+        return torch.randint(-9, 10, tuple(shape), generator=generator).to(torch_dtype(dtype))
+    return torch.randn(tuple(shape), generator=generator, dtype=torch.float64).to(torch_dtype(dtype))
 
 
 def _call(op: str, *args: Any) -> AtenCall:
@@ -60,7 +56,7 @@ def _turn(items: Sequence[Any], dtype: DType, dtypes: Sequence[DType], count: in
 def _lowest(dtype: DType) -> float | int:
     import torch
 
-    return -INF if dtype.is_floating else int(torch.iinfo(_torch_dtype(dtype)).min)
+    return -INF if dtype.is_floating else int(torch.iinfo(torch_dtype(dtype)).min)
 
 
 def _with_nans_ties_and_lowest(shape: Sequence[int], dtype: DType) -> Any:
@@ -76,7 +72,7 @@ def _with_nans_ties_and_lowest(shape: Sequence[int], dtype: DType) -> Any:
     x[..., :2, :2] = _lowest(dtype)
     if not dtype.is_floating:
         x = x.to(torch.int64).clamp_min(_lowest(dtype))  # uint8: -3..-1 become 0
-    return x.to(_torch_dtype(dtype))
+    return x.to(torch_dtype(dtype))
 
 
 # -- max pooling ------------------------------------------------------------------------------------
@@ -255,7 +251,7 @@ def _grid(shape: Sequence[int], dtype: DType, seed: int) -> Any:
     grid = torch.rand(tuple(shape), generator=generator, dtype=torch.float64) * 3.2 - 1.6
     flat = grid.view(-1, 2)
     flat[:4] = torch.tensor([[-1.0, -1.0], [1.0, 1.0], [0.0, 0.0], [-1.0, 1.0]], dtype=torch.float64)
-    return grid.to(_torch_dtype(dtype))
+    return grid.to(torch_dtype(dtype))
 
 
 @handwritten("aten.grid_sampler_2d.default", FLOATS)

@@ -15,6 +15,7 @@ from typing import Any
 from ...ir.dtypes import DType
 from ..record import AtenCall
 from ..samples import handwritten
+from .common import random_tensor, torch_dtype
 
 FLOATS = (DType.float16, DType.bfloat16, DType.float32, DType.float64)
 COMPLEX = (DType.complex64, DType.complex128)
@@ -25,26 +26,7 @@ NAN = float("nan")
 INF = float("inf")
 
 
-def _torch_dtype(dtype: DType) -> Any:
-    import torch
 
-    return getattr(torch, dtype.torch_name)
-
-
-def _tensor(shape: Sequence[int], dtype: DType, *, seed: int = 0, low: int = -4, high: int = 5) -> Any:
-    """Deterministic values: small integers for integral dtypes (so ties occur), normal ones
-    otherwise."""
-    import torch
-
-    generator = torch.Generator().manual_seed(seed)
-    if dtype is DType.bool:
-        return torch.randint(0, 2, tuple(shape), generator=generator).to(torch.bool)
-    if dtype.is_integral:
-        low = max(low, 0) if dtype is DType.uint8 else low
-        return torch.randint(low, high, tuple(shape), generator=generator).to(_torch_dtype(dtype))
-    if dtype.is_complex:
-        return torch.randn(tuple(shape), generator=generator, dtype=_torch_dtype(dtype))
-    return torch.randn(tuple(shape), generator=generator, dtype=torch.float64).to(_torch_dtype(dtype))
 
 
 def _with_nans_and_ties(dtype: DType) -> Any:
@@ -60,7 +42,7 @@ def _with_nans_and_ties(dtype: DType) -> Any:
     ]
     if not dtype.is_floating:
         rows = [[0 if v != v else v for v in row] for row in rows]
-    return torch.tensor(rows, dtype=torch.float64).to(_torch_dtype(dtype))
+    return torch.tensor(rows, dtype=torch.float64).to(torch_dtype(dtype))
 
 
 def _call(op: str, *args: Any, **kwargs: Any) -> AtenCall:
@@ -78,16 +60,16 @@ def _sum_samples(dtype: DType) -> Iterator[AtenCall]:
         wrapping = torch.full((3, 40), 100, dtype=torch.int8)
         yield _call("aten.sum.dim_IntList", wrapping, [1], False, dtype=torch.int8)  # wraps around
     if dtype is DType.float32:
-        yield _call("aten.sum.dim_IntList", _tensor((3, 4), dtype), [0], dtype=torch.float16)  # rounds first
-        yield _call("aten.sum.dim_IntList", _tensor((3, 4), dtype) * 3, None, dtype=torch.int32)  # truncates first
-    yield _call("aten.sum.dim_IntList", _tensor((4, 0, 3), dtype), [1, 2], True)  # empty: zeros
+        yield _call("aten.sum.dim_IntList", random_tensor((3, 4), dtype), [0], dtype=torch.float16)  # rounds first
+        yield _call("aten.sum.dim_IntList", random_tensor((3, 4), dtype) * 3, None, dtype=torch.int32)  # truncates first
+    yield _call("aten.sum.dim_IntList", random_tensor((4, 0, 3), dtype), [1, 2], True)  # empty: zeros
 
 
 @handwritten("aten.prod.dim_int", ALL)
 def _prod_samples(dtype: DType) -> Iterator[AtenCall]:
     import torch
 
-    yield _call("aten.prod.dim_int", _tensor((3, 0), dtype), 1)  # empty: ones
+    yield _call("aten.prod.dim_int", random_tensor((3, 0), dtype), 1)  # empty: ones
     if dtype is DType.int16:
         yield _call("aten.prod.dim_int", torch.full((2, 5), 7, dtype=torch.int16), -1, True, dtype=torch.int16)
 
@@ -97,21 +79,21 @@ def _mean_dim_samples(dtype: DType) -> Iterator[AtenCall]:
     import torch
 
     if dtype.is_integral:  # integers need dtype=
-        yield _call("aten.mean.dim", _tensor((3, 5), dtype), [1], True, dtype=torch.float32)
-        yield _call("aten.mean.dim", _tensor((3, 5), dtype), None, dtype=torch.float64)
+        yield _call("aten.mean.dim", random_tensor((3, 5), dtype), [1], True, dtype=torch.float32)
+        yield _call("aten.mean.dim", random_tensor((3, 5), dtype), None, dtype=torch.float64)
         return
-    yield _call("aten.mean.dim", _tensor((4, 0), dtype), [1])  # empty: NaN
+    yield _call("aten.mean.dim", random_tensor((4, 0), dtype), [1])  # empty: NaN
     if dtype.is_low_precision:
-        yield _call("aten.mean.dim", _tensor((3, 50), dtype), [1], dtype=torch.float32)
+        yield _call("aten.mean.dim", random_tensor((3, 50), dtype), [1], dtype=torch.float32)
     if dtype is DType.float32:
-        yield _call("aten.mean.dim", _tensor((3, 50), dtype), [-1], dtype=torch.float16)
+        yield _call("aten.mean.dim", random_tensor((3, 50), dtype), [-1], dtype=torch.float16)
 
 
 @handwritten("aten.mean.default", INTS)
 def _mean_default_samples(dtype: DType) -> Iterator[AtenCall]:
     import torch
 
-    yield _call("aten.mean.default", _tensor((4, 3), dtype), dtype=torch.float32)
+    yield _call("aten.mean.default", random_tensor((4, 3), dtype), dtype=torch.float32)
 
 
 # -- var ------------------------------------------------------------------------------------------
@@ -119,17 +101,17 @@ def _mean_default_samples(dtype: DType) -> Iterator[AtenCall]:
 
 @handwritten("aten.var.dim", (*FLOATS, *COMPLEX))
 def _var_dim_samples(dtype: DType) -> Iterator[AtenCall]:
-    yield _call("aten.var.dim", _tensor((4, 7), dtype), [1])
-    yield _call("aten.var.dim", _tensor((3, 4, 5), dtype, seed=1), [0, 2], False, True)
-    yield _call("aten.var.dim", _tensor((6,), dtype, seed=2), None)
-    yield _call("aten.var.dim", _tensor((2, 3), dtype, seed=3), [], True)
-    yield _call("aten.var.dim", _tensor((0, 3), dtype), [0])  # empty: NaN
+    yield _call("aten.var.dim", random_tensor((4, 7), dtype), [1])
+    yield _call("aten.var.dim", random_tensor((3, 4, 5), dtype, seed=1), [0, 2], False, True)
+    yield _call("aten.var.dim", random_tensor((6,), dtype, seed=2), None)
+    yield _call("aten.var.dim", random_tensor((2, 3), dtype, seed=3), [], True)
+    yield _call("aten.var.dim", random_tensor((0, 3), dtype), [0])  # empty: NaN
 
 
 @handwritten("aten.var.correction", (*FLOATS, *COMPLEX))
 def _var_correction_samples(dtype: DType) -> Iterator[AtenCall]:
     # Values far from zero: a one-pass formula would lose them.
-    yield _call("aten.var.correction", _tensor((5, 64), dtype) + 100, [1], correction=0.5, keepdim=True)
+    yield _call("aten.var.correction", random_tensor((5, 64), dtype) + 100, [1], correction=0.5, keepdim=True)
 
 
 # -- amax, amin, any ------------------------------------------------------------------------------
@@ -139,7 +121,7 @@ def _extreme_samples(op: str) -> None:
     @handwritten(op, ORDERED)
     def samples(dtype: DType) -> Iterator[AtenCall]:
         yield _call(op, _with_nans_and_ties(dtype), [1])  # NaN propagates
-        yield _call(op, _tensor((0, 3), dtype), [1], True)  # empty input, non-empty reduction
+        yield _call(op, random_tensor((0, 3), dtype), [1], True)  # empty input, non-empty reduction
 
     samples.__name__ = f"_{op.split('.')[1]}_samples"
 
@@ -152,16 +134,16 @@ for _op in ("aten.amax.default", "aten.amin.default"):
 def _any_dims_samples(dtype: DType) -> Iterator[AtenCall]:
     import torch
 
-    mostly_zero = torch.zeros((3, 4, 2), dtype=_torch_dtype(dtype))
+    mostly_zero = torch.zeros((3, 4, 2), dtype=torch_dtype(dtype))
     mostly_zero[1, 2, 0] = NAN if dtype.is_floating else 1
     yield _call("aten.any.dims", mostly_zero, [0, 2], True)  # NaN counts as true
-    yield _call("aten.any.dims", _tensor((2, 0, 3), dtype), [1, 2])  # empty: False
-    yield _call("aten.any.dims", _tensor((3, 4), dtype), [], True)  # [] reduces nothing
+    yield _call("aten.any.dims", random_tensor((2, 0, 3), dtype), [1, 2])  # empty: False
+    yield _call("aten.any.dims", random_tensor((3, 4), dtype), [], True)  # [] reduces nothing
 
 
 @handwritten("aten.any.dim", ALL)
 def _any_dim_samples(dtype: DType) -> Iterator[AtenCall]:
-    yield _call("aten.any.dim", _tensor((0, 4), dtype), 0, True)  # empty: False
+    yield _call("aten.any.dim", random_tensor((0, 4), dtype), 0, True)  # empty: False
 
 
 # -- argmax, argmin, max.dim, min.dim ------------------------------------------------------------
@@ -181,7 +163,7 @@ def _values_indices_samples(op: str) -> None:
     def samples(dtype: DType) -> Iterator[AtenCall]:
         yield _call(op, _with_nans_and_ties(dtype), 1)
         yield _call(op, _with_nans_and_ties(dtype).T.contiguous(), 0, True)
-        yield _call(op, _tensor((3, 0), dtype), 0)  # empty input, non-empty reduction
+        yield _call(op, random_tensor((3, 0), dtype), 0)  # empty input, non-empty reduction
 
     samples.__name__ = f"_{op.split('.')[1]}_samples"
 
@@ -200,13 +182,13 @@ def _cumsum_samples(dtype: DType) -> Iterator[AtenCall]:
     import torch
 
     if dtype in (DType.float16, DType.float32, DType.int32, DType.bfloat16, DType.float64, DType.complex64):
-        yield _call("aten.cumsum.default", _tensor((5000,), dtype), 0)  # a long sequential sum
-        yield _call("aten.cumsum.default", _tensor((3, 1000), dtype, seed=1), -1)
+        yield _call("aten.cumsum.default", random_tensor((5000,), dtype), 0)  # a long sequential sum
+        yield _call("aten.cumsum.default", random_tensor((3, 1000), dtype, seed=1), -1)
     if dtype is DType.int8:
         yield _call("aten.cumsum.default", torch.full((2, 9), 100, dtype=torch.int8), 1, dtype=torch.int8)  # wraps
     if dtype is DType.bool:
-        yield _call("aten.cumsum.default", _tensor((4, 7), dtype), 1)
-    yield _call("aten.cumsum.default", _tensor((0, 3), dtype), 0)  # empty
+        yield _call("aten.cumsum.default", random_tensor((4, 7), dtype), 1)
+    yield _call("aten.cumsum.default", random_tensor((0, 3), dtype), 0)  # empty
 
 
 # -- softmax, log_softmax --------------------------------------------------------------------------
@@ -218,11 +200,11 @@ def _softmax_samples(op: str) -> None:
         import torch
 
         # Large magnitudes (exp would overflow without subtracting the max) and -inf entries.
-        wide = _tensor((4, 33), dtype) * 30 + 200
+        wide = random_tensor((4, 33), dtype) * 30 + 200
         wide[0, 5] = -INF
         yield _call(op, wide, 1, False)
-        yield _call(op, _tensor((3, 4, 5), dtype, seed=1), 0, False)
-        yield _call(op, torch.empty((2, 0), dtype=_torch_dtype(dtype)), 1, False)
+        yield _call(op, random_tensor((3, 4, 5), dtype, seed=1), 0, False)
+        yield _call(op, torch.empty((2, 0), dtype=torch_dtype(dtype)), 1, False)
 
     samples.__name__ = f"_{op.split('.')[1]}_samples"
 

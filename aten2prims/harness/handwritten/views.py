@@ -23,6 +23,7 @@ from ..record import AtenCall
 from ..runner import statistical_check
 from ..samples import handwritten
 from ..torch_interop import to_numpy
+from .common import torch_dtype
 
 FLOATS = (DType.float16, DType.bfloat16, DType.float32, DType.float64)
 COMPLEX = (DType.complex64, DType.complex128)
@@ -31,11 +32,6 @@ ALL = tuple(DType)
 NUMERIC = (*INTS, *FLOATS, *COMPLEX)  # no bool: torch's reflection/replication kernels refuse it
 INT64_MAX = 2**63 - 1  # the "to the end" sentinel exported slices carry
 
-
-def _torch_dtype(dtype: DType) -> Any:
-    import torch
-
-    return getattr(torch, dtype.torch_name)
 
 
 def _tensor(shape: Sequence[int], dtype: DType) -> Any:
@@ -47,11 +43,11 @@ def _tensor(shape: Sequence[int], dtype: DType) -> Any:
     if dtype is DType.bool:
         return (ramp.remainder(3) == 0).to(torch.bool)
     if dtype.is_integral:
-        return ramp.remainder(100).to(_torch_dtype(dtype))
+        return ramp.remainder(100).to(torch_dtype(dtype))
     values = ramp * 0.5 - 1
     if dtype.is_complex:
         values = torch.complex(values, 1 - values)
-    return values.to(_torch_dtype(dtype))
+    return values.to(torch_dtype(dtype))
 
 
 def _rotating(dtype: DType, cases: Sequence[Any], count: int = 2) -> list[Any]:
@@ -187,7 +183,7 @@ def _cat(dtype: DType) -> Iterator[AtenCall]:
     other = others[(others.index(dtype) + 5) % len(others)]  # a different dtype: cat promotes
     if dtype is DType.bool:
         other = dtype  # a bool first operand next to another dtype is filed under that dtype
-    legacy_empty = torch.zeros(0, dtype=_torch_dtype(other))
+    legacy_empty = torch.zeros(0, dtype=torch_dtype(other))
     yield _call("aten.cat.default", [_tensor((2, 3), dtype), legacy_empty, _tensor((2, 1), dtype)], -1)
     yield _call("aten.cat.default", [_tensor((2, 3), dtype), _tensor((1, 3), other)])
     if dtype is DType.float32:  # legacy empty operands only: a [0] tensor of the promoted dtype (f64)
@@ -266,16 +262,16 @@ def _value_for(dtype: DType) -> Any:
 
 @handwritten("aten.full.default", ALL)
 def _full(dtype: DType) -> Iterator[AtenCall]:
-    yield _call("aten.full.default", [2, 3], _value_for(dtype), dtype=_torch_dtype(dtype))
+    yield _call("aten.full.default", [2, 3], _value_for(dtype), dtype=torch_dtype(dtype))
     yield _call("aten.full.default", [3, 1], _value_for(dtype))  # dtype=None: from the value's Python type
     if dtype.is_integral and dtype is not DType.bool:  # a float fill truncates into an integer dtype
-        yield _call("aten.full.default", [4], 7.9, dtype=_torch_dtype(dtype))
+        yield _call("aten.full.default", [4], 7.9, dtype=torch_dtype(dtype))
 
 
 @handwritten("aten.full_like.default", ALL)
 def _full_like(dtype: DType) -> Iterator[AtenCall]:
     yield _call("aten.full_like.default", _tensor((2, 3), dtype), _value_for(dtype))
-    yield _call("aten.full_like.default", _tensor((0, 2), dtype), 1, dtype=_torch_dtype(DType.float64))
+    yield _call("aten.full_like.default", _tensor((0, 2), dtype), 1, dtype=torch_dtype(DType.float64))
 
 
 _FLOAT_RANGES = [
@@ -299,9 +295,9 @@ def _arange(dtype: DType) -> Iterator[AtenCall]:
     else:
         ranges = _rotating(dtype, _FLOAT_RANGES if dtype.is_floating else _INT_RANGES, 3)
     for bounds in ranges:
-        yield _call("aten.arange.start_step", *bounds, dtype=_torch_dtype(dtype))
+        yield _call("aten.arange.start_step", *bounds, dtype=torch_dtype(dtype))
     if dtype is DType.uint8:  # values past 255 wrap
-        yield _call("aten.arange.start_step", -5, 300, 1, dtype=_torch_dtype(dtype))
+        yield _call("aten.arange.start_step", -5, 300, 1, dtype=torch_dtype(dtype))
     if dtype in (DType.float16, DType.int64):  # dtype=None: int64 for integer arguments, else float32
         yield _call("aten.arange.start_step", *((True, 7, 2) if dtype is DType.int64 else (1, 2.5, 0.3)))
 
@@ -324,14 +320,14 @@ def _check_arange(call: AtenCall, ours: list[Any], expected: list[Any]) -> Compa
 
 @handwritten("aten.empty.memory_format", ALL)
 def _empty(dtype: DType) -> Iterator[AtenCall]:
-    yield _call("aten.empty.memory_format", [2, 0, 3], dtype=_torch_dtype(dtype))
+    yield _call("aten.empty.memory_format", [2, 0, 3], dtype=torch_dtype(dtype))
     if dtype is DType.float32:
         yield _call("aten.empty.memory_format", [4, 1])
 
 
 @handwritten("aten.empty_strided.default", ALL)
 def _empty_strided(dtype: DType) -> Iterator[AtenCall]:
-    yield _call("aten.empty_strided.default", [2, 3], [1, 2], dtype=_torch_dtype(dtype))
+    yield _call("aten.empty_strided.default", [2, 3], [1, 2], dtype=torch_dtype(dtype))
 
 
 @handwritten("aten.resize_.default", ALL)

@@ -1,0 +1,36 @@
+"""What the hand-written sample modules share: reproducible random tensors (torch imported
+lazily, inside the functions)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...ir.dtypes import DType
+from ..torch_interop import torch_dtype
+
+
+def random_tensor(
+    shape: Sequence[int], dtype: DType, seed: int = 0, *, low: int = -4, high: int = 5, positive: bool = False
+) -> Any:
+    """Reproducible values of `dtype`: small integers in [low, high) for integral dtypes (so ties
+    and duplicates occur; uint8 from 0), half True for bool, normal values otherwise (|normal| + 0.5
+    with `positive`, e.g. for variances; complex ones with an independent normal imaginary part)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    shape = tuple(shape)
+    if dtype is DType.bool:
+        return torch.rand(shape, generator=generator) < 0.5
+    if dtype.is_integral:
+        low = max(low, 0) if dtype is DType.uint8 else low
+        return torch.randint(low, high, shape, generator=generator).to(torch_dtype(dtype))
+    values = torch.randn(shape, generator=generator, dtype=torch.float64)
+    if positive:
+        values = values.abs() + 0.5
+    if dtype.is_complex:
+        values = torch.complex(values, torch.randn(shape, generator=generator, dtype=torch.float64))
+    return values.to(torch_dtype(dtype))
+
+
+__all__ = ["random_tensor", "torch_dtype"]
