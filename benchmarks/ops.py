@@ -74,6 +74,41 @@ CASES: list[tuple[str, str, Callable[[], AtenCall]]] = [
     ("aten.convolution.default", *_conv(8, 256, 64, 56, 1)),
     ("aten.convolution.default", *_conv(8, 1024, 256, 14, 1)),
     (
+        "aten.convolution.default",
+        "transposed N=8 128->64 28x28 k2 s2 (U-Net)",
+        lambda: AtenCall(
+            "aten.convolution.default",
+            (_randn(8, 128, 28, 28), _randn(128, 64, 2, 2), _randn(64), [2, 2], [0, 0], [1, 1], True, [0, 0], 1),
+            {},
+        ),
+    ),
+    (
+        "aten.convolution.default",
+        "transposed N=8 128->64 16x16 k4 s2 p1 (DCGAN)",
+        lambda: AtenCall(
+            "aten.convolution.default",
+            (_randn(8, 128, 16, 16), _randn(128, 64, 4, 4), None, [2, 2], [1, 1], [1, 1], True, [0, 0], 1),
+            {},
+        ),
+    ),
+    (
+        "aten.upsample_nearest2d.vec",
+        "N=8 C=64 56x56 x2",
+        lambda: AtenCall("aten.upsample_nearest2d.vec", (_randn(8, 64, 56, 56), None, [2.0, 2.0]), {}),
+    ),
+    (
+        "aten.upsample_bilinear2d.vec",
+        "N=8 C=64 56x56 x2",
+        lambda: AtenCall("aten.upsample_bilinear2d.vec", (_randn(8, 64, 56, 56), None, False, [2.0, 2.0]), {}),
+    ),
+    (
+        "aten.grid_sampler_2d.default",
+        "N=8 C=64 56x56 bilinear zeros",
+        lambda: AtenCall(
+            "aten.grid_sampler_2d.default", (_randn(8, 64, 56, 56), torch.rand(8, 56, 56, 2, generator=_GENERATOR) * 2 - 1, 0, 0, False), {}
+        ),
+    ),
+    (
         "aten.max_pool2d_with_indices.default",
         "N=8 C=64 112x112 k3 s2 p1",
         lambda: AtenCall("aten.max_pool2d_with_indices.default", (_randn(8, 64, 112, 112), [3, 3], [2, 2], [1, 1]), {}),

@@ -22,6 +22,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
+
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
@@ -187,6 +189,7 @@ def _trailing_dims(rank: int, target_rank: int) -> list[int]:
 
 _SPATIAL = "pqr"  # output positions
 _KERNEL = "ijk"  # kernel offsets
+_PHASE = "xyz"  # output phases of a transposed convolution (positions modulo the stride)
 
 
 def _embed(x: Value, sizes: Sequence[int], offsets: Sequence[int], steps: Sequence[int]) -> Value:
@@ -258,6 +261,44 @@ def _correlate(
     return prims.collapse_view(y, 1, 2)
 
 
+@attrs.frozen
+class _PhaseDim:
+    """One spatial dim of a transposed convolution split into stride phases.
+
+    Without padding, the transposed convolution's output position t = s·m + r (phase r) collects
+    x[i]·w[k] for i·s + k·d = t, i.e. i = m - floor(k·d/s) and r = k·d mod s: every phase is an
+    ordinary correlation of x over positions m, each tap reading x at its own offset, and no
+    product touches an inserted zero. All phases share one window of `taps` positions (spaced
+    `spacing` apart: d/s when s divides d, else 1) over x, and the weight holds each tap at its
+    (window position, phase): the kernel spread out by d/spacing, cut into [taps, s] and
+    reversed along the window. Positions m run over [first, first + count), enough for the
+    cropped output [padding, padding + size) to start `crop` into the phases' interleaving.
+    """
+
+    stride: int
+    taps: int
+    spacing: int
+    weight_step: int
+    first: int
+    count: int
+    crop: int
+    size: int
+
+    @staticmethod
+    def of(length: int, kernel: int, stride: int, padding: int, dilation: int, output_padding: int) -> "_PhaseDim":
+        size = (length - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
+        spacing = dilation // stride if dilation % stride == 0 else 1
+        first = padding // stride
+        count = -(-(padding + size) // stride) - first
+        return _PhaseDim(stride, (kernel - 1) * dilation // (stride * spacing) + 1, spacing, dilation // spacing,
+                         first, count, padding - first * stride, size)  # fmt: skip
+
+    @property
+    def reach(self) -> int:
+        """How far before position m the window starts, in x's positions."""
+        return (self.taps - 1) * self.spacing
+
+
 def _correlate_transposed(
     x: Value,
     w: Value,
@@ -267,24 +308,41 @@ def _correlate_transposed(
     output_padding: Sequence[int],
     groups: int,
 ) -> Value:
-    """aten's transposed convolution without bias: x [N, C_in, *S], w [C_in, C_out/groups, *K]:
-    the input spread out by the stride and padded by dilation·(K-1) - padding (+ output_padding
-    at the end), correlated with the flipped kernel whose in/out channels are swapped."""
-    spatial, kernel = x.shape[2:], w.shape[2:]
-    reach = [d * (k - 1) for d, k in zip(dilation, kernel)]
-    sizes = [
-        (s - 1) * st + 1 + 2 * r - 2 * p + extra
-        for s, st, r, p, extra in zip(spatial, stride, reach, padding, output_padding)
+    """aten's transposed convolution without bias: x [N, C_in, *S], w [C_in, C_out/groups, *K],
+    computed phase by phase (_PhaseDim): one contraction of x's windows with the weight
+    rearranged per phase, whose result [N, C_out, m1, r1, m2, r2, ...] is the interleaving of
+    the phases, cropped by the padding."""
+    dims = [
+        _PhaseDim.of(n, k, s, p, d, extra)
+        for n, k, s, p, d, extra in zip(x.shape[2:], w.shape[2:], stride, padding, dilation, output_padding)
     ]
-    positions = [size - r for size, r in zip(sizes, reach)]
-    if any(n <= 0 for n in positions):
-        raise ShapeError(f"aten.convolution: the transposed convolution's output size {positions} is not positive")
-    spread = _embed(x, sizes, [r - p for r, p in zip(reach, padding)], stride)
-    windows = _windows(spread, groups, positions, kernel, [1] * len(kernel), dilation)
-    flipped = prims.rev(w, list(range(2, w.ndim))) if any(k > 1 for k in kernel) else w
-    o, k = _labels(len(kernel))
-    y = einsum(f"ngc{o}{k},gco{k}->ngo{o}", windows, prims.split_dim(flipped, 0, groups))
-    return prims.collapse_view(y, 1, 2)
+    if any(dim.size <= 0 for dim in dims):
+        sizes = [dim.size for dim in dims]
+        raise ShapeError(f"aten.convolution: the transposed convolution's output size {sizes} is not positive")
+    rank = len(dims)
+    # The weight as [C_in, C_out/groups, taps1, s1, taps2, s2, ...], reversed along the taps.
+    spread = _embed(w, [dim.taps * dim.stride for dim in dims], [0] * rank, [dim.weight_step for dim in dims])
+    for i, dim in enumerate(dims):
+        spread = prims.split_dim(spread, 2 + 2 * i, dim.taps)
+    reversed_taps = [2 + 2 * i for i, dim in enumerate(dims) if dim.taps > 1]
+    phased = prims.rev(spread, reversed_taps) if reversed_taps else spread
+    padded = _embed(x, [dim.count + dim.reach for dim in dims], [dim.reach - dim.first for dim in dims], [1] * rank)
+    windows = _windows(padded, groups, [dim.count for dim in dims], [dim.taps for dim in dims], [1] * rank,
+                       [dim.spacing for dim in dims])  # fmt: skip
+    o, k = _labels(rank)
+    r = _PHASE[:rank]
+    interleaved = "".join(a + b for a, b in zip(o, r))
+    y = einsum(f"ngc{o}{k},gco{''.join(a + b for a, b in zip(k, r))}->ngo{interleaved}", windows,
+               prims.split_dim(phased, 0, groups))  # fmt: skip
+    y = prims.collapse_view(y, 1, 2)
+    for i in range(rank):
+        y = prims.collapse_view(y, 2 + i, 3 + i)
+    shape = [*y.shape[:2], *(dim.size for dim in dims)]
+    if list(y.shape) == shape:
+        return y
+    strides = row_major_strides(y.shape)
+    start = sum(dim.crop * s for dim, s in zip(dims, strides[2:]))
+    return prims.as_strided(y, shape, list(strides), start)
 
 
 def _weight_grad(
@@ -419,6 +477,10 @@ def convolution_backward(
     kernel = weight.shape[2:]
     if transposed:
         grad_input = _correlate(grad, w, stride, padding, dilation, groups)
+        if grad_input.shape != x.shape:
+            # An output_padding of a stride or more adds output rows no input row reaches: the
+            # windows over them fall past the input's end.
+            grad_input = prims.as_strided(grad_input, list(x.shape), list(row_major_strides(grad_input.shape)), 0)
         grad_weight = _weight_grad(grad, x, kernel, stride, padding, dilation, groups)
     else:
         # The rows of input the forward windows never reached come back as output_padding.

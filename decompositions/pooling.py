@@ -485,6 +485,10 @@ def _spread_sum(shares: Value, windows: Sequence[Window]) -> Value:
 # -- adaptive average pooling ---------------------------------------------------------------------
 
 
+# Adaptive windows of at most this many elements are summed as a sequence of offset views.
+SHORT_WINDOW = 4
+
+
 def _adaptive_bounds(index: int, inputs: int, outputs: int) -> tuple[int, int]:
     """ATen's adaptive window of output `index`: [floor(index·in/out), ceil((index+1)·in/out))."""
     return index * inputs // outputs, -(-(index + 1) * inputs // outputs)
@@ -503,6 +507,14 @@ def _adaptive_sum(x: Value, dim: int, outputs: int) -> Value:
     parts = []
     for r in range(classes):
         start, stop = _adaptive_bounds(r, inputs, outputs)
+        if stop - start <= SHORT_WINDOW:
+            # Short windows (the backward's, of 1 or 2 elements) add their offset views: a NumPy
+            # sum over a short strided axis pays its loop overhead per output element.
+            shape = [*x.shape[:dim], common, *x.shape[dim + 1 :]]
+            view_strides = [*strides[:dim], period * strides[dim], *strides[dim + 1 :]]
+            offsets = range(start * strides[dim], stop * strides[dim], strides[dim])
+            parts.append(_sum(prims.as_strided(x, shape, view_strides, offset) for offset in offsets))
+            continue
         shape = [*x.shape[:dim], common, stop - start, *x.shape[dim + 1 :]]
         view_strides = [*strides[:dim], period * strides[dim], strides[dim], *strides[dim + 1 :]]
         parts.append(prims.sum(prims.as_strided(x, shape, view_strides, start * strides[dim]), [dim + 1]))
@@ -582,17 +594,14 @@ def _adaptive_avg_pool2d_backward(grad_output: Value, self: Value) -> Value:
         return full(self.shape, 0, self.dtype)
     sizes = list(zip(self.shape[-2:], grad_output.shape[-2:]))
     grad = _divide_by_lengths(convert(grad_output, opmath_dtype(self.dtype)), sizes)
-    for d, (inputs, _) in enumerate(sizes):
+    # The width first: each pass grows the gradient, and the last one interleaves its residue
+    # classes along the rows (runs of a whole row) rather than the columns (single elements).
+    for d, (inputs, _) in reversed(list(enumerate(sizes))):
         grad = _adaptive_sum(grad, self.ndim - 2 + d, inputs)
     return convert(grad, self.dtype)
 
 
 # -- resampling: shared pieces --------------------------------------------------------------------
-
-
-def _plane_index(rows: Value, columns: Value, width: int) -> Value:
-    """int64[len(rows), len(columns)]: the flat plane positions row · width + column."""
-    return _outer([prims.mul(rows, width) if width != 1 else rows, columns], prims.add)
 
 
 def _gather_plane(x: Value, flat: Value, dims: Sequence[int], shape: Sequence[int]) -> Value:
@@ -604,13 +613,17 @@ def _gather_plane(x: Value, flat: Value, dims: Sequence[int], shape: Sequence[in
     return prims.gather_nd(plane, [*lead, prims.broadcast_in_dim(flat, list(shape), list(dims))])
 
 
+def _separable_gather(x: Value, indices: Sequence[Value]) -> Value:
+    """x[indices[0][i0], indices[1][i1], ...] over every combination: one int64 vector of
+    positions per dim of x, each broadcast along its own dim (the executor runs such a gather as
+    one take along each dim whose positions are not the identity, executor/gather.py)."""
+    shape = [index.shape[0] for index in indices]
+    return prims.gather_nd(x, [prims.broadcast_in_dim(index, shape, [d]) for d, index in enumerate(indices)])
+
+
 def _along(x: Value, dim: int, index: Value) -> Value:
     """x = [B, H, W] resampled along `dim` (1: rows, 2: columns) at the int64 positions `index`."""
-    rows = index if dim == 1 else iota(x.shape[1])
-    columns = index if dim == 2 else iota(x.shape[2])
-    shape = list(x.shape)
-    shape[dim] = index.shape[0]
-    return _gather_plane(x, _plane_index(rows, columns, x.shape[2]), [1, 2], shape)
+    return _separable_gather(x, [index if d == dim else iota(n) for d, n in enumerate(x.shape)])
 
 
 # -- upsampling ------------------------------------------------------------------------------------
@@ -674,7 +687,7 @@ def upsample_nearest2d(
         return full([*input.shape[:2], *sizes], 0, input.dtype)
     rows, columns = (_nearest_source(n, o, s) for n, o, s in zip(input.shape[2:], sizes, scales))
     images = prims.collapse_view(input, 0, 1)  # [N·C, H, W]
-    picked = _gather_plane(images, _plane_index(rows, columns, input.shape[3]), [1, 2], [images.shape[0], *sizes])
+    picked = _separable_gather(images, [iota(images.shape[0]), rows, columns])
     return prims.split_dim(picked, 0, input.shape[0])
 
 

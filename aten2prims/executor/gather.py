@@ -4,17 +4,28 @@ order (I_0's first), runs as one `np.take` of S_k along each axis of `a` in turn
 
     result[p] = a[S_0[p in block 0], S_1[p in block 1], ...]  ==  take(take(a, S_0, 0), S_1, ...)
 
-Resampling rules (nearest and bilinear upsampling) index this way: a ramp over the batch and
-channels, a table of source positions over the output's rows and columns. The generic kernel
-materializes every index at the result's size and a flat position per element; here the indices
-stay as small as they are written, and an index known at plan time to be the identity ramp
-(`iota` from 0 by 1, or folded data equal to it) is not taken at all.
+Resampling rules index this way: upsampling takes a ramp over the batch and channels and a
+vector of source positions along each of the rows and columns; grid sampling takes ramps over
+the batch and channels and a table of flat positions that also varies along the batch. So an
+index may also span *batch dims*: the result dim of an identity ramp (`iota` from 0 by 1, or
+folded data equal to it; such a ramp is never taken). The kernel then loops over the batch
+dims' positions and takes, in each slice, the indices' slices (what NumPy's multi-index fancy
+indexing computes, measured 3-4x faster). The generic kernel would materialize every index at
+the result's size and a flat position per element; here the indices stay as small as they are
+written.
+
+Takes of several indices run in the order of least estimated cost: a take copies one run of
+the array's trailing axes per index entry, and short runs cost per element (nearest upsampling,
+taking its columns first and its rows second, measured 1.4x faster than rows first).
 
 Bounds are checked on the small indices, with the generic kernel's error (`checked_index`).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -25,25 +36,77 @@ from prims.indexing import checked_index
 from ..ir.values import Value
 from .fusion import FusedGroup, FusionContext, register_fusion
 
+# A take copies one run of the trailing axes per index entry; a run costs about this many
+# elements' worth of copying on top of its length (measured on float32 takes along the last axis
+# against takes of 56-element rows).
+RUN_COST = 8
+# Batch dims are looped over in Python only while each slice holds this many result elements on
+# average (or there are at most MIN_BATCH_LOOP slices); otherwise the generic kernel runs.
+SLICE_ELEMENTS = 4096
+MIN_BATCH_LOOP = 16
+# Orders of takes are compared when at most this many axes are taken.
+MAX_ORDERED = 4
+
+
+@attrs.frozen
+class _Take:
+    """Take index operand number `index` along axis `axis` of the array at that point."""
+
+    index: int
+    axis: int
+
 
 @attrs.frozen
 class OrthogonalGather:
-    """Takes each index along its axis of `a` in turn (skipping identity ramps)."""
+    """For each position of the batch dims (none: one slice): the slice of `a` at the batch
+    axes, taken by the indices' slices at that position, in the order of `takes`, into the
+    result's slice at that position."""
 
     fresh_result = True  # returns one new array (inplace.py may then reuse it)
 
     sizes: tuple[int, ...]  # a's shape
-    identity: tuple[bool, ...]  # index k is known to be arange(sizes[k])
+    identity: tuple[bool, ...]  # index k is known to be arange(sizes[k]) (never taken)
+    takes: tuple[_Take, ...]
+    result_shape: tuple[int, ...]
+    batch_sizes: tuple[int, ...] = ()  # the batch dims' sizes, in the result's order
+    # Which entry of a batch position indexes each axis of a / each dim of an index's source /
+    # each dim of the result (None: all of it).
+    a_batch: tuple[int | None, ...] = ()
+    index_batch: tuple[tuple[int | None, ...], ...] = ()
+    result_batch: tuple[int | None, ...] = ()
 
     def __call__(self, a: np.ndarray, *indices: np.ndarray) -> np.ndarray:
-        result = a
-        axis = 0
         for dim, (index, size, identity) in enumerate(zip(indices, self.sizes, self.identity)):
-            checked_index(index, size, dim)
             if not identity:
-                result = np.take(result, index, axis=axis)
-            axis += index.ndim
-        return result.copy() if result is a else result
+                checked_index(index, size, dim)
+        if not self.batch_sizes:
+            result = self._chain(a, indices, None)
+            return result.copy() if result is a else result
+        out = np.empty(self.result_shape, a.dtype)
+        taken = {take.index for take in self.takes}
+        for position in itertools.product(*map(range, self.batch_sizes)):
+            sliced = [
+                index[_at(position, self.index_batch[k])] if k in taken else index for k, index in enumerate(indices)
+            ]
+            self._chain(a[_at(position, self.a_batch)], sliced, out[_at(position, self.result_batch)])
+        return out
+
+    def _chain(self, a: np.ndarray, indices: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray:
+        result = a
+        for number, take in enumerate(self.takes):
+            if out is not None and number == len(self.takes) - 1:
+                # The indices are checked: "clip" changes nothing and lets NumPy write into
+                # `out` directly ("raise" buffers the whole result first).
+                return np.take(result, indices[take.index], axis=take.axis, out=out, mode="clip")
+            result = np.take(result, indices[take.index], axis=take.axis)
+        if out is not None:
+            np.copyto(out, result)
+            return out
+        return result
+
+
+def _at(position: tuple[int, ...], entries: tuple[int | None, ...]) -> tuple[Any, ...]:
+    return tuple(slice(None) if entry is None else position[entry] for entry in entries)
 
 
 def _orthogonal_gather_rule(context: FusionContext, index: int) -> FusedGroup | None:
@@ -55,27 +118,100 @@ def _orthogonal_gather_rule(context: FusionContext, index: int) -> FusedGroup | 
         return None
     shape = node.results[0].shape
     members = {index}
-    sources: list[Any] = []
-    identity: list[bool] = []
-    next_dim = 0
-    for dim, operand in enumerate(indices):
+    sources: list[Value] = []
+    spans: list[tuple[int, ...]] = []
+    for operand in indices:
         found = context.defining_node(operand)
         if found is None or found[1].op != "prims.broadcast_in_dim" or type(found[1].args[0]) is not Value:
-            return None
+            if type(operand) is not Value or operand.shape != shape:
+                return None
+            sources.append(operand)  # an index of the result's shape spans every dim
+            spans.append(tuple(range(len(shape))))
+            continue
         broadcast_index, broadcast = found
         source: Value = broadcast.args[0]
         dims = tuple(broadcast.kwargs["broadcast_dimensions"])
-        if dims != tuple(range(next_dim, next_dim + source.ndim)) or source.shape != shape[next_dim : next_dim + source.ndim]:
-            return None
-        next_dim += source.ndim
+        if list(dims) != sorted(set(dims)) or source.shape != tuple(shape[d] for d in dims):
+            return None  # a transposing or stretching broadcast
         if context.internal(broadcast_index, {index, broadcast_index}):
             members.add(broadcast_index)
         sources.append(source)
-        identity.append(source.ndim == 1 and _is_ramp(context, source, a.shape[dim]))
-    if next_dim != len(shape):
+        spans.append(dims)
+    identity = tuple(len(dims) == 1 and _is_ramp(context, source, n) for source, dims, n in zip(sources, spans, a.shape))
+    kernel = _kernel(tuple(a.shape), tuple(shape), spans, identity)
+    if kernel is None:
         return None
-    kernel = OrthogonalGather(tuple(a.shape), tuple(identity))
     return FusedGroup(tuple(sorted(members)), (a, *sources), kernel)
+
+
+def _kernel(
+    sizes: tuple[int, ...], shape: tuple[int, ...], spans: list[tuple[int, ...]], identity: tuple[bool, ...]
+) -> OrthogonalGather | None:
+    """The kernel of a gather whose index k spans result dims spans[k], or None when it is not
+    of the form this module runs.
+
+    Batch dims are result dims of an identity ramp that another index spans too. The other
+    indices, seen without the batch dims, must each span their own block of the remaining
+    result dims, the blocks consecutive and in the order of a's axes."""
+    axes = range(len(sizes))
+    batch_axes = sorted(
+        (k for k in axes if identity[k] and any(spans[k][0] in spans[j] for j in axes if j != k)),
+        key=lambda k: spans[k][0],
+    )
+    batch_dims = [spans[k][0] for k in batch_axes]
+    if len(set(batch_dims)) != len(batch_dims):
+        return None  # two ramps over one dim
+    batch_sizes = tuple(shape[d] for d in batch_dims)
+    if math.prod(batch_sizes) > max(MIN_BATCH_LOOP, math.prod(shape) // SLICE_ELEMENTS):
+        return None
+    kept = [k for k in axes if k not in batch_axes]
+    rest = [d for d in range(len(shape)) if d not in batch_dims]
+    ranks: list[int] = []
+    for k in kept:
+        own = [d for d in spans[k] if d not in batch_dims]
+        start = sum(ranks)
+        if own != rest[start : start + len(own)]:
+            return None
+        ranks.append(len(own))
+    if sum(ranks) != len(rest):
+        return None
+    takes = _cheapest_takes([sizes[k] for k in kept], ranks, [shape[d] for d in rest], [identity[k] for k in kept], kept)
+    entry = {d: i for i, d in enumerate(batch_dims)}
+    return OrthogonalGather(
+        sizes,
+        identity,
+        takes,
+        shape,
+        batch_sizes,
+        tuple(entry[spans[k][0]] if k in batch_axes else None for k in axes),
+        tuple(tuple(entry.get(d) for d in spans[k]) for k in axes),
+        tuple(entry.get(d) for d in range(len(shape))),
+    )
+
+
+def _cheapest_takes(
+    sizes: list[int], ranks: list[int], out_shape: list[int], identity: list[bool], numbers: list[int]
+) -> tuple[_Take, ...]:
+    """The takes of one slice (of shape `sizes`; axis i is taken by index operand numbers[i], of
+    ranks[i] dims, becoming its block of `out_shape`), identities skipped, in the order of least
+    estimated cost (the natural order when more than MAX_ORDERED axes are taken)."""
+    block = [sum(ranks[:i]) for i in range(len(ranks))]
+    todo = [i for i in range(len(sizes)) if not identity[i]]
+    orders = itertools.permutations(todo) if len(todo) <= MAX_ORDERED else [tuple(todo)]
+    best: tuple[int, tuple[_Take, ...]] | None = None
+    for order in orders:
+        dims: list[list[int]] = [[n] for n in sizes]  # per axis: its current dims
+        cost = 0
+        takes: list[_Take] = []
+        for i in order:
+            takes.append(_Take(numbers[i], sum(len(d) for d in dims[:i])))
+            dims[i] = out_shape[block[i] : block[i] + ranks[i]]
+            run = math.prod(n for d in dims[i + 1 :] for n in d)
+            elements = math.prod(n for d in dims for n in d)
+            cost += elements + (elements // run if run else 0) * RUN_COST
+        if best is None or cost < best[0]:
+            best = (cost, tuple(takes))
+    return best[1] if best is not None else ()
 
 
 def _is_ramp(context: FusionContext, value: Value, length: int) -> bool:
