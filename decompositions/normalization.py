@@ -157,7 +157,7 @@ def _batch_norm(
     if training:
         if input.numel == 0:
             raise ShapeError(f"{op}: expected an input with at least one element in training, got shape {list(input.shape)}")
-        mean, centered, squares, count = _moments(x, dims)
+        mean, _, squares, count = _moments(x, dims)
         invstd = _rstd(squares, count, eps)
         new_mean = new_var = None
         update = opmath_dtype(statistics)
@@ -167,6 +167,9 @@ def _batch_norm(
             unbiased = prims.div(squares, float(count - 1))  # 0/0 = NaN for a single value, as torch
             new_var = convert(_momentum_step(unbiased, convert(running_var, update), momentum), statistics)
         save_mean, save_invstd = convert(mean, statistics), convert(invstd, statistics)
+        # The kernel normalizes by the statistics as saved (rounded to float16/bfloat16 when
+        # the parameters are).
+        mean, invstd = convert(save_mean, compute), convert(save_invstd, compute)
     else:
         if running_mean is None or running_var is None:
             raise ShapeError(f"{op}: running_mean and running_var are required when training is False")
@@ -174,14 +177,13 @@ def _batch_norm(
         invstd = prims.rsqrt(prims.add(convert(running_var, compute), float(eps)))
         save_mean = save_invstd = full([0], 0.0, statistics)
         new_mean, new_var = running_mean, running_var
-        centered = prims.sub(x, _along(mean, x.shape, [1]))
-    # (x − mean)·(invstd·weight) + bias: the per-channel factor is made once, so the input is
-    # passed over twice rather than three times (and with stored parameters the whole factor
-    # folds into a constant).
-    scale = invstd if weight is None else prims.mul(invstd, convert(weight, compute))
-    output = prims.mul(centered, _along(scale, x.shape, [1]))
-    if bias is not None:
-        output = prims.add(output, _along(convert(bias, compute), x.shape, [1]))
+    # torch's CPU kernel folds the normalization into one linear map per channel,
+    # x·alpha + beta with alpha = invstd·weight and beta = bias − mean·alpha: the input is
+    # passed over once (and with stored parameters alpha and beta fold into constants).
+    alpha = invstd if weight is None else prims.mul(invstd, convert(weight, compute))
+    shift = prims.mul(mean, alpha)
+    beta = prims.neg(shift) if bias is None else prims.sub(convert(bias, compute), shift)
+    output = prims.add(prims.mul(x, _along(alpha, x.shape, [1])), _along(beta, x.shape, [1]))
     return convert(output, input.dtype), save_mean, save_invstd, new_mean, new_var
 
 

@@ -387,3 +387,44 @@ def _mm(a: Value, b: Value) -> Value:
     from decompositions.registry import aten
 
     return aten.mm.default(a, b)
+
+
+@pytest.mark.parametrize(("rows", "swapped"), [(8, True), (128, True), (256, False), (1, False)])
+def test_small_batch_by_transposed_weight_runs_swapped(rows: int, swapped: bool) -> None:
+    """x[M, K] @ W^T with W row-major (a linear layer's weight, float32) runs as (W @ x^T)^T for
+    M up to SWAP_ROWS (OpenBLAS is faster with the long side first); the result is the same
+    matrix product, into the row-major output, with the epilogue applied."""
+    from aten2prims.executor import contraction
+
+    generator = np.random.default_rng(0)
+    x = generator.standard_normal((rows, 64)).astype(np.float32)
+    weight = generator.standard_normal((512, 64)).astype(np.float32)
+    contraction._RECIPES.clear()
+    result = contraction.contract(x, [0, 1], weight.T, [1, 2], [0, 2], [rows, 64, 512])
+    (recipe,) = [r for r in contraction._RECIPES.values() if r is not None]
+    assert recipe.swapped is swapped
+    assert result.flags.c_contiguous and result.shape == (rows, 512)
+    np.testing.assert_allclose(result, x.astype(np.float64) @ weight.T.astype(np.float64), rtol=1e-5, atol=1e-4)
+    # float64 and row-major weights keep the direct product.
+    contraction._RECIPES.clear()
+    contraction.contract(x.astype(np.float64), [0, 1], weight.T.astype(np.float64), [1, 2], [0, 2], [rows, 64, 512])
+    contraction.contract(x, [0, 1], np.ascontiguousarray(weight.T), [1, 2], [0, 2], [rows, 64, 512])
+    assert not any(r.swapped for r in contraction._RECIPES.values() if r is not None)
+
+
+def test_addmm_with_transposed_weight_matches_torch() -> None:
+    """A linear layer as exported: addmm(bias, x, weight^T) with the weight row-major, so its
+    transpose is a view: the swapped product with its bias epilogue, checked against torch."""
+    from aten2prims.executor import contraction
+
+    x, weight, bias = randn(8, 96), randn(384, 96, seed=1), randn(384, seed=2)
+    graph, inputs, _ = lowered_call("aten.addmm.default", bias, x, weight.t())
+    (name,) = [n for n, a in inputs.items() if a.shape == (96, 384)]
+    inputs[name] = weight.numpy().T  # the transposed view
+    contraction._RECIPES.clear()
+    (ours,) = execute(graph, inputs)
+    (step,) = contraction_steps(graph)
+    assert [call.recipe.swapped for call in step.kernel._direct.values() if call is not None] == [True]
+    expected = torch.addmm(bias, x, weight.t()).numpy()
+    verdict = compare(ours, expected)
+    assert verdict.ok, verdict.message

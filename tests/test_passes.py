@@ -362,3 +362,19 @@ def test_folding_leaves_big_broadcasts_and_failing_nodes() -> None:
     assert ops(folded) == ["broadcast_in_dim", "add", "div"]  # neg and sub folded; the division by zero is not
     with pytest.raises(aten2prims.ExecutionError, match="prims.div"):
         aten2prims.execute(graph, {"x": np.zeros((5, 3), np.float32)})
+
+
+@pytest.mark.parametrize(("dtype", "row_major"), [(DType.float32, False), (DType.float64, True)])
+def test_folded_transposed_weights(dtype: DType, row_major: bool) -> None:
+    """A small folded view is stored row-major (a copy), except a float32 transposed matrix: the
+    contraction kernel multiplies by those fastest as they are (contraction.SWAP_ROWS)."""
+    with Builder("g") as builder:
+        x = builder.add_input("x", TensorMeta((32, 64), dtype))
+        data = np.arange(64 * 32, dtype=dtype.numpy).reshape(64, 32)
+        w = builder.add_input("w", TensorMeta((64, 32), dtype), InputKind.PARAMETER, "w", data)
+        graph = builder.finish([prims.add(prims.transpose(w, [1, 0]), x)])
+    folded, constants = fold_constants(graph)
+    assert constants.folded_nodes == 1
+    (constant,) = [gi for gi in folded.inputs if gi.kind is InputKind.CONSTANT]
+    assert constant.data.flags.c_contiguous is row_major
+    np.testing.assert_array_equal(constant.data, data.T)
