@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
-from aten2prims.executor import plan_for
+from aten2prims.executor import execute, plan_for
 from aten2prims.harness.runner import run_call
 from test_contraction import assert_agree, contraction_steps, lowered_call, randn, run_both_ways
 
@@ -125,3 +126,18 @@ def test_chunked_reordered_output_agrees(budget: int, monkeypatch: pytest.Monkey
         assert_agree(fused, unfused, "unfused execution")
         outcome = run_call(call)
         assert outcome.passed, f"{name}: {outcome.message}"
+
+
+def test_small_phases_replay_one_recipe() -> None:
+    """A small transposed convolution (no chunking) is one matrix product in the phases' order
+    plus one copy into the interleaved output: the kernel's remembered direct recipe, replayed
+    on every call with the same result."""
+    graph, inputs, call = lowered_call("aten.convolution.default", *_transposed_call(CONFIGS["k2s2 (U-Net)"], torch.float32))
+    first = execute(graph, inputs)
+    (step,) = contraction_steps(graph)
+    (direct,) = step.kernel._direct.values()
+    assert direct is not None and direct.recipe.reorder is not None
+    again = execute(graph, inputs)
+    np.testing.assert_array_equal(again[0], first[0])
+    outcome = run_call(call)
+    assert outcome.passed, outcome.message

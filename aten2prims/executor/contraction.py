@@ -35,6 +35,7 @@ number or 0-dim operands.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -65,6 +66,8 @@ REORDER_GAIN = 16
 # SHORT_AXIS entries, up to SHORT_AXIS_COPIES copies (see _copy).
 SHORT_AXIS = 8
 SHORT_AXIS_COPIES = 64
+# ... for copies of at least this many elements (below, the Python loop costs more).
+SHORT_AXIS_MIN_ELEMENTS = 1 << 14
 # Matrix products with at least this many rows and columns run at about BLAS's full speed: a
 # reordered output prefers keeping its layout to making its products larger than that.
 FULL_SPEED_SIDE = 128
@@ -157,7 +160,9 @@ _RECIPES: dict[tuple[Any, ...], "_DirectRecipe | None"] = {}
 @attrs.frozen
 class _DirectRecipe:
     """out = x @ y in one np.matmul: each operand indexed (its broadcast dims dropped), then
-    transposed and reshaped into its matrix form, as `contract` would do it step by step."""
+    transposed and reshaped into its matrix form, as `contract` would do it step by step. A
+    product computed in another order of the output's labels (`reorder`) goes into a buffer of
+    that order, then is copied into the output."""
 
     a_index: tuple[Any, ...] | None
     b_index: tuple[Any, ...] | None
@@ -168,6 +173,7 @@ class _DirectRecipe:
     y_matrix: tuple[int, ...]
     out_matrix: tuple[int, ...]
     swapped: bool = False  # computed as (y^T @ x^T)^T (SWAP_ROWS)
+    reorder: _Reorder | None = None
 
     def run(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, epilogue: Epilogue | None) -> None:
         if self.a_index is not None:
@@ -177,13 +183,26 @@ class _DirectRecipe:
         x, y = (a, b) if self.x_is_a else (b, a)
         x = x.transpose(self.x_permutation).reshape(self.x_matrix)
         y = y.transpose(self.y_permutation).reshape(self.y_matrix)
+        target = out if self.reorder is None else np.empty(self.reorder.ordered_shape, out.dtype)
         if self.swapped:
             transposed = np.matmul(y.swapaxes(-1, -2), x.swapaxes(-1, -2))
-            np.copyto(out.reshape(self.out_matrix), transposed.swapaxes(-1, -2))
+            np.copyto(target.reshape(self.out_matrix), transposed.swapaxes(-1, -2))
         else:
-            np.matmul(x, y, out=out.reshape(self.out_matrix))
+            np.matmul(x, y, out=target.reshape(self.out_matrix))
+        if self.reorder is not None:
+            _copy(out.reshape(self.reorder.present_shape), target.transpose(self.reorder.to_out))
         if epilogue is not None:
             epilogue(())
+
+
+@attrs.frozen
+class _Reorder:
+    """A product made in the label order of `ordered_shape`, then transposed by `to_out` into the
+    output seen with its present labels only (`present_shape`)."""
+
+    ordered_shape: tuple[int, ...]
+    present_shape: tuple[int, ...]
+    to_out: tuple[int, ...]
 
 
 def _direct_recipe(
@@ -197,8 +216,7 @@ def _direct_recipe(
     with_epilogue: bool,
 ) -> _DirectRecipe | None:
     """The recipe of `contract` when it is one matrix product; None when it is not (empty
-    sizes, lone labels, scaling, output labels broadcast to more than one element, a reordered
-    output, chunking)."""
+    sizes, lone labels, scaling, output labels broadcast to more than one element, chunking)."""
     a_index = _broadcast_index(a)
     b_index = _broadcast_index(b)
     a, a_labels = _drop_broadcast_dims(a, a_labels)
@@ -215,8 +233,10 @@ def _direct_recipe(
     if any(sizes[label] != 1 for label in out_labels if label not in present):
         return None  # the result is broadcast along a label neither operand has
     layout = _choose_layout(present, a_labels, b_labels, sizes)
+    reorder = None
     if layout.order != tuple(present):
-        return None
+        reorder = _Reorder(tuple(sizes[label] for label in layout.order), tuple(sizes[label] for label in present),
+                           tuple(layout.order.index(label) for label in present))  # fmt: skip
     x, x_labels, y, y_labels = (a, a_labels, b, b_labels) if layout.x_is_a else (b, b_labels, a, a_labels)
     contracted = [label for label in x_labels if label in y_labels and label not in present]
     k = _contracted_order(contracted, x, x_labels, y, y_labels)
@@ -227,7 +247,8 @@ def _direct_recipe(
     y_merged = _merged_shape(yv.shape, np_, nk)
     x_copy = xv.size * xv.itemsize if _needs_copy(xv, x_merged) else 0
     y_copy = yv.size * yv.itemsize if _needs_copy(yv, y_merged) else 0
-    out_bytes = out.nbytes if with_epilogue else 0
+    # A reordered product's copy into the output is an epilogue (run on chunks while in cache).
+    out_bytes = out.nbytes if with_epilogue or reorder is not None else 0
     if _chunk_levels(xv, yv, np_, nm, nk, x_copy, y_copy, out_bytes):
         return None
     swapped = _swap_pays(np.reshape(xv, x_merged), np.reshape(yv, y_merged))
@@ -240,8 +261,9 @@ def _direct_recipe(
         _permutation(y_labels, layout.p, k + layout.n),
         y_merged,
         # Output labels of size 1 that neither operand has hold no elements of their own.
-        _merged_shape(tuple(sizes[label] for label in present), np_, nm),
+        _merged_shape(tuple(sizes[label] for label in layout.order), np_, nm),
         swapped,
+        reorder,
     )
 
 
@@ -314,7 +336,20 @@ class _Layout:
 
 
 def _choose_layout(present: list[int], a_labels: list[int], b_labels: list[int], sizes: Sequence[int]) -> _Layout:
-    """The split of the output's labels into P | M | N with the largest matrices (M·N)."""
+    """The split of the output's labels into P | M | N with the largest matrices (M·N)
+    (remembered: the general path asks at every call)."""
+    return _layout_of(tuple(present), tuple(a_labels), tuple(b_labels), tuple(sizes), REORDER_GAIN, FULL_SPEED_SIDE)
+
+
+@functools.lru_cache(maxsize=_RECIPE_LIMIT)
+def _layout_of(
+    present: tuple[int, ...],
+    a_labels: tuple[int, ...],
+    b_labels: tuple[int, ...],
+    sizes: tuple[int, ...],
+    reorder_gain: int,
+    full_speed_side: int,
+) -> _Layout:
     best: _Layout | None = None
     for x_is_a in (True, False):
         x_labels, y_labels = (a_labels, b_labels) if x_is_a else (b_labels, a_labels)
@@ -327,7 +362,7 @@ def _choose_layout(present: list[int], a_labels: list[int], b_labels: list[int],
                 if all(label in x_only for label in m) and all(label in y_only for label in n):
                     score = math.prod(sizes[label] for label in m) * math.prod(sizes[label] for label in n)
                     if best is None or score > best.score:
-                        best = _Layout(x_is_a, tuple(present[:i]), tuple(m), tuple(n), score, tuple(present))
+                        best = _Layout(x_is_a, present[:i], tuple(m), tuple(n), score, present)
     assert best is not None  # P = everything, M = N = () always qualifies
     # Another order of the output may allow much larger matrices (then one copy into the output,
     # chunk by chunk: _matmul_contraction). Such an order keeps a prefix of the output's labels
@@ -347,8 +382,8 @@ def _choose_layout(present: list[int], a_labels: list[int], b_labels: list[int],
         m = tuple(label for label in rest if label in x_labels)
         n = tuple(label for label in rest if label not in x_labels)
         rows, columns = math.prod(sizes[label] for label in m), math.prod(sizes[label] for label in n)
-        key = (min(rows, FULL_SPEED_SIDE) * min(columns, FULL_SPEED_SIDE), i)
-        if rows * columns > REORDER_GAIN * best.score and key > best_key:
+        key = (min(rows, full_speed_side) * min(columns, full_speed_side), i)
+        if rows * columns > reorder_gain * best.score and key > best_key:
             p = tuple(present[:i]) + tuple(label for label in batch if label not in present[:i])
             reordered, best_key = _Layout(x_is_a, p, m, n, rows * columns, p + m + n), key
     return reordered if reordered is not None else best
@@ -405,7 +440,7 @@ def _copy(destination: np.ndarray, source: np.ndarray) -> None:
             break
         short.append(axis)
         count *= length
-    if not short:
+    if not short or destination.size < SHORT_AXIS_MIN_ELEMENTS:
         np.copyto(destination, source)
         return
     for position in itertools.product(*(range(destination.shape[axis]) for axis in short)):
