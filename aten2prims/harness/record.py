@@ -90,6 +90,19 @@ def clone_arguments(value: Any) -> Any:
     return value
 
 
+# Ops returning uninitialized memory.
+_UNINITIALIZED = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"})
+
+
+def _initialized(name: str, result: Any) -> Any:
+    """`result`, zero-filled when `name` returns uninitialized memory: a later call reading it
+    (e.g. `copy` into it) then records the same arguments in every run, not whatever the memory
+    held. The contents of such a tensor are unspecified, so zeros are as valid as any."""
+    if name.split(".")[1] in _UNINITIALIZED:
+        result.zero_()
+    return result
+
+
 def record_core_calls(fn: Callable[[], Any], *, origin: str = "", decompose: bool = True) -> list[AtenCall]:
     """Run fn() and return the Core ATen calls it dispatched (arguments copied before the call)."""
     import torch
@@ -104,7 +117,7 @@ def record_core_calls(fn: Callable[[], Any], *, origin: str = "", decompose: boo
             name = overload_name(func)
             if name in CORE_ATEN_OPS:
                 calls.append(AtenCall(name, clone_arguments(args), clone_arguments(kwargs), origin))
-                return func(*args, **kwargs)
+                return _initialized(name, func(*args, **kwargs))
             decomposition = table.get(func)
             if decomposition is not None:
                 mark = len(calls)
@@ -113,7 +126,7 @@ def record_core_calls(fn: Callable[[], Any], *, origin: str = "", decompose: boo
                         return decomposition(*args, **kwargs)
                 except Exception:
                     del calls[mark:]  # the decomposition does not run eagerly: use the kernel
-            return func(*args, **kwargs)
+            return _initialized(name, func(*args, **kwargs))
 
     with torch.no_grad(), Recorder():
         fn()

@@ -14,6 +14,7 @@ import json
 import os
 import tempfile
 import warnings
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -95,14 +96,30 @@ def _run_opinfo_sample(opinfo: Any, sample: Any, origin: str) -> list[AtenCall]:
 
 
 def _samples_of(opinfo: Any, dtype: DType) -> Iterator[Any]:
+    """The OpInfo's sample inputs for `dtype`, generated lazily with torch's global generator in a
+    state of their own, seeded from the OpInfo's name and the dtype: the same samples in every
+    run, whatever ran before or runs between two samples (discovery, other ops, torch's random
+    ops, another pytest worker), and the caller's generator state untouched."""
     import torch
 
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield from opinfo.sample_inputs("cpu", getattr(torch, dtype.torch_name), requires_grad=False)
-    except Exception:
-        return
+    seed = zlib.crc32(f"{opinfo.name}.{opinfo.variant_test_name} {dtype.torch_name}".encode())
+    state = torch.Generator().manual_seed(seed).get_state()
+    iterator: Iterator[Any] | None = None
+    while True:
+        outer = torch.random.get_rng_state()
+        torch.random.set_rng_state(state)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if iterator is None:
+                    iterator = iter(opinfo.sample_inputs("cpu", getattr(torch, dtype.torch_name), requires_grad=False))
+                sample = next(iterator)
+        except Exception:  # StopIteration, or a sample generator torch itself fails in
+            return
+        finally:
+            state = torch.random.get_rng_state()
+            torch.random.set_rng_state(outer)
+        yield sample
 
 
 def call_dtype(call: AtenCall) -> DType | None:
