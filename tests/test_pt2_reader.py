@@ -366,12 +366,18 @@ REFUSALS: dict[str, tuple[Callable[[Path], Edit], str | Callable[[Path], str], s
     "unknown aten op": (
         lambda a: _edit_json(MODEL, lambda m: _set(_node(m, "mul"), "target", "torch.ops.aten.frobnicate.default")),
         MODEL,
-        "unknown op aten.frobnicate.default",
+        "1 op(s) outside the Core ATen overloads aten2prims knows: aten.frobnicate.default (1 node, first node ",
     ),
     "non-core aten op": (
         lambda a: _edit_json(MODEL, lambda m: _set(_node(m, "mm"), "target", "torch.ops.aten.linear.default")),
         MODEL,
-        "unknown op aten.linear.default",
+        "outside the Core ATen overloads aten2prims knows: aten.linear.default (1 node",
+    ),
+    "several unknown ops, named at once": (
+        lambda a: _edit_json(MODEL, lambda m: (_set(_node(m, "mm"), "target", "torch.ops.aten.linear.default"),
+                                               _set(_node(m, "mul"), "target", "torch.ops.aten.frobnicate.default"))),
+        MODEL,
+        " (mm)); aten.frobnicate.default (1 node, first node ",  # both, in the graph's order
     ),
     "non-aten op": (
         lambda a: _edit_json(MODEL, lambda m: _set(_node(m, "mul"), "target", "torch.ops.mylib.scale.default")),

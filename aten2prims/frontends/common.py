@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Iterable
 
 from ..errors import LoadError, VerificationError
 from ..ir.graph import Graph
@@ -47,6 +48,24 @@ def user_source(stack_trace: str | None) -> str | None:
     frame = (user_frames or frames)[-1]
     file = posixpath.basename(frame["file"].replace("\\", "/"))
     return f"{file}:{frame['line']} in {frame['function']}"
+
+
+def check_known_aten_ops(uses: Iterable[tuple[str, str]], *, entry: str | None = None) -> None:
+    """Refuse, in one error naming each of them, the aten overloads aten2prims has no schema for
+    among `uses` ((op, where it is used) pairs): a graph may hold several, and the user wants
+    the whole list at once (torch.export's `run_decompositions` keeps every op its table has no
+    decomposition for, Core ATen or not)."""
+    unknown: dict[str, list[str]] = {}
+    for op, where in uses:
+        if op.startswith("aten.") and op.count(".") == 2 and aten_schema(op) is None:
+            unknown.setdefault(op, []).append(where)
+    if unknown:
+        listing = "; ".join(
+            f"{op} ({len(places)} node{'s' if len(places) > 1 else ''}, first {places[0]})" for op, places in unknown.items()
+        )
+        raise LoadError(
+            f"{len(unknown)} op(s) outside the Core ATen overloads aten2prims knows: {listing}", entry=entry
+        )
 
 
 def check_known_aten_op(op: str, where: str, *, entry: str | None = None) -> None:

@@ -17,7 +17,7 @@ from ..harness.torch_interop import from_torch_dtype, to_numpy
 from ..ir.graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
 from ..ir.values import Device, Layout, MemoryFormat, TensorMeta, Value
 from ..schema.registry import aten_schema
-from .common import SYMBOLIC, check_known_aten_op, user_source, verified
+from .common import SYMBOLIC, check_known_aten_op, check_known_aten_ops, user_source, verified
 
 _INPUT_KINDS = {
     "USER_INPUT": InputKind.USER_INPUT,
@@ -131,6 +131,11 @@ class _Importer:
 
     # -- nodes ---------------------------------------------------------------------------------------
     def nodes(self) -> list[Node]:
+        check_known_aten_ops(
+            (str(n.target), f"node {n.name}")
+            for n in self.graph.nodes
+            if n.op == "call_function" and hasattr(n.target, "_schema")
+        )
         nodes = []
         for fx_node in self.graph.nodes:
             if fx_node.op in ("placeholder", "get_attr", "output"):

@@ -33,7 +33,7 @@ from ..errors import LoadError
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
 from ..ir.values import Device, Layout, MemoryFormat, TensorMeta, Value
-from .common import SYMBOLIC, check_known_aten_op, graph_name, is_value_name, user_source, verified
+from .common import SYMBOLIC, check_known_aten_op, check_known_aten_ops, graph_name, is_value_name, user_source, verified
 
 SCHEMA_MAJOR = 8  # torch 2.13 writes (8, 20); other versions are read when their layout matches
 
@@ -364,6 +364,7 @@ class _ModelReader:
     def read(self, name: str) -> Graph:
         with _reporting("graph", self.entry):  # what the parts below do not attribute more closely
             inputs = self.read_inputs()
+            check_known_aten_ops(self.op_uses(), entry=self.entry)
             read = (self.read_node(index, node) for index, node in enumerate(_list(self.graph["nodes"])))
             nodes = [node for node in read if node is not None]
             return Graph(name=name, inputs=inputs, nodes=nodes, outputs=self.read_outputs())
@@ -403,6 +404,13 @@ class _ModelReader:
         return convert(payload)
 
     # -- nodes ---------------------------------------------------------------------------------
+    def op_uses(self) -> Iterator[tuple[str, str]]:
+        """(aten op, node) for every node naming a torch op (malformed nodes are left to read_node)."""
+        for index, node in enumerate(_list(self.graph["nodes"])):
+            if type(node) is dict and type(node.get("target")) is str and node["target"].startswith("torch.ops."):
+                name = node.get("name")
+                yield node["target"].removeprefix("torch.ops."), f"node {index} ({name})" if is_value_name(name) else f"node {index}"
+
     def read_node(self, index: int, node: Any) -> Node | None:
         name = node.get("name") if type(node) is dict else None
         where = f"node {index} ({name})" if is_value_name(name) else f"node {index}"
