@@ -61,5 +61,12 @@ def coverage_text() -> str:
         lines.append(f"  family {family}: {done} / {len(ops)}")
         for op in ops:
             lines.append(f"    {op:52s} {'decomposed' if aten[op]['decomposed'] else '-'}")
+    import decompositions
+
+    from .schema.registry import EXTRA_COMPUTING_OPS
+
+    lines += ["", "Also lowered: non-core overloads torch.export keeps in graphs (tests/test_extra_overloads.py)"]
+    for op in sorted(EXTRA_COMPUTING_OPS):
+        lines.append(f"    {op:52s} {'decomposed' if op in decompositions.RULES else '-'}")
     lines += ["", "Sample results per overload and dtype: docs/coverage.md (aten2prims check --ops)."]
     return "\n".join(lines) + "\n"

@@ -35,6 +35,7 @@ from aten2prims.promotion import (
     convert,
     elementwise,
     elementwise_dtypes,
+    opmath_dtype,
     promote,
     promoted_dtype,
     result_type,
@@ -216,6 +217,22 @@ def sigmoid(x: Value) -> Value:
     return prims.reciprocal(prims.add(prims.exp(prims.neg(x)), 1))
 
 
+@register("aten.round.decimals")
+def round_decimals(self: Value, decimals: int) -> Value:
+    """Not Core ATen (torch.export keeps it). torch's CPU kernel, in opmath: round-half-even of
+    x·10^d, divided by 10^d; for negative d, of x / 10^-d, times 10^-d (10^|d| computed in
+    double, then rounded to opmath). Floating dtypes only."""
+    _require("round.decimals", self.dtype.is_floating, "a floating-point tensor", self.dtype)
+    compute = opmath_dtype(self.dtype)
+    scale = float(compute.numpy.type(10.0 ** abs(decimals)))
+    x = convert(self, compute)
+    if decimals >= 0:
+        rounded = prims.div(prims.round(prims.mul(x, scale)), scale)
+    else:
+        rounded = prims.mul(prims.round(prims.div(x, scale)), scale)
+    return convert(rounded, self.dtype)
+
+
 @register("aten.isnan.default")
 def isnan(self: Value) -> Value:
     return prims.ne(self, self)
@@ -241,6 +258,11 @@ _binary("maximum", prims.maximum, Kind.NO_OPMATH, ("default",))
 _binary("minimum", prims.minimum, Kind.NO_OPMATH, ("default",))
 for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
     _binary(_name, getattr(prims, _name), Kind.NO_OPMATH)
+# `x << n`, `x >> n`: not Core ATen, but torch.export keeps them (aten2prims.schema.EXTRA_ATEN_SCHEMAS).
+# Integers only (bool promotes with the shift amount); torch's shifts give 0, or the sign for
+# >>, when the amount is negative or at least the bit width, as the prims do.
+_binary("__lshift__", prims.shift_left, Kind.NO_OPMATH)
+_binary("__rshift__", prims.shift_right_arithmetic, Kind.NO_OPMATH)
 for _name in ("ge", "gt", "le", "lt"):
     _binary(_name, getattr(prims, _name), Kind.ALWAYS_BOOL)
 

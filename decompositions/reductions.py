@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
-from aten2prims.ir.values import Value
+from aten2prims.ir.values import TensorMeta, Value
 from aten2prims.promotion import (
     ReductionKind,
     convert,
@@ -23,6 +23,7 @@ from aten2prims.promotion import (
     mean_dtypes,
     opmath_dtype,
     reduction_dtypes,
+    result_type,
     sum_dtype,
 )
 
@@ -312,3 +313,48 @@ def _softmax_rule(op: str, finish: Callable[[Value, Sequence[int]], Value]) -> C
 
 register("aten._softmax.default")(_softmax_rule("_softmax", _softmax_finish))
 register("aten._log_softmax.default")(_softmax_rule("_log_softmax", _log_softmax_finish))
+
+
+# -- linalg_vector_norm (not Core ATen: torch.export keeps it, aten2prims.schema.EXTRA_ATEN_SCHEMAS) --
+
+
+@register("aten.linalg_vector_norm.default")
+def linalg_vector_norm(
+    self: Value, ord: float = 2, dim: Sequence[int] | None = None, keepdim: bool = False, dtype: DType | None = None
+) -> Value:
+    """‖x‖_ord over `dim` (None or []: every dim), as torch's CPU kernel: |x| in opmath, then
+    max (inf), min (-inf), the count of nonzeros (0), the sum (1), sqrt of the sum of squares (2)
+    or (Σ |x|^ord)^(1/ord); the result is real. `dtype` converts the input first (to a dtype it
+    widens into, complex for complex input)."""
+    op = "linalg_vector_norm"
+    if not (self.dtype.is_floating or self.dtype.is_complex):
+        raise DTypeError(f"{op}: expected a floating-point or complex tensor, got {self.dtype.short}")
+    if dtype is not None:
+        if dtype.is_complex != self.dtype.is_complex or not (dtype.is_floating or dtype.is_complex):
+            raise DTypeError(f"{op}: dtype {dtype.short} must be {'complex' if self.dtype.is_complex else 'real floating'} for a {self.dtype.short} input")
+        if result_type(_meta_of(self.dtype), _meta_of(dtype)) is not dtype:
+            raise DTypeError(f"{op}: the input's dtype {self.dtype.short} does not widen into dtype {dtype.short}")
+    x = self if dtype is None else convert(self, dtype)
+    dims = reduction_dims(dim, self.ndim)
+    magnitude = prims.abs(x)  # real: complex64 -> float32
+    result = magnitude.dtype
+    a = convert(magnitude, opmath_dtype(result))
+    order = float(ord)
+    if math.isinf(order):
+        if any(self.shape[d] == 0 for d in dims):
+            raise ShapeError(f"{op}: cannot compute the {ord} norm over an empty dimension (no identity)")
+        norm = (prims.amax if order > 0 else prims.amin)(a, list(dims))
+    elif order == 0:
+        norm = prims.sum(convert(prims.ne(a, 0), a.dtype), list(dims))
+    elif order == 1:
+        norm = prims.sum(a, list(dims))
+    elif order == 2:
+        norm = prims.sqrt(prims.sum(prims.mul(a, a), list(dims)))
+    else:
+        norm = prims.pow(prims.sum(prims.pow(a, order), list(dims)), 1.0 / order)
+    return _kept(convert(norm, result), dims, self, keepdim)
+
+
+def _meta_of(dtype: DType) -> Value:
+    """A stand-in tensor of `dtype` (one dim), to ask the promotion rules about dtypes alone."""
+    return Value("dtype_probe", TensorMeta((1,), dtype))

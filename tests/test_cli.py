@@ -92,6 +92,7 @@ def test_ops_text_lists_every_prim_and_overload(capsys) -> None:
     text = capsys.readouterr().out
     assert all(f"prims.{name}" in text for name in TORCH_PRIMS)
     assert all(op in text for op in CORE_ATEN_OPS)
+    assert "aten.linalg_vector_norm.default                      decomposed" in text  # the extras too
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "dot"])

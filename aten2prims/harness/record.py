@@ -1,9 +1,10 @@
 """Recording the Core ATen calls a piece of torch code makes (torch imported lazily).
 
 `record_core_calls(fn)` runs `fn` under a dispatch mode and returns every call of a Core ATen
-overload it dispatched, with copies of its arguments. Non-core overloads that torch's core
-decomposition table knows are decomposed on the way (so a sample of `torch.sum(x)` also yields
-the `aten.sum.dim_IntList` call export would produce); others run as they are.
+overload (or of one of the extra overloads we lower, `EXTRA_COMPUTING_OPS`) it dispatched, with
+copies of its arguments. Non-core overloads that torch's core decomposition table knows are
+decomposed on the way (so a sample of `torch.sum(x)` also yields the `aten.sum.dim_IntList` call
+export would produce); others run as they are.
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ from typing import Any
 import attrs
 
 from ..schema.core_aten import CORE_ATEN_OPS
+from ..schema.registry import EXTRA_COMPUTING_OPS
+
+# The overloads a recording keeps.
+RECORDED_OPS: frozenset[str] = frozenset(CORE_ATEN_OPS) | EXTRA_COMPUTING_OPS
 
 
 @attrs.frozen(eq=False)
@@ -115,7 +120,7 @@ def record_core_calls(fn: Callable[[], Any], *, origin: str = "", decompose: boo
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
             kwargs = kwargs or {}
             name = overload_name(func)
-            if name in CORE_ATEN_OPS:
+            if name in RECORDED_OPS:
                 calls.append(AtenCall(name, clone_arguments(args), clone_arguments(kwargs), origin))
                 return _initialized(name, func(*args, **kwargs))
             decomposition = table.get(func)

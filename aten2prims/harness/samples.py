@@ -10,6 +10,7 @@ that reach it, for each dtype they support, keeping the calls of that overload.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..ir.dtypes import DType
-from .record import AtenCall, record_core_calls
+from .record import RECORDED_OPS, AtenCall, record_core_calls
 
 # Dtypes tried, in order, to find one an OpInfo supports for discovery.
 _DISCOVERY_DTYPES = ("float32", "int64", "bool", "complex64", "float64", "int32", "uint8")
@@ -173,7 +174,9 @@ def discover(cache_dir: str | os.PathLike[str] | None = None) -> dict[str, list[
         return _DISCOVERED
     import torch
 
-    cache_file = Path(cache_dir) / f"opinfo-map-{torch.__version__}.json" if cache_dir is not None else None
+    # The map depends on torch and on which overloads a recording keeps.
+    recorded = hashlib.sha1(" ".join(sorted(RECORDED_OPS)).encode()).hexdigest()[:10]
+    cache_file = Path(cache_dir) / f"opinfo-map-{torch.__version__}-{recorded}.json" if cache_dir is not None else None
     if cache_file is not None and cache_file.exists():
         _DISCOVERED = json.loads(cache_file.read_text())
         return _DISCOVERED

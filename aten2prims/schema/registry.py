@@ -1,7 +1,9 @@
 """Known aten schemas by qualified overload name (`aten.add.Tensor`), parsed on first use.
 
 The Core ATen set comes from `core_aten.py`; `EXTRA_ATEN_SCHEMAS` adds the few non-core
-overloads that real exported graphs carry and that we handle (each with the reason)."""
+overloads that real exported graphs carry and that we handle (each with the reason). They are
+lowered and checked like Core ATen overloads (`tests/test_extra_overloads.py`) but are not part
+of the 194 that `aten2prims ops` and docs/coverage.md list."""
 
 from __future__ import annotations
 
@@ -24,7 +26,21 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
         "Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) "
         "-> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"
     ),
+    # Ops run_decompositions() keeps because torch's table has no decomposition for them, seen in
+    # exported models: F.normalize / torch.norm, `x << n` / `x >> n`, torch.round(x, decimals=n).
+    "aten.linalg_vector_norm.default": (
+        "linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, "
+        "ScalarType? dtype=None) -> Tensor"
+    ),
+    "aten.__lshift__.Scalar": "__lshift__.Scalar(Tensor self, Scalar other) -> Tensor",
+    "aten.__lshift__.Tensor": "__lshift__.Tensor(Tensor self, Tensor other) -> Tensor",
+    "aten.__rshift__.Scalar": "__rshift__.Scalar(Tensor self, Scalar other) -> Tensor",
+    "aten.__rshift__.Tensor": "__rshift__.Tensor(Tensor self, Tensor other) -> Tensor",
+    "aten.round.decimals": "round.decimals(Tensor self, *, int decimals) -> Tensor",
 }
+
+# The extra overloads that compute something (the others are checks the frontends skip).
+EXTRA_COMPUTING_OPS: frozenset[str] = frozenset(op for op in EXTRA_ATEN_SCHEMAS if op != "aten._assert_tensor_metadata.default")
 
 
 @cache

@@ -401,3 +401,40 @@ def _local_scalar_dense(dtype: DType) -> Iterator[AtenCall]:
     yield _call(op, values(dtype, (), seed=151))
     yield _call(op, values(dtype, (1, 1), seed=152, specials=False))
     yield _call(op, values(dtype, (1,), seed=153))
+
+
+# -- non-core overloads torch.export keeps (aten2prims.schema.EXTRA_ATEN_SCHEMAS) ---------------------
+
+_SHIFTED = tuple(d for d in DType if d.is_integral)
+
+
+def _shifts(op: str) -> Sample:
+    """x << n, x >> n: amounts in range, negative, at and beyond the bit width; the integer
+    extremes; a Python int, a 0-dim tensor and a broadcast tensor of another integer dtype."""
+
+    def generate(dtype: DType) -> Iterator[AtenCall]:
+        import torch
+
+        x = values(dtype, (4, 5), seed=91, low=-100, high=100)
+        width = 8 * torch_dtype(dtype).itemsize
+        amounts = torch.tensor([0, 1, 3, width - 1, width, width + 5, -1], dtype=torch.int64)
+        if op.endswith(".Scalar"):
+            for amount in (1, 3, width - 1, width, -2):
+                yield _call(op, x, amount)
+            return
+        yield _call(op, x[:, :1].expand(4, 7).contiguous(), amounts.to(torch_dtype(dtype)) if not dtype.is_bool else amounts)
+        yield _call(op, x, torch.tensor(2, dtype=torch.int8))
+        yield _call(op, x, values(DType.int32, (5,), seed=92, low=0, high=width + 2))
+
+    return generate
+
+
+for _op in ("aten.__lshift__.Scalar", "aten.__lshift__.Tensor", "aten.__rshift__.Scalar", "aten.__rshift__.Tensor"):
+    handwritten(_op, _SHIFTED)(_shifts(_op))
+
+
+@handwritten("aten.round.decimals", FLOATING)
+def _round_decimals(dtype: DType) -> Iterator[AtenCall]:
+    x = values(dtype, (6, 7), seed=93, low=-2000.0, high=2000.0)
+    for decimals in (2, -2, 0, 1, -1, 3):
+        yield _call("aten.round.decimals", x, decimals=decimals)

@@ -1,0 +1,67 @@
+"""The non-core overloads torch.export keeps in graphs (`aten2prims.schema.EXTRA_ATEN_SCHEMAS`):
+each through the conformance harness (OpInfo samples where OpInfo reaches the overload, which the
+recorder keeps as it keeps Core ATen ones, and hand-written samples), and end to end in an
+exported model. The batch norm one has its own tests (tests/test_batch_norm_functional.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import aten2prims
+from aten2prims.harness.conformance import FAST_BUDGET, FULL_BUDGET, check_op, unexpected_failures
+from aten2prims.harness.torch_interop import to_numpy
+from aten2prims.schema.registry import EXTRA_COMPUTING_OPS
+
+EXTRA = sorted(EXTRA_COMPUTING_OPS - {"aten._native_batch_norm_legit_functional.default"})
+
+
+@pytest.mark.parametrize("op", EXTRA)
+def test_extra_overload_conforms(op: str, request: pytest.FixtureRequest, opinfo_cache_dir: str) -> None:
+    budget = FULL_BUDGET if request.config.getoption("--full-budget") else FAST_BUDGET
+    report = check_op(op, budget=budget, cache_dir=opinfo_cache_dir)
+    passed, run = report.totals
+    assert run > 0, f"{op}: no sample ran"
+    failures = unexpected_failures(report)
+    assert not failures, "\n".join(f"[{d.short}] {o.call.describe()}: {o.message}" for d, o in failures[:5])
+    assert passed == run
+
+
+def test_linalg_vector_norm_reaches_opinfo_samples(opinfo_cache_dir: str) -> None:
+    """The recorder keeps the extra overloads, so OpInfo's linalg norm samples (every
+    ord, dim and dtype they try) reach the rule."""
+    report = check_op("aten.linalg_vector_norm.default", budget=FULL_BUDGET, cache_dir=opinfo_cache_dir)
+    origins = {outcome.call.origin.split()[0] for outcomes in report.outcomes.values() for outcome in outcomes}
+    assert any(origin.startswith("opinfo:linalg.") for origin in origins), origins
+
+
+class Exported(torch.nn.Module):
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            F.normalize(x, dim=1),
+            torch.linalg.vector_norm(x, float("inf"), dim=0),
+            torch.round(x * 100, decimals=-1),
+            (n << 3) >> torch.tensor([1, 2, 3, 70]),
+        )
+
+
+def test_exported_graph_with_extra_overloads_matches_torch(tmp_path: Path) -> None:
+    inputs = (torch.randn(3, 4), torch.tensor([[1, -2, 300, -4000]] * 3))
+    program = torch.export.export(Exported(), inputs).run_decompositions()
+    kept = {str(node.target) for node in program.graph.nodes if node.op == "call_function"}
+    assert {"aten.linalg_vector_norm.default", "aten.round.decimals", "aten.__lshift__.Scalar",
+            "aten.__rshift__.Tensor"} <= kept  # fmt: skip
+    path = tmp_path / "extra.pt2"
+    torch.export.save(program, str(path))
+    graph = aten2prims.lower(aten2prims.load(path))
+    ours = aten2prims.execute(graph, [to_numpy(t) for t in inputs])
+    with torch.no_grad():
+        expected = Exported()(*inputs)
+    for mine, theirs in zip(ours, expected, strict=True):
+        theirs = to_numpy(theirs)
+        assert mine.dtype == theirs.dtype and mine.shape == theirs.shape
+        np.testing.assert_allclose(mine, theirs, rtol=1.3e-6, atol=1e-5)
