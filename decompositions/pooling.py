@@ -601,6 +601,71 @@ def _adaptive_avg_pool2d_backward(grad_output: Value, self: Value) -> Value:
     return convert(grad, self.dtype)
 
 
+# -- adaptive max pooling (not Core ATen: torch.export keeps it, aten2prims.schema.EXTRA_ATEN_SCHEMAS) --
+
+
+def _adaptive_sources(inputs: int, outputs: int) -> tuple[Value, int]:
+    """(int64[outputs, K], K): the input positions of each adaptive window, K the longest window's
+    length; a shorter window repeats its last position (harmless to a maximum, and its first
+    maximum and last NaN keep their positions)."""
+    longest = max(_adaptive_bounds(i, inputs, outputs)[1] - _adaptive_bounds(i, inputs, outputs)[0] for i in range(outputs))
+    index = iota(outputs)
+    start = prims.div(prims.mul(index, inputs), outputs)
+    last = prims.sub(prims.div(prims.add(prims.mul(index, inputs), inputs + outputs - 1), outputs), 1)
+    shape = [outputs, longest]
+    stepped = prims.add(prims.broadcast_in_dim(start, shape, [0]), prims.broadcast_in_dim(iota(longest), shape, [1]))
+    return prims.minimum(stepped, prims.broadcast_in_dim(last, shape, [0])), longest
+
+
+def _adaptive_max_pool(op: str, x: Value, output_size: Sequence[int], rank: int) -> tuple[Value, Value]:
+    """ATen's CPU kernel: per output, the scan over its window in row-major order taking a value
+    greater than the running maximum (from -inf) or NaN; so the first maximum's index, the last
+    NaN's, and the window's first position when every value is -inf. Computed on all windows at
+    once: one gather [*lead, O1, K1, O2, K2, ...] (each dim's positions a small table), `amax`
+    over the K dims, and the flat input positions of the slots reduced to the first maximum
+    (`amin` where equal) and the last NaN (`amax` where NaN): the positions increase along the
+    scan, duplicates included."""
+    _check_dtype(op, x, FLOATS)
+    _check_rank(op, x, rank)
+    outputs = list(output_size)
+    if len(outputs) != rank or any(o < 0 for o in outputs):
+        raise ShapeError(f"{op}: output_size must be {rank} non-negative ints, got {outputs}")
+    lead = x.ndim - rank
+    spatial = list(x.shape[lead:])
+    shape = [*x.shape[:lead], *outputs]
+    if math.prod(shape) == 0:
+        return full(shape, 0, x.dtype), full(shape, 0, DType.int64)
+    tables = [_adaptive_sources(n, o) for n, o in zip(spatial, outputs)]
+    blocks = [size for o, (_, longest) in zip(outputs, tables) for size in (o, longest)]
+    window_shape = [*x.shape[:lead], *blocks]
+    indices = [index_ramp(window_shape, d) for d in range(lead)]
+    indices += [prims.broadcast_in_dim(table, window_shape, [lead + 2 * d, lead + 2 * d + 1]) for d, (table, _) in enumerate(tables)]
+    windows = prims.gather_nd(x, indices)
+    slots = [lead + 2 * d + 1 for d in range(rank)]
+    kept = [d for d in range(len(window_shape)) if d not in slots]
+    values = prims.amax(windows, slots)
+    plane = row_major_strides(spatial)
+    flat = _sum(
+        prims.broadcast_in_dim(prims.mul(table, stride) if stride != 1 else table, blocks, [2 * d, 2 * d + 1])
+        for d, ((table, _), stride) in enumerate(zip(tables, plane))
+    )
+    flat = prims.broadcast_in_dim(flat, window_shape, list(range(lead, len(window_shape))))
+    is_max = prims.eq(windows, prims.broadcast_in_dim(values, window_shape, kept))
+    first_max = prims.amin(prims.where(is_max, flat, math.prod(spatial)), slots)
+    last_nan = prims.amax(prims.where(prims.ne(windows, windows), flat, -1), slots)
+    return values, prims.where(prims.ne(values, values), last_nan, first_max)
+
+
+@register("aten.adaptive_max_pool2d.default")
+def adaptive_max_pool2d(self: Value, output_size: Sequence[int]) -> tuple[Value, Value]:
+    return _adaptive_max_pool("aten.adaptive_max_pool2d", self, output_size, 2)
+
+
+@register("aten.adaptive_max_pool3d.default")
+def adaptive_max_pool3d(self: Value, output_size: Sequence[int]) -> tuple[Value, Value]:
+    return _adaptive_max_pool("aten.adaptive_max_pool3d", self, output_size, 3)
+
+
 # -- resampling: shared pieces --------------------------------------------------------------------
 
 

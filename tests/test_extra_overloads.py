@@ -46,6 +46,7 @@ class Exported(torch.nn.Module):
             torch.linalg.vector_norm(x, float("inf"), dim=0),
             torch.round(x * 100, decimals=-1),
             (n << 3) >> torch.tensor([1, 2, 3, 70]),
+            *torch.nn.functional.adaptive_max_pool2d(x[None], (2, 3), return_indices=True),
         )
 
 
@@ -54,7 +55,7 @@ def test_exported_graph_with_extra_overloads_matches_torch(tmp_path: Path) -> No
     program = torch.export.export(Exported(), inputs).run_decompositions()
     kept = {str(node.target) for node in program.graph.nodes if node.op == "call_function"}
     assert {"aten.linalg_vector_norm.default", "aten.round.decimals", "aten.__lshift__.Scalar",
-            "aten.__rshift__.Tensor"} <= kept  # fmt: skip
+            "aten.__rshift__.Tensor", "aten.adaptive_max_pool2d.default"} <= kept  # fmt: skip
     path = tmp_path / "extra.pt2"
     torch.export.save(program, str(path))
     graph = aten2prims.lower(aten2prims.load(path))

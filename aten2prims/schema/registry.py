@@ -27,7 +27,8 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
         "-> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"
     ),
     # Ops run_decompositions() keeps because torch's table has no decomposition for them, seen in
-    # exported models: F.normalize / torch.norm, `x << n` / `x >> n`, torch.round(x, decimals=n).
+    # exported models: F.normalize / torch.norm, `x << n` / `x >> n`, torch.round(x, decimals=n),
+    # adaptive max pooling.
     "aten.linalg_vector_norm.default": (
         "linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, "
         "ScalarType? dtype=None) -> Tensor"
@@ -37,6 +38,9 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
     "aten.__rshift__.Scalar": "__rshift__.Scalar(Tensor self, Scalar other) -> Tensor",
     "aten.__rshift__.Tensor": "__rshift__.Tensor(Tensor self, Tensor other) -> Tensor",
     "aten.round.decimals": "round.decimals(Tensor self, *, int decimals) -> Tensor",
+    # nn.AdaptiveMaxPool1d/2d/3d (1d runs through 2d).
+    "aten.adaptive_max_pool2d.default": "adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)",
+    "aten.adaptive_max_pool3d.default": "adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)",
 }
 
 # The extra overloads that compute something (the others are checks the frontends skip).

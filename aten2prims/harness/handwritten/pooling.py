@@ -6,7 +6,8 @@ inputs. These add what it misses: NaNs, ties and all-lowest windows in max pooli
 rules), ceil_mode windows hanging over the edge, dilation, padding with count_include_pad=False,
 divisor_override, unbatched inputs, non-divisible adaptive sizes (7→3, 10→4, 3→7), fractional and
 identity-sized scale factors, uint8 images, and grid points outside [-1, 1] for every
-interpolation and padding mode. Hand-written samples run first within the sample budget; ops that
+interpolation and padding mode; for adaptive max pooling (not Core ATen), NaNs, ties and -inf
+corners over shrinking and growing sizes. Hand-written samples run first within the sample budget; ops that
 OpInfo reaches get at most three per dtype so that OpInfo's samples still run at the fast budget,
 and where a dtype can only show a few, the dtypes take turns through the list (so together they
 cover it; the full budget runs everything).
@@ -264,3 +265,25 @@ def _grid_sampler_2d_samples(dtype: DType) -> Iterator[AtenCall]:
     modes = [(i, p, a) for i in (2, 1, 0) for p in (2, 1, 0) for a in (False, True)]
     for interpolation, padding, align in _turn(modes, dtype, FLOATS, 3)[:3]:
         yield _call(op, x, grid, interpolation, padding, align)
+
+
+# -- adaptive max pooling (non-core overloads torch.export keeps) ----------------------------------------
+
+
+@handwritten("aten.adaptive_max_pool2d.default", FLOATS)
+def _adaptive_max_pool2d(dtype: DType) -> Iterator[AtenCall]:
+    """NaNs, ties and an all -inf corner (first position kept) over non-divisible sizes, shrinking
+    and growing, unbatched, down to one output, and an empty output."""
+    x = _with_nans_ties_and_lowest((2, 3, 7, 10), dtype)
+    for size in ([3, 4], [2, 2], [1, 1], [7, 13], [5, 3]):
+        yield _call("aten.adaptive_max_pool2d.default", x, size)
+    yield _call("aten.adaptive_max_pool2d.default", x[0], [4, 3])
+    yield _call("aten.adaptive_max_pool2d.default", x, [0, 3])
+
+
+@handwritten("aten.adaptive_max_pool3d.default", FLOATS)
+def _adaptive_max_pool3d(dtype: DType) -> Iterator[AtenCall]:
+    x = _with_nans_ties_and_lowest((2, 2, 5, 6, 7), dtype)
+    for size in ([2, 3, 4], [1, 1, 1], [5, 4, 9]):
+        yield _call("aten.adaptive_max_pool3d.default", x, size)
+    yield _call("aten.adaptive_max_pool3d.default", x[1], [3, 2, 2])
