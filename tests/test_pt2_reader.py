@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from _pt2_modules import entry_data_offset, export_dynamic, export_everything, rewrite_archive, save
+import aten2prims
 from aten2prims import LoadError, ParseError, load
 from aten2prims.harness.torch_interop import from_torch_dtype, to_numpy
 from aten2prims.ir import Device, DType, InputKind, MemoryFormat, OutputKind, TensorMeta
@@ -184,6 +185,25 @@ def test_output_less_checks_are_skipped(archive: Path, graph) -> None:
     assert targets.count("torch.ops.aten._assert_tensor_metadata.default") == 3
     assert len(graph.nodes) == len(targets) - 3
     assert all(node.op != "aten._assert_tensor_metadata.default" for node in graph.nodes)
+
+
+def test_unknown_output_less_checks_are_skipped_too(tmp_path: Path) -> None:
+    """F.one_hot exports range checks as `aten._assert_async.msg` (no schema of ours, no outputs):
+    skipped like the known checks, not refused as an unknown op; the result matches torch."""
+
+    class OneHot(torch.nn.Module):
+        def forward(self, t: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.one_hot(t, 5)
+
+    labels = torch.tensor([0, 3, 4, 1])
+    program = torch.export.export(OneHot(), (labels,)).run_decompositions()
+    assert "aten._assert_async.msg" in {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
+    path = tmp_path / "one_hot.pt2"
+    torch.export.save(program, str(path))
+    for graph in (load(path), aten2prims.from_fx(program)):
+        assert all(not node.op.startswith("aten._assert") for node in graph.nodes)
+        (ours,) = aten2prims.execute(aten2prims.lower(graph), [labels.numpy()])
+        np.testing.assert_array_equal(ours, OneHot()(labels).numpy())
 
 
 def test_provenance_points_at_the_users_line(graph) -> None:

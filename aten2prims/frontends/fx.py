@@ -134,7 +134,7 @@ class _Importer:
         check_known_aten_ops(
             (str(n.target), f"node {n.name}")
             for n in self.graph.nodes
-            if n.op == "call_function" and hasattr(n.target, "_schema")
+            if n.op == "call_function" and hasattr(n.target, "_schema") and n.target._schema.returns
         )
         nodes = []
         for fx_node in self.graph.nodes:

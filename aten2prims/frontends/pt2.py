@@ -405,9 +405,12 @@ class _ModelReader:
 
     # -- nodes ---------------------------------------------------------------------------------
     def op_uses(self) -> Iterator[tuple[str, str]]:
-        """(aten op, node) for every node naming a torch op (malformed nodes are left to read_node)."""
+        """(aten op, node) for every node naming a torch op and computing something (output-less
+        checks are skipped, as read_node skips them; malformed nodes are left to read_node)."""
         for index, node in enumerate(_list(self.graph["nodes"])):
-            if type(node) is dict and type(node.get("target")) is str and node["target"].startswith("torch.ops."):
+            if type(node) is not dict or not node.get("outputs"):
+                continue
+            if type(node.get("target")) is str and node["target"].startswith("torch.ops."):
                 name = node.get("name")
                 yield node["target"].removeprefix("torch.ops."), f"node {index} ({name})" if is_value_name(name) else f"node {index}"
 
