@@ -258,6 +258,24 @@ _binary("maximum", prims.maximum, Kind.NO_OPMATH, ("default",))
 _binary("minimum", prims.minimum, Kind.NO_OPMATH, ("default",))
 for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
     _binary(_name, getattr(prims, _name), Kind.NO_OPMATH)
+# Not Core ATen, but torch.export keeps them (aten2prims.schema.EXTRA_ATEN_SCHEMAS).
+for _name, _prim in (("erfinv", prims.erf_inv), ("lgamma", prims.lgamma), ("digamma", prims.digamma), ("i0", prims.bessel_i0)):
+    _unary(_name, _prim, Kind.INT_TO_FLOAT)
+_binary("hypot", prims.hypot, Kind.DEFAULT, ("default",))
+_binary("nextafter", prims.nextafter, Kind.NO_OPMATH, ("default",))
+
+
+def _copysign(self: Any, other: Any) -> Value:
+    """|self| with the sign bit of other (NaN and -0.0 included): a select on `signbit`."""
+    (a, b), _, result = promote(self, other, kind=Kind.INT_TO_FLOAT)
+    magnitude = prims.abs(a)
+    if _is_number(b):  # the sign is known now
+        return convert(prims.neg(magnitude) if math.copysign(1.0, _real_scalar("copysign", b)) < 0 else magnitude, result)
+    return convert(prims.where(prims.signbit(b), prims.neg(magnitude), magnitude), result)
+
+
+RULES.add("aten.copysign.Tensor", _copysign)
+RULES.add("aten.copysign.Scalar", _copysign)
 # `x << n`, `x >> n`: not Core ATen, but torch.export keeps them (aten2prims.schema.EXTRA_ATEN_SCHEMAS).
 # Integers only (bool promotes with the shift amount); torch's shifts give 0, or the sign for
 # >>, when the amount is negative or at least the bit width, as the prims do.

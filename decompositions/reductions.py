@@ -248,33 +248,46 @@ _SCAN_ACCUMULATION = {
 }
 
 
-def _inclusive_scan(x: Value, d: int) -> Value:
-    """Running sums along dim d by Hillis–Steele: after the step with shift s, each element
-    holds the sum of the 2s elements ending at it; ceil(log2 n) steps of one add each, O(n log n)
-    work and no n×n intermediate. The running sums are kept behind n zeros along d, so "shifted
-    by s, zeros shifted in" is one window of that padded tensor."""
+def _inclusive_scan(x: Value, d: int, combine: Reducer = prims.add, identity: int = 0) -> Value:
+    """Running sums (or products: `combine`, `identity`) along dim d by Hillis–Steele: after the
+    step with shift s, each element holds the sum of the 2s elements ending at it;
+    ceil(log2 n) steps of one add each, O(n log n) work and no n×n intermediate. The running
+    sums are kept behind n zeros along d, so "shifted by s, zeros shifted in" is one window of
+    that padded tensor."""
     n = x.shape[d]
     zeros_shape = list(x.shape)
     zeros_shape[d] = n
-    zeros = full(zeros_shape, convert_number(0, x.dtype), x.dtype) if n > 1 else None
+    zeros = full(zeros_shape, convert_number(identity, x.dtype), x.dtype) if n > 1 else None
     shift = 1
     while shift < n:
         padded = prims.cat([zeros, x], d)
-        x = prims.add(x, slice_in_dim(padded, n - shift, 2 * n - shift, 1, d))
+        x = combine(x, slice_in_dim(padded, n - shift, 2 * n - shift, 1, d))
         shift *= 2
     return x
 
 
-@register("aten.cumsum.default")
-def cumsum(self: Value, dim: int, dtype: DType | None = None) -> Value:
+def _scan(op: str, self: Value, dim: int, dtype: DType | None, combine: Reducer, identity: int) -> Value:
+    """cumsum/cumprod: the input converted to the result dtype (integers and bool: int64), scanned
+    in a wider accumulation dtype, converted back."""
     result = sum_dtype(self.dtype, dtype)
     if result is DType.bool:
-        raise DTypeError("cumsum: bool results are not supported (torch's CPU kernel has none)")
+        raise DTypeError(f"{op}: bool results are not supported (torch's CPU kernel has none)")
     d = canonical_dim(dim, self.ndim)
     running = convert(convert(self, result), _SCAN_ACCUMULATION.get(result, result))
     if self.ndim > 0:
-        running = _inclusive_scan(running, d)
+        running = _inclusive_scan(running, d, combine, identity)
     return convert(running, result)
+
+
+@register("aten.cumsum.default")
+def cumsum(self: Value, dim: int, dtype: DType | None = None) -> Value:
+    return _scan("cumsum", self, dim, dtype, prims.add, 0)
+
+
+@register("aten.cumprod.default")
+def cumprod(self: Value, dim: int, dtype: DType | None = None) -> Value:
+    """Not Core ATen (torch.export keeps it): cumsum's scan with products."""
+    return _scan("cumprod", self, dim, dtype, prims.mul, 1)
 
 
 # -- softmax, log_softmax -------------------------------------------------------------------------------

@@ -38,6 +38,16 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
     "aten.__rshift__.Scalar": "__rshift__.Scalar(Tensor self, Scalar other) -> Tensor",
     "aten.__rshift__.Tensor": "__rshift__.Tensor(Tensor self, Tensor other) -> Tensor",
     "aten.round.decimals": "round.decimals(Tensor self, *, int decimals) -> Tensor",
+    # Elementwise math and a scan (prims of their own, or a signbit select for copysign).
+    "aten.hypot.default": "hypot(Tensor self, Tensor other) -> Tensor",
+    "aten.copysign.Tensor": "copysign.Tensor(Tensor self, Tensor other) -> Tensor",
+    "aten.copysign.Scalar": "copysign.Scalar(Tensor self, Scalar other) -> Tensor",
+    "aten.nextafter.default": "nextafter(Tensor self, Tensor other) -> Tensor",
+    "aten.erfinv.default": "erfinv(Tensor self) -> Tensor",
+    "aten.lgamma.default": "lgamma(Tensor self) -> Tensor",
+    "aten.digamma.default": "digamma(Tensor self) -> Tensor",
+    "aten.i0.default": "i0(Tensor self) -> Tensor",
+    "aten.cumprod.default": "cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
     # nn.AdaptiveMaxPool1d/2d/3d (1d runs through 2d).
     "aten.adaptive_max_pool2d.default": "adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)",
     "aten.adaptive_max_pool3d.default": "adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)",

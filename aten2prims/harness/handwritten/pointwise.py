@@ -438,3 +438,46 @@ def _round_decimals(dtype: DType) -> Iterator[AtenCall]:
     x = values(dtype, (6, 7), seed=93, low=-2000.0, high=2000.0)
     for decimals in (2, -2, 0, 1, -1, 3):
         yield _call("aten.round.decimals", x, decimals=decimals)
+
+
+@handwritten("aten.copysign.Scalar", REAL)
+def _copysign_scalar(dtype: DType) -> Iterator[AtenCall]:
+    """The sign of a number: negative and positive ints and floats, -0.0, NaN (its sign bit)."""
+    x = values(dtype, (3, 5), seed=94)
+    for other in (-2, 3, -0.0, 0.0, math.nan, -1.5, True):
+        yield _call("aten.copysign.Scalar", x, other)
+
+
+@handwritten("aten.copysign.Tensor", REAL)
+def _copysign_signed_zeros(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    signs = torch.tensor([-0.0, 0.0, math.nan, -math.nan, -math.inf, 2.0], dtype=torch.float64)
+    yield _call("aten.copysign.Tensor", values(dtype, (4, 6), seed=95), signs)
+
+
+@handwritten("aten.erfinv.default", REAL)
+def _erfinv_edges(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    if dtype.is_floating:
+        edges = [-1.0, 1.0, -0.999, 0.999, 1.5, -0.0, 0.0, 0.5, math.nan, math.inf]
+        yield _call("aten.erfinv.default", torch.tensor(edges, dtype=torch_dtype(dtype)))
+    else:
+        yield _call("aten.erfinv.default", values(dtype, (6,), seed=96, low=-1, high=2))
+
+
+def _gamma_poles(op: str) -> Sample:
+    """Poles and their neighbourhood: ±0.0, negative integers and halves, tiny and huge values."""
+
+    def generate(dtype: DType) -> Iterator[AtenCall]:
+        import torch
+
+        points = [0.0, -0.0, -1.0, -2.0, -2.5, -0.5, 0.5, 1.0, 2.0, 1e-3, 30.0, 1e4, -1e4 - 0.5, math.inf, -math.inf, math.nan]
+        yield _call(op, torch.tensor(points, dtype=torch_dtype(dtype)))
+
+    return generate
+
+
+for _op in ("aten.lgamma.default", "aten.digamma.default"):
+    handwritten(_op, FLOATING)(_gamma_poles(_op))
