@@ -24,7 +24,7 @@ import attrs
 import numpy as np
 
 from ..ir.values import TensorMeta
-from .plan import SlotRef, Step
+from .plan import SlotRef, Step, slot_refs
 
 _COUNTER = itertools.count()
 
@@ -95,16 +95,8 @@ def _expression(argument: Any, name: str, namespace: dict[str, Any]) -> str:
     other literal bound in the namespace under `name`."""
     if type(argument) is SlotRef:
         return f"v[{int(argument)}]"
-    if type(argument) is tuple and any(True for _ in _refs(argument)):
+    if type(argument) is tuple and any(True for _ in slot_refs(argument)):
         items = [_expression(item, f"{name}_{i}", namespace) for i, item in enumerate(argument)]
         return "(" + "".join(item + ", " for item in items) + ")"
     namespace[name] = argument
     return name
-
-
-def _refs(structure: Any):
-    if type(structure) is SlotRef:
-        yield structure
-    elif type(structure) is tuple:
-        for item in structure:
-            yield from _refs(item)

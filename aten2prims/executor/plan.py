@@ -23,7 +23,7 @@ slots at run time), tuples of them, or literals.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -71,7 +71,7 @@ class Step:
 
     def reads(self) -> list[int]:
         """The slots this step reads, in argument order (with repeats)."""
-        return [int(slot) for slot in _slot_refs(self.arguments)]
+        return [int(slot) for slot in slot_refs(self.arguments)]
 
 
 @attrs.define(slots=True)
@@ -156,12 +156,13 @@ def _slot_structure(operand: Any, slots: Slots) -> Any:
     return operand
 
 
-def _slot_refs(structure: Any):
+def slot_refs(structure: Any) -> Iterator[SlotRef]:
+    """The SlotRefs inside a step argument (nested tuples included), in order."""
     if type(structure) is SlotRef:
         yield structure
     elif type(structure) is tuple:
         for item in structure:
-            yield from _slot_refs(item)
+            yield from slot_refs(item)
 
 
 def resolve(structure: Any, values: Sequence[Any]) -> Any:

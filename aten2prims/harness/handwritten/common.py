@@ -1,5 +1,5 @@
-"""What the hand-written sample modules share: reproducible random tensors (torch imported
-lazily, inside the functions)."""
+"""What the hand-written sample modules share: the dtype groups they register samples for, and
+reproducible random tensors (torch imported lazily, inside the functions)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,15 @@ from typing import Any
 
 from ...ir.dtypes import DType
 from ..torch_interop import torch_dtype
+
+# Dtype groups, each in DType's order (sample modules rotate variants by a dtype's position).
+FLOATS = (DType.float16, DType.bfloat16, DType.float32, DType.float64)
+COMPLEX = (DType.complex64, DType.complex128)
+INTS = (DType.uint8, DType.int8, DType.int16, DType.int32, DType.int64)
+ORDERED = (DType.bool, *INTS, *FLOATS)
+ALL = (*ORDERED, *COMPLEX)
+NAN = float("nan")
+INF = float("inf")
 
 
 def random_tensor(
@@ -33,4 +42,4 @@ def random_tensor(
     return values.to(torch_dtype(dtype))
 
 
-__all__ = ["random_tensor", "torch_dtype"]
+__all__ = ["ALL", "COMPLEX", "FLOATS", "INF", "INTS", "NAN", "ORDERED", "random_tensor", "torch_dtype"]

@@ -24,11 +24,8 @@ from typing import Any
 from ...ir.dtypes import DType
 from ..record import AtenCall
 from ..samples import handwritten
-from .common import random_tensor
+from .common import COMPLEX, FLOATS, INTS, random_tensor
 
-FLOATS = (DType.float16, DType.bfloat16, DType.float32, DType.float64)
-INTS = (DType.uint8, DType.int8, DType.int16, DType.int32, DType.int64)
-COMPLEX = (DType.complex64, DType.complex128)
 
 
 

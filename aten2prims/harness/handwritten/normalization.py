@@ -31,10 +31,9 @@ from ...ir.dtypes import DType
 from ..conformance import FAST_BUDGET
 from ..record import AtenCall
 from ..samples import handwritten
-from .common import random_tensor, torch_dtype
+from .common import FLOATS, random_tensor, torch_dtype
 
 LOW = (DType.float16, DType.bfloat16)
-FLOATS = (*LOW, DType.float32, DType.float64)
 WIDE = (DType.float32, DType.float64)  # torch's CPU cdist, pdist and FFTs
 # A bool grad_output followed by int indices is filed under the indices' dtype (as a mask would
 # be), so bool gradients are tested in tests/test_normalization.py instead.

@@ -20,10 +20,8 @@ from typing import Any
 from ...ir.dtypes import DType
 from ..record import AtenCall
 from ..samples import handwritten
-from .common import torch_dtype
+from .common import ALL, FLOATS, torch_dtype
 
-ALL = tuple(DType)
-FLOATING = tuple(d for d in DType if d.is_floating)
 REAL = tuple(d for d in DType if not d.is_complex)
 
 Sample = Callable[[DType], Iterator[AtenCall]]
@@ -152,7 +150,7 @@ def _unary(op: str) -> Sample:
 _register_all(UNARY, ALL, _unary)
 
 
-@handwritten("aten.round.default", FLOATING)
+@handwritten("aten.round.default", FLOATS)
 def _round_halves(dtype: DType) -> Iterator[AtenCall]:
     import torch
 
@@ -319,21 +317,21 @@ def _hardtanh(dtype: DType) -> Iterator[AtenCall]:
         yield _call("aten.hardtanh.default", x, low, high)
 
 
-@handwritten("aten.gelu.default", FLOATING)
+@handwritten("aten.gelu.default", FLOATS)
 def _gelu(dtype: DType) -> Iterator[AtenCall]:
     x = values(dtype, (3, 4), seed=101, low=-6, high=6)
     yield _call("aten.gelu.default", x, approximate="tanh")
     yield _call("aten.gelu.default", x)
 
 
-@handwritten("aten.elu.default", FLOATING)
+@handwritten("aten.elu.default", FLOATS)
 def _elu(dtype: DType) -> Iterator[AtenCall]:
     x = values(dtype, (3, 4), seed=102, low=-6, high=6)
     yield _call("aten.elu.default", x, 0.7, 1.5, 0.5)
     yield _call("aten.elu.default", x)
 
 
-@handwritten("aten.leaky_relu.default", FLOATING)
+@handwritten("aten.leaky_relu.default", FLOATS)
 def _leaky_relu(dtype: DType) -> Iterator[AtenCall]:
     x = values(dtype, (3, 4), seed=103)
     yield _call("aten.leaky_relu.default", x, 0.1)
@@ -433,7 +431,7 @@ for _op in ("aten.__lshift__.Scalar", "aten.__lshift__.Tensor", "aten.__rshift__
     handwritten(_op, _SHIFTED)(_shifts(_op))
 
 
-@handwritten("aten.round.decimals", FLOATING)
+@handwritten("aten.round.decimals", FLOATS)
 def _round_decimals(dtype: DType) -> Iterator[AtenCall]:
     x = values(dtype, (6, 7), seed=93, low=-2000.0, high=2000.0)
     for decimals in (2, -2, 0, 1, -1, 3):
@@ -480,4 +478,4 @@ def _gamma_poles(op: str) -> Sample:
 
 
 for _op in ("aten.lgamma.default", "aten.digamma.default"):
-    handwritten(_op, FLOATING)(_gamma_poles(_op))
+    handwritten(_op, FLOATS)(_gamma_poles(_op))

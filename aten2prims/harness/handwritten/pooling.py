@@ -21,12 +21,8 @@ from typing import Any
 from ...ir.dtypes import DType
 from ..record import AtenCall
 from ..samples import handwritten
-from .common import torch_dtype
+from .common import FLOATS, INF, INTS, NAN, torch_dtype
 
-FLOATS = (DType.float16, DType.bfloat16, DType.float32, DType.float64)
-INTS = (DType.uint8, DType.int8, DType.int16, DType.int32, DType.int64)
-NAN = float("nan")
-INF = float("inf")
 
 
 

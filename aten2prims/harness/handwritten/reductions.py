@@ -15,15 +15,8 @@ from typing import Any
 from ...ir.dtypes import DType
 from ..record import AtenCall
 from ..samples import handwritten
-from .common import random_tensor, torch_dtype
+from .common import ALL, COMPLEX, FLOATS, INF, INTS, NAN, ORDERED, random_tensor, torch_dtype
 
-FLOATS = (DType.float16, DType.bfloat16, DType.float32, DType.float64)
-COMPLEX = (DType.complex64, DType.complex128)
-INTS = (DType.uint8, DType.int8, DType.int16, DType.int32, DType.int64)
-ORDERED = (DType.bool, *INTS, *FLOATS)
-ALL = (*ORDERED, *COMPLEX)
-NAN = float("nan")
-INF = float("inf")
 
 
 

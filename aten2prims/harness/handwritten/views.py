@@ -23,12 +23,8 @@ from ..record import AtenCall
 from ..runner import statistical_check
 from ..samples import handwritten
 from ..torch_interop import to_numpy
-from .common import torch_dtype
+from .common import ALL, COMPLEX, FLOATS, INTS, torch_dtype
 
-FLOATS = (DType.float16, DType.bfloat16, DType.float32, DType.float64)
-COMPLEX = (DType.complex64, DType.complex128)
-INTS = (DType.uint8, DType.int8, DType.int16, DType.int32, DType.int64)
-ALL = tuple(DType)
 NUMERIC = (*INTS, *FLOATS, *COMPLEX)  # no bool: torch's reflection/replication kernels refuse it
 INT64_MAX = 2**63 - 1  # the "to the end" sentinel exported slices carry
 
