@@ -1,9 +1,9 @@
 """aten2prims: lower Core ATen graphs to torch Prims and run them on NumPy.
 
-    import aten2prims
-    g = aten2prims.load("model.pt2")          # no torch needed; also text IR files
-    lg = aten2prims.lower(g)                   # prims only
-    outs = aten2prims.execute(lg, {"x": x})    # list of NumPy arrays
+import aten2prims
+g = aten2prims.load("model.pt2")          # no torch needed; also text IR files
+lg = aten2prims.lower(g)                   # prims only
+outs = aten2prims.execute(lg, {"x": x})    # list of NumPy arrays
 """
 
 from __future__ import annotations
@@ -24,6 +24,28 @@ from .errors import (
 )
 from .ir import DType, Graph, Node, TensorMeta, Value, parse
 
+__all__ = [
+    "DType",
+    "DTypeError",
+    "Error",
+    "ExecutionError",
+    "Graph",
+    "LoadError",
+    "LoweringError",
+    "Node",
+    "ParseError",
+    "SchemaError",
+    "ShapeError",
+    "TensorMeta",
+    "UnsupportedOpError",
+    "Value",
+    "VerificationError",
+    "execute",
+    "from_fx",
+    "load",
+    "lower",
+    "parse",
+]
 __version__ = "0.1.0"
 
 

@@ -44,13 +44,21 @@ def _parser() -> argparse.ArgumentParser:
     lower = commands.add_parser("lower", help="print the lowered (prims) graph")
     lower.add_argument("file", help=".pt2 archive or text IR file")
     lower.add_argument("--aten", action="store_true", help="print the input (aten) graph instead")
-    lower.add_argument("--nested", action="store_true", help="show each aten node with its prims beneath it")
-    lower.add_argument("--format", choices=("text", "json", "dot"), default="text", help="output format")
-    lower.add_argument("--stats", action="store_true", help="print op counts before and after lowering")
+    lower.add_argument(
+        "--nested", action="store_true", help="show each aten node with its prims beneath it"
+    )
+    lower.add_argument(
+        "--format", choices=("text", "json", "dot"), default="text", help="output format"
+    )
+    lower.add_argument(
+        "--stats", action="store_true", help="print op counts before and after lowering"
+    )
 
     run = commands.add_parser("run", help="run the graph on NumPy")
     run.add_argument("file", help=".pt2 archive or text IR file")
-    run.add_argument("--inputs", metavar="IN.npz", help="user inputs by name (default: random, seeded)")
+    run.add_argument(
+        "--inputs", metavar="IN.npz", help="user inputs by name (default: random, seeded)"
+    )
     run.add_argument("--output", metavar="OUT.npz", help="save outputs as output_0, output_1, …")
     run.add_argument("--seed", type=int, default=None, help="seed for random inputs and random ops")
 
@@ -59,17 +67,33 @@ def _parser() -> argparse.ArgumentParser:
         help="compare our results with torch's (FILE), or run the conformance harness (--ops)",
     )
     check.add_argument("file", nargs="?", help=".pt2 archive or text IR file")
-    check.add_argument("--inputs", metavar="IN.npz", help="user inputs by name (default: random, seeded)")
-    check.add_argument("--expected", metavar="OUT.npz", help="expected outputs (default: run torch)")
-    check.add_argument("--seed", type=int, default=None, help="seed for random inputs and random ops")
     check.add_argument(
-        "--ops", nargs="?", const=".*", metavar="REGEX", help="check Core ATen overloads matching REGEX"
+        "--inputs", metavar="IN.npz", help="user inputs by name (default: random, seeded)"
     )
-    check.add_argument("--dtype", action="append", metavar="DT", help="with --ops: only these dtypes (e.g. f32)")
-    check.add_argument("--json", metavar="FILE", help="with --ops: write the details as JSON")
-    check.add_argument("--full-budget", action="store_true", help="with --ops: run the full sample budget")
     check.add_argument(
-        "--coverage", metavar="FILE", help="with --ops and no REGEX or --dtype: write the coverage report (docs/coverage.md)"
+        "--expected", metavar="OUT.npz", help="expected outputs (default: run torch)"
+    )
+    check.add_argument(
+        "--seed", type=int, default=None, help="seed for random inputs and random ops"
+    )
+    check.add_argument(
+        "--ops",
+        nargs="?",
+        const=".*",
+        metavar="REGEX",
+        help="check Core ATen overloads matching REGEX",
+    )
+    check.add_argument(
+        "--dtype", action="append", metavar="DT", help="with --ops: only these dtypes (e.g. f32)"
+    )
+    check.add_argument("--json", metavar="FILE", help="with --ops: write the details as JSON")
+    check.add_argument(
+        "--full-budget", action="store_true", help="with --ops: run the full sample budget"
+    )
+    check.add_argument(
+        "--coverage",
+        metavar="FILE",
+        help="with --ops and no REGEX or --dtype: write the coverage report (docs/coverage.md)",
     )
 
     ops = commands.add_parser("ops", help="print which prims and Core ATen ops are covered")
@@ -116,7 +140,10 @@ def _lower(args: argparse.Namespace) -> int:
     lowered = None if args.aten else lower(graph)
     shown = graph if lowered is None else lowered
     if args.format == "text":
-        print(format_nested(graph, lowered) if args.nested and lowered is not None else str(shown), end="")
+        print(
+            format_nested(graph, lowered) if args.nested and lowered is not None else str(shown),
+            end="",
+        )
     elif args.format == "json":
         print(json.dumps(graph_to_json(shown), indent=1))
     else:
@@ -145,7 +172,8 @@ def graph_to_json(graph: Any) -> dict[str, Any]:
     return {
         "name": graph.name,
         "inputs": [
-            {"name": i.name, "type": str(i.value.meta), "kind": i.kind.value, "target": i.target} for i in graph.inputs
+            {"name": i.name, "type": str(i.value.meta), "kind": i.kind.value, "target": i.target}
+            for i in graph.inputs
         ],
         "nodes": [
             {
@@ -157,17 +185,25 @@ def graph_to_json(graph: Any) -> dict[str, Any]:
             }
             for node in graph.nodes
         ],
-        "outputs": [{"name": o.value.name, "kind": o.kind.value, "target": o.target} for o in graph.outputs],
+        "outputs": [
+            {"name": o.value.name, "kind": o.kind.value, "target": o.target} for o in graph.outputs
+        ],
     }
 
 
 def graph_to_dot(graph: Any) -> str:
     """The graph as Graphviz dot: one vertex per input and node, edges labelled with types."""
-    lines = [f'digraph "{graph.name}" {{', "  rankdir=TB;", "  node [shape=box, fontname=monospace];"]
+    lines = [
+        f'digraph "{graph.name}" {{',
+        "  rankdir=TB;",
+        "  node [shape=box, fontname=monospace];",
+    ]
     defined: dict[Any, str] = {}
     for index, graph_input in enumerate(graph.inputs):
         vertex = f"in{index}"
-        lines.append(f'  {vertex} [label="%{graph_input.name}\\n{graph_input.value.meta}", shape=ellipse];')
+        lines.append(
+            f'  {vertex} [label="%{graph_input.name}\\n{graph_input.value.meta}", shape=ellipse];'
+        )
         defined[graph_input.value] = vertex
     for index, node in enumerate(graph.nodes):
         vertex = f"n{index}"
@@ -257,7 +293,11 @@ def _load_npz(path: str, graph: Any) -> dict[str, Any]:
     metas = {i.name: i.value.meta for i in graph.inputs}
     for name, array in arrays.items():
         meta = metas.get(name)
-        if meta is not None and getattr(meta, "dtype", None) is DType.bfloat16 and array.dtype.kind == "V":
+        if (
+            meta is not None
+            and getattr(meta, "dtype", None) is DType.bfloat16
+            and array.dtype.kind == "V"
+        ):
             arrays[name] = array.view(DType.bfloat16.numpy)
     return arrays
 
@@ -276,7 +316,7 @@ def _check(args: argparse.Namespace) -> int:
     if args.ops is not None:
         if args.file is not None:
             raise UsageError("give either FILE or --ops, not both")
-        from .harness.cli import HarnessUsageError, check_ops
+        from .testing.cli import HarnessUsageError, check_ops
 
         try:
             return check_ops(
@@ -294,8 +334,8 @@ def _check(args: argparse.Namespace) -> int:
         raise UsageError("check needs a FILE or --ops")
     from . import frontends
     from .executor import execute
-    from .harness.compare import compare
     from .passes.lower import lower
+    from .testing.compare import compare
 
     graph = frontends.load(args.file)
     inputs, seed = _inputs(graph, args.inputs, args.seed)
@@ -308,7 +348,7 @@ def _check(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.expected} has no {missing.args[0]}") from None
         source = args.expected
     else:
-        from .harness.torch_run import run_with_torch
+        from .testing.torch_run import run_with_torch
 
         expected = run_with_torch(args.file, graph, inputs)
         source = "torch"
@@ -316,7 +356,9 @@ def _check(args: argparse.Namespace) -> int:
     for index, (our, their) in enumerate(zip(ours, expected, strict=True)):
         verdict = compare(our, their, what=f"output_{index}", against=source)
         mark = "ok      " if verdict else "MISMATCH"
-        print(f"{mark} output_{index}: max abs error {verdict.max_abs_error:.3g} vs {source} — {verdict.message}")
+        print(
+            f"{mark} output_{index}: max abs error {verdict.max_abs_error:.3g} vs {source} — {verdict.message}"
+        )
         failed += not verdict
     print("all outputs match" if not failed else f"{failed} of {len(ours)} output(s) differ")
     return EXIT_MISMATCH if failed else EXIT_OK

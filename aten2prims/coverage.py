@@ -54,7 +54,9 @@ def coverage_text() -> str:
         lines.append(f"  {name:34s} extension")
     aten = data["aten"]
     lines.append("")
-    lines.append(f"Core ATen: {sum(v['decomposed'] for v in aten.values())} / {len(aten)} decomposed")
+    lines.append(
+        f"Core ATen: {sum(v['decomposed'] for v in aten.values())} / {len(aten)} decomposed"
+    )
     for family in ("E", "S", "N"):
         ops = sorted(op for op, (fam, _) in CORE_ATEN_OPS.items() if fam == family)
         done = sum(aten[op]["decomposed"] for op in ops)
@@ -65,8 +67,14 @@ def coverage_text() -> str:
 
     from .schema.registry import EXTRA_COMPUTING_OPS
 
-    lines += ["", "Also lowered: non-core overloads torch.export keeps in graphs (tests/test_extra_overloads.py)"]
+    lines += [
+        "",
+        "Also lowered: non-core overloads torch.export keeps in graphs (tests/test_extra_overloads.py)",
+    ]
     for op in sorted(EXTRA_COMPUTING_OPS):
         lines.append(f"    {op:52s} {'decomposed' if op in decompositions.RULES else '-'}")
-    lines += ["", "Sample results per overload and dtype: docs/coverage.md (aten2prims check --ops)."]
+    lines += [
+        "",
+        "Sample results per overload and dtype: docs/coverage.md (aten2prims check --ops).",
+    ]
     return "\n".join(lines) + "\n"

@@ -25,7 +25,9 @@ class LoadError(Error):
 class ParseError(LoadError):
     """The text IR could not be parsed; carries the line and column."""
 
-    def __init__(self, message: str, *, line: int, column: int, source_name: str = "<text>") -> None:
+    def __init__(
+        self, message: str, *, line: int, column: int, source_name: str = "<text>"
+    ) -> None:
         self.line = line
         self.column = column
         super().__init__(f"{message} (line {line}, column {column})", entry=source_name)

@@ -30,11 +30,11 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import aten2prims  # noqa: E402
-from aten2prims.ir import Graph, GraphInput, GraphOutput, Node, TensorMeta, Value  # noqa: E402
-from aten2prims.ir.dtypes import DType  # noqa: E402
-from aten2prims.promotion import broadcast_shapes  # noqa: E402
-from decompositions import RULES  # noqa: E402
+import aten2prims
+from aten2prims.ir import Graph, GraphInput, GraphOutput, Node, TensorMeta, Value
+from aten2prims.ir.dtypes import DType
+from aten2prims.promotion import broadcast_shapes
+from decompositions import RULES
 
 INPUTS: dict[str, TensorMeta] = {
     "hidden": TensorMeta((8, 128, 768), DType.float32),
@@ -46,7 +46,13 @@ INPUTS: dict[str, TensorMeta] = {
 
 UNARY = ("aten.exp.default", "aten.neg.default", "aten.tanh.default", "aten.relu.default", "aten.sigmoid.default",
          "aten.abs.default", "aten.rsqrt.default")  # fmt: skip
-BINARY = ("aten.add.Tensor", "aten.mul.Tensor", "aten.sub.Tensor", "aten.div.Tensor", "aten.maximum.default")
+BINARY = (
+    "aten.add.Tensor",
+    "aten.mul.Tensor",
+    "aten.sub.Tensor",
+    "aten.div.Tensor",
+    "aten.maximum.default",
+)
 
 
 @attrs.frozen
@@ -86,7 +92,9 @@ def unary(rng: random.Random, pool: list[Value]) -> Step:
 def binary(rng: random.Random, pool: list[Value]) -> Step:
     x = _pick(rng, pool)
     partners = [v for v in pool[-64:] if v.dtype is x.dtype and _broadcastable(v.shape, x.shape)]
-    other: Any = rng.choice(partners) if partners and rng.random() < 0.8 else rng.choice((0.5, 2.0, 1e-5))
+    other: Any = (
+        rng.choice(partners) if partners and rng.random() < 0.8 else rng.choice((0.5, 2.0, 1e-5))
+    )
     if not isinstance(other, Value):  # a Python scalar operand, as export records `x * 0.5`
         return Step(rng.choice(BINARY[:4]), (x, other), {}, (x.meta,))
     shape = broadcast_shapes(x.shape, other.shape)
@@ -101,7 +109,9 @@ def _broadcastable(a: Sequence[int], b: Sequence[int]) -> bool:
     return True
 
 
-def reduce_dims(op: str, *, with_correction: bool = False) -> Callable[[random.Random, list[Value]], Step]:
+def reduce_dims(
+    op: str, *, with_correction: bool = False
+) -> Callable[[random.Random, list[Value]], Step]:
     def make(rng: random.Random, pool: list[Value]) -> Step:
         x = _pick(rng, [v for v in pool if v.ndim > 0] or pool)
         d = _dim(rng, x) % max(x.ndim, 1)
@@ -114,7 +124,9 @@ def reduce_dims(op: str, *, with_correction: bool = False) -> Callable[[random.R
     return make
 
 
-def along_dim(op: str, *, half_to_float: bool | None = None) -> Callable[[random.Random, list[Value]], Step]:
+def along_dim(
+    op: str, *, half_to_float: bool | None = None
+) -> Callable[[random.Random, list[Value]], Step]:
     """Ops keeping x's shape: softmax-likes and cumsum."""
 
     def make(rng: random.Random, pool: list[Value]) -> Step:
@@ -130,19 +142,31 @@ def max_dim(rng: random.Random, pool: list[Value]) -> Step:
     d = _dim(rng, x) % max(x.ndim, 1)
     keepdim = rng.random() < 0.5
     shape = _reduced(x.shape, (d,) if x.ndim else (), keepdim)
-    return Step("aten.max.dim", (x, d, keepdim), {}, (TensorMeta(shape, x.dtype), TensorMeta(shape, DType.int64)))
+    return Step(
+        "aten.max.dim",
+        (x, d, keepdim),
+        {},
+        (TensorMeta(shape, x.dtype), TensorMeta(shape, DType.int64)),
+    )
 
 
 def argmax(rng: random.Random, pool: list[Value]) -> Step:
     x = _pick(rng, [v for v in pool if v.ndim > 0] or pool)
     d = _dim(rng, x) % max(x.ndim, 1)
-    return Step("aten.argmax.default", (x, d), {}, (TensorMeta(_reduced(x.shape, (d,), False), DType.int64),))
+    return Step(
+        "aten.argmax.default",
+        (x, d),
+        {},
+        (TensorMeta(_reduced(x.shape, (d,), False), DType.int64),),
+    )
 
 
 def any_dims(rng: random.Random, pool: list[Value]) -> Step:
     x = _pick(rng, [v for v in pool if v.ndim > 0] or pool)
     d = _dim(rng, x) % max(x.ndim, 1)
-    return Step("aten.any.dims", (x, [d]), {}, (TensorMeta(_reduced(x.shape, (d,), False), DType.bool),))
+    return Step(
+        "aten.any.dims", (x, [d]), {}, (TensorMeta(_reduced(x.shape, (d,), False), DType.bool),)
+    )
 
 
 GENERATORS: list[tuple[float, Callable[[random.Random, list[Value]], Step]]] = [
@@ -175,7 +199,9 @@ def synthetic_graph(nodes: int, seed: int) -> Graph:
         step = generate(rng, pool)
         if step.op not in RULES:
             continue  # a pointwise rule not written yet
-        results = tuple(Value(f"v{len(graph_nodes)}_{i}", meta) for i, meta in enumerate(step.metas))
+        results = tuple(
+            Value(f"v{len(graph_nodes)}_{i}", meta) for i, meta in enumerate(step.metas)
+        )
         graph_nodes.append(Node(step.op, step.args, step.kwargs, results))
         used.update(a for a in step.args if isinstance(a, Value))
         pool.extend(r for r in results if r.dtype.is_floating and r.numel > 0)
@@ -195,7 +221,7 @@ def _torch_overload(op: str) -> Any:
 
 def _replay(graph: Graph, tensors: Sequence[Any], *, check: bool = False) -> list[Any]:
     """Run the graph's aten nodes with torch (on meta, fake or real tensors)."""
-    from aten2prims.harness.torch_interop import torch_dtype
+    from aten2prims.frontends.torch_interop import torch_dtype
 
     env: dict[Value, Any] = dict(zip((i.value for i in graph.inputs), tensors))
     for node in graph.nodes:
@@ -203,8 +229,12 @@ def _replay(graph: Graph, tensors: Sequence[Any], *, check: bool = False) -> lis
         out = _torch_overload(node.op)(*args, **node.kwargs)
         outs = out if isinstance(out, tuple) else (out,)
         for value, tensor in zip(node.results, outs):
-            if check and (tuple(tensor.shape) != value.shape or tensor.dtype != torch_dtype(value.dtype)):
-                raise AssertionError(f"recipe: {value.meta} for {node.op}; torch: {tensor.dtype}{list(tensor.shape)}")
+            if check and (
+                tuple(tensor.shape) != value.shape or tensor.dtype != torch_dtype(value.dtype)
+            ):
+                raise AssertionError(
+                    f"recipe: {value.meta} for {node.op}; torch: {tensor.dtype}{list(tensor.shape)}"
+                )
             env[value] = tensor
     return [env[o.value] for o in graph.outputs]
 
@@ -212,9 +242,12 @@ def _replay(graph: Graph, tensors: Sequence[Any], *, check: bool = False) -> lis
 def check_metas_with_torch(graph: Graph) -> None:
     import torch
 
-    from aten2prims.harness.torch_interop import torch_dtype
+    from aten2prims.frontends.torch_interop import torch_dtype
 
-    metas = [torch.empty(i.value.shape, dtype=torch_dtype(i.value.dtype), device="meta") for i in graph.inputs]
+    metas = [
+        torch.empty(i.value.shape, dtype=torch_dtype(i.value.dtype), device="meta")
+        for i in graph.inputs
+    ]
     _replay(graph, metas, check=True)
 
 
@@ -224,14 +257,16 @@ def time_make_fx(graph: Graph, table: dict[Any, Any], runs: int) -> tuple[float,
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from aten2prims.harness.torch_interop import torch_dtype
+    from aten2prims.frontends.torch_interop import torch_dtype
 
     inputs = [torch.zeros(i.value.shape, dtype=torch_dtype(i.value.dtype)) for i in graph.inputs]
     best_wall, best_cpu, count = float("inf"), float("inf"), 0
     for _ in range(runs):
         gc.collect()
         wall, cpu = time.perf_counter(), time.process_time()
-        traced = make_fx(lambda *xs: _replay(graph, xs), decomposition_table=table, tracing_mode="fake")(*inputs)
+        traced = make_fx(
+            lambda *xs: _replay(graph, xs), decomposition_table=table, tracing_mode="fake"
+        )(*inputs)
         best_wall = min(best_wall, time.perf_counter() - wall)
         best_cpu = min(best_cpu, time.process_time() - cpu)
         count = sum(1 for n in traced.graph.nodes if n.op == "call_function")
@@ -255,8 +290,10 @@ def time_lowering(graph: Graph, runs: int) -> tuple[float, float, Graph]:
 
 
 def _rate(label: str, nodes: int, wall: float, cpu: float, runs: int) -> str:
-    return (f"{label}: best of {runs}: {wall:.3f} s wall, {cpu:.3f} s CPU = {nodes / cpu:,.0f} aten nodes/s "
-            f"({1e6 * cpu / nodes:.1f} µs/node CPU; {nodes / wall:,.0f}/s wall)")
+    return (
+        f"{label}: best of {runs}: {wall:.3f} s wall, {cpu:.3f} s CPU = {nodes / cpu:,.0f} aten nodes/s "
+        f"({1e6 * cpu / nodes:.1f} µs/node CPU; {nodes / wall:,.0f}/s wall)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -265,22 +302,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--torch-runs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-torch", action="store_true", help="skip the torch meta check and torch's timings")
-    parser.add_argument("--profile", action="store_true", help="cProfile one lowering and print the hot spots")
+    parser.add_argument(
+        "--no-torch", action="store_true", help="skip the torch meta check and torch's timings"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile one lowering and print the hot spots"
+    )
     options = parser.parse_args(argv)
 
     graph = synthetic_graph(options.nodes, options.seed)
     ops = sorted({n.op for n in graph.nodes})
-    print(f"graph: {len(graph.nodes)} aten nodes of {len(ops)} overloads, {len(graph.inputs)} inputs, "
-          f"{len(graph.outputs)} outputs (seed {options.seed})")
+    print(
+        f"graph: {len(graph.nodes)} aten nodes of {len(ops)} overloads, {len(graph.inputs)} inputs, "
+        f"{len(graph.outputs)} outputs (seed {options.seed})"
+    )
     have_torch = not options.no_torch and _torch_available()
     if have_torch:
         check_metas_with_torch(graph)
         print("result metas: recipe checked against torch's meta tensors")
 
     wall, cpu, lowered = time_lowering(graph, options.runs)
-    print(_rate(f"aten2prims.lower: {len(graph.nodes)} aten nodes in -> {len(lowered.nodes)} prims nodes out",
-                len(graph.nodes), wall, cpu, options.runs))
+    print(
+        _rate(
+            f"aten2prims.lower: {len(graph.nodes)} aten nodes in -> {len(lowered.nodes)} prims nodes out",
+            len(graph.nodes),
+            wall,
+            cpu,
+            options.runs,
+        )
+    )
 
     if have_torch:
         from torch._decomp import core_aten_decompositions, decomposition_table
@@ -288,7 +338,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for label, table in (("refs table, aten -> prims", dict(decomposition_table)),
                              ("Core ATen table (tracing only)", dict(core_aten_decompositions()))):  # fmt: skip
             wall, cpu, count = time_make_fx(graph, table, options.torch_runs)
-            print(_rate(f"torch make_fx, {label}: {count} nodes out", len(graph.nodes), wall, cpu, options.torch_runs))
+            print(
+                _rate(
+                    f"torch make_fx, {label}: {count} nodes out",
+                    len(graph.nodes),
+                    wall,
+                    cpu,
+                    options.torch_runs,
+                )
+            )
 
     if options.profile:
         profiler = cProfile.Profile(time.process_time)

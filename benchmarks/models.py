@@ -82,7 +82,9 @@ def _medium_models(zoo: Any) -> dict[str, tuple[Callable[[], Any], Callable[[], 
     class CNN(zoo.CNN):
         def __init__(self) -> None:
             nn.Module.__init__(self)
-            self.stem = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2))
+            self.stem = nn.Sequential(
+                nn.Conv2d(3, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2)
+            )
             self.block = zoo.ResidualBlock(64)
             self.pool = nn.AdaptiveAvgPool2d(1)
             self.head = nn.Linear(64, 10)
@@ -90,7 +92,9 @@ def _medium_models(zoo: Any) -> dict[str, tuple[Callable[[], Any], Callable[[], 
     class Encoder(zoo.Encoder):
         def __init__(self) -> None:
             nn.Module.__init__(self)
-            layer = nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, dropout=0.0, batch_first=True)
+            layer = nn.TransformerEncoderLayer(
+                d_model=256, nhead=8, dim_feedforward=1024, dropout=0.0, batch_first=True
+            )
             self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
 
     class Attention(zoo.Attention):
@@ -106,9 +110,15 @@ def _medium_models(zoo: Any) -> dict[str, tuple[Callable[[], Any], Callable[[], 
     class UNet(zoo.UNet):
         def __init__(self) -> None:
             nn.Module.__init__(self)
-            self.down1 = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.GroupNorm(8, 32), nn.SiLU())
-            self.down2 = nn.Sequential(nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.GroupNorm(8, 64), nn.SiLU())
-            self.bottom = nn.Sequential(nn.Conv2d(64, 64, 3, stride=2, padding=1), nn.GroupNorm(8, 64), nn.SiLU())
+            self.down1 = nn.Sequential(
+                nn.Conv2d(3, 32, 3, padding=1), nn.GroupNorm(8, 32), nn.SiLU()
+            )
+            self.down2 = nn.Sequential(
+                nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.GroupNorm(8, 64), nn.SiLU()
+            )
+            self.bottom = nn.Sequential(
+                nn.Conv2d(64, 64, 3, stride=2, padding=1), nn.GroupNorm(8, 64), nn.SiLU()
+            )
             self.up_nearest = nn.Upsample(scale_factor=2, mode="nearest")
             self.up_transposed = nn.ConvTranspose2d(128, 64, 2, stride=2)
             self.up_bilinear = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
@@ -123,7 +133,9 @@ def _medium_models(zoo: Any) -> dict[str, tuple[Callable[[], Any], Callable[[], 
             self.fc2 = nn.Linear(1024, 1000)
 
     def encoder_inputs() -> tuple[Any, ...]:
-        return torch.randn(8, 128, 256), torch.triu(torch.full((128, 128), float("-inf")), diagonal=1)
+        return torch.randn(8, 128, 256), torch.triu(
+            torch.full((128, 128), float("-inf")), diagonal=1
+        )
 
     return {
         "mlp": (MLP, lambda: (torch.randn(256, 1024),)),
@@ -199,20 +211,43 @@ def _run_worker(arguments: list[str], *, one_thread: bool) -> dict[str, Any]:
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-def measure_model(name: str, size: str, directory: Path, options: argparse.Namespace) -> dict[str, Any]:
-    common = ["--model", name, "--size", size, "--dir", str(directory), "--repeats", str(options.repeats)]
+def measure_model(
+    name: str, size: str, directory: Path, options: argparse.Namespace
+) -> dict[str, Any]:
+    common = [
+        "--model",
+        name,
+        "--size",
+        size,
+        "--dir",
+        str(directory),
+        "--repeats",
+        str(options.repeats),
+    ]
     result: dict[str, Any] = {"model": name}
     result["one"] = _run_worker(["speed", *common, "--threads", "1"], one_thread=True)
     if not options.no_default_threads:
-        result["default"] = _run_worker(["speed", *common, "--threads", "default"], one_thread=False)
+        result["default"] = _run_worker(
+            ["speed", *common, "--threads", "default"], one_thread=False
+        )
     if not options.no_memory:
-        result["ours_memory"] = _run_worker(["memory", *common, "--engine", "ours"], one_thread=True)
-        result["torch_memory"] = _run_worker(["memory", *common, "--engine", "torch"], one_thread=True)
+        result["ours_memory"] = _run_worker(
+            ["memory", *common, "--engine", "ours"], one_thread=True
+        )
+        result["torch_memory"] = _run_worker(
+            ["memory", *common, "--engine", "torch"], one_thread=True
+        )
     return result
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3f}" if seconds < 0.01 else f"{seconds * 1e3:.1f}" if seconds < 1 else f"{seconds * 1e3:.0f}"
+    return (
+        f"{seconds * 1e3:.3f}"
+        if seconds < 0.01
+        else f"{seconds * 1e3:.1f}"
+        if seconds < 1
+        else f"{seconds * 1e3:.0f}"
+    )
 
 
 def _mb(count: float) -> str:
@@ -256,7 +291,9 @@ def print_table(size: str, rows: list[dict[str, Any]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=(*SIZES, "both"), default="both")
-    parser.add_argument("--repeats", type=int, default=15, help="at least this many timed calls per engine")
+    parser.add_argument(
+        "--repeats", type=int, default=15, help="at least this many timed calls per engine"
+    )
     parser.add_argument("--only", default=None, help="regex over model names")
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--no-default-threads", action="store_true")
@@ -273,7 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n in model_names() if not options.only or re.search(options.only, n)]
     with tempfile.TemporaryDirectory(prefix="aten2prims-bench-") as temporary:
         directory = Path(temporary)
-        print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpu(s); exporting to {directory}", flush=True)
+        print(
+            f"python {sys.version.split()[0]}, {os.cpu_count()} cpu(s); exporting to {directory}",
+            flush=True,
+        )
         for size in sizes:
             rows = []
             for name in names:
@@ -319,6 +359,7 @@ def _median_time(function: Callable[[], Any], repeats: int) -> float:
 def speed_worker(options: argparse.Namespace) -> dict[str, Any]:
     aten2prims, path, model, arrays, tensors = _setup(options)
     import torch
+
     from aten2prims.executor import plan_for
 
     start = time.perf_counter()
@@ -350,8 +391,13 @@ def speed_worker(options: argparse.Namespace) -> dict[str, Any]:
     ours_cpu: list[float] = []
     torch_cpu: list[float] = []
     start = time.perf_counter()
-    while len(ours_times) < options.repeats or (time.perf_counter() - start < 2 * MIN_SECONDS and len(ours_times) < 1000):
-        for function, times, cpu_times in ((ours, ours_times, ours_cpu), (theirs, torch_times, torch_cpu)):
+    while len(ours_times) < options.repeats or (
+        time.perf_counter() - start < 2 * MIN_SECONDS and len(ours_times) < 1000
+    ):
+        for function, times, cpu_times in (
+            (ours, ours_times, ours_cpu),
+            (theirs, torch_times, torch_cpu),
+        ):
             for _ in range(block):
                 t, c = time.perf_counter(), time.process_time()
                 function()
@@ -426,7 +472,7 @@ def memory_worker(options: argparse.Namespace) -> dict[str, Any]:
     del outputs
     if options.engine == "ours":
         tracemalloc.start()
-        outputs = call()
+        call()
         result["traced"] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     return result

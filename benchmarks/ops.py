@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from aten2prims.executor import execute  # noqa: E402
-from aten2prims.harness.record import AtenCall  # noqa: E402
-from aten2prims.harness.runner import build_graph, torch_outputs  # noqa: E402
 from aten2prims.passes.lower import lower  # noqa: E402
+from aten2prims.testing.record import AtenCall  # noqa: E402
+from aten2prims.testing.runner import build_graph, torch_outputs  # noqa: E402
 from decompositions import RULES  # noqa: E402
 
 
@@ -49,23 +49,56 @@ def _randn(*shape: int) -> torch.Tensor:
 _GENERATOR = torch.Generator().manual_seed(0)
 
 
-def _conv(n: int, c_in: int, c_out: int, size: int, kernel: int, stride: int = 1) -> tuple[str, Callable[[], AtenCall]]:
+def _conv(
+    n: int, c_in: int, c_out: int, size: int, kernel: int, stride: int = 1
+) -> tuple[str, Callable[[], AtenCall]]:
     padding = kernel // 2
     label = f"N={n} {c_in}->{c_out} {size}x{size} k{kernel} s{stride}"
     return label, lambda: AtenCall(
         "aten.convolution.default",
-        (_randn(n, c_in, size, size), _randn(c_out, c_in, kernel, kernel), _randn(c_out),
-         [stride, stride], [padding, padding], [1, 1], False, [0, 0], 1),
+        (
+            _randn(n, c_in, size, size),
+            _randn(c_out, c_in, kernel, kernel),
+            _randn(c_out),
+            [stride, stride],
+            [padding, padding],
+            [1, 1],
+            False,
+            [0, 0],
+            1,
+        ),
         {},
     )
 
 
 CASES: list[tuple[str, str, Callable[[], AtenCall]]] = [
-    ("aten.mm.default", "1024x1024 @ 1024x1024", lambda: AtenCall("aten.mm.default", (_randn(1024, 1024), _randn(1024, 1024)), {})),
-    ("aten.mm.default", "256x4096 @ 4096x512", lambda: AtenCall("aten.mm.default", (_randn(256, 4096), _randn(4096, 512)), {})),
-    ("aten.bmm.default", "32 x 256x256 @ 256x256", lambda: AtenCall("aten.bmm.default", (_randn(32, 256, 256), _randn(32, 256, 256)), {})),
-    ("aten.bmm.default", "96 x 128x64 @ 64x128", lambda: AtenCall("aten.bmm.default", (_randn(96, 128, 64), _randn(96, 64, 128)), {})),
-    ("aten.addmm.default", "linear 512x1024 -> 4096", lambda: AtenCall("aten.addmm.default", (_randn(4096), _randn(512, 1024), _randn(1024, 4096)), {})),
+    (
+        "aten.mm.default",
+        "1024x1024 @ 1024x1024",
+        lambda: AtenCall("aten.mm.default", (_randn(1024, 1024), _randn(1024, 1024)), {}),
+    ),
+    (
+        "aten.mm.default",
+        "256x4096 @ 4096x512",
+        lambda: AtenCall("aten.mm.default", (_randn(256, 4096), _randn(4096, 512)), {}),
+    ),
+    (
+        "aten.bmm.default",
+        "32 x 256x256 @ 256x256",
+        lambda: AtenCall("aten.bmm.default", (_randn(32, 256, 256), _randn(32, 256, 256)), {}),
+    ),
+    (
+        "aten.bmm.default",
+        "96 x 128x64 @ 64x128",
+        lambda: AtenCall("aten.bmm.default", (_randn(96, 128, 64), _randn(96, 64, 128)), {}),
+    ),
+    (
+        "aten.addmm.default",
+        "linear 512x1024 -> 4096",
+        lambda: AtenCall(
+            "aten.addmm.default", (_randn(4096), _randn(512, 1024), _randn(1024, 4096)), {}
+        ),
+    ),
     ("aten.convolution.default", *_conv(8, 64, 64, 56, 3)),
     ("aten.convolution.default", *_conv(8, 128, 128, 28, 3)),
     ("aten.convolution.default", *_conv(8, 256, 256, 14, 3)),
@@ -78,7 +111,17 @@ CASES: list[tuple[str, str, Callable[[], AtenCall]]] = [
         "transposed N=8 128->64 28x28 k2 s2 (U-Net)",
         lambda: AtenCall(
             "aten.convolution.default",
-            (_randn(8, 128, 28, 28), _randn(128, 64, 2, 2), _randn(64), [2, 2], [0, 0], [1, 1], True, [0, 0], 1),
+            (
+                _randn(8, 128, 28, 28),
+                _randn(128, 64, 2, 2),
+                _randn(64),
+                [2, 2],
+                [0, 0],
+                [1, 1],
+                True,
+                [0, 0],
+                1,
+            ),
             {},
         ),
     ),
@@ -87,43 +130,82 @@ CASES: list[tuple[str, str, Callable[[], AtenCall]]] = [
         "transposed N=8 128->64 16x16 k4 s2 p1 (DCGAN)",
         lambda: AtenCall(
             "aten.convolution.default",
-            (_randn(8, 128, 16, 16), _randn(128, 64, 4, 4), None, [2, 2], [1, 1], [1, 1], True, [0, 0], 1),
+            (
+                _randn(8, 128, 16, 16),
+                _randn(128, 64, 4, 4),
+                None,
+                [2, 2],
+                [1, 1],
+                [1, 1],
+                True,
+                [0, 0],
+                1,
+            ),
             {},
         ),
     ),
     (
         "aten.upsample_nearest2d.vec",
         "N=8 C=64 56x56 x2",
-        lambda: AtenCall("aten.upsample_nearest2d.vec", (_randn(8, 64, 56, 56), None, [2.0, 2.0]), {}),
+        lambda: AtenCall(
+            "aten.upsample_nearest2d.vec", (_randn(8, 64, 56, 56), None, [2.0, 2.0]), {}
+        ),
     ),
     (
         "aten.upsample_bilinear2d.vec",
         "N=8 C=64 56x56 x2",
-        lambda: AtenCall("aten.upsample_bilinear2d.vec", (_randn(8, 64, 56, 56), None, False, [2.0, 2.0]), {}),
+        lambda: AtenCall(
+            "aten.upsample_bilinear2d.vec", (_randn(8, 64, 56, 56), None, False, [2.0, 2.0]), {}
+        ),
     ),
     (
         "aten.grid_sampler_2d.default",
         "N=8 C=64 56x56 bilinear zeros",
         lambda: AtenCall(
-            "aten.grid_sampler_2d.default", (_randn(8, 64, 56, 56), torch.rand(8, 56, 56, 2, generator=_GENERATOR) * 2 - 1, 0, 0, False), {}
+            "aten.grid_sampler_2d.default",
+            (
+                _randn(8, 64, 56, 56),
+                torch.rand(8, 56, 56, 2, generator=_GENERATOR) * 2 - 1,
+                0,
+                0,
+                False,
+            ),
+            {},
         ),
     ),
     (
         "aten.max_pool2d_with_indices.default",
         "N=8 C=64 112x112 k3 s2 p1",
-        lambda: AtenCall("aten.max_pool2d_with_indices.default", (_randn(8, 64, 112, 112), [3, 3], [2, 2], [1, 1]), {}),
+        lambda: AtenCall(
+            "aten.max_pool2d_with_indices.default",
+            (_randn(8, 64, 112, 112), [3, 3], [2, 2], [1, 1]),
+            {},
+        ),
     ),
     (
         "aten.native_layer_norm.default",
         "8x196x768 over 768",
-        lambda: AtenCall("aten.native_layer_norm.default", (_randn(8, 196, 768), [768], _randn(768), _randn(768), 1e-5), {}),
+        lambda: AtenCall(
+            "aten.native_layer_norm.default",
+            (_randn(8, 196, 768), [768], _randn(768), _randn(768), 1e-5),
+            {},
+        ),
     ),
     (
         "aten.native_batch_norm.default",
         "N=8 C=64 56x56 training",
         lambda: AtenCall(
             "aten.native_batch_norm.default",
-            (_randn(8, 64, 56, 56), _randn(64), _randn(64), torch.zeros(64), torch.ones(64), True, 0.1, 1e-5),
+            (
+                _randn(8, 64, 56, 56),
+                _randn(64),
+                _randn(64),
+                torch.zeros(64),
+                torch.ones(64),
+                True,
+                0.1,
+                1e-5,
+            ),
             {},
         ),
     ),
@@ -132,7 +214,16 @@ CASES: list[tuple[str, str, Callable[[], AtenCall]]] = [
         "N=8 C=64 56x56 eval",
         lambda: AtenCall(
             "aten.native_batch_norm.default",
-            (_randn(8, 64, 56, 56), _randn(64), _randn(64), torch.zeros(64), torch.ones(64), False, 0.1, 1e-5),
+            (
+                _randn(8, 64, 56, 56),
+                _randn(64),
+                _randn(64),
+                torch.zeros(64),
+                torch.ones(64),
+                False,
+                0.1,
+                1e-5,
+            ),
             {},
         ),
     ),
@@ -168,7 +259,11 @@ def measure(call: AtenCall, repeats: int) -> tuple[float, float, float]:
         our_times.append(_time(ours))
         torch_times.append(_time(theirs))
     wall = statistics.median(t[1] for t in our_times) / statistics.median(t[1] for t in torch_times)
-    return statistics.median(t[0] for t in our_times), statistics.median(t[0] for t in torch_times), wall
+    return (
+        statistics.median(t[0] for t in our_times),
+        statistics.median(t[0] for t in torch_times),
+        wall,
+    )
 
 
 def main() -> None:
@@ -187,7 +282,10 @@ def main() -> None:
             print(f"{short:<38} {label:<32} {'not yet lowered':>26}")
             continue
         ours, theirs, wall = measure(make(), options.repeats)
-        print(f"{short:<38} {label:<32} {ours * 1e3:9.2f} {theirs * 1e3:9.2f} {ours / theirs:6.2f} {wall:6.2f}", flush=True)
+        print(
+            f"{short:<38} {label:<32} {ours * 1e3:9.2f} {theirs * 1e3:9.2f} {ours / theirs:6.2f} {wall:6.2f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

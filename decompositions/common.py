@@ -22,7 +22,9 @@ def canonical_dim(dim: int, ndim: int) -> int:
     """aten's wrap of a possibly negative dim (a 0-dim tensor accepts -1 and 0)."""
     bound = max(ndim, 1)
     if not -bound <= dim < bound:
-        raise ShapeError(f"dimension {dim} is out of range for a tensor of rank {ndim} (expected [{-bound}, {bound - 1}])")
+        raise ShapeError(
+            f"dimension {dim} is out of range for a tensor of rank {ndim} (expected [{-bound}, {bound - 1}])"
+        )
     return dim % bound
 
 

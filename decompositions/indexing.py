@@ -21,7 +21,13 @@ import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.values import CPU, Layout, TensorMeta, Value
-from aten2prims.promotion import DEFAULT_FLOAT, broadcast_shapes, convert, convert_number, elementwise
+from aten2prims.promotion import (
+    DEFAULT_FLOAT,
+    broadcast_shapes,
+    convert,
+    convert_number,
+    elementwise,
+)
 from prims.misc import dtype_limits
 
 from .common import canonical_dim, full, index_ramp, row_major_strides, slice_in_dim
@@ -61,10 +67,14 @@ def _gather(source: Value, coordinates: Sequence[Value]) -> Value:
     return prims.gather_nd(source, list(coordinates))
 
 
-def _scatter(target: Value, coordinates: Sequence[Value], values: Value, reduce: str | None) -> Value:
+def _scatter(
+    target: Value, coordinates: Sequence[Value], values: Value, reduce: str | None
+) -> Value:
     """scatter_nd, also into a 0-dim target (written as its one element, at coordinate 0)."""
     if target.ndim == 0:
-        return prims.reshape(prims.scatter_nd(prims.reshape(target, [1]), list(coordinates), values, reduce), [])
+        return prims.reshape(
+            prims.scatter_nd(prims.reshape(target, [1]), list(coordinates), values, reduce), []
+        )
     return prims.scatter_nd(target, list(coordinates), values, reduce)
 
 
@@ -76,7 +86,9 @@ def _check_dim_sizes(op: str, index: Value, other: Value, what: str, skip: int |
     index_shape = index.shape or (1,)
     other_shape = other.shape or (1,)
     if len(index_shape) != len(other_shape):
-        raise ShapeError(f"{op}: index has {index.ndim} dimension(s), {what} has {other.ndim}; they must match")
+        raise ShapeError(
+            f"{op}: index has {index.ndim} dimension(s), {what} has {other.ndim}; they must match"
+        )
     for d, (n, m) in enumerate(zip(index_shape, other_shape)):
         if d != skip and n > m:
             raise ShapeError(
@@ -106,19 +118,28 @@ def index_select(self: Value, dim: int, index: Value) -> Value:
     d = canonical_dim(dim, self.ndim)
     index = _index_operand("index_select", index)
     if index.ndim > 1:
-        raise ShapeError(f"index_select: index must be 0- or 1-dimensional, got shape {list(index.shape)}")
+        raise ShapeError(
+            f"index_select: index must be 0- or 1-dimensional, got shape {list(index.shape)}"
+        )
     if self.ndim == 0:  # a 0-dim self gives a 0-dim result
         return _gather(self, [prims.reshape(index, [])])
     shape = list(self.shape)
     shape[d] = index.numel
     flat = index if index.ndim == 1 else prims.reshape(index, [1])
-    coordinates = [prims.broadcast_in_dim(flat, shape, [d]) if k == d else index_ramp(shape, k) for k in range(self.ndim)]
+    coordinates = [
+        prims.broadcast_in_dim(flat, shape, [d]) if k == d else index_ramp(shape, k)
+        for k in range(self.ndim)
+    ]
     return prims.gather_nd(self, coordinates)
 
 
 @register("aten.embedding.default")
 def embedding(
-    weight: Value, indices: Value, padding_idx: int = -1, scale_grad_by_freq: bool = False, sparse: bool = False
+    weight: Value,
+    indices: Value,
+    padding_idx: int = -1,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
 ) -> Value:
     # padding_idx, scale_grad_by_freq and sparse only shape the gradient: the forward is a row lookup.
     if weight.ndim != 2:
@@ -146,7 +167,9 @@ def _layout(self_shape: Sequence[int], index_shapes: Sequence[tuple[int, ...] | 
     """torch's (and NumPy's) rule: the broadcast index dims replace the indexed dims in place when
     the indexed dims are adjacent, and go first otherwise."""
     advanced = [d for d, s in enumerate(index_shapes) if s is not None]
-    broadcast = tuple(broadcast_shapes(*(s for s in index_shapes if s is not None))) if advanced else ()
+    broadcast = (
+        tuple(broadcast_shapes(*(s for s in index_shapes if s is not None))) if advanced else ()
+    )
     sliced = [d for d, s in enumerate(index_shapes) if s is None]
     adjacent = bool(advanced) and advanced == list(range(advanced[0], advanced[-1] + 1))
     start = advanced[0] if adjacent else 0
@@ -202,7 +225,9 @@ def _entries(op: str, self: Value, indices: Sequence[Value | None]) -> list[_Ent
     return entries
 
 
-def _index_shapes(self: Value, entries: Sequence[_Entry], count: int) -> list[tuple[int, ...] | None]:
+def _index_shapes(
+    self: Value, entries: Sequence[_Entry], count: int
+) -> list[tuple[int, ...] | None]:
     """Per dim of self: the shape of its index tensor (a mask's coordinates have shape (count,))."""
     shapes: list[tuple[int, ...] | None] = [None] * self.ndim
     for entry in entries:
@@ -258,9 +283,11 @@ def index(self: Value, indices: Sequence[Value | None]) -> Value:
         declared = declared_result_metas()[0]
         expected_rank = len(_layout(self.shape, _index_shapes(self, entries, 1)).shape)
         if type(declared) is not TensorMeta or len(declared.shape) != expected_rank:
-            raise ShapeError(f"index: a boolean mask index needs the result shape the graph declares, got {declared}")
+            raise ShapeError(
+                f"index: a boolean mask index needs the result shape the graph declares, got {declared}"
+            )
         count = declared.shape[position]
-    layout, coordinates = _coordinates(self, entries, count)
+    _unused_layout, coordinates = _coordinates(self, entries, count)
     return prims.gather_nd(self, coordinates)
 
 
@@ -275,7 +302,9 @@ def _check_values(op: str, values: Value, shape: Sequence[int]) -> None:
 
 
 @register("aten.index_put.default")
-def index_put(self: Value, indices: Sequence[Value | None], values: Value, accumulate: bool = False) -> Value:
+def index_put(
+    self: Value, indices: Sequence[Value | None], values: Value, accumulate: bool = False
+) -> Value:
     if values.dtype is not self.dtype:
         raise DTypeError(
             f"index_put: values have dtype {values.dtype.short}, self has {self.dtype.short}; torch requires them to match"
@@ -298,7 +327,9 @@ def index_put(self: Value, indices: Sequence[Value | None], values: Value, accum
             )
     layout, coordinates = _coordinates(self, entries, count)
     _check_values("index_put", values, layout.shape)
-    return _scatter(self, coordinates, _place(values, layout.shape, len(layout.shape) - values.ndim), reduce)
+    return _scatter(
+        self, coordinates, _place(values, layout.shape, len(layout.shape) - values.ndim), reduce
+    )
 
 
 def _put_through_mask(self: Value, entry: _Entry, values: Value, accumulate: bool) -> Value:
@@ -314,8 +345,12 @@ def _put_through_mask(self: Value, entry: _Entry, values: Value, accumulate: boo
     if first in dims:
         values = prims.squeeze(values, [first - lead])
         dims.remove(first)
-    values = prims.broadcast_in_dim(values, list(self.shape), [d if d < first else d - 1 + mask.ndim for d in dims])
-    chosen = prims.broadcast_in_dim(_as_bool(mask), list(self.shape), list(range(first, first + mask.ndim)))
+    values = prims.broadcast_in_dim(
+        values, list(self.shape), [d if d < first else d - 1 + mask.ndim for d in dims]
+    )
+    chosen = prims.broadcast_in_dim(
+        _as_bool(mask), list(self.shape), list(range(first, first + mask.ndim))
+    )
     if accumulate:
         zeros = full(self.shape, convert_number(0, self.dtype), self.dtype)
         return _add_same_dtype(self, prims.where(chosen, values, zeros))
@@ -346,7 +381,9 @@ def _scatter_along_dim(
     _check_dim_sizes(op, index, self, "self", d)
     if src is not None:
         if src.dtype is not self.dtype:
-            raise DTypeError(f"{op}: src has dtype {src.dtype.short}, self has {self.dtype.short}; torch requires them to match")
+            raise DTypeError(
+                f"{op}: src has dtype {src.dtype.short}, self has {self.dtype.short}; torch requires them to match"
+            )
         _check_dim_sizes(op, index, src, "src", None)
         if src.shape != index.shape:
             src = prims.as_strided(src, list(index.shape), list(row_major_strides(src.shape)), 0)
@@ -368,7 +405,9 @@ def scatter_value(self: Value, dim: int, index: Value, value: Any) -> Value:
     if index.numel == 0:
         return self
     index, coordinates, _ = _scatter_along_dim("scatter", self, dim, index, None)
-    return _scatter(self, coordinates, full(index.shape, convert_number(value, self.dtype), self.dtype), None)
+    return _scatter(
+        self, coordinates, full(index.shape, convert_number(value, self.dtype), self.dtype), None
+    )
 
 
 @register("aten.scatter_add.default")
@@ -400,9 +439,13 @@ def scatter_reduce(
     self: Value, dim: int, index: Value, src: Value, reduce: str, include_self: bool = True
 ) -> Value:
     if reduce not in SCATTER_REDUCE_MODES:
-        raise ShapeError(f"scatter_reduce: reduce must be one of {', '.join(SCATTER_REDUCE_MODES)}, got {reduce!r}")
+        raise ShapeError(
+            f"scatter_reduce: reduce must be one of {', '.join(SCATTER_REDUCE_MODES)}, got {reduce!r}"
+        )
     if reduce == "mean" and self.dtype.is_bool:
-        raise DTypeError("scatter_reduce: reduce='mean' is not defined for bool (torch has no kernel for it)")
+        raise DTypeError(
+            "scatter_reduce: reduce='mean' is not defined for bool (torch has no kernel for it)"
+        )
     if reduce in ("amax", "amin") and self.dtype.is_complex:
         raise DTypeError(f"scatter_reduce: reduce={reduce!r} is not defined for {self.dtype.short}")
     if index.numel == 0:
@@ -412,7 +455,9 @@ def scatter_reduce(
     base = self
     if not include_self:
         # Positions that receive values start from the reduction's identity instead of self.
-        base = _scatter(self, coordinates, full(index.shape, _identity(reduce, self.dtype), self.dtype), None)
+        base = _scatter(
+            self, coordinates, full(index.shape, _identity(reduce, self.dtype), self.dtype), None
+        )
     if reduce != "mean":
         return _scatter(base, coordinates, src, reduce)
     total = _scatter(base, coordinates, src, "sum")
@@ -420,7 +465,9 @@ def scatter_reduce(
     one = convert_number(1, self.dtype)
     start = full(self.shape, one if include_self else convert_number(0, self.dtype), self.dtype)
     counts = _scatter(start, coordinates, full(index.shape, one, self.dtype), "sum")
-    counts = prims.where(prims.eq(counts, convert_number(0, self.dtype)), full(self.shape, one, self.dtype), counts)
+    counts = prims.where(
+        prims.eq(counts, convert_number(0, self.dtype)), full(self.shape, one, self.dtype), counts
+    )
     if self.dtype.is_floating or self.dtype.is_complex:
         return elementwise(prims.div, total, counts)
     return _floor_divide(total, counts)
@@ -437,11 +484,15 @@ def _floor_divide(a: Value, b: Value) -> Value:
 # -- select_scatter, slice_scatter, masked_scatter --------------------------------------------------------------
 
 
-def _embed(op: str, self: Value, src: Value, size: Sequence[int], stride: Sequence[int], offset: int) -> Value:
+def _embed(
+    op: str, self: Value, src: Value, size: Sequence[int], stride: Sequence[int], offset: int
+) -> Value:
     """A copy of self whose window (size, stride, offset over its row-major elements) holds src."""
     if src.shape != tuple(size):
         raise ShapeError(f"{op}: src has shape {list(src.shape)}, expected {list(size)}")
-    return prims.as_strided_scatter(self, convert(src, self.dtype), list(size), list(stride), offset)
+    return prims.as_strided_scatter(
+        self, convert(src, self.dtype), list(size), list(stride), offset
+    )
 
 
 @register("aten.select_scatter.default")
@@ -451,7 +502,9 @@ def select_scatter(self: Value, src: Value, dim: int, index: int) -> Value:
     d = canonical_dim(dim, self.ndim)
     size = self.shape[d]
     if not -size <= index < size:
-        raise ShapeError(f"select_scatter: index {index} is out of range for dimension {d} of size {size}")
+        raise ShapeError(
+            f"select_scatter: index {index} is out of range for dimension {d} of size {size}"
+        )
     strides = row_major_strides(self.shape)
     window = [n for k, n in enumerate(self.shape) if k != d]
     window_strides = [s for k, s in enumerate(strides) if k != d]
@@ -474,7 +527,12 @@ def _slice_bounds(start: int | None, end: int | None, step: int, size: int) -> t
 
 @register("aten.slice_scatter.default")
 def slice_scatter(
-    self: Value, src: Value, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1
+    self: Value,
+    src: Value,
+    dim: int = 0,
+    start: int | None = None,
+    end: int | None = None,
+    step: int = 1,
 ) -> Value:
     d = canonical_dim(dim, self.ndim)
     if self.ndim == 0:
@@ -485,7 +543,9 @@ def slice_scatter(
     window[d] = math.ceil((last - first) / step)
     window_strides = list(strides)
     window_strides[d] = strides[d] * step
-    return _embed("slice_scatter", self, src, window, window_strides, first * strides[d] if window[d] else 0)
+    return _embed(
+        "slice_scatter", self, src, window, window_strides, first * strides[d] if window[d] else 0
+    )
 
 
 @register("aten.masked_scatter.default")
@@ -493,7 +553,9 @@ def masked_scatter(self: Value, mask: Value, source: Value) -> Value:
     if mask.dtype is not DType.bool:
         raise DTypeError(f"masked_scatter: mask must be bool, got {mask.dtype.short}")
     if source.dtype is not self.dtype:
-        raise DTypeError(f"masked_scatter: source has dtype {source.dtype.short}, self has {self.dtype.short}")
+        raise DTypeError(
+            f"masked_scatter: source has dtype {source.dtype.short}, self has {self.dtype.short}"
+        )
     shape = tuple(broadcast_shapes(self.shape, mask.shape))
     target = _place(self, shape, len(shape) - self.ndim)
     chosen = _place(mask, shape, len(shape) - mask.ndim)
@@ -506,7 +568,13 @@ def masked_scatter(self: Value, mask: Value, source: Value) -> Value:
     flat_mask = prims.reshape(chosen, [numel])
     running = aten.cumsum.default(convert(flat_mask, DType.int64), 0)
     positions = prims.where(flat_mask, running, full([numel], 0, DType.int64))
-    padded = prims.cat([full([1], convert_number(0, self.dtype), self.dtype), prims.reshape(source, [source.numel])], 0)
+    padded = prims.cat(
+        [
+            full([1], convert_number(0, self.dtype), self.dtype),
+            prims.reshape(source, [source.numel]),
+        ],
+        0,
+    )
     taken = prims.reshape(prims.gather_nd(padded, [positions]), list(shape))
     return prims.where(chosen, taken, target)
 
@@ -518,8 +586,14 @@ def masked_scatter(self: Value, mask: Value, source: Value) -> Value:
 def nonzero(self: Value) -> Value:
     # The number of nonzero elements depends on the data: use the one the graph records.
     declared = declared_result_metas()[0]
-    if type(declared) is not TensorMeta or len(declared.shape) != 2 or declared.shape[1] != self.ndim:
-        raise ShapeError(f"nonzero: the graph must declare an int64[count, {self.ndim}] result, got {declared}")
+    if (
+        type(declared) is not TensorMeta
+        or len(declared.shape) != 2
+        or declared.shape[1] != self.ndim
+    ):
+        raise ShapeError(
+            f"nonzero: the graph must declare an int64[count, {self.ndim}] result, got {declared}"
+        )
     return prims.nonzero(self, declared.shape[0])
 
 
@@ -529,7 +603,9 @@ def sort(self: Value, dim: int = -1, descending: bool = False) -> tuple[Value, V
 
 
 @register("aten.topk.default")
-def topk(self: Value, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Value, Value]:
+def topk(
+    self: Value, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
+) -> tuple[Value, Value]:
     # Always sorted (sorted=False leaves the order to the implementation).
     d = canonical_dim(dim, self.ndim)
     size = self.shape[d] if self.ndim else 1
@@ -558,7 +634,11 @@ def _random_dtype(op: str, dtype: DType | None) -> DType:
 
 @register("aten.rand.default")
 def rand(
-    size: Sequence[int], dtype: DType | None = None, layout: Layout | None = None, device: Any = None, pin_memory: bool | None = None
+    size: Sequence[int],
+    dtype: DType | None = None,
+    layout: Layout | None = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
 ) -> Value:
     _check_layout("rand", layout)
     dtype = _random_dtype("rand", dtype)
@@ -569,7 +649,11 @@ def rand(
 
 @register("aten.randn.default")
 def randn(
-    size: Sequence[int], dtype: DType | None = None, layout: Layout | None = None, device: Any = None, pin_memory: bool | None = None
+    size: Sequence[int],
+    dtype: DType | None = None,
+    layout: Layout | None = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
 ) -> Value:
     _check_layout("randn", layout)
     dtype = _random_dtype("randn", dtype)
@@ -586,7 +670,11 @@ def _largest_exact(dtype: DType) -> int:
 
 @register("aten.randperm.default")
 def randperm(
-    n: int, dtype: DType | None = DType.int64, layout: Layout | None = None, device: Any = None, pin_memory: bool | None = None
+    n: int,
+    dtype: DType | None = DType.int64,
+    layout: Layout | None = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
 ) -> Value:
     _check_layout("randperm", layout)
     dtype = DType.int64 if dtype is None else dtype
@@ -606,7 +694,9 @@ def randperm(
 @register("aten.native_dropout.default")
 def native_dropout(input: Value, p: float, train: bool | None) -> tuple[Value, Value]:
     if not (input.dtype.is_floating or input.dtype.is_complex):
-        raise DTypeError(f"native_dropout: input must be floating or complex, got {input.dtype.short}")
+        raise DTypeError(
+            f"native_dropout: input must be floating or complex, got {input.dtype.short}"
+        )
     if input.numel == 0:
         # torch returns the input and an uninitialized mask of the input's dtype.
         return input, full(input.shape, convert_number(0, input.dtype), input.dtype)
@@ -617,7 +707,12 @@ def native_dropout(input: Value, p: float, train: bool | None) -> tuple[Value, V
     # An element is kept with probability 1 - p; kept elements are scaled by 1 / (1 - p). As in
     # torch, output = input * mask * scale, so a dropped inf or NaN still gives NaN.
     draws = prims.uniform(
-        list(input.shape), low=0.0, high=1.0, dtype=DType.float64, device=CPU, stride=list(row_major_strides(input.shape))
+        list(input.shape),
+        low=0.0,
+        high=1.0,
+        dtype=DType.float64,
+        device=CPU,
+        stride=list(row_major_strides(input.shape)),
     )
     keep = prims.lt(draws, 1.0 - p)
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)

@@ -18,6 +18,7 @@ grad_bias sums grad_output.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -48,7 +49,9 @@ def einsum(spec: str, a: Value, b: Value) -> Value:
     for labels, shape in ((a_labels, a.shape), (b_labels, b.shape)):
         for label, size in zip(labels, shape):
             if sizes.setdefault(label, size) != size:
-                raise ShapeError(f"einsum {spec!r}: label {label!r} has sizes {sizes[label]} and {size}")
+                raise ShapeError(
+                    f"einsum {spec!r}: label {label!r} has sizes {sizes[label]} and {size}"
+                )
     joint = _merge_orders(out, a_labels, b_labels)
     if joint is None:  # the operands' orders conflict with the output's: transpose them (views)
         a, a_labels = _transposed(a, a_labels, out)
@@ -73,7 +76,9 @@ def _transposed(x: Value, labels: str, order: str) -> tuple[Value, str]:
     """x with its dims in the order its labels appear in `order` (labels not in it keep their
     relative order, last)."""
     rank = {label: position for position, label in enumerate(order)}
-    new = "".join(sorted(labels, key=lambda label: (rank.get(label, len(order)), labels.index(label))))
+    new = "".join(
+        sorted(labels, key=lambda label: (rank.get(label, len(order)), labels.index(label)))
+    )
     if new == labels:
         return x, labels
     return prims.transpose(x, [labels.index(label) for label in new]), new
@@ -85,7 +90,7 @@ def _merge_orders(*sequences: str) -> str | None:
     labels = list(dict.fromkeys("".join(sequences)))
     before: dict[str, set[str]] = {label: set() for label in labels}
     for sequence in sequences:
-        for earlier, later in zip(sequence, sequence[1:]):
+        for earlier, later in itertools.pairwise(sequence):
             before[later].add(earlier)
     placed: list[str] = []
     while len(placed) < len(labels):
@@ -157,7 +162,9 @@ def addmm(self: Value, mat1: Value, mat2: Value, beta: Any, alpha: Any) -> Value
     compute = opmath_dtype(dtype)
     shape = (mat1.shape[0], mat2.shape[1])
     if self.ndim > 2 or any(s not in (1, t) for s, t in zip(reversed(self.shape), reversed(shape))):
-        raise ShapeError(f"{op}: self of shape {list(self.shape)} does not broadcast to {list(shape)}")
+        raise ShapeError(
+            f"{op}: self of shape {list(self.shape)} does not broadcast to {list(shape)}"
+        )
     product = _matmul(op, "mk,kn->mn", mat1, mat2, (1, 0))
     if _is_zero(alpha) and not dtype.is_low_precision:
         # BLAS (torch's float32/float64/complex path) skips the product when alpha is 0, so inf
@@ -248,12 +255,19 @@ def _labels(rank: int) -> tuple[str, str]:
 
 
 def _correlate(
-    x: Value, w: Value, stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int], groups: int
+    x: Value,
+    w: Value,
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
 ) -> Value:
     """aten's (non-transposed) convolution without bias: x [N, C_in, *S], w [C_out, C_in/groups,
     *K], both in the computation dtype."""
     kernel = w.shape[2:]
-    padded = _embed(x, [s + 2 * p for s, p in zip(x.shape[2:], padding)], padding, [1] * len(kernel))
+    padded = _embed(
+        x, [s + 2 * p for s, p in zip(x.shape[2:], padding)], padding, [1] * len(kernel)
+    )
     positions = _positions("aten.convolution", padded.shape[2:], kernel, stride, dilation)
     windows = _windows(padded, groups, positions, kernel, stride, dilation)
     o, k = _labels(len(kernel))
@@ -285,7 +299,9 @@ class _PhaseDim:
     size: int
 
     @staticmethod
-    def of(length: int, kernel: int, stride: int, padding: int, dilation: int, output_padding: int) -> "_PhaseDim":
+    def of(
+        length: int, kernel: int, stride: int, padding: int, dilation: int, output_padding: int
+    ) -> _PhaseDim:
         size = (length - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
         spacing = dilation // stride if dilation % stride == 0 else 1
         first = padding // stride
@@ -314,19 +330,30 @@ def _correlate_transposed(
     the phases, cropped by the padding."""
     dims = [
         _PhaseDim.of(n, k, s, p, d, extra)
-        for n, k, s, p, d, extra in zip(x.shape[2:], w.shape[2:], stride, padding, dilation, output_padding)
+        for n, k, s, p, d, extra in zip(
+            x.shape[2:], w.shape[2:], stride, padding, dilation, output_padding
+        )
     ]
     if any(dim.size <= 0 for dim in dims):
         sizes = [dim.size for dim in dims]
-        raise ShapeError(f"aten.convolution: the transposed convolution's output size {sizes} is not positive")
+        raise ShapeError(
+            f"aten.convolution: the transposed convolution's output size {sizes} is not positive"
+        )
     rank = len(dims)
     # The weight as [C_in, C_out/groups, taps1, s1, taps2, s2, ...], reversed along the taps.
-    spread = _embed(w, [dim.taps * dim.stride for dim in dims], [0] * rank, [dim.weight_step for dim in dims])
+    spread = _embed(
+        w, [dim.taps * dim.stride for dim in dims], [0] * rank, [dim.weight_step for dim in dims]
+    )
     for i, dim in enumerate(dims):
         spread = prims.split_dim(spread, 2 + 2 * i, dim.taps)
     reversed_taps = [2 + 2 * i for i, dim in enumerate(dims) if dim.taps > 1]
     phased = prims.rev(spread, reversed_taps) if reversed_taps else spread
-    padded = _embed(x, [dim.count + dim.reach for dim in dims], [dim.reach - dim.first for dim in dims], [1] * rank)
+    padded = _embed(
+        x,
+        [dim.count + dim.reach for dim in dims],
+        [dim.reach - dim.first for dim in dims],
+        [1] * rank,
+    )
     windows = _windows(padded, groups, [dim.count for dim in dims], [dim.taps for dim in dims], [1] * rank,
                        [dim.spacing for dim in dims])  # fmt: skip
     o, k = _labels(rank)
@@ -356,7 +383,9 @@ def _weight_grad(
 ) -> Value:
     """d(correlate(x, w))/dw contracted with `grad` [N, C_out, *O]: the windows of padded x over
     grad's positions times grad, summed over batch and positions -> [C_out, C_in/groups, *K]."""
-    padded = _embed(x, [s + 2 * p for s, p in zip(x.shape[2:], padding)], padding, [1] * len(kernel))
+    padded = _embed(
+        x, [s + 2 * p for s, p in zip(x.shape[2:], padding)], padding, [1] * len(kernel)
+    )
     windows = _windows(padded, groups, grad.shape[2:], kernel, stride, dilation)
     o, k = _labels(len(kernel))
     y = einsum(f"ngc{o}{k},ngo{o}->goc{k}", windows, prims.split_dim(grad, 1, groups))
@@ -364,9 +393,15 @@ def _weight_grad(
 
 
 def _positions(
-    op: str, padded: Sequence[int], kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int]
+    op: str,
+    padded: Sequence[int],
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    dilation: Sequence[int],
 ) -> list[int]:
-    positions = [(p - d * (k - 1) - 1) // s + 1 for p, k, s, d in zip(padded, kernel, stride, dilation)]
+    positions = [
+        (p - d * (k - 1) - 1) // s + 1 for p, k, s, d in zip(padded, kernel, stride, dilation)
+    ]
     if any(p - d * (k - 1) - 1 < 0 for p, k, d in zip(padded, kernel, dilation)):
         raise ShapeError(
             f"{op}: the (padded) input of spatial size {list(padded)} is smaller than the dilated kernel "
@@ -405,7 +440,9 @@ def _conv_params(
     stride = _expand_param(op, "stride", stride, rank)
     padding = _expand_param(op, "padding", padding, rank)
     dilation = _expand_param(op, "dilation", dilation, rank)
-    output_padding = _expand_param(op, "output_padding", output_padding, rank) if transposed else [0] * rank
+    output_padding = (
+        _expand_param(op, "output_padding", output_padding, rank) if transposed else [0] * rank
+    )
     if any(s <= 0 for s in stride) or any(d <= 0 for d in dilation) or any(p < 0 for p in padding):
         raise ShapeError(f"{op}: stride and dilation must be positive and padding non-negative")
     if groups <= 0:
@@ -432,7 +469,9 @@ def convolution(
     groups: int,
 ) -> Value:
     op = "aten.convolution"
-    dtype = _same_dtype(op, input=input, weight=weight, **({"bias": bias} if bias is not None else {}))
+    dtype = _same_dtype(
+        op, input=input, weight=weight, **({"bias": bias} if bias is not None else {})
+    )
     stride, padding, dilation, output_padding = _conv_params(
         op, input, weight, stride, padding, dilation, transposed, output_padding, groups
     )
@@ -480,12 +519,17 @@ def convolution_backward(
         if grad_input.shape != x.shape:
             # An output_padding of a stride or more adds output rows no input row reaches: the
             # windows over them fall past the input's end.
-            grad_input = prims.as_strided(grad_input, list(x.shape), list(row_major_strides(grad_input.shape)), 0)
+            grad_input = prims.as_strided(
+                grad_input, list(x.shape), list(row_major_strides(grad_input.shape)), 0
+            )
         grad_weight = _weight_grad(grad, x, kernel, stride, padding, dilation, groups)
     else:
         # The rows of input the forward windows never reached come back as output_padding.
         reach = [d * (k - 1) for d, k in zip(dilation, kernel)]
-        covered = [(o - 1) * s - 2 * p + r + 1 for o, s, p, r in zip(grad.shape[2:], stride, padding, reach)]
+        covered = [
+            (o - 1) * s - 2 * p + r + 1
+            for o, s, p, r in zip(grad.shape[2:], stride, padding, reach)
+        ]
         leftover = [s - c for s, c in zip(input.shape[2:], covered)]
         grad_input = _correlate_transposed(grad, w, stride, padding, dilation, leftover, groups)
         grad_weight = _weight_grad(x, grad, kernel, stride, padding, dilation, groups)
@@ -518,7 +562,12 @@ def col2im(
         (o + 2 * p - d * (k - 1) - 1) // s + 1
         for o, p, d, k, s in zip(output_size, padding, dilation, kernel, stride)
     ]
-    if math.prod(kernel) == 0 or rows % math.prod(kernel) != 0 or math.prod(blocks) != length or min(blocks) <= 0:
+    if (
+        math.prod(kernel) == 0
+        or rows % math.prod(kernel) != 0
+        or math.prod(blocks) != length
+        or min(blocks) <= 0
+    ):
         raise ShapeError(
             f"{op}: input of shape {list(self.shape)} does not hold {kernel} blocks at {blocks} positions "
             f"of an output of size {list(output_size)}"
@@ -540,7 +589,10 @@ def col2im(
                 image = prims.as_strided_scatter(image, total, size, window, start)
     if any(padding):
         image = prims.as_strided(
-            image, [batch, channels, *output_size], image_strides, padding[0] * padded[1] + padding[1]
+            image,
+            [batch, channels, *output_size],
+            image_strides,
+            padding[0] * padded[1] + padding[1],
         )
     if self.ndim == 2:
         image = prims.squeeze(image, [0])

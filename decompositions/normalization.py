@@ -49,7 +49,9 @@ def _along(vector: Value, shape: Sequence[int], dims: Sequence[int]) -> Value:
 
 def _require_floating(op: str, name: str, x: Value) -> None:
     if x.dtype not in FLOATING:
-        raise DTypeError(f"{op}: expected {name} of a floating dtype (f16, bf16, f32, f64), got {x.dtype.short}")
+        raise DTypeError(
+            f"{op}: expected {name} of a floating dtype (f16, bf16, f32, f64), got {x.dtype.short}"
+        )
 
 
 def _statistics_dtype(op: str, input: Value, **params: Value | None) -> DType:
@@ -95,18 +97,29 @@ def _affine(y: Value, weight: Value | None, bias: Value | None, dims: Sequence[i
     return y
 
 
-def _require_params(op: str, output_mask: Sequence[bool], needs: dict[int, tuple[str, Value | None]]) -> None:
+def _require_params(
+    op: str, output_mask: Sequence[bool], needs: dict[int, tuple[str, Value | None]]
+) -> None:
     """Refuse a requested result whose parameter is None (`needs`: result position -> the
     parameter shaping it), as torch refuses it: there is nothing to shape the gradient by."""
     if len(output_mask) != 3:
         raise ShapeError(f"{op}: output_mask must hold 3 bools, got {list(output_mask)}")
     for position, (name, param) in needs.items():
         if output_mask[position] and param is None:
-            raise ShapeError(f"{op}: output_mask requests result {position}, which needs {name}, but {name} is None")
+            raise ShapeError(
+                f"{op}: output_mask requests result {position}, which needs {name}, but {name} is None"
+            )
 
 
 def _input_grad(
-    dy: Value, x: Value, mean: Value, rstd: Value, ds: Value, db: Value, count: int, dims: Sequence[int]
+    dy: Value,
+    x: Value,
+    mean: Value,
+    rstd: Value,
+    ds: Value,
+    db: Value,
+    count: int,
+    dims: Sequence[int],
 ) -> Value:
     """The input gradient of a normalization over `dims` of `count` elements each, in torch's CPU
     form: rstd·dy + b·x + c with b = (db·mean − ds)·rstd³/count and c = −b·mean − db·rstd/count.
@@ -144,35 +157,54 @@ def _batch_norm(
     Evaluation normalizes by the running stats, saves empty statistics and keeps the running
     stats. The channel dim is 1; statistics reduce every other dim."""
     if input.ndim < 2:
-        raise ShapeError(f"{op}: expected an input with at least 2 dims (N, C, ...), got shape {list(input.shape)}")
+        raise ShapeError(
+            f"{op}: expected an input with at least 2 dims (N, C, ...), got shape {list(input.shape)}"
+        )
     channels = input.shape[1]
-    params = {"weight": weight, "bias": bias, "running_mean": running_mean, "running_var": running_var}
+    params = {
+        "weight": weight,
+        "bias": bias,
+        "running_mean": running_mean,
+        "running_var": running_var,
+    }
     for name, param in params.items():
         if param is not None and param.shape != (channels,):
-            raise ShapeError(f"{op}: expected {name} of shape [{channels}], got {list(param.shape)}")
+            raise ShapeError(
+                f"{op}: expected {name} of shape [{channels}], got {list(param.shape)}"
+            )
     statistics = _statistics_dtype(op, input, **params)
     compute = opmath_dtype(input.dtype)
     x = convert(input, compute)
     dims = [0, *range(2, input.ndim)]
     if training:
         if input.numel == 0:
-            raise ShapeError(f"{op}: expected an input with at least one element in training, got shape {list(input.shape)}")
+            raise ShapeError(
+                f"{op}: expected an input with at least one element in training, got shape {list(input.shape)}"
+            )
         mean, _, squares, count = _moments(x, dims)
         invstd = _rstd(squares, count, eps)
         new_mean = new_var = None
         update = opmath_dtype(statistics)
         if running_mean is not None:
-            new_mean = convert(_momentum_step(mean, convert(running_mean, update), momentum), statistics)
+            new_mean = convert(
+                _momentum_step(mean, convert(running_mean, update), momentum), statistics
+            )
         if running_var is not None:
-            unbiased = prims.div(squares, float(count - 1))  # 0/0 = NaN for a single value, as torch
-            new_var = convert(_momentum_step(unbiased, convert(running_var, update), momentum), statistics)
+            unbiased = prims.div(
+                squares, float(count - 1)
+            )  # 0/0 = NaN for a single value, as torch
+            new_var = convert(
+                _momentum_step(unbiased, convert(running_var, update), momentum), statistics
+            )
         save_mean, save_invstd = convert(mean, statistics), convert(invstd, statistics)
         # The kernel normalizes by the statistics as saved (rounded to float16/bfloat16 when
         # the parameters are).
         mean, invstd = convert(save_mean, compute), convert(save_invstd, compute)
     else:
         if running_mean is None or running_var is None:
-            raise ShapeError(f"{op}: running_mean and running_var are required when training is False")
+            raise ShapeError(
+                f"{op}: running_mean and running_var are required when training is False"
+            )
         mean = convert(running_mean, compute)
         invstd = prims.rsqrt(prims.add(convert(running_var, compute), float(eps)))
         save_mean = save_invstd = full([0], 0.0, statistics)
@@ -188,7 +220,10 @@ def _batch_norm(
 
 
 def _momentum_step(batch: Value, running: Value, momentum: float) -> Value:
-    return prims.add(prims.mul(convert(batch, running.dtype), float(momentum)), prims.mul(running, 1.0 - momentum))
+    return prims.add(
+        prims.mul(convert(batch, running.dtype), float(momentum)),
+        prims.mul(running, 1.0 - momentum),
+    )
 
 
 @register("aten.native_batch_norm.default")
@@ -204,7 +239,17 @@ def native_batch_norm(
 ) -> tuple[Value, Value, Value]:
     # torch writes the new running stats into its inputs; a functional graph cannot (see the
     # _functional overload, which returns them).
-    results = _batch_norm("aten.native_batch_norm", input, weight, bias, running_mean, running_var, training, momentum, eps)
+    results = _batch_norm(
+        "aten.native_batch_norm",
+        input,
+        weight,
+        bias,
+        running_mean,
+        running_var,
+        training,
+        momentum,
+        eps,
+    )
     return results[:3]
 
 
@@ -220,12 +265,19 @@ def _native_batch_norm_legit(
     eps: float,
 ) -> tuple[Value, Value, Value]:
     op = "aten._native_batch_norm_legit"
-    return _batch_norm(op, input, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
+    return _batch_norm(op, input, weight, bias, running_mean, running_var, training, momentum, eps)[
+        :3
+    ]
 
 
 @register("aten._native_batch_norm_legit.no_stats")
 def _native_batch_norm_legit_no_stats(
-    input: Value, weight: Value | None, bias: Value | None, training: bool, momentum: float, eps: float
+    input: Value,
+    weight: Value | None,
+    bias: Value | None,
+    training: bool,
+    momentum: float,
+    eps: float,
 ) -> tuple[Value, Value, Value]:
     op = "aten._native_batch_norm_legit.no_stats"
     return _batch_norm(op, input, weight, bias, None, None, training, momentum, eps)[:3]
@@ -287,7 +339,11 @@ def _check_shape(op: str, name: str, x: Value | None, shape: Sequence[int]) -> N
 
 @register("aten.native_layer_norm.default")
 def native_layer_norm(
-    input: Value, normalized_shape: Sequence[int], weight: Value | None, bias: Value | None, eps: float
+    input: Value,
+    normalized_shape: Sequence[int],
+    weight: Value | None,
+    bias: Value | None,
+    eps: float,
 ) -> tuple[Value, Value, Value]:
     """(output, mean, rstd); mean and rstd keep the normalized dims as size 1."""
     op = "aten.native_layer_norm"
@@ -330,7 +386,9 @@ def native_layer_norm_backward(
     dy, x = convert(grad_out, compute), convert(input, compute)
     mean = convert(prims.reshape(mean, [input.shape[d] for d in outer]), compute)
     rstd = convert(prims.reshape(rstd, [input.shape[d] for d in outer]), compute)
-    scaled = dy if weight is None else prims.mul(dy, _along(convert(weight, compute), x.shape, dims))
+    scaled = (
+        dy if weight is None else prims.mul(dy, _along(convert(weight, compute), x.shape, dims))
+    )
     ds = prims.sum(prims.mul(scaled, x), dims)
     db = prims.sum(scaled, dims)
     count = math.prod(input.shape[d] for d in dims)
@@ -351,15 +409,26 @@ def native_layer_norm_backward(
 def _group_layout(op: str, input: Value, N: int, C: int, HxW: int, group: int) -> list[int]:
     """The [N, group, C/group, HxW] view the group statistics reduce over its last two dims."""
     if group <= 0 or C % group != 0:
-        raise ShapeError(f"{op}: the number of channels {C} must be divisible by the number of groups {group}")
+        raise ShapeError(
+            f"{op}: the number of channels {C} must be divisible by the number of groups {group}"
+        )
     if input.numel != N * C * HxW or input.ndim < 2 or input.shape[:2] != (N, C):
-        raise ShapeError(f"{op}: expected an input of shape [{N}, {C}, ...] with {N * C * HxW} elements, got {list(input.shape)}")
+        raise ShapeError(
+            f"{op}: expected an input of shape [{N}, {C}, ...] with {N * C * HxW} elements, got {list(input.shape)}"
+        )
     return [N, group, C // group, HxW]
 
 
 @register("aten.native_group_norm.default")
 def native_group_norm(
-    input: Value, weight: Value | None, bias: Value | None, N: int, C: int, HxW: int, group: int, eps: float
+    input: Value,
+    weight: Value | None,
+    bias: Value | None,
+    N: int,
+    C: int,
+    HxW: int,
+    group: int,
+    eps: float,
 ) -> tuple[Value, Value, Value]:
     """(output, mean, rstd); mean and rstd have shape [N, group]."""
     op = "aten.native_group_norm"
@@ -376,10 +445,14 @@ def native_group_norm(
     compute = x.dtype
     scale = prims.broadcast_in_dim(rstd, layout[:3], [0, 1])
     if weight is not None:
-        scale = prims.mul(scale, _along(prims.reshape(convert(weight, compute), layout[1:3]), layout[:3], [1, 2]))
+        scale = prims.mul(
+            scale, _along(prims.reshape(convert(weight, compute), layout[1:3]), layout[:3], [1, 2])
+        )
     output = prims.mul(centered, prims.broadcast_in_dim(scale, layout, [0, 1, 2]))
     if bias is not None:
-        output = prims.add(output, _along(prims.reshape(convert(bias, compute), layout[1:3]), layout, [1, 2]))
+        output = prims.add(
+            output, _along(prims.reshape(convert(bias, compute), layout[1:3]), layout, [1, 2])
+        )
     output = prims.reshape(output, list(input.shape))
     return convert(output, input.dtype), convert(mean, statistics), convert(rstd, statistics)
 
@@ -419,9 +492,14 @@ def native_group_norm_backward(
         gamma = prims.reshape(convert(weight, compute), layout[1:3])
         scaled = prims.mul(dy, _along(gamma, layout, [1, 2]))
         gamma = _along(gamma, layout[:3], [1, 2])
-        ds_group, db_group = prims.sum(prims.mul(ds, gamma), [2]), prims.sum(prims.mul(db, gamma), [2])
+        ds_group, db_group = (
+            prims.sum(prims.mul(ds, gamma), [2]),
+            prims.sum(prims.mul(db, gamma), [2]),
+        )
     grad_input = _input_grad(scaled, x, mean, rstd, ds_group, db_group, layout[2] * HxW, [2, 3])
-    per_channel = prims.mul(prims.sub(ds, prims.mul(db, _spread(mean, layout[:3], [2]))), _spread(rstd, layout[:3], [2]))
+    per_channel = prims.mul(
+        prims.sub(ds, prims.mul(db, _spread(mean, layout[:3], [2]))), _spread(rstd, layout[:3], [2])
+    )
     grad_weight = prims.reshape(prims.sum(per_channel, [0]), [C])
     grad_bias = prims.reshape(prims.sum(db, [0]), [C])
     parameter_dtype = input.dtype if weight is None else weight.dtype
@@ -445,7 +523,9 @@ def _bag_of_each_index(offsets: Value, bags: int, count: int) -> Value:
     if bags <= 1 or count == 0:
         return full([count], 0, DType.int64)
     starts = convert(slice_in_dim(offsets, 1, bags, 1, 0), DType.int64)
-    marks = prims.scatter_nd(full([count + 1], 0, DType.int64), [starts], full([bags - 1], 1, DType.int64), "sum")
+    marks = prims.scatter_nd(
+        full([count + 1], 0, DType.int64), [starts], full([bags - 1], 1, DType.int64), "sum"
+    )
     return slice_in_dim(aten.cumsum.default(marks, 0), 0, count, 1, 0)
 
 
@@ -479,13 +559,20 @@ def _embedding_bag(
         raise ShapeError(f"{op}: expected a 2-D weight, got shape {list(weight.shape)}")
     for name, x in (("indices", indices), ("offsets", offsets)):
         if x.ndim != 1 or x.dtype not in INDEX_DTYPES:
-            raise ShapeError(f"{op}: expected 1-D int32/int64 {name}, got {x.dtype.short}{list(x.shape)}")
+            raise ShapeError(
+                f"{op}: expected 1-D int32/int64 {name}, got {x.dtype.short}{list(x.shape)}"
+            )
     if mode not in (_SUM, _MEAN, _MAX):
         raise ShapeError(f"{op}: mode must be 0 (sum), 1 (mean) or 2 (max), got {mode}")
     if per_sample_weights is not None:
         if mode != _SUM:
-            raise ShapeError(f"{op}: per_sample_weights are only supported with mode 0 (sum), got mode {mode}")
-        if per_sample_weights.shape != indices.shape or per_sample_weights.dtype is not weight.dtype:
+            raise ShapeError(
+                f"{op}: per_sample_weights are only supported with mode 0 (sum), got mode {mode}"
+            )
+        if (
+            per_sample_weights.shape != indices.shape
+            or per_sample_weights.dtype is not weight.dtype
+        ):
             raise ShapeError(
                 f"{op}: expected per_sample_weights {weight.dtype.short}{list(indices.shape)}, got "
                 f"{per_sample_weights.dtype.short}{list(per_sample_weights.shape)}"
@@ -514,7 +601,9 @@ def _embedding_bag(
         total = prims.scatter_nd(full([bags, width], 0.0, compute), slots, values, "sum")
         if mode == _MEAN:
             sizes = _bag_sizes(bag, kept, bags)
-            divisor = prims.maximum(convert(sizes, compute), full([], 1.0, compute))  # empty bags stay 0
+            divisor = prims.maximum(
+                convert(sizes, compute), full([], 1.0, compute)
+            )  # empty bags stay 0
             output = convert(prims.div(total, _along(divisor, total.shape, [0])), weight.dtype)
             max_indices = sizes
         else:
@@ -544,17 +633,31 @@ def _bag_max(
         return full(shape, 0.0, rows.dtype), full(shape, 0, DType.int64)
     valid = full(rows.shape, True, DType.bool) if kept is None else _along(kept, rows.shape, [0])
     position = index_ramp(rows.shape, 0)
-    first = prims.scatter_nd(full([bags], count, DType.int64), [bag], _first_candidates(kept, count), "amin")
+    first = prims.scatter_nd(
+        full([bags], count, DType.int64), [bag], _first_candidates(kept, count), "amin"
+    )
     present = prims.lt(first, count)
-    leading = prims.gather_nd(rows, [_along(prims.where(present, first, 0), shape, [0]), index_ramp(shape, 1)])
+    leading = prims.gather_nd(
+        rows, [_along(prims.where(present, first, 0), shape, [0]), index_ramp(shape, 1)]
+    )
     not_nan = prims.eq(rows, rows)
     finite_best = prims.scatter_nd(
-        full(shape, -math.inf, rows.dtype), slots, prims.where(prims.bitwise_and(valid, not_nan), rows, -math.inf), "amax"
+        full(shape, -math.inf, rows.dtype),
+        slots,
+        prims.where(prims.bitwise_and(valid, not_nan), rows, -math.inf),
+        "amax",
     )
     best = prims.where(prims.ne(leading, leading), leading, finite_best)
     at_bag = prims.gather_nd(best, slots)
-    hit = prims.bitwise_or(prims.eq(rows, at_bag), prims.bitwise_and(prims.ne(rows, rows), prims.ne(at_bag, at_bag)))
-    where_best = prims.scatter_nd(full(shape, count, DType.int64), slots, prims.where(prims.bitwise_and(valid, hit), position, count), "amin")
+    hit = prims.bitwise_or(
+        prims.eq(rows, at_bag), prims.bitwise_and(prims.ne(rows, rows), prims.ne(at_bag, at_bag))
+    )
+    where_best = prims.scatter_nd(
+        full(shape, count, DType.int64),
+        slots,
+        prims.where(prims.bitwise_and(valid, hit), position, count),
+        "amin",
+    )
     has = _along(present, shape, [0])
     source = prims.gather_nd(indices, [prims.where(has, where_best, 0)])
     output = prims.where(has, best, 0.0)
@@ -589,12 +692,16 @@ def embedding_dense_backward(
     grads = convert(prims.reshape(grad_output, shape), compute)
     flat = prims.reshape(indices, [count])
     if scale_grad_by_freq:
-        frequency = prims.scatter_nd(full([num_weights], 0, DType.int64), [flat], full([count], 1, DType.int64), "sum")
+        frequency = prims.scatter_nd(
+            full([num_weights], 0, DType.int64), [flat], full([count], 1, DType.int64), "sum"
+        )
         reciprocal = prims.reciprocal(convert(prims.gather_nd(frequency, [flat]), DType.float64))
         scale = convert(convert(reciprocal, grad_output.dtype), compute)
         grads = prims.mul(grads, _along(scale, shape, [0]))
     if padding_idx >= 0:
-        grads = prims.where(_along(prims.ne(flat, padding_idx), shape, [0]), grads, full([], 0, compute))
+        grads = prims.where(
+            _along(prims.ne(flat, padding_idx), shape, [0]), grads, full([], 0, compute)
+        )
     slots = [_along(flat, shape, [0]), index_ramp(shape, 1)]
     total = prims.scatter_nd(full([num_weights, width], 0, compute), slots, grads, "sum")
     return convert(total, grad_output.dtype)
@@ -612,7 +719,9 @@ def _p_norm(difference: Value, p: float, dim: int, *, max_skips_nan: bool = Fals
         return prims.sqrt(prims.sum(prims.mul(difference, difference), [dim]))
     magnitude = prims.abs(difference)
     if p == 0:
-        return prims.sum(prims.minimum(prims.ceil(magnitude), full([], 1.0, magnitude.dtype)), [dim])
+        return prims.sum(
+            prims.minimum(prims.ceil(magnitude), full([], 1.0, magnitude.dtype)), [dim]
+        )
     if p == 1:
         return prims.sum(magnitude, [dim])
     if math.isinf(p):
@@ -624,7 +733,9 @@ def _p_norm(difference: Value, p: float, dim: int, *, max_skips_nan: bool = Fals
 
 def _check_distance_operand(op: str, name: str, x: Value) -> None:
     if x.dtype not in (DType.float32, DType.float64):
-        raise DTypeError(f"{op}: expected {name} of dtype f32 or f64 (torch's CPU kernels), got {x.dtype.short}")
+        raise DTypeError(
+            f"{op}: expected {name} of dtype f32 or f64 (torch's CPU kernels), got {x.dtype.short}"
+        )
 
 
 def _check_p(op: str, p: float) -> None:
@@ -646,9 +757,13 @@ def _cdist_forward(x1: Value, x2: Value, p: float, compute_mode: int | None) -> 
     for name, x in (("x1", x1), ("x2", x2)):
         _check_distance_operand(op, name, x)
         if x.ndim < 2:
-            raise ShapeError(f"{op}: expected {name} with at least 2 dims, got shape {list(x.shape)}")
+            raise ShapeError(
+                f"{op}: expected {name} with at least 2 dims, got shape {list(x.shape)}"
+            )
     if x1.dtype is not x2.dtype or x1.shape[-1] != x2.shape[-1]:
-        raise ShapeError(f"{op}: x1 {x1.dtype.short}{list(x1.shape)} and x2 {x2.dtype.short}{list(x2.shape)} must share dtype and row size")
+        raise ShapeError(
+            f"{op}: x1 {x1.dtype.short}{list(x1.shape)} and x2 {x2.dtype.short}{list(x2.shape)} must share dtype and row size"
+        )
     _check_p(op, p)
     if compute_mode not in (None, 0, 1, 2):
         raise ShapeError(f"{op}: compute_mode must be None, 0, 1 or 2, got {compute_mode}")
@@ -658,7 +773,9 @@ def _cdist_forward(x1: Value, x2: Value, p: float, compute_mode: int | None) -> 
     shape = [*batch, rows1, rows2]
     if rows1 == 0 or rows2 == 0 or width == 0:
         return full(shape, 0.0, x1.dtype)
-    if p == 2 and (compute_mode == 1 or (compute_mode in (None, 0) and max(rows1, rows2) > _MM_THRESHOLD)):
+    if p == 2 and (
+        compute_mode == 1 or (compute_mode in (None, 0) and max(rows1, rows2) > _MM_THRESHOLD)
+    ):
         return _euclidean_by_product(a, b)
     k = len(batch)
     spread = [*batch, rows1, rows2, width]
@@ -721,7 +838,9 @@ def _fft_normalized(x: Value, normalization: int, signal: int, op: str) -> Value
         return prims.mul(x, 1.0 / math.sqrt(signal))
     if normalization == 2:
         return prims.mul(x, 1.0 / signal)
-    raise ShapeError(f"{op}: normalization must be 0 (none), 1 (by 1/sqrt(n)) or 2 (by 1/n), got {normalization}")
+    raise ShapeError(
+        f"{op}: normalization must be 0 (none), 1 (by 1/sqrt(n)) or 2 (by 1/n), got {normalization}"
+    )
 
 
 @register("aten._fft_r2c.default")

@@ -96,7 +96,9 @@ def _cast(x: Any, dtype: DType) -> Any:
     return convert(x, dtype)
 
 
-def _cast_operands(operands: tuple[Any, ...], result: DType, *, exact_other: bool = False) -> tuple[Any, ...]:
+def _cast_operands(
+    operands: tuple[Any, ...], result: DType, *, exact_other: bool = False
+) -> tuple[Any, ...]:
     """Round the operands to a float16/bfloat16 result dtype before they are computed in float32
     (see the module doc); `exact_other`: mul/div read a single-element `other` at full precision."""
     if not result.is_low_precision:
@@ -107,7 +109,9 @@ def _cast_operands(operands: tuple[Any, ...], result: DType, *, exact_other: boo
     )
 
 
-def _pointwise(prim: Prim, *operands: Any, kind: Kind = Kind.DEFAULT, exact_other: bool = False) -> Value:
+def _pointwise(
+    prim: Prim, *operands: Any, kind: Kind = Kind.DEFAULT, exact_other: bool = False
+) -> Value:
     """One elementwise prim computed as torch's CPU kernel computes it."""
     _, result = elementwise_dtypes(*operands, kind=kind)
     return elementwise(prim, *_cast_operands(operands, result, exact_other=exact_other), kind=kind)
@@ -135,7 +139,9 @@ def _real_scalar(op: str, value: Any) -> Any:
     complex number with a zero imaginary part is its real part; any other is an error."""
     if type(value) is complex:
         if value.imag != 0:
-            raise DTypeError(f"{op}: {value!r} cannot be converted to a real number without overflow")
+            raise DTypeError(
+                f"{op}: {value!r} cannot be converted to a real number without overflow"
+            )
         return value.real
     return value
 
@@ -169,7 +175,12 @@ def _exact_unary(name: str, prim: Prim) -> None:
 
 
 def _binary(
-    name: str, prim: Prim, kind: Kind, overloads: tuple[str, ...] = ("Tensor", "Scalar"), *, exact_other: bool = False
+    name: str,
+    prim: Prim,
+    kind: Kind,
+    overloads: tuple[str, ...] = ("Tensor", "Scalar"),
+    *,
+    exact_other: bool = False,
 ) -> None:
     """aten.<name>.<overload> for each overload, as one promoted prim."""
 
@@ -259,7 +270,12 @@ _binary("minimum", prims.minimum, Kind.NO_OPMATH, ("default",))
 for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
     _binary(_name, getattr(prims, _name), Kind.NO_OPMATH)
 # Not Core ATen, but torch.export keeps them (aten2prims.schema.EXTRA_ATEN_SCHEMAS).
-for _name, _prim in (("erfinv", prims.erf_inv), ("lgamma", prims.lgamma), ("digamma", prims.digamma), ("i0", prims.bessel_i0)):
+for _name, _prim in (
+    ("erfinv", prims.erf_inv),
+    ("lgamma", prims.lgamma),
+    ("digamma", prims.digamma),
+    ("i0", prims.bessel_i0),
+):
     _unary(_name, _prim, Kind.INT_TO_FLOAT)
 _binary("hypot", prims.hypot, Kind.DEFAULT, ("default",))
 _binary("nextafter", prims.nextafter, Kind.NO_OPMATH, ("default",))
@@ -270,7 +286,12 @@ def _copysign(self: Any, other: Any) -> Value:
     (a, b), _, result = promote(self, other, kind=Kind.INT_TO_FLOAT)
     magnitude = prims.abs(a)
     if _is_number(b):  # the sign is known now
-        return convert(prims.neg(magnitude) if math.copysign(1.0, _real_scalar("copysign", b)) < 0 else magnitude, result)
+        return convert(
+            prims.neg(magnitude)
+            if math.copysign(1.0, _real_scalar("copysign", b)) < 0
+            else magnitude,
+            result,
+        )
     return convert(prims.where(prims.signbit(b), prims.neg(magnitude), magnitude), result)
 
 
@@ -330,7 +351,9 @@ def _check_alpha(op: str, alpha: Any, result: DType) -> None:
     if kind is bool and result is not DType.bool:
         raise DTypeError(f"{op}: a bool alpha needs a bool result, got {result.short}")
     if result.is_integral and kind not in (bool, int):
-        raise DTypeError(f"{op}: alpha must be an integer for an integral result ({result.short}), got {kind.__name__}")
+        raise DTypeError(
+            f"{op}: alpha must be an integer for an integral result ({result.short}), got {kind.__name__}"
+        )
     if not result.is_complex and kind is complex:
         raise DTypeError(f"{op}: a complex alpha needs a complex result, got {result.short}")
 
@@ -380,7 +403,9 @@ def add(self: Any, other: Any, alpha: Any) -> Value:
 @register("aten.sub.Tensor", "aten.sub.Scalar")
 def sub(self: Any, other: Any, alpha: Any) -> Value:
     if DType.bool in (_dtype_of(self), _dtype_of(other)):
-        raise DTypeError("aten.sub: subtraction with a bool operand is not supported (use logical_xor or logical_not)")
+        raise DTypeError(
+            "aten.sub: subtraction with a bool operand is not supported (use logical_xor or logical_not)"
+        )
     return _plus_scaled("aten.sub", self, other, alpha, negate=True)
 
 
@@ -393,7 +418,9 @@ def _floor_divide_integer(a: Value, b: Value) -> Value:
     if not a.dtype.is_signed:
         return quotient
     remainder = prims.fmod(a, b)
-    step = prims.bitwise_and(prims.ne(remainder, 0), prims.ne(prims.lt(remainder, 0), prims.lt(b, 0)))
+    step = prims.bitwise_and(
+        prims.ne(remainder, 0), prims.ne(prims.lt(remainder, 0), prims.lt(b, 0))
+    )
     return prims.sub(quotient, prims.convert_element_type(step, a.dtype))
 
 
@@ -423,9 +450,16 @@ def div_mode(self: Any, other: Any, rounding_mode: str | None) -> Value:
     if rounding_mode is None:
         return _pointwise(prims.div, self, other, kind=Kind.INT_TO_FLOAT, exact_other=True)
     if rounding_mode not in ("trunc", "floor"):
-        raise LoweringError(f"aten.div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+        raise LoweringError(
+            f"aten.div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}"
+        )
     _, result = elementwise_dtypes(self, other, kind=Kind.DEFAULT)
-    _require(f"aten.div (rounding_mode={rounding_mode!r})", _numeric_real(result), "a numeric real dtype", result)
+    _require(
+        f"aten.div (rounding_mode={rounding_mode!r})",
+        _numeric_real(result),
+        "a numeric real dtype",
+        result,
+    )
     (a, b), computation, result = promote(*_cast_operands((self, other), result, exact_other=True))
     if rounding_mode == "trunc":
         return convert(_trunc_divide(a, b), result)
@@ -486,7 +520,9 @@ def _float16_pow(self: Value, exponent: Any) -> Value:
 @register("aten.pow.Scalar")
 def pow_scalar(self: Any, exponent: Value) -> Value:
     result = result_type(self, exponent)
-    if _scalar_kind(self) is not bool and _is_number(self) and self == 1:  # 1 ** x is 1 even for NaN
+    if (
+        _scalar_kind(self) is not bool and _is_number(self) and self == 1
+    ):  # 1 ** x is 1 even for NaN
         return full(exponent.shape, 1, result)
     return _pointwise(prims.pow, self, exponent)
 
@@ -542,10 +578,17 @@ def _clamp_scalars(op: str, self: Value, low: Any, high: Any, result: DType) -> 
     _require(op, _numeric_real(result), "a numeric real dtype", result)
     x = convert(self, result)
     low, high = (_real_scalar(op, b) for b in (low, high))
-    if low is not None and high is not None and any(type(b) is float and math.isnan(b) for b in (low, high)):
-        return full(x.shape, math.nan, result)  # torch fills NaN when both bounds are given and one is NaN
+    if (
+        low is not None
+        and high is not None
+        and any(type(b) is float and math.isnan(b) for b in (low, high))
+    ):
+        return full(
+            x.shape, math.nan, result
+        )  # torch fills NaN when both bounds are given and one is NaN
     low, high = (
-        None if b is None else convert(b, result) if _is_number(b) else _tensor(b, result, x.shape) for b in (low, high)
+        None if b is None else convert(b, result) if _is_number(b) else _tensor(b, result, x.shape)
+        for b in (low, high)
     )
     return _clamp(x, low, high)
 
@@ -568,7 +611,9 @@ def clamp_tensor(self: Value, min: Value | None, max: Value | None) -> Value:
     _require("aten.clamp", not result.is_complex, "a real dtype", result)
     # torch's kernel for both bounds lacks bool; its one-bound kernels (clamp_min/max) have it.
     one_bound = low is None or high is None
-    _require("aten.clamp (both bounds)", result is not DType.bool or one_bound, "a numeric dtype", result)
+    _require(
+        "aten.clamp (both bounds)", result is not DType.bool or one_bound, "a numeric dtype", result
+    )
     return _clamp(x, low, high)
 
 
@@ -578,7 +623,10 @@ def hardtanh(self: Value, min_val: Any, max_val: Any) -> Value:
     if self.dtype.is_integer:
         # Integer tensors take the limits truncated to integers (no promotion); a run-time
         # limit is truncated by its conversion to the tensor's dtype.
-        min_val, max_val = (int(_real_scalar("aten.hardtanh", v)) if _is_number(v) else v for v in (min_val, max_val))
+        min_val, max_val = (
+            int(_real_scalar("aten.hardtanh", v)) if _is_number(v) else v
+            for v in (min_val, max_val)
+        )
         if not self.dtype.is_signed and any(_is_number(v) and v < 0 for v in (min_val, max_val)):
             raise DTypeError("aten.hardtanh: an unsigned tensor cannot take negative limits")
     return _clamp_scalars("aten.hardtanh", self, min_val, max_val, self.dtype)
@@ -656,7 +704,13 @@ def clone(self: Value, memory_format: Any) -> Value:
 
 @register("aten._to_copy.default")
 def to_copy(
-    self: Value, dtype: DType | None, layout: Any, device: Any, pin_memory: Any, non_blocking: bool, memory_format: Any
+    self: Value,
+    dtype: DType | None,
+    layout: Any,
+    device: Any,
+    pin_memory: Any,
+    non_blocking: bool,
+    memory_format: Any,
 ) -> Value:
     if layout not in (None, Layout.strided):
         raise DTypeError(f"aten._to_copy: only the strided layout is supported, got {layout}")
@@ -684,7 +738,9 @@ def scalar_tensor(s: Any, dtype: DType | None, layout: Any, device: Any, pin_mem
     if type(s) is complex and not dtype.is_complex:
         # aten converts a complex scalar to a real dtype when nothing is lost (bool: nonzero).
         if not dtype.is_bool and s.imag != 0:
-            raise DTypeError(f"aten.scalar_tensor: {s!r} cannot be converted to {dtype.short} without overflow")
+            raise DTypeError(
+                f"aten.scalar_tensor: {s!r} cannot be converted to {dtype.short} without overflow"
+            )
         s = bool(s) if dtype.is_bool else s.real
     return prims.scalar_tensor(s, dtype=dtype)
 

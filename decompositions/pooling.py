@@ -44,15 +44,21 @@ INTEGERS = frozenset({DType.uint8, DType.int8, DType.int16, DType.int32, DType.i
 def _check_dtype(op: str, x: Value, allowed: frozenset[DType], what: str = "input") -> None:
     if x.dtype not in allowed:
         names = " ".join(d.short for d in DType if d in allowed)
-        raise DTypeError(f"{op}: {what} of dtype {x.dtype.short} is not supported (expected one of {names})")
+        raise DTypeError(
+            f"{op}: {what} of dtype {x.dtype.short} is not supported (expected one of {names})"
+        )
 
 
 def _check_rank(op: str, x: Value, rank: int) -> None:
     """A [C, *spatial] or [N, C, *spatial] input whose non-batch dims are non-empty."""
     if x.ndim not in (rank + 1, rank + 2):
-        raise ShapeError(f"{op}: expected a {rank + 1}-D or {rank + 2}-D input, got shape {list(x.shape)}")
+        raise ShapeError(
+            f"{op}: expected a {rank + 1}-D or {rank + 2}-D input, got shape {list(x.shape)}"
+        )
     if any(n == 0 for n in x.shape[x.ndim - rank - 1 :]):
-        raise ShapeError(f"{op}: expected non-empty non-batch dimensions, got shape {list(x.shape)}")
+        raise ShapeError(
+            f"{op}: expected non-empty non-batch dimensions, got shape {list(x.shape)}"
+        )
 
 
 def _per_dim(op: str, name: str, values: Sequence[int], rank: int) -> list[int]:
@@ -95,7 +101,9 @@ class Window:
         return iota(self.positions, start=-self.padding, step=self.stride)
 
 
-def _positions(size: int, kernel: int, padding: int, stride: int, dilation: int, ceil_mode: bool) -> int:
+def _positions(
+    size: int, kernel: int, padding: int, stride: int, dilation: int, ceil_mode: bool
+) -> int:
     """ATen's pooling_output_shape: with ceil_mode a last, partial window is kept only if it
     starts inside the input or its left padding."""
     span = size + 2 * padding - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)
@@ -125,7 +133,9 @@ def _windows(
             f"{op}: kernel_size, stride and dilation must be positive, got {kernel}, {stride} and {dilation}"
         )
     if any(p < 0 or p > k // 2 for p, k in zip(padding, kernel)):
-        raise ShapeError(f"{op}: padding {padding} must be non-negative and at most half of kernel_size {kernel}")
+        raise ShapeError(
+            f"{op}: padding {padding} must be non-negative and at most half of kernel_size {kernel}"
+        )
     sizes = x.shape[-rank:]
     windows = [
         Window(n, k, s, p, d, _positions(n, k, p, s, d, ceil_mode))
@@ -149,7 +159,9 @@ def _padded(x: Value, windows: Sequence[Window], value: float | int) -> Value:
     return aten.constant_pad_nd.default(x, pad, value)
 
 
-def _offset_views(x: Value, windows: Sequence[Window], first: Sequence[int] | None = None) -> Iterator[Value]:
+def _offset_views(
+    x: Value, windows: Sequence[Window], first: Sequence[int] | None = None
+) -> Iterator[Value]:
     """The windows of a padded x, one kernel offset at a time in row-major order: for each offset,
     the element at that offset of every window as one zero-copy view [*batch, *positions]
     (windows start at `first` + position · stride along each dim)."""
@@ -241,7 +253,9 @@ def _max_pool(
     padded = _padded(x, windows, _lowest(x.dtype))
     kernel = [w.kernel for w in windows]
     radix = row_major_strides(kernel)  # offset k = Σ_d offset_d · radix_d
-    first = _outer([prims.mul(_first_valid_offset(w), r) for w, r in zip(windows, radix)], prims.add)
+    first = _outer(
+        [prims.mul(_first_valid_offset(w), r) for w, r in zip(windows, radix)], prims.add
+    )
     taken = _to_batch_shape(first, shape)
     best = None
     for k, view in enumerate(_offset_views(padded, windows)):
@@ -270,7 +284,9 @@ def max_pool2d_with_indices(
     dilation: Sequence[int],
     ceil_mode: bool,
 ) -> tuple[Value, Value]:
-    return _max_pool("aten.max_pool2d_with_indices", self, 2, kernel_size, stride, padding, dilation, ceil_mode)
+    return _max_pool(
+        "aten.max_pool2d_with_indices", self, 2, kernel_size, stride, padding, dilation, ceil_mode
+    )
 
 
 @register("aten.max_pool3d_with_indices.default")
@@ -282,7 +298,9 @@ def max_pool3d_with_indices(
     dilation: Sequence[int],
     ceil_mode: bool,
 ) -> tuple[Value, Value]:
-    return _max_pool("aten.max_pool3d_with_indices", self, 3, kernel_size, stride, padding, dilation, ceil_mode)
+    return _max_pool(
+        "aten.max_pool3d_with_indices", self, 3, kernel_size, stride, padding, dilation, ceil_mode
+    )
 
 
 @register("aten.max_pool2d_with_indices_backward.default")
@@ -302,7 +320,9 @@ def max_pool2d_with_indices_backward(
     _check_dtype(op, self, FLOATS, "self")
     _check_rank(op, self, 2)
     if grad_output.dtype is not self.dtype:
-        raise DTypeError(f"{op}: grad_output has dtype {grad_output.dtype.short}, self {self.dtype.short}")
+        raise DTypeError(
+            f"{op}: grad_output has dtype {grad_output.dtype.short}, self {self.dtype.short}"
+        )
     _check_dtype(op, indices, frozenset({DType.int64}), "indices")
     windows = _windows(op, self, 2, kernel_size, stride, padding, dilation, ceil_mode)
     shape = (*self.shape[:-2], *(w.positions for w in windows))
@@ -314,7 +334,10 @@ def max_pool2d_with_indices_backward(
     if math.prod(shape) == 0:
         return full(self.shape, 0, self.dtype)
     values = prims.reshape(grad_output, [*batch, count])
-    where = [*(index_ramp(values.shape, d) for d in range(len(batch))), prims.reshape(indices, [*batch, count])]
+    where = [
+        *(index_ramp(values.shape, d) for d in range(len(batch))),
+        prims.reshape(indices, [*batch, count]),
+    ]
     grad = prims.scatter_nd(full([*batch, plane], 0, self.dtype), where, values, "sum")
     return prims.reshape(grad, list(self.shape))
 
@@ -332,7 +355,9 @@ def _window_counts(w: Window, count_include_pad: bool) -> Value:
     return prims.sub(prims.minimum(end, w.size), prims.maximum(start, 0))
 
 
-def _divisors(windows: Sequence[Window], count_include_pad: bool, divisor_override: int | None) -> Value | int:
+def _divisors(
+    windows: Sequence[Window], count_include_pad: bool, divisor_override: int | None
+) -> Value | int:
     if divisor_override is not None:
         return divisor_override
     return _outer([_window_counts(w, count_include_pad) for w in windows], prims.mul)
@@ -389,7 +414,9 @@ def avg_pool1d(
     count_include_pad: bool,
 ) -> Value:
     op = "aten.avg_pool1d"
-    windows = _avg_pool_arguments(op, self, 1, AVG_POOL_DTYPES, kernel_size, stride, padding, ceil_mode, None)
+    windows = _avg_pool_arguments(
+        op, self, 1, AVG_POOL_DTYPES, kernel_size, stride, padding, ceil_mode, None
+    )
     return _avg_pool(self, windows, count_include_pad, None)
 
 
@@ -423,7 +450,9 @@ def avg_pool3d(
     op = "aten.avg_pool3d"
     # ATen's CPU kernel has no float16/bfloat16 variant here, and refuses inputs smaller than the kernel.
     dtypes = frozenset({DType.float32, DType.float64, DType.int64})
-    windows = _avg_pool_arguments(op, self, 3, dtypes, kernel_size, stride, padding, ceil_mode, divisor_override)
+    windows = _avg_pool_arguments(
+        op, self, 3, dtypes, kernel_size, stride, padding, ceil_mode, divisor_override
+    )
     if any(w.size < w.kernel for w in windows):
         raise ShapeError(
             f"{op}: input of spatial size {list(self.shape[-3:])} is smaller than the kernel "
@@ -451,14 +480,20 @@ def avg_pool2d_backward(
         op, self, 2, AVG_POOL_DTYPES, kernel_size, stride, padding, ceil_mode, divisor_override
     )
     if grad_output.dtype is not self.dtype:
-        raise DTypeError(f"{op}: grad_output has dtype {grad_output.dtype.short}, self {self.dtype.short}")
+        raise DTypeError(
+            f"{op}: grad_output has dtype {grad_output.dtype.short}, self {self.dtype.short}"
+        )
     shape = (*self.shape[:-2], *(w.positions for w in windows))
     if grad_output.shape != shape:
-        raise ShapeError(f"{op}: grad_output has shape {list(grad_output.shape)}, expected {list(shape)}")
+        raise ShapeError(
+            f"{op}: grad_output has shape {list(grad_output.shape)}, expected {list(shape)}"
+        )
     if self.numel == 0:
         return full(self.shape, 0, self.dtype)
     compute = opmath_dtype(self.dtype)
-    shares = _divide(convert(grad_output, compute), _divisors(windows, count_include_pad, divisor_override))
+    shares = _divide(
+        convert(grad_output, compute), _divisors(windows, count_include_pad, divisor_override)
+    )
     return convert(_spread_sum(shares, windows), self.dtype)
 
 
@@ -467,7 +502,8 @@ def _spread_sum(shares: Value, windows: Sequence[Window]) -> Value:
     rank = len(windows)
     batch = shares.shape[:-rank]
     lengths = [
-        max(w.size + w.padding + w.kernel - 1, w.kernel - 1 + (w.positions - 1) * w.stride + 1) for w in windows
+        max(w.size + w.padding + w.kernel - 1, w.kernel - 1 + (w.positions - 1) * w.stride + 1)
+        for w in windows
     ]
     canvas_shape = [*batch, *lengths]
     strides = row_major_strides(canvas_shape)
@@ -513,11 +549,15 @@ def _adaptive_sum(x: Value, dim: int, outputs: int) -> Value:
             shape = [*x.shape[:dim], common, *x.shape[dim + 1 :]]
             view_strides = [*strides[:dim], period * strides[dim], *strides[dim + 1 :]]
             offsets = range(start * strides[dim], stop * strides[dim], strides[dim])
-            parts.append(_sum(prims.as_strided(x, shape, view_strides, offset) for offset in offsets))
+            parts.append(
+                _sum(prims.as_strided(x, shape, view_strides, offset) for offset in offsets)
+            )
             continue
         shape = [*x.shape[:dim], common, stop - start, *x.shape[dim + 1 :]]
         view_strides = [*strides[:dim], period * strides[dim], strides[dim], *strides[dim + 1 :]]
-        parts.append(prims.sum(prims.as_strided(x, shape, view_strides, start * strides[dim]), [dim + 1]))
+        parts.append(
+            prims.sum(prims.as_strided(x, shape, view_strides, start * strides[dim]), [dim + 1])
+        )
     if classes == 1:
         return parts[0]
     stacked_shape = [*x.shape[:dim], common, 1, *x.shape[dim + 1 :]]
@@ -585,8 +625,14 @@ def _adaptive_avg_pool2d_backward(grad_output: Value, self: Value) -> Value:
     _check_dtype(op, self, FLOATS, "self")
     _check_rank(op, self, 2)
     if grad_output.dtype is not self.dtype:
-        raise DTypeError(f"{op}: grad_output has dtype {grad_output.dtype.short}, self {self.dtype.short}")
-    if grad_output.ndim != self.ndim or grad_output.shape[:-2] != self.shape[:-2] or 0 in grad_output.shape[1:]:
+        raise DTypeError(
+            f"{op}: grad_output has dtype {grad_output.dtype.short}, self {self.dtype.short}"
+        )
+    if (
+        grad_output.ndim != self.ndim
+        or grad_output.shape[:-2] != self.shape[:-2]
+        or 0 in grad_output.shape[1:]
+    ):
         raise ShapeError(
             f"{op}: grad_output of shape {list(grad_output.shape)} does not match self of shape {list(self.shape)}"
         )
@@ -608,16 +654,25 @@ def _adaptive_sources(inputs: int, outputs: int) -> tuple[Value, int]:
     """(int64[outputs, K], K): the input positions of each adaptive window, K the longest window's
     length; a shorter window repeats its last position (harmless to a maximum, and its first
     maximum and last NaN keep their positions)."""
-    longest = max(_adaptive_bounds(i, inputs, outputs)[1] - _adaptive_bounds(i, inputs, outputs)[0] for i in range(outputs))
+    longest = max(
+        _adaptive_bounds(i, inputs, outputs)[1] - _adaptive_bounds(i, inputs, outputs)[0]
+        for i in range(outputs)
+    )
     index = iota(outputs)
     start = prims.div(prims.mul(index, inputs), outputs)
-    last = prims.sub(prims.div(prims.add(prims.mul(index, inputs), inputs + outputs - 1), outputs), 1)
+    last = prims.sub(
+        prims.div(prims.add(prims.mul(index, inputs), inputs + outputs - 1), outputs), 1
+    )
     shape = [outputs, longest]
-    stepped = prims.add(prims.broadcast_in_dim(start, shape, [0]), prims.broadcast_in_dim(iota(longest), shape, [1]))
+    stepped = prims.add(
+        prims.broadcast_in_dim(start, shape, [0]), prims.broadcast_in_dim(iota(longest), shape, [1])
+    )
     return prims.minimum(stepped, prims.broadcast_in_dim(last, shape, [0])), longest
 
 
-def _adaptive_max_pool(op: str, x: Value, output_size: Sequence[int], rank: int) -> tuple[Value, Value]:
+def _adaptive_max_pool(
+    op: str, x: Value, output_size: Sequence[int], rank: int
+) -> tuple[Value, Value]:
     """ATen's CPU kernel: per output, the scan over its window in row-major order taking a value
     greater than the running maximum (from -inf) or NaN; so the first maximum's index, the last
     NaN's, and the window's first position when every value is -inf. Computed on all windows at
@@ -639,14 +694,19 @@ def _adaptive_max_pool(op: str, x: Value, output_size: Sequence[int], rank: int)
     blocks = [size for o, (_, longest) in zip(outputs, tables) for size in (o, longest)]
     window_shape = [*x.shape[:lead], *blocks]
     indices = [index_ramp(window_shape, d) for d in range(lead)]
-    indices += [prims.broadcast_in_dim(table, window_shape, [lead + 2 * d, lead + 2 * d + 1]) for d, (table, _) in enumerate(tables)]
+    indices += [
+        prims.broadcast_in_dim(table, window_shape, [lead + 2 * d, lead + 2 * d + 1])
+        for d, (table, _) in enumerate(tables)
+    ]
     windows = prims.gather_nd(x, indices)
     slots = [lead + 2 * d + 1 for d in range(rank)]
     kept = [d for d in range(len(window_shape)) if d not in slots]
     values = prims.amax(windows, slots)
     plane = row_major_strides(spatial)
     flat = _sum(
-        prims.broadcast_in_dim(prims.mul(table, stride) if stride != 1 else table, blocks, [2 * d, 2 * d + 1])
+        prims.broadcast_in_dim(
+            prims.mul(table, stride) if stride != 1 else table, blocks, [2 * d, 2 * d + 1]
+        )
         for d, ((table, _), stride) in enumerate(zip(tables, plane))
     )
     flat = prims.broadcast_in_dim(flat, window_shape, list(range(lead, len(window_shape))))
@@ -683,7 +743,9 @@ def _separable_gather(x: Value, indices: Sequence[Value]) -> Value:
     positions per dim of x, each broadcast along its own dim (the executor runs such a gather as
     one take along each dim whose positions are not the identity, executor/gather.py)."""
     shape = [index.shape[0] for index in indices]
-    return prims.gather_nd(x, [prims.broadcast_in_dim(index, shape, [d]) for d, index in enumerate(indices)])
+    return prims.gather_nd(
+        x, [prims.broadcast_in_dim(index, shape, [d]) for d, index in enumerate(indices)]
+    )
 
 
 def _along(x: Value, dim: int, index: Value) -> Value:
@@ -737,7 +799,9 @@ def _nearest_source(inputs: int, outputs: int, scale: float | None) -> Value:
         return index
     if outputs == 2 * inputs:
         return prims.shift_right_arithmetic(index, 1)
-    scaled = prims.mul(convert(index, DType.float32), _float_scale(inputs, outputs, scale, DType.float32))
+    scaled = prims.mul(
+        convert(index, DType.float32), _float_scale(inputs, outputs, scale, DType.float32)
+    )
     return prims.minimum(convert(prims.floor(scaled), DType.int64), inputs - 1)
 
 
@@ -756,7 +820,9 @@ def upsample_nearest2d(
     return prims.split_dim(picked, 0, input.shape[0])
 
 
-def _linear_ratio(inputs: int, outputs: int, align_corners: bool, scale: float | None, dtype: DType) -> float:
+def _linear_ratio(
+    inputs: int, outputs: int, align_corners: bool, scale: float | None, dtype: DType
+) -> float:
     """ATen's area_pixel_compute_scale in `dtype`."""
     if not align_corners:
         return _float_scale(inputs, outputs, scale, dtype)
@@ -776,7 +842,9 @@ def _linear_source(
     else:
         source = prims.maximum(prims.sub(prims.mul(prims.add(position, 0.5), ratio), 0.5), 0.0)
     # ATen floors with floorf, i.e. after rounding a double source index to float.
-    left = prims.minimum(convert(prims.floor(convert(source, DType.float32)), DType.int64), inputs - 1)
+    left = prims.minimum(
+        convert(prims.floor(convert(source, DType.float32)), DType.int64), inputs - 1
+    )
     distance = prims.minimum(prims.maximum(prims.sub(source, convert(left, dtype)), 0.0), 1.0)
     return left, distance
 
@@ -785,7 +853,9 @@ def _weighted(x: Value, weight: Value, dim: int) -> Value:
     return prims.mul(x, prims.broadcast_in_dim(weight, list(x.shape), [dim]))
 
 
-def _bilinear_float(x: Value, sizes: Sequence[int], align_corners: bool, scales: Sequence[float | None]) -> Value:
+def _bilinear_float(
+    x: Value, sizes: Sequence[int], align_corners: bool, scales: Sequence[float | None]
+) -> Value:
     """ATen's generic kernel Σ_h λ_h · (Σ_w λ_w · x[h, w]) in opmath, computed separably (the
     same operations): the width pass, then the height pass. A dim whose size does not change is
     ATen's identity x·1 + x·0 (which turns inf into NaN, as ATen does)."""
@@ -803,7 +873,9 @@ def _bilinear_float(x: Value, sizes: Sequence[int], align_corners: bool, scales:
     return convert(prims.split_dim(values, 0, x.shape[0]), x.dtype)
 
 
-def _uint8_weight_precision(inputs: int, outputs: int, align_corners: bool, scale: float | None) -> int:
+def _uint8_weight_precision(
+    inputs: int, outputs: int, align_corners: bool, scale: float | None
+) -> int:
     """ATen's fixed-point precision for uint8 interpolation weights: the largest p < 22 such that
     the largest weight times 2^(p+1) stays below 2^15 (weights recomputed here in double, exactly as
     the graph computes them)."""
@@ -821,7 +893,9 @@ def _uint8_weight_precision(inputs: int, outputs: int, align_corners: bool, scal
     return precision
 
 
-def _bilinear_uint8_pass(x: Value, dim: int, outputs: int, align_corners: bool, scale: float | None) -> Value:
+def _bilinear_uint8_pass(
+    x: Value, dim: int, outputs: int, align_corners: bool, scale: float | None
+) -> Value:
     """One separable pass of ATen's uint8 kernel along `dim` of x = [B, H, W]: int16 fixed-point
     weights round(w · 2^p) of the two neighbours (1 - λ and 1 - (1 - λ), merged into one at the
     last index), summed with the rounding bias 2^(p-1), shifted right by p, clamped to [0, 255]."""
@@ -837,7 +911,9 @@ def _bilinear_uint8_pass(x: Value, dim: int, outputs: int, align_corners: bool, 
     far = prims.where(last, 0.0, far)
 
     def fixed(weight: Value) -> Value:
-        return convert(prims.floor(prims.add(prims.mul(weight, float(1 << precision)), 0.5)), DType.int64)
+        return convert(
+            prims.floor(prims.add(prims.mul(weight, float(1 << precision)), 0.5)), DType.int64
+        )
 
     right = prims.minimum(prims.add(left, 1), inputs - 1)
     terms = [
@@ -850,7 +926,10 @@ def _bilinear_uint8_pass(x: Value, dim: int, outputs: int, align_corners: bool, 
 
 @register("aten.upsample_bilinear2d.vec")
 def upsample_bilinear2d(
-    input: Value, output_size: Sequence[int] | None, align_corners: bool, scale_factors: Sequence[float] | None
+    input: Value,
+    output_size: Sequence[int] | None,
+    align_corners: bool,
+    scale_factors: Sequence[float] | None,
 ) -> Value:
     op = "aten.upsample_bilinear2d"
     _check_dtype(op, input, FLOATS | {DType.uint8})
@@ -861,7 +940,9 @@ def upsample_bilinear2d(
         # ATen resamples uint8 images separably in fixed point: the width first, then the height.
         images = prims.collapse_view(input, 0, 1)  # [N·C, H, W]
         wide = _bilinear_uint8_pass(images, 2, sizes[1], align_corners, scales[1])
-        return prims.split_dim(_bilinear_uint8_pass(wide, 1, sizes[0], align_corners, scales[0]), 0, input.shape[0])
+        return prims.split_dim(
+            _bilinear_uint8_pass(wide, 1, sizes[0], align_corners, scales[0]), 0, input.shape[0]
+        )
     return _bilinear_float(input, sizes, align_corners, scales)
 
 
@@ -926,7 +1007,9 @@ class _Sampler:
     """Reads input[n, c, y, x] at integral float coordinates y, x of shape [N, H', W'], giving
     [N, C, H', W'] with zeros where a coordinate lies outside the input."""
 
-    def __init__(self, values: Value, rows: GridAxis, columns: GridAxis, positions: Sequence[int]) -> None:
+    def __init__(
+        self, values: Value, rows: GridAxis, columns: GridAxis, positions: Sequence[int]
+    ) -> None:
         self.values = values
         self.rows, self.columns = rows, columns
         self.shape = [*values.shape[:2], *positions]
@@ -951,7 +1034,9 @@ def _cubic_coefficients(t: Value) -> list[Value]:
     a = CUBIC_A
 
     def outer(x: Value) -> Value:  # 1 < |x| < 2
-        return prims.sub(prims.mul(prims.add(prims.mul(prims.sub(prims.mul(x, a), 5 * a), x), 8 * a), x), 4 * a)
+        return prims.sub(
+            prims.mul(prims.add(prims.mul(prims.sub(prims.mul(x, a), 5 * a), x), 8 * a), x), 4 * a
+        )
 
     def inner(x: Value) -> Value:  # |x| <= 1
         return prims.add(prims.mul(prims.mul(prims.sub(prims.mul(x, a + 2), a + 3), x), x), 1.0)
@@ -976,9 +1061,17 @@ def grid_sampler_2d(
             f"{op}: expected input [N, C, H, W] and grid [N, H', W', 2], got {list(input.shape)} and {list(grid.shape)}"
         )
     if 0 in input.shape[2:]:
-        raise ShapeError(f"{op}: expected non-empty spatial dimensions, got input shape {list(input.shape)}")
-    if interpolation_mode not in (BILINEAR, NEAREST, BICUBIC) or padding_mode not in (ZEROS, BORDER, REFLECTION):
-        raise ShapeError(f"{op}: unknown interpolation_mode {interpolation_mode} or padding_mode {padding_mode}")
+        raise ShapeError(
+            f"{op}: expected non-empty spatial dimensions, got input shape {list(input.shape)}"
+        )
+    if interpolation_mode not in (BILINEAR, NEAREST, BICUBIC) or padding_mode not in (
+        ZEROS,
+        BORDER,
+        REFLECTION,
+    ):
+        raise ShapeError(
+            f"{op}: unknown interpolation_mode {interpolation_mode} or padding_mode {padding_mode}"
+        )
     batch, channels, height, width = input.shape
     positions = list(grid.shape[1:3])
     if batch * channels * math.prod(positions) == 0:
@@ -1020,5 +1113,7 @@ def _bicubic(sampler: _Sampler, x: Value, y: Value) -> Value:
     lines = []
     for i in range(4):
         row = sampler.rows.pad(prims.add(y0, float(i - 1)))
-        lines.append(_sum([sampler.weighted(sampler.read(row, columns[j]), cx[j]) for j in range(4)]))
+        lines.append(
+            _sum([sampler.weighted(sampler.read(row, columns[j]), cx[j]) for j in range(4)])
+        )
     return _sum([sampler.weighted(lines[i], cy[i]) for i in range(4)])

@@ -55,7 +55,9 @@ def _require_elements(op: str, x: Value, dims: Sequence[int]) -> None:
     """max/min-like reductions have no identity: torch rejects reducing a dimension of size 0."""
     for d in dims:
         if x.shape[d] == 0:
-            raise ShapeError(f"{op}: expected reduction dim {d} to have non-zero size (input shape {list(x.shape)})")
+            raise ShapeError(
+                f"{op}: expected reduction dim {d} to have non-zero size (input shape {list(x.shape)})"
+            )
 
 
 def _require_floating(op: str, x: Value) -> None:
@@ -75,7 +77,9 @@ def _accumulate(reduce: Reducer, x: Value, dims: Sequence[int], dtype: DType | N
 
 
 @register("aten.sum.dim_IntList")
-def sum_dim_intlist(self: Value, dim: Sequence[int] | None, keepdim: bool = False, dtype: DType | None = None) -> Value:
+def sum_dim_intlist(
+    self: Value, dim: Sequence[int] | None, keepdim: bool = False, dtype: DType | None = None
+) -> Value:
     dims = reduction_dims(dim, self.ndim)
     return _kept(_accumulate(prims.sum, self, dims, dtype), dims, self, keepdim)
 
@@ -109,17 +113,24 @@ def mean_default(self: Value, dtype: DType | None = None) -> Value:
 
 
 @register("aten.mean.dim")
-def mean_dim(self: Value, dim: Sequence[int] | None, keepdim: bool = False, dtype: DType | None = None) -> Value:
+def mean_dim(
+    self: Value, dim: Sequence[int] | None, keepdim: bool = False, dtype: DType | None = None
+) -> Value:
     dims = reduction_dims(dim, self.ndim)
     return _kept(_mean(self, dims, dtype), dims, self, keepdim)
 
 
 @register("aten.var.correction")
 def var_correction(
-    self: Value, dim: Sequence[int] | None = None, correction: float | None = None, keepdim: bool = False
+    self: Value,
+    dim: Sequence[int] | None = None,
+    correction: float | None = None,
+    keepdim: bool = False,
 ) -> Value:
     if not (self.dtype.is_floating or self.dtype.is_complex):
-        raise DTypeError(f"var: expected a floating-point or complex tensor, got {self.dtype.short}")
+        raise DTypeError(
+            f"var: expected a floating-point or complex tensor, got {self.dtype.short}"
+        )
     dims = reduction_dims(dim, self.ndim)
     computation, result = reduction_dtypes(self.dtype, ReductionKind.COMPLEX_TO_FLOAT)
     correction = 1.0 if correction is None else correction
@@ -130,7 +141,9 @@ def var_correction(
 
 
 @register("aten.var.dim")
-def var_dim(self: Value, dim: Sequence[int] | None, unbiased: bool = True, keepdim: bool = False) -> Value:
+def var_dim(
+    self: Value, dim: Sequence[int] | None, unbiased: bool = True, keepdim: bool = False
+) -> Value:
     return var_correction(self, dim, 1.0 if unbiased else 0.0, keepdim)
 
 
@@ -213,7 +226,9 @@ def _arg_rule(op: str, reduce: Reducer) -> Callable[..., Value]:
         if dim is not None:
             return _along_dim(op, reduce, self, dim, keepdim)[1]
         if self.numel == 0:
-            raise ShapeError(f"{op}: expected a non-empty tensor when dim is None (input shape {list(self.shape)})")
+            raise ShapeError(
+                f"{op}: expected a non-empty tensor when dim is None (input shape {list(self.shape)})"
+            )
         flat = self if self.ndim == 1 else prims.reshape(self, [self.numel])
         index = _first_extreme(reduce, flat, 0)[1]
         return keep_dims(index, range(self.ndim), self.ndim) if keepdim else index
@@ -266,7 +281,9 @@ def _inclusive_scan(x: Value, d: int, combine: Reducer = prims.add, identity: in
     return x
 
 
-def _scan(op: str, self: Value, dim: int, dtype: DType | None, combine: Reducer, identity: int) -> Value:
+def _scan(
+    op: str, self: Value, dim: int, dtype: DType | None, combine: Reducer, identity: int
+) -> Value:
     """cumsum/cumprod: the input converted to the result dtype (integers and bool: int64), scanned
     in a wider accumulation dtype, converted back."""
     result = sum_dtype(self.dtype, dtype)
@@ -310,7 +327,9 @@ def _softmax_rule(op: str, finish: Callable[[Value, Sequence[int]], Value]) -> C
     def rule(self: Value, dim: int, half_to_float: bool) -> Value:
         _require_floating(op, self)
         if half_to_float and not self.dtype.is_low_precision:
-            raise DTypeError(f"{op}: half_to_float=True expects a float16 or bfloat16 input, got {self.dtype.short}")
+            raise DTypeError(
+                f"{op}: half_to_float=True expects a float16 or bfloat16 input, got {self.dtype.short}"
+            )
         computation = opmath_dtype(self.dtype)
         result = computation if half_to_float else self.dtype
         dims = reduction_dims(dim, self.ndim)
@@ -333,7 +352,11 @@ register("aten._log_softmax.default")(_softmax_rule("_log_softmax", _log_softmax
 
 @register("aten.linalg_vector_norm.default")
 def linalg_vector_norm(
-    self: Value, ord: float = 2, dim: Sequence[int] | None = None, keepdim: bool = False, dtype: DType | None = None
+    self: Value,
+    ord: float = 2,
+    dim: Sequence[int] | None = None,
+    keepdim: bool = False,
+    dtype: DType | None = None,
 ) -> Value:
     """‖x‖_ord over `dim` (None or []: every dim), as torch's CPU kernel: |x| in opmath, then
     max (inf), min (-inf), the count of nonzeros (0), the sum (1), sqrt of the sum of squares (2)
@@ -341,12 +364,18 @@ def linalg_vector_norm(
     widens into, complex for complex input)."""
     op = "linalg_vector_norm"
     if not (self.dtype.is_floating or self.dtype.is_complex):
-        raise DTypeError(f"{op}: expected a floating-point or complex tensor, got {self.dtype.short}")
+        raise DTypeError(
+            f"{op}: expected a floating-point or complex tensor, got {self.dtype.short}"
+        )
     if dtype is not None:
         if dtype.is_complex != self.dtype.is_complex or not (dtype.is_floating or dtype.is_complex):
-            raise DTypeError(f"{op}: dtype {dtype.short} must be {'complex' if self.dtype.is_complex else 'real floating'} for a {self.dtype.short} input")
+            raise DTypeError(
+                f"{op}: dtype {dtype.short} must be {'complex' if self.dtype.is_complex else 'real floating'} for a {self.dtype.short} input"
+            )
         if result_type(_meta_of(self.dtype), _meta_of(dtype)) is not dtype:
-            raise DTypeError(f"{op}: the input's dtype {self.dtype.short} does not widen into dtype {dtype.short}")
+            raise DTypeError(
+                f"{op}: the input's dtype {self.dtype.short} does not widen into dtype {dtype.short}"
+            )
     x = self if dtype is None else convert(self, dtype)
     dims = reduction_dims(dim, self.ndim)
     magnitude = prims.abs(x)  # real: complex64 -> float32
@@ -355,7 +384,9 @@ def linalg_vector_norm(
     order = float(ord)
     if math.isinf(order):
         if any(self.shape[d] == 0 for d in dims):
-            raise ShapeError(f"{op}: cannot compute the {ord} norm over an empty dimension (no identity)")
+            raise ShapeError(
+                f"{op}: cannot compute the {ord} norm over an empty dimension (no identity)"
+            )
         norm = (prims.amax if order > 0 else prims.amin)(a, list(dims))
     elif order == 0:
         norm = prims.sum(convert(prims.ne(a, 0), a.dtype), list(dims))

@@ -92,7 +92,9 @@ class RuleRegistry:
 RULES = RuleRegistry()
 register = RULES.register
 
-_active: contextvars.ContextVar[RuleRegistry] = contextvars.ContextVar("aten2prims_rules", default=RULES)
+_active: contextvars.ContextVar[RuleRegistry] = contextvars.ContextVar(
+    "aten2prims_rules", default=RULES
+)
 
 
 @contextlib.contextmanager
@@ -113,7 +115,9 @@ def call(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return rule(*args, **kwargs)
 
 
-_node: contextvars.ContextVar[Any] = contextvars.ContextVar("aten2prims_lowering_node", default=None)
+_node: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "aten2prims_lowering_node", default=None
+)
 
 
 @contextlib.contextmanager

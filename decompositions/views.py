@@ -94,11 +94,15 @@ def _inferred_size(op: str, size: Sequence[int], numel: int) -> tuple[int, ...]:
     """A view size with at most one -1, which takes whatever numel leaves."""
     unknown = [d for d, n in enumerate(size) if n == -1]
     if len(unknown) > 1 or any(n < -1 for n in size):
-        raise ShapeError(f"{op}: invalid size {list(size)} (only one dimension may be -1, the rest >= 0)")
+        raise ShapeError(
+            f"{op}: invalid size {list(size)} (only one dimension may be -1, the rest >= 0)"
+        )
     known = math.prod(n for n in size if n != -1)
     if not unknown:
         if known != numel:
-            raise ShapeError(f"{op}: size {list(size)} does not hold the input's {numel} element(s)")
+            raise ShapeError(
+                f"{op}: size {list(size)} does not hold the input's {numel} element(s)"
+            )
         return tuple(size)
     if known == 0 or numel % known != 0:
         raise ShapeError(f"{op}: cannot infer the -1 of size {list(size)} for {numel} element(s)")
@@ -136,13 +140,17 @@ def expand(self: Value, size: Sequence[int], implicit: bool) -> Value:
     for d, n in enumerate(size):
         if d < new:
             if n < 0:
-                raise ShapeError(f"aten.expand: size {n} is not allowed for the new leading dimension {d}")
+                raise ShapeError(
+                    f"aten.expand: size {n} is not allowed for the new leading dimension {d}"
+                )
             continue
         old = self.shape[d - new]
         if n == -1:
             shape[d] = old
         elif old != n and (old != 1 or n < 0):
-            raise ShapeError(f"aten.expand: dimension {d - new} of size {old} cannot expand to {n} (size {list(size)})")
+            raise ShapeError(
+                f"aten.expand: dimension {d - new} of size {old} cannot expand to {n} (size {list(size)})"
+            )
     if tuple(shape) == self.shape:
         return self
     return prims.broadcast_in_dim(self, shape, list(range(new, len(shape))))
@@ -200,10 +208,17 @@ def select_int(self: Value, dim: int, index: int) -> Value:
     dim = canonical_dim(dim, self.ndim)
     size = self.shape[dim]
     if not -size <= index < size:
-        raise ShapeError(f"aten.select: index {index} is out of range for dimension {dim} of size {size}")
+        raise ShapeError(
+            f"aten.select: index {index} is out of range for dimension {dim} of size {size}"
+        )
     strides = row_major_strides(self.shape)
     rest = [d for d in range(self.ndim) if d != dim]
-    return _window(self, [self.shape[d] for d in rest], [strides[d] for d in rest], (index % size) * strides[dim])
+    return _window(
+        self,
+        [self.shape[d] for d in rest],
+        [strides[d] for d in rest],
+        (index % size) * strides[dim],
+    )
 
 
 @register("aten.diagonal.default")
@@ -225,11 +240,15 @@ def diagonal(self: Value, offset: int, dim1: int, dim2: int) -> Value:
 
 
 @register("aten.as_strided.default")
-def as_strided(self: Value, size: Sequence[int], stride: Sequence[int], storage_offset: int | None) -> Value:
+def as_strided(
+    self: Value, size: Sequence[int], stride: Sequence[int], storage_offset: int | None
+) -> Value:
     """A window into self's row-major element sequence: torch's as_strided for a contiguous
     self whose storage starts at offset 0. Strides are not part of a functional value, so a
     non-contiguous torch tensor's own strides and storage offset are not reproduced."""
-    return prims.as_strided(self, list(size), list(stride), 0 if storage_offset is None else storage_offset)
+    return prims.as_strided(
+        self, list(size), list(stride), 0 if storage_offset is None else storage_offset
+    )
 
 
 @register("aten.split_with_sizes.default")
@@ -243,7 +262,9 @@ def split_with_sizes(self: Value, split_sizes: Sequence[int], dim: int) -> tuple
             f"size {self.shape[dim]}"
         )
     bounds = [0, *itertools.accumulate(split_sizes)]
-    return tuple(slice_in_dim(self, start, stop, 1, dim) for start, stop in zip(bounds, bounds[1:]))
+    return tuple(
+        slice_in_dim(self, start, stop, 1, dim) for start, stop in itertools.pairwise(bounds)
+    )
 
 
 def _legacy_empty(x: Value) -> bool:
@@ -296,7 +317,9 @@ def repeat(self: Value, repeats: Sequence[int]) -> Value:
 def _pad_widths(op: str, pad: Sequence[int], ndim: int) -> dict[int, tuple[int, int]]:
     """aten's pad list, last dimension first: {dim: (before, after)}."""
     if len(pad) % 2 != 0 or len(pad) > 2 * ndim:
-        raise ShapeError(f"{op}: pad {list(pad)} must have an even length of at most {2 * ndim} (twice the rank)")
+        raise ShapeError(
+            f"{op}: pad {list(pad)} must have an even length of at most {2 * ndim} (twice the rank)"
+        )
     return {ndim - 1 - k: (pad[2 * k], pad[2 * k + 1]) for k in range(len(pad) // 2)}
 
 
@@ -310,7 +333,9 @@ def constant_pad_nd(self: Value, pad: Sequence[int], value: Any) -> Value:
         low, high = widths.get(d, (0, 0))
         start, stop = max(-low, 0), size - max(-high, 0)
         if stop < start:
-            raise ShapeError(f"aten.constant_pad_nd: pad {list(pad)} crops dimension {d} of size {size} below 0")
+            raise ShapeError(
+                f"aten.constant_pad_nd: pad {list(pad)} crops dimension {d} of size {size} below 0"
+            )
         starts.append(start)
         stops.append(stop)
         before.append(max(low, 0))
@@ -321,7 +346,9 @@ def constant_pad_nd(self: Value, pad: Sequence[int], value: Any) -> Value:
     canvas = full(out, value, self.dtype)
     strides = row_major_strides(out)
     offset = sum(b * s for b, s in zip(before, strides))
-    return prims.as_strided_scatter(canvas, cropped, list(cropped.shape), list(strides), offset if cropped.numel else 0)
+    return prims.as_strided_scatter(
+        canvas, cropped, list(cropped.shape), list(strides), offset if cropped.numel else 0
+    )
 
 
 def _reflected(x: Value, dim: int, before: int, after: int) -> tuple[Value | None, Value | None]:
@@ -341,7 +368,9 @@ def _replicated(x: Value, dim: int, before: int, after: int) -> tuple[Value | No
             return None
         shape = list(x.shape)
         shape[dim] = count
-        return prims.broadcast_in_dim(slice_in_dim(x, index, index + 1, 1, dim), shape, list(range(x.ndim)))
+        return prims.broadcast_in_dim(
+            slice_in_dim(x, index, index + 1, 1, dim), shape, list(range(x.ndim))
+        )
 
     return edge(0, before), edge(size - 1, after)
 
@@ -362,12 +391,18 @@ def _edge_pad(op: str, x: Value, padding: Sequence[int], count: int, reflect: bo
         raise DTypeError(f"{op}: bool tensors are not supported (as in torch)")
     widths = _pad_widths(op, padding, x.ndim)
     sizes = {dim: x.shape[dim] + before + after for dim, (before, after) in widths.items()}
-    if any(n < 0 for n in sizes.values()) or not any(sizes.values()):  # torch: some padded dim must stay >= 1
-        raise ShapeError(f"{op}: padding {list(padding)} leaves the padded dimensions of {list(x.shape)} sized {sizes}")
+    if any(n < 0 for n in sizes.values()) or not any(
+        sizes.values()
+    ):  # torch: some padded dim must stay >= 1
+        raise ShapeError(
+            f"{op}: padding {list(padding)} leaves the padded dimensions of {list(x.shape)} sized {sizes}"
+        )
     for dim, (before, after) in widths.items():
         if reflect and (before >= x.shape[dim] or after >= x.shape[dim]):
             size = x.shape[dim]
-            raise ShapeError(f"{op}: padding ({before}, {after}) must be less than dimension {dim}'s size {size}")
+            raise ShapeError(
+                f"{op}: padding ({before}, {after}) must be less than dimension {dim}'s size {size}"
+            )
     blocks = _reflected if reflect else _replicated
     for dim, (before, after) in widths.items():
         left, right = blocks(x, dim, max(before, 0), max(after, 0))
@@ -395,18 +430,30 @@ for _count in (2, 3):
 
 
 def _scalar_kind(value: Any) -> type:
-    return value.meta.kind if type(value) is Value and type(value.meta) is ScalarMeta else type(value)
+    return (
+        value.meta.kind if type(value) is Value and type(value.meta) is ScalarMeta else type(value)
+    )
 
 
 def _dtype_of_scalar(value: Any) -> DType:
     """torch's dtype for a fill value when none is given: bool, int64, default float, its complex."""
     kind = _scalar_kind(value)
-    return {bool: DType.bool, int: DType.int64, float: DEFAULT_FLOAT, complex: DEFAULT_FLOAT.to_complex}[kind]
+    return {
+        bool: DType.bool,
+        int: DType.int64,
+        float: DEFAULT_FLOAT,
+        complex: DEFAULT_FLOAT.to_complex,
+    }[kind]
 
 
 @register("aten.full.default")
 def full_default(
-    size: Sequence[int], fill_value: Any, dtype: DType | None, layout: Any, device: Any, pin_memory: bool | None
+    size: Sequence[int],
+    fill_value: Any,
+    dtype: DType | None,
+    layout: Any,
+    device: Any,
+    pin_memory: bool | None,
 ) -> Value:
     return full(size, fill_value, _dtype_of_scalar(fill_value) if dtype is None else dtype)
 
@@ -434,15 +481,24 @@ def empty_memory_format(
     pin_memory: bool | None,
     memory_format: MemoryFormat | None,
 ) -> Value:
-    return prims.empty(list(size), dtype=DEFAULT_FLOAT if dtype is None else dtype, device=CPU, requires_grad=False)
+    return prims.empty(
+        list(size), dtype=DEFAULT_FLOAT if dtype is None else dtype, device=CPU, requires_grad=False
+    )
 
 
 @register("aten.empty_strided.default")
 def empty_strided(
-    size: Sequence[int], stride: Sequence[int], dtype: DType | None, layout: Any, device: Any, pin_memory: bool | None
+    size: Sequence[int],
+    stride: Sequence[int],
+    dtype: DType | None,
+    layout: Any,
+    device: Any,
+    pin_memory: bool | None,
 ) -> Value:
     dtype = DEFAULT_FLOAT if dtype is None else dtype
-    return prims.empty_strided(list(size), list(stride), dtype=dtype, device=CPU, requires_grad=False)
+    return prims.empty_strided(
+        list(size), list(stride), dtype=dtype, device=CPU, requires_grad=False
+    )
 
 
 _ARANGE_DTYPES = frozenset(d for d in DType if d.is_integer or d.is_floating)
@@ -463,7 +519,9 @@ def _truncating_division(a: int, b: int) -> int:
     return quotient if (a < 0) == (b < 0) else -quotient
 
 
-def _arange_length(start: bool | int | float, end: bool | int | float, step: bool | int | float, dtype: DType) -> int:
+def _arange_length(
+    start: bool | int | float, end: bool | int | float, step: bool | int | float, dtype: DType
+) -> int:
     """ATen's compute_arange_size: checked in double; counted in double, except for int64 results,
     counted in int64 with start/end/step truncated to int64."""
     op = "aten.arange"
@@ -471,8 +529,12 @@ def _arange_length(start: bool | int | float, end: bool | int | float, step: boo
         raise ShapeError(f"{op}: step must be nonzero")
     if not (math.isfinite(float(start)) and math.isfinite(float(end))):
         raise ShapeError(f"{op}: unsupported range {start} -> {end}")
-    if (float(step) > 0 and float(end) < float(start)) or (float(step) < 0 and float(end) > float(start)):
-        raise ShapeError(f"{op}: the bounds {start} -> {end} are inconsistent with the sign of step {step}")
+    if (float(step) > 0 and float(end) < float(start)) or (
+        float(step) < 0 and float(end) > float(start)
+    ):
+        raise ShapeError(
+            f"{op}: the bounds {start} -> {end} are inconsistent with the sign of step {step}"
+        )
     if dtype is DType.int64:
         first, last, stride = (_as_int64(op, v) for v in (start, end, step))
         if stride == 0:
@@ -487,7 +549,13 @@ def _arange_length(start: bool | int | float, end: bool | int | float, step: boo
 
 @register("aten.arange.start_step")
 def arange_start_step(
-    start: Any, end: Any, step: Any, dtype: DType | None, layout: Any, device: Any, pin_memory: bool | None
+    start: Any,
+    end: Any,
+    step: Any,
+    dtype: DType | None,
+    layout: Any,
+    device: Any,
+    pin_memory: bool | None,
 ) -> Value:
     """Values start + i*step computed in the accumulation type (int64 for integers, double for
     float32/float64, float32 for float16/bfloat16), then cast, as ATen's CPU kernel does."""
@@ -495,15 +563,25 @@ def arange_start_step(
     if any(type(v) is complex for v in (start, end, step)):
         raise DTypeError("aten.arange: complex start, end or step are not supported")
     if dtype is None:
-        dtype = DType.int64 if all(type(v) in (bool, int) for v in (start, end, step)) else DEFAULT_FLOAT
+        dtype = (
+            DType.int64
+            if all(type(v) in (bool, int) for v in (start, end, step))
+            else DEFAULT_FLOAT
+        )
     if dtype not in _ARANGE_DTYPES:
-        raise DTypeError(f"aten.arange: dtype {dtype.short} is not supported (integer and floating dtypes only)")
+        raise DTypeError(
+            f"aten.arange: dtype {dtype.short} is not supported (integer and floating dtypes only)"
+        )
     length = _arange_length(start, end, step, dtype)
     if dtype.is_integer:
         first, stride = _as_int64("aten.arange", start), _as_int64("aten.arange", step)
-        if stride == 0:  # a fractional step truncates to 0: torch repeats start (the count used the real step)
+        if (
+            stride == 0
+        ):  # a fractional step truncates to 0: torch repeats start (the count used the real step)
             return convert(full([length], first, DType.int64), dtype)
-        return prims.iota(length, start=first, step=stride, dtype=dtype, device=CPU, requires_grad=False)
+        return prims.iota(
+            length, start=first, step=stride, dtype=dtype, device=CPU, requires_grad=False
+        )
     accumulate = DType.float32 if dtype.is_low_precision else DType.float64
     ramp = convert(iota(length), accumulate)
     return convert(prims.add(prims.mul(ramp, float(step)), float(start)), dtype)
@@ -562,7 +640,9 @@ def sym_is_contiguous(self: Value, memory_format: MemoryFormat) -> bool:
     if memory_format is MemoryFormat.contiguous_format:
         return True
     if memory_format not in _CHANNELS_LAST_ORDER:
-        raise ShapeError(f"aten.sym_is_contiguous: memory format {memory_format} is not supported (as in torch)")
+        raise ShapeError(
+            f"aten.sym_is_contiguous: memory format {memory_format} is not supported (as in torch)"
+        )
     rank, order = _CHANNELS_LAST_ORDER[memory_format]
     if self.ndim != rank:
         return False

@@ -27,13 +27,20 @@ def export(name: str, directory: Path = HERE) -> Path:
     program, inputs = export_program(name)
     path = directory / f"{name}.pt2"
     torch.export.save(program, str(path))
-    names = [spec.arg.name for spec in program.graph_signature.input_specs if spec.kind.name == "USER_INPUT"]
+    names = [
+        spec.arg.name
+        for spec in program.graph_signature.input_specs
+        if spec.kind.name == "USER_INPUT"
+    ]
     np.savez(directory / f"{name}.inputs.npz", **{n: t.numpy() for n, t in zip(names, inputs)})
     model, _ = build(name)
     with torch.no_grad():
         outputs = model(*inputs)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    np.savez(directory / f"{name}.expected.npz", **{f"output_{i}": o.numpy() for i, o in enumerate(outputs)})
+    np.savez(
+        directory / f"{name}.expected.npz",
+        **{f"output_{i}": o.numpy() for i, o in enumerate(outputs)},
+    )
     return path
 
 

@@ -41,7 +41,9 @@ class CNN(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2))
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2)
+        )
         self.block = ResidualBlock(16)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.head = nn.Linear(16, 10)
@@ -55,7 +57,9 @@ class Encoder(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        layer = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, batch_first=True)
+        layer = nn.TransformerEncoderLayer(
+            d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, batch_first=True
+        )
         self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -69,7 +73,9 @@ class Attention(nn.Module):
         super().__init__()
         self.attention = nn.MultiheadAttention(32, 4, batch_first=True)
 
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         return self.attention(query, key, value, need_weights=True)
 
 
@@ -89,8 +95,12 @@ class UNet(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.down1 = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.GroupNorm(4, 8), nn.SiLU())
-        self.down2 = nn.Sequential(nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.GroupNorm(4, 16), nn.SiLU())
-        self.bottom = nn.Sequential(nn.Conv2d(16, 16, 3, stride=2, padding=1), nn.GroupNorm(4, 16), nn.SiLU())
+        self.down2 = nn.Sequential(
+            nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.GroupNorm(4, 16), nn.SiLU()
+        )
+        self.bottom = nn.Sequential(
+            nn.Conv2d(16, 16, 3, stride=2, padding=1), nn.GroupNorm(4, 16), nn.SiLU()
+        )
         self.up_nearest = nn.Upsample(scale_factor=2, mode="nearest")
         self.up_transposed = nn.ConvTranspose2d(32, 16, 2, stride=2)
         self.up_bilinear = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
@@ -129,7 +139,10 @@ MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple[Any, ...]]]]
     "mlp": (MLP, lambda: (torch.randn(4, 16),)),
     "cnn": (CNN, lambda: (torch.randn(2, 3, 16, 16),)),
     "transformer": (Encoder, _encoder_inputs),
-    "attention": (Attention, lambda: (torch.randn(2, 5, 32), torch.randn(2, 7, 32), torch.randn(2, 7, 32))),
+    "attention": (
+        Attention,
+        lambda: (torch.randn(2, 5, 32), torch.randn(2, 7, 32), torch.randn(2, 7, 32)),
+    ),
     "lstm": (Recurrent, lambda: (torch.randn(3, 6, 12),)),
     "unet": (UNet, lambda: (torch.randn(1, 3, 16, 16),)),
     "embedding": (EmbeddingHead, lambda: (torch.randint(0, 100, (2, 9)),)),

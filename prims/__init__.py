@@ -13,7 +13,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import conversion, creation, elementwise, fft, indexing, linalg, misc, omitted, reductions, shape  # noqa: F401 - each module registers its prims
+from . import (  # noqa: F401 - each module registers its prims
+    conversion,
+    creation,
+    elementwise,
+    fft,
+    indexing,
+    linalg,
+    misc,
+    omitted,
+    reductions,
+    shape,
+)
 from .builder import Builder, current_builder, emit, make_builder
 from .registry import PRIMS, PrimDef, lookup
 

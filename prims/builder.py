@@ -15,12 +15,23 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from aten2prims.errors import DTypeError, SchemaError, ShapeError
-from aten2prims.ir.graph import NO_PROVENANCE, Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
+from aten2prims.ir.graph import (
+    NO_PROVENANCE,
+    Graph,
+    GraphInput,
+    GraphOutput,
+    InputKind,
+    Node,
+    OutputKind,
+    Provenance,
+)
 from aten2prims.ir.values import Meta, ScalarMeta, TensorMeta, Value
 
 from .registry import PrimDef
 
-_current: contextvars.ContextVar[Builder | None] = contextvars.ContextVar("aten2prims_builder", default=None)
+_current: contextvars.ContextVar[Builder | None] = contextvars.ContextVar(
+    "aten2prims_builder", default=None
+)
 
 
 class Builder:
@@ -86,14 +97,19 @@ class Builder:
         *,
         name: str | None = None,
     ) -> Graph:
-        graph_outputs = [o if isinstance(o, GraphOutput) else GraphOutput(o, OutputKind.USER_OUTPUT) for o in outputs]
+        graph_outputs = [
+            o if isinstance(o, GraphOutput) else GraphOutput(o, OutputKind.USER_OUTPUT)
+            for o in outputs
+        ]
         return Graph(name or self.name, list(self.inputs), list(self.nodes), graph_outputs)
 
 
 def current_builder() -> Builder:
     builder = _current.get()
     if builder is None:
-        raise RuntimeError("prims builders must be called inside a `with Builder():` block (or a lowering rule)")
+        raise RuntimeError(
+            "prims builders must be called inside a `with Builder():` block (or a lowering rule)"
+        )
     return builder
 
 
@@ -130,4 +146,4 @@ def make_builder(prim: PrimDef):
     return build
 
 
-__all__ = ["Builder", "current_builder", "emit", "make_builder", "ScalarMeta", "TensorMeta"]
+__all__ = ["Builder", "ScalarMeta", "TensorMeta", "current_builder", "emit", "make_builder"]

@@ -38,7 +38,9 @@ def domain_names(domain: frozenset[DType]) -> str:
 
 def check_dtype(dtype: DType, domain: frozenset[DType], what: str = "tensor") -> None:
     if dtype not in domain:
-        raise DTypeError(f"{what} of dtype {dtype.short} is not supported; expected one of {domain_names(domain)}")
+        raise DTypeError(
+            f"{what} of dtype {dtype.short} is not supported; expected one of {domain_names(domain)}"
+        )
 
 
 def check_tensor(x: Any, name: str) -> Value:
@@ -113,7 +115,9 @@ def opmath_call(fn: Callable[..., Any], arrays: Sequence[Any], dtype: DType) -> 
     """Call fn on the operands, computing float16/bfloat16 in float32 and rounding back, as
     torch's CPU kernels do."""
     if dtype.is_low_precision:
-        upcast = [a.astype(np.float32) if isinstance(a, np.ndarray | np.generic) else a for a in arrays]
+        upcast = [
+            a.astype(np.float32) if isinstance(a, np.ndarray | np.generic) else a for a in arrays
+        ]
         return np.asarray(fn(*upcast)).astype(dtype.numpy)
     return fn(*arrays)
 

@@ -4,6 +4,7 @@ promotion and every broadcast is made explicit."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
@@ -60,7 +61,9 @@ register(
 )
 
 
-def _broadcast_in_dim_meta(a: Value, shape: Sequence[int], broadcast_dimensions: Sequence[int]) -> TensorMeta:
+def _broadcast_in_dim_meta(
+    a: Value, shape: Sequence[int], broadcast_dimensions: Sequence[int]
+) -> TensorMeta:
     check_tensor(a, "a")
     shape = tuple(shape)
     if len(broadcast_dimensions) != a.ndim:
@@ -73,12 +76,18 @@ def _broadcast_in_dim_meta(a: Value, shape: Sequence[int], broadcast_dimensions:
     previous = -1
     for input_dim, output_dim in enumerate(broadcast_dimensions):
         if output_dim <= previous:
-            raise ShapeError(f"broadcast_dimensions {list(broadcast_dimensions)} must be strictly ascending")
+            raise ShapeError(
+                f"broadcast_dimensions {list(broadcast_dimensions)} must be strictly ascending"
+            )
         if output_dim >= len(shape):
-            raise ShapeError(f"broadcast dimension {output_dim} is out of range for shape {list(shape)}")
+            raise ShapeError(
+                f"broadcast dimension {output_dim} is out of range for shape {list(shape)}"
+            )
         size = a.shape[input_dim]
         if size != 1 and size != shape[output_dim]:
-            raise ShapeError(f"size {size} of dimension {input_dim} cannot broadcast to {shape[output_dim]}")
+            raise ShapeError(
+                f"size {size} of dimension {input_dim} cannot broadcast to {shape[output_dim]}"
+            )
         previous = output_dim
     for size in shape:
         if type(size) is not int or size < 0:
@@ -86,7 +95,9 @@ def _broadcast_in_dim_meta(a: Value, shape: Sequence[int], broadcast_dimensions:
     return TensorMeta(shape, a.dtype)
 
 
-def _broadcast_in_dim_kernel(a: np.ndarray, shape: Sequence[int], broadcast_dimensions: Sequence[int]) -> np.ndarray:
+def _broadcast_in_dim_kernel(
+    a: np.ndarray, shape: Sequence[int], broadcast_dimensions: Sequence[int]
+) -> np.ndarray:
     expanded = [1] * len(shape)
     for input_dim, output_dim in enumerate(broadcast_dimensions):
         expanded[output_dim] = a.shape[input_dim]

@@ -64,7 +64,9 @@ def scalar_array(value: Any, dtype: DType, *, numel: int = 2) -> np.ndarray:
         raise DTypeError(f"fill value must be a Python bool, int, float or complex, got {value!r}")
     if type(value) is int and not _SCALAR_INTS[0] <= value <= _SCALAR_INTS[1]:
         raise DTypeError(f"the integer {value} does not fit a 64-bit Scalar")
-    if numel == 1 and dtype.is_low_precision:  # torch's single-element path checks only the imaginary part
+    if (
+        numel == 1 and dtype.is_low_precision
+    ):  # torch's single-element path checks only the imaginary part
         overflows = type(value) is complex and value.imag != 0
     else:
         overflows = _overflows(value, dtype)
@@ -74,7 +76,9 @@ def scalar_array(value: Any, dtype: DType, *, numel: int = 2) -> np.ndarray:
         return np.asarray(value != 0)
     if dtype.is_integer:
         whole = value.real if type(value) is complex else value
-        return np.asarray(math.trunc(whole), np.int64).astype(dtype.numpy)  # in range, or wrapping into unsigned
+        return np.asarray(math.trunc(whole), np.int64).astype(
+            dtype.numpy
+        )  # in range, or wrapping into unsigned
     wide = np.asarray(value, np.complex128 if type(value) is complex else np.float64)
     with np.errstate(over="ignore"):
         return convert_array(wide, dtype)
@@ -96,11 +100,15 @@ def _filled(shape: Sequence[int], value: Any, dtype: DType) -> np.ndarray:
 # -- empty, empty_permuted, empty_strided ---------------------------------------------------------------
 
 
-def _empty_meta(shape: Sequence[int], dtype: DType, device: Device, requires_grad: bool) -> TensorMeta:
+def _empty_meta(
+    shape: Sequence[int], dtype: DType, device: Device, requires_grad: bool
+) -> TensorMeta:
     return TensorMeta(check_shape(shape), check_dtype_argument(dtype))
 
 
-def _empty_kernel(shape: Sequence[int], dtype: DType, device: Device, requires_grad: bool) -> np.ndarray:
+def _empty_kernel(
+    shape: Sequence[int], dtype: DType, device: Device, requires_grad: bool
+) -> np.ndarray:
     return np.zeros(tuple(shape), dtype.numpy)
 
 
@@ -113,16 +121,28 @@ register(
 
 
 def _empty_permuted_meta(
-    shape: Sequence[int], physical_layout: Sequence[int], dtype: DType, device: Device, requires_grad: bool
+    shape: Sequence[int],
+    physical_layout: Sequence[int],
+    dtype: DType,
+    device: Device,
+    requires_grad: bool,
 ) -> TensorMeta:
     shape = check_shape(shape)
-    if not isinstance(physical_layout, tuple | list) or sorted(physical_layout) != list(range(len(shape))):
-        raise ShapeError(f"physical_layout {physical_layout!r} is not a permutation of the {len(shape)} dimension(s)")
+    if not isinstance(physical_layout, tuple | list) or sorted(physical_layout) != list(
+        range(len(shape))
+    ):
+        raise ShapeError(
+            f"physical_layout {physical_layout!r} is not a permutation of the {len(shape)} dimension(s)"
+        )
     return TensorMeta(shape, check_dtype_argument(dtype))
 
 
 def _empty_permuted_kernel(
-    shape: Sequence[int], physical_layout: Sequence[int], dtype: DType, device: Device, requires_grad: bool
+    shape: Sequence[int],
+    physical_layout: Sequence[int],
+    dtype: DType,
+    device: Device,
+    requires_grad: bool,
 ) -> np.ndarray:
     return np.zeros(tuple(shape), dtype.numpy)
 
@@ -160,14 +180,18 @@ register(
 # -- full, full_like, fill, scalar_tensor ------------------------------------------------------------------
 
 
-def _full_meta(shape: Sequence[int], fill_value: Any, dtype: DType, device: Device, requires_grad: bool) -> TensorMeta:
+def _full_meta(
+    shape: Sequence[int], fill_value: Any, dtype: DType, device: Device, requires_grad: bool
+) -> TensorMeta:
     shape = check_shape(shape)
     check_dtype_argument(dtype)
     _check_fill_value(fill_value, dtype, math.prod(shape), "fill_value")
     return TensorMeta(shape, dtype)
 
 
-def _full_kernel(shape: Sequence[int], fill_value: Any, dtype: DType, device: Device, requires_grad: bool) -> np.ndarray:
+def _full_kernel(
+    shape: Sequence[int], fill_value: Any, dtype: DType, device: Device, requires_grad: bool
+) -> np.ndarray:
     return _filled(shape, fill_value, dtype)
 
 
@@ -179,14 +203,18 @@ register(
 )
 
 
-def _full_like_meta(a: Value, fill_value: Any, dtype: DType, device: Device, requires_grad: bool) -> TensorMeta:
+def _full_like_meta(
+    a: Value, fill_value: Any, dtype: DType, device: Device, requires_grad: bool
+) -> TensorMeta:
     check_tensor(a, "a")
     check_dtype_argument(dtype)
     _check_fill_value(fill_value, dtype, a.numel, "fill_value")
     return TensorMeta(a.shape, dtype)
 
 
-def _full_like_kernel(a: np.ndarray, fill_value: Any, dtype: DType, device: Device, requires_grad: bool) -> np.ndarray:
+def _full_like_kernel(
+    a: np.ndarray, fill_value: Any, dtype: DType, device: Device, requires_grad: bool
+) -> np.ndarray:
     return _filled(a.shape, fill_value, dtype)
 
 
@@ -263,7 +291,9 @@ def _check_int(x: Any, what: str) -> None:
         raise DTypeError(f"{what} must be an int, got {x!r}")
 
 
-def _iota_meta(length: int, start: int, step: int, dtype: DType, device: Device, requires_grad: bool) -> TensorMeta:
+def _iota_meta(
+    length: int, start: int, step: int, dtype: DType, device: Device, requires_grad: bool
+) -> TensorMeta:
     if type(length) is not int or length < 0:
         raise ShapeError(f"length must be a non-negative int, got {length!r}")
     _check_int(start, "start")
@@ -274,11 +304,15 @@ def _iota_meta(length: int, start: int, step: int, dtype: DType, device: Device,
     return TensorMeta((length,), dtype)
 
 
-def _iota_kernel(length: int, start: int, step: int, dtype: DType, device: Device, requires_grad: bool) -> np.ndarray:
+def _iota_kernel(
+    length: int, start: int, step: int, dtype: DType, device: Device, requires_grad: bool
+) -> np.ndarray:
     if step == 0:
         raise ValueError("step must be nonzero")
     # Computed in int64 and narrowed: values beyond the dtype wrap around, as torch.arange's do.
-    return (np.arange(length, dtype=np.int64) * np.int64(step) + np.int64(start)).astype(dtype.numpy)
+    return (np.arange(length, dtype=np.int64) * np.int64(step) + np.int64(start)).astype(
+        dtype.numpy
+    )
 
 
 register(
@@ -304,7 +338,9 @@ def _check_real(x: Any, what: str) -> None:
 
 def _check_generator(generator: Any) -> None:
     if generator is not None:
-        raise DTypeError(f"generator must be None (the executor owns the random state), got {generator!r}")
+        raise DTypeError(
+            f"generator must be None (the executor owns the random state), got {generator!r}"
+        )
 
 
 def _as_dtype(samples: np.ndarray, dtype: DType) -> np.ndarray:
@@ -322,7 +358,13 @@ def _draw(shape: Sequence[int], dtype: DType, sample: Any) -> np.ndarray:
 
 
 def _normal_meta(
-    shape: Sequence[int], mean: Any, std: Any, dtype: DType, device: Device, requires_grad: bool, generator: Any
+    shape: Sequence[int],
+    mean: Any,
+    std: Any,
+    dtype: DType,
+    device: Device,
+    requires_grad: bool,
+    generator: Any,
 ) -> TensorMeta:
     shape = check_shape(shape)
     _check_real(mean, "mean")
@@ -349,7 +391,9 @@ def _normal_kernel(
     part_std = std / math.sqrt(2) if dtype.is_complex else std
 
     def sample(size: tuple[int, ...], wide: type) -> np.ndarray:
-        return (rng.standard_normal(size, dtype=wide) * wide(part_std) + wide(mean)).astype(wide, copy=False)
+        return (rng.standard_normal(size, dtype=wide) * wide(part_std) + wide(mean)).astype(
+            wide, copy=False
+        )
 
     return _draw(shape, dtype, sample)
 
@@ -365,7 +409,13 @@ register(
 
 
 def _uniform_meta(
-    shape: Sequence[int], low: Any, high: Any, dtype: DType, device: Device, stride: Sequence[int], generator: Any
+    shape: Sequence[int],
+    low: Any,
+    high: Any,
+    dtype: DType,
+    device: Device,
+    stride: Sequence[int],
+    generator: Any,
 ) -> TensorMeta:
     shape = check_shape(shape)
     check_strides(stride, len(shape))
@@ -390,7 +440,9 @@ def _uniform_kernel(
     rng: np.random.Generator,
 ) -> np.ndarray:
     def sample(size: tuple[int, ...], wide: type) -> np.ndarray:
-        return (rng.random(size, dtype=wide) * wide(high - low) + wide(low)).astype(wide, copy=False)
+        return (rng.random(size, dtype=wide) * wide(high - low) + wide(low)).astype(
+            wide, copy=False
+        )
 
     result = _draw(shape, dtype, sample)
     if not dtype.is_complex and low < high:

@@ -71,7 +71,9 @@ def _elementwise_meta(
         shape, dtype = elementwise_operands(args)
         check_dtype(dtype, domain)
         if not bool_numbers and any(type(a) is bool for a in args):
-            raise DTypeError("a Python bool operand is not supported (torch refuses bool operands here)")
+            raise DTypeError(
+                "a Python bool operand is not supported (torch refuses bool operands here)"
+            )
         return TensorMeta(shape, _result_dtype(dtype, kind))
 
     return meta
@@ -90,12 +92,21 @@ NumberKernel = Callable[[np.ndarray, Any], Any]
 
 
 def _elementwise_kernel(
-    fn: Callable[..., Any], kind: ResultKind, *, opmath: bool = True, number_other: NumberKernel | None = None
+    fn: Callable[..., Any],
+    kind: ResultKind,
+    *,
+    opmath: bool = True,
+    number_other: NumberKernel | None = None,
 ) -> Callable[..., Any]:
     def kernel(*args: Any) -> np.ndarray:
         # torch returns IEEE results (inf, nan, wrapped integers) silently; so do we.
         with np.errstate(all="ignore"):
-            if number_other is not None and len(args) == 2 and is_number(args[1]) and not is_number(args[0]):
+            if (
+                number_other is not None
+                and len(args) == 2
+                and is_number(args[1])
+                and not is_number(args[0])
+            ):
                 result = number_other(args[0], args[1])
                 dtype = DType.from_numpy(args[0].dtype)
             else:
@@ -111,7 +122,7 @@ def _with_names(function: Callable[..., Any], names: tuple[str, ...]) -> Callabl
     them and callers can bind by name."""
     namespace: dict[str, Any] = {"_f": function}
     params = ", ".join(names)
-    exec(f"def bound({params}):\n    return _f({params})\n", namespace)  # noqa: S102 - fixed template
+    exec(f"def bound({params}):\n    return _f({params})\n", namespace)
     return namespace["bound"]
 
 
@@ -149,8 +160,13 @@ def binary(
     ELEMENTWISE[name] = ElementwiseSpec(name, 2, domain, kind)
     register(
         f"{name}(Tensor self, Tensor other) -> Tensor",
-        meta=_with_names(_elementwise_meta(domain, kind, bool_numbers=bool_numbers), ("self", "other")),
-        kernel=_with_names(_elementwise_kernel(fn, kind, opmath=opmath, number_other=number_other), ("self", "other")),
+        meta=_with_names(
+            _elementwise_meta(domain, kind, bool_numbers=bool_numbers), ("self", "other")
+        ),
+        kernel=_with_names(
+            _elementwise_kernel(fn, kind, opmath=opmath, number_other=number_other),
+            ("self", "other"),
+        ),
         doc=doc,
     )
 
@@ -198,7 +214,9 @@ def _c99_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     for first, second in (((x_re, x_im), (y_re, y_im)), ((y_re, y_im), (x_re, x_im))):
         infinite = lost & (np.isinf(first[0]) | np.isinf(first[1]))
         for part in first:
-            part[infinite] = np.copysign(np.isinf(part[infinite]).astype(part.dtype), part[infinite])
+            part[infinite] = np.copysign(
+                np.isinf(part[infinite]).astype(part.dtype), part[infinite]
+            )
         for part in second:
             fix = infinite & np.isnan(part)
             part[fix] = np.copysign(np.zeros((), part.dtype), part[fix])
@@ -373,7 +391,9 @@ def _shift_right_arithmetic(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     width = _shift_bits(a)
     out_of_range = (b < 0) | (b >= width)
     shift = np.where(out_of_range, 0, b).astype(a.dtype)
-    sign_fill = np.where(a < 0, -1, 0).astype(a.dtype) if a.dtype.kind == "i" else np.zeros((), a.dtype)
+    sign_fill = (
+        np.where(a < 0, -1, 0).astype(a.dtype) if a.dtype.kind == "i" else np.zeros((), a.dtype)
+    )
     return np.where(out_of_range, sign_fill, np.right_shift(a, shift)).astype(a.dtype)
 
 
@@ -409,7 +429,9 @@ def _sign(a: np.ndarray) -> np.ndarray:
     return (a > 0).astype(a.dtype) - (a < 0).astype(a.dtype)
 
 
-def _integer_identity_or(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+def _integer_identity_or(
+    fn: Callable[[np.ndarray], np.ndarray],
+) -> Callable[[np.ndarray], np.ndarray]:
     """Rounding functions: integers are already whole."""
 
     def apply(a: np.ndarray) -> np.ndarray:
@@ -538,7 +560,13 @@ ORDERED = BOOL | INTS | FLOATS
 unary("abs", NUMERIC, np.abs, ResultKind.REAL)
 unary("neg", NUMERIC, np.negative)
 unary("sign", ORDERED, _sign, doc="0 for zeros and NaN")
-unary("signbit", ORDERED, _signbit, ResultKind.BOOL, doc="torch's meta keeps the operand dtype; its CPU kernel (and this prim) return bool")
+unary(
+    "signbit",
+    ORDERED,
+    _signbit,
+    ResultKind.BOOL,
+    doc="torch's meta keeps the operand dtype; its CPU kernel (and this prim) return bool",
+)
 unary("isfinite", ALL, _isfinite, ResultKind.BOOL)
 unary("bitwise_not", BOOL | INTS, np.invert)
 unary("ceil", INTS | FLOATS, _integer_identity_or(np.ceil))
@@ -565,7 +593,12 @@ for _name, _fn in {
 }.items():  # fmt: skip
     unary(_name, F32_F64, _fn)
 unary("conj_physical", COMPLEX, np.conjugate)
-unary("conj", COMPLEX, np.conjugate, doc="torch's lazy conjugate view; a functional graph materializes it")
+unary(
+    "conj",
+    COMPLEX,
+    np.conjugate,
+    doc="torch's lazy conjugate view; a functional graph materializes it",
+)
 unary("real", COMPLEX, np.real, ResultKind.REAL, opmath=False, view=True)
 unary("imag", COMPLEX, np.imag, ResultKind.REAL, opmath=False, view=True)
 
@@ -573,7 +606,13 @@ unary("imag", COMPLEX, np.imag, ResultKind.REAL, opmath=False, view=True)
 binary("add", ALL, _add)
 binary("mul", ALL, _mul, number_other=_opmath_number(_mul))
 binary("sub", NUMERIC, _sub, bool_numbers=False)
-binary("div", NUMERIC, _div, number_other=_opmath_number(_div), doc="true division for floats and complex, truncation for integers")
+binary(
+    "div",
+    NUMERIC,
+    _div,
+    number_other=_opmath_number(_div),
+    doc="true division for floats and complex, truncation for integers",
+)
 binary("atan2", FLOATS, np.arctan2)
 binary("hypot", FLOATS, np.hypot)
 binary("igamma", FLOATS, _incomplete_gamma(special.gammainc, upper=False))
@@ -647,11 +686,24 @@ DIRECT_KERNELS: dict[str, tuple[Callable[..., Any], frozenset[DType]]] = {
     **{
         name: (function, F32_F64 | COMPLEX)
         for name, function in {
-            "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin, "asinh": np.arcsinh,
-            "atan": np.arctan, "atanh": np.arctanh, "cos": np.cos, "cosh": np.cosh, "exp": np.exp,
-            "expm1": np.expm1, "log": np.log, "log10": np.log10, "log2": np.log2, "sin": np.sin,
-            "sinh": np.sinh, "tan": np.tan, "tanh": np.tanh,
-        }.items()  # fmt: skip
+            "acos": np.arccos,
+            "acosh": np.arccosh,
+            "asin": np.arcsin,
+            "asinh": np.arcsinh,
+            "atan": np.arctan,
+            "atanh": np.arctanh,
+            "cos": np.cos,
+            "cosh": np.cosh,
+            "exp": np.exp,
+            "expm1": np.expm1,
+            "log": np.log,
+            "log10": np.log10,
+            "log2": np.log2,
+            "sin": np.sin,
+            "sinh": np.sinh,
+            "tan": np.tan,
+            "tanh": np.tanh,
+        }.items()
     },
     "where": (np.where, STANDARD),
 }

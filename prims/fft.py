@@ -73,7 +73,9 @@ def _c2c_kernel(self: np.ndarray, dim: Sequence[int], forward: bool) -> np.ndarr
         return self.copy()
     axes = tuple(d % self.ndim for d in dim)
     # norm="forward" puts the 1/n on the forward transform, leaving the inverse unscaled.
-    result = np.fft.fftn(self, axes=axes) if forward else np.fft.ifftn(self, axes=axes, norm="forward")
+    result = (
+        np.fft.fftn(self, axes=axes) if forward else np.fft.ifftn(self, axes=axes, norm="forward")
+    )
     return result.astype(self.dtype, copy=False)
 
 

@@ -45,7 +45,9 @@ def _check_indices(a: Value, indices: Any) -> tuple[int, ...]:
     if a.ndim == 0:
         raise ShapeError("a must have at least one dimension (reshape a 0-dim tensor to [1] first)")
     if not isinstance(indices, tuple | list) or len(indices) != a.ndim:
-        raise ShapeError(f"indices must list one index tensor per dimension of a ({a.ndim}), got {indices!r}")
+        raise ShapeError(
+            f"indices must list one index tensor per dimension of a ({a.ndim}), got {indices!r}"
+        )
     shape = None
     for position, index in enumerate(indices):
         check_tensor(index, f"indices[{position}]")
@@ -78,7 +80,9 @@ def checked_index(index: np.ndarray, size: int, dim: int) -> np.ndarray:
 
 
 def _checked_indices(a: np.ndarray, indices: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
-    return tuple(checked_index(index, size, dim) for dim, (index, size) in enumerate(zip(indices, a.shape)))
+    return tuple(
+        checked_index(index, size, dim) for dim, (index, size) in enumerate(zip(indices, a.shape))
+    )
 
 
 def _opmath(dtype: np.dtype) -> np.dtype:
@@ -128,15 +132,21 @@ register(
 # -- scatter_nd ------------------------------------------------------------------------------------
 
 
-def _scatter_nd_meta(a: Value, indices: Sequence[Value], values: Value, reduce: str | None) -> TensorMeta:
+def _scatter_nd_meta(
+    a: Value, indices: Sequence[Value], values: Value, reduce: str | None
+) -> TensorMeta:
     shape = _check_indices(a, indices)
     check_tensor(values, "values")
     if values.shape != shape:
         raise ShapeError(f"values have shape {list(values.shape)}, the indices {list(shape)}")
     if values.dtype is not a.dtype:
-        raise DTypeError(f"values have dtype {values.dtype.short}, a has {a.dtype.short}; convert values first")
+        raise DTypeError(
+            f"values have dtype {values.dtype.short}, a has {a.dtype.short}; convert values first"
+        )
     if reduce not in SCATTER_REDUCTIONS:
-        raise ShapeError(f"reduce must be one of {', '.join(map(repr, SCATTER_REDUCTIONS))}, got {reduce!r}")
+        raise ShapeError(
+            f"reduce must be one of {', '.join(map(repr, SCATTER_REDUCTIONS))}, got {reduce!r}"
+        )
     if reduce in ("amax", "amin") and a.dtype in COMPLEX:
         raise DTypeError(f"reduce={reduce!r} needs an ordered dtype, got {a.dtype.short}")
     return TensorMeta(a.shape, a.dtype)
@@ -169,7 +179,9 @@ def _scatter_nd_kernel(
     compute = _opmath(out.dtype)
     accumulator = target.astype(compute) if compute != out.dtype else target
     with np.errstate(all="ignore"):
-        _UFUNCS[reduce].at(accumulator, positions, updates.astype(compute, copy=False))  # in order, duplicates included
+        _UFUNCS[reduce].at(
+            accumulator, positions, updates.astype(compute, copy=False)
+        )  # in order, duplicates included
     if accumulator is not target:
         target[...] = accumulator.astype(out.dtype)
     return out

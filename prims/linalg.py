@@ -11,7 +11,7 @@ from .common import COMPLEX, F32_F64, check_dtype, check_tensor
 from .registry import register
 
 
-def _svd_meta(A: Value, full_matrices: bool) -> tuple[TensorMeta, TensorMeta, TensorMeta]:  # noqa: N803 - torch's name
+def _svd_meta(A: Value, full_matrices: bool) -> tuple[TensorMeta, TensorMeta, TensorMeta]:
     check_tensor(A, "A")
     if A.ndim < 2:
         raise ShapeError(f"A must be a matrix or a batch of matrices, got shape {list(A.shape)}")
@@ -27,9 +27,13 @@ def _svd_meta(A: Value, full_matrices: bool) -> tuple[TensorMeta, TensorMeta, Te
     )
 
 
-def _svd_kernel(A: np.ndarray, full_matrices: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # noqa: N803
+def _svd_kernel(A: np.ndarray, full_matrices: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     u, s, vh = np.linalg.svd(A, full_matrices=full_matrices)
-    return u.astype(A.dtype, copy=False), s.astype(A.real.dtype, copy=False), vh.astype(A.dtype, copy=False)
+    return (
+        u.astype(A.dtype, copy=False),
+        s.astype(A.real.dtype, copy=False),
+        vh.astype(A.dtype, copy=False),
+    )
 
 
 register(

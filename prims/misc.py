@@ -31,7 +31,9 @@ def dtype_limits(dtype: DType) -> tuple[bool | int | float, bool | int | float]:
 def _item_meta(a: Value) -> ScalarMeta:
     check_tensor(a, "a")
     if a.numel != 1:
-        raise ShapeError(f"a tensor of shape {list(a.shape)} has {a.numel} elements; item needs exactly one")
+        raise ShapeError(
+            f"a tensor of shape {list(a.shape)} has {a.numel} elements; item needs exactly one"
+        )
     return ScalarMeta(a.dtype.python_type)
 
 
@@ -90,7 +92,9 @@ def _frexp_kernel(self: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     # bfloat16 has no NumPy frexp; float32 holds every bfloat16 exactly, so the split is exact.
     wide = self.astype(np.float32) if self.dtype == DType.bfloat16.numpy else self
     mantissa, exponent = np.frexp(wide)
-    return np.asarray(mantissa).astype(self.dtype, copy=False), np.asarray(exponent).astype(np.int32, copy=False)
+    return np.asarray(mantissa).astype(self.dtype, copy=False), np.asarray(exponent).astype(
+        np.int32, copy=False
+    )
 
 
 register(

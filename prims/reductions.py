@@ -52,7 +52,9 @@ def _compute_dtype(inp: Value, output_dtype: DType | None) -> DType:
     return inp.dtype if output_dtype is None else check_dtype_argument(output_dtype, "output_dtype")
 
 
-def _reduction_meta(domain: frozenset[DType], *, needs_elements: bool = False) -> Callable[..., TensorMeta]:
+def _reduction_meta(
+    domain: frozenset[DType], *, needs_elements: bool = False
+) -> Callable[..., TensorMeta]:
     def meta(inp: Value, dims: Sequence[int] | None, output_dtype: DType | None) -> TensorMeta:
         check_tensor(inp, "inp")
         reduced = reduction_dims(inp, dims)
@@ -61,13 +63,17 @@ def _reduction_meta(domain: frozenset[DType], *, needs_elements: bool = False) -
         if needs_elements:
             empty = [d for d in reduced if inp.shape[d] == 0]
             if empty:
-                raise ShapeError(f"cannot reduce dimension {empty[0]} of size 0: the reduction has no identity")
+                raise ShapeError(
+                    f"cannot reduce dimension {empty[0]} of size 0: the reduction has no identity"
+                )
         return TensorMeta(_reduced_shape(inp, reduced), dtype)
 
     return meta
 
 
-def _in_opmath(fn: Callable[[np.ndarray, tuple[int, ...], Any], Any]) -> Callable[[np.ndarray, tuple[int, ...]], Any]:
+def _in_opmath(
+    fn: Callable[[np.ndarray, tuple[int, ...], Any], Any],
+) -> Callable[[np.ndarray, tuple[int, ...]], Any]:
     """Reduce float16/bfloat16 in float32; everything else in its own dtype (integers wrap). The
     reduction converts as it goes (`dtype=`), so a strided view such as a pooling window is
     never materialized in float32."""
@@ -80,8 +86,12 @@ def _in_opmath(fn: Callable[[np.ndarray, tuple[int, ...], Any], Any]) -> Callabl
     return reduce
 
 
-def _reduction_kernel(reduce: Callable[[np.ndarray, tuple[int, ...]], Any]) -> Callable[..., np.ndarray]:
-    def kernel(inp: np.ndarray, dims: Sequence[int] | None, output_dtype: DType | None) -> np.ndarray:
+def _reduction_kernel(
+    reduce: Callable[[np.ndarray, tuple[int, ...]], Any],
+) -> Callable[..., np.ndarray]:
+    def kernel(
+        inp: np.ndarray, dims: Sequence[int] | None, output_dtype: DType | None
+    ) -> np.ndarray:
         if output_dtype is not None and inp.dtype != output_dtype.numpy:
             inp = convert_array(inp, output_dtype)
         with np.errstate(all="ignore"):
@@ -91,7 +101,9 @@ def _reduction_kernel(reduce: Callable[[np.ndarray, tuple[int, ...]], Any]) -> C
     return kernel
 
 
-def reduction(name: str, domain: frozenset[DType], reduce: Callable[..., Any], doc: str, **meta_options: Any) -> None:
+def reduction(
+    name: str, domain: frozenset[DType], reduce: Callable[..., Any], doc: str, **meta_options: Any
+) -> None:
     register(
         f"{name}(Tensor inp, int[]? dims, *, ScalarType? output_dtype=None) -> Tensor",
         meta=_reduction_meta(domain, **meta_options),
@@ -122,8 +134,20 @@ def _xor_sum(a: np.ndarray, axes: tuple[int, ...]) -> Any:
 
 reduction("sum", ALL, _in_opmath(_sum), "sum over dims (of nothing: 0)")
 reduction("prod", ALL, _in_opmath(_prod), "product over dims (of nothing: 1)")
-reduction("amax", ORDERED, _amax, "maximum over dims; NaN wins; an empty reduction is an error", needs_elements=True)
-reduction("amin", ORDERED, _amin, "minimum over dims; NaN wins; an empty reduction is an error", needs_elements=True)
+reduction(
+    "amax",
+    ORDERED,
+    _amax,
+    "maximum over dims; NaN wins; an empty reduction is an error",
+    needs_elements=True,
+)
+reduction(
+    "amin",
+    ORDERED,
+    _amin,
+    "minimum over dims; NaN wins; an empty reduction is an error",
+    needs_elements=True,
+)
 reduction(
     "xor_sum",
     BOOL | INTS,
@@ -135,27 +159,40 @@ reduction(
 # -- var -------------------------------------------------------------------------------------------
 
 
-def _var_meta(inp: Value, dims: Sequence[int] | None, correction: float | None, output_dtype: DType | None) -> TensorMeta:
+def _var_meta(
+    inp: Value, dims: Sequence[int] | None, correction: float | None, output_dtype: DType | None
+) -> TensorMeta:
     check_tensor(inp, "inp")
     reduced = reduction_dims(inp, dims)
     check_dtype(inp.dtype, FLOATS | COMPLEX)
     if output_dtype is not None:
-        raise DTypeError(f"output_dtype must be None (the result is inp's real dtype), got {output_dtype!r}")
+        raise DTypeError(
+            f"output_dtype must be None (the result is inp's real dtype), got {output_dtype!r}"
+        )
     if correction is not None and type(correction) not in (int, float, Value):
         raise DTypeError(f"correction must be a float, got {correction!r}")
     return TensorMeta(_reduced_shape(inp, reduced), inp.dtype.real)
 
 
-def _var_kernel(inp: np.ndarray, dims: Sequence[int] | None, correction: float | None, output_dtype: DType | None) -> np.ndarray:
+def _var_kernel(
+    inp: np.ndarray,
+    dims: Sequence[int] | None,
+    correction: float | None,
+    output_dtype: DType | None,
+) -> np.ndarray:
     dtype = DType.from_numpy(inp.dtype)
     a = inp.astype(np.float32) if dtype.is_low_precision else inp
     axes = _kernel_axes(a.ndim, dims)
     count = int(np.prod([a.shape[d] for d in axes], dtype=np.int64))
     divisor = max(count - (1.0 if correction is None else correction), 0.0)
     with np.errstate(all="ignore"):
-        mean = np.sum(a, axis=axes, keepdims=True) / np.asarray(count, a.dtype)  # 0/0 = NaN when empty
+        mean = np.sum(a, axis=axes, keepdims=True) / np.asarray(
+            count, a.dtype
+        )  # 0/0 = NaN when empty
         deviation = a - mean
-        squares = deviation.real**2 + deviation.imag**2 if dtype.is_complex else deviation * deviation
+        squares = (
+            deviation.real**2 + deviation.imag**2 if dtype.is_complex else deviation * deviation
+        )
         result = np.sum(squares, axis=axes) / np.asarray(divisor, squares.dtype)
     return np.asarray(result).astype(dtype.real.numpy, copy=False)
 

@@ -56,7 +56,9 @@ class PrimDef:
 
     @attribute_positions.default
     def _attribute_positions(self) -> tuple[tuple[str, int], ...]:
-        return tuple((a.name, i) for i, a in enumerate(self.schema.arguments) if not a.type.is_tensor_like)
+        return tuple(
+            (a.name, i) for i, a in enumerate(self.schema.arguments) if not a.type.is_tensor_like
+        )
 
     @property
     def qualified_name(self) -> str:
@@ -101,7 +103,9 @@ def register(
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
         if parameters != expected:
-            raise TypeError(f"prims.{name}: {role} parameters {parameters} do not match the schema's {expected}")
+            raise TypeError(
+                f"prims.{name}: {role} parameters {parameters} do not match the schema's {expected}"
+            )
     definition = PrimDef(
         name,
         parsed,

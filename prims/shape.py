@@ -36,17 +36,23 @@ def _is_index(index: Any, rank: int) -> bool:
 
 def check_index(index: Any, rank: int, what: str = "dimension") -> int:
     if not _is_index(index, rank):
-        raise ShapeError(f"{what} {index!r} is out of range for a tensor of rank {rank} (expected 0 <= {what} < {rank})")
+        raise ShapeError(
+            f"{what} {index!r} is out of range for a tensor of rank {rank} (expected 0 <= {what} < {rank})"
+        )
     return index
 
 
-def check_indices(indices: Any, rank: int, what: str = "dims", *, unique: bool = True) -> tuple[int, ...]:
+def check_indices(
+    indices: Any, rank: int, what: str = "dims", *, unique: bool = True
+) -> tuple[int, ...]:
     """A list of canonical dims (see check_index); repeats are rejected unless `unique=False`."""
     if not isinstance(indices, tuple | list):
         raise ShapeError(f"{what} must be a list of ints, got {indices!r}")
     for index in indices:
         if not _is_index(index, rank):
-            raise ShapeError(f"{what} {list(indices)}: {index!r} is out of range for a tensor of rank {rank}")
+            raise ShapeError(
+                f"{what} {list(indices)}: {index!r} is out of range for a tensor of rank {rank}"
+            )
     if unique and len(set(indices)) != len(indices):
         raise ShapeError(f"{what} {list(indices)} repeat a dimension")
     return tuple(indices)
@@ -64,7 +70,9 @@ def check_strides(strides: Any, rank: int, what: str = "stride") -> tuple[int, .
     if not isinstance(strides, tuple | list) or any(type(s) is not int or s < 0 for s in strides):
         raise ShapeError(f"{what} must be a list of non-negative ints, got {strides!r}")
     if len(strides) != rank:
-        raise ShapeError(f"{what} {list(strides)} has {len(strides)} entries for {rank} dimension(s)")
+        raise ShapeError(
+            f"{what} {list(strides)} has {len(strides)} entries for {rank} dimension(s)"
+        )
     return tuple(strides)
 
 
@@ -87,7 +95,9 @@ def _window_end(size: Sequence[int], stride: Sequence[int], storage_offset: int)
     return storage_offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
 
 
-def _check_window(size: Any, stride: Any, storage_offset: Any, numel: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _check_window(
+    size: Any, stride: Any, storage_offset: Any, numel: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     size = check_shape(size, "size")
     stride = check_strides(stride, len(size))
     if type(storage_offset) is not int or storage_offset < 0:
@@ -101,7 +111,9 @@ def _check_window(size: Any, stride: Any, storage_offset: Any, numel: int) -> tu
     return size, stride
 
 
-def _strided_window(flat: np.ndarray, size: Sequence[int], stride: Sequence[int], offset: int, *, writeable: bool):
+def _strided_window(
+    flat: np.ndarray, size: Sequence[int], stride: Sequence[int], offset: int, *, writeable: bool
+):
     return np.lib.stride_tricks.as_strided(
         flat[offset:],
         shape=tuple(size),
@@ -121,13 +133,17 @@ def _storage(a: np.ndarray) -> np.ndarray:
 # -- as_strided ----------------------------------------------------------------------------------
 
 
-def _as_strided_meta(a: Value, size: Sequence[int], stride: Sequence[int], storage_offset: int) -> TensorMeta:
+def _as_strided_meta(
+    a: Value, size: Sequence[int], stride: Sequence[int], storage_offset: int
+) -> TensorMeta:
     check_tensor(a, "a")
     size, _ = _check_window(size, stride, storage_offset, a.numel)
     return TensorMeta(size, a.dtype)
 
 
-def _as_strided_kernel(a: np.ndarray, size: Sequence[int], stride: Sequence[int], storage_offset: int) -> np.ndarray:
+def _as_strided_kernel(
+    a: np.ndarray, size: Sequence[int], stride: Sequence[int], storage_offset: int
+) -> np.ndarray:
     if math.prod(size) == 0:
         return np.zeros(tuple(size), a.dtype)
     # Read-only: windows may overlap (stride 0), and a view of the caller's array must stay unwritten.
@@ -153,15 +169,23 @@ def _as_strided_scatter_meta(
     if src.shape != size:
         raise ShapeError(f"src has shape {list(src.shape)}, the window has size {list(size)}")
     if src.dtype is not self.dtype:
-        raise DTypeError(f"src has dtype {src.dtype.short}, self has {self.dtype.short}; convert src first")
+        raise DTypeError(
+            f"src has dtype {src.dtype.short}, self has {self.dtype.short}; convert src first"
+        )
     # torch refuses to write through a window where several elements share one location.
     if any(s == 0 and n > 1 for n, s in zip(size, stride)):
-        raise ShapeError(f"the window of size {list(size)} and stride {list(stride)} writes one location twice")
+        raise ShapeError(
+            f"the window of size {list(size)} and stride {list(stride)} writes one location twice"
+        )
     return TensorMeta(self.shape, self.dtype)
 
 
 def _as_strided_scatter_kernel(
-    self: np.ndarray, src: np.ndarray, size: Sequence[int], stride: Sequence[int], storage_offset: int
+    self: np.ndarray,
+    src: np.ndarray,
+    size: Sequence[int],
+    stride: Sequence[int],
+    storage_offset: int,
 ) -> np.ndarray:
     out = np.array(self, order="C", copy=True)
     if math.prod(size) > 0:
@@ -197,7 +221,9 @@ def _collapse_meta(a: Value, start: int, end: int) -> TensorMeta:
 
 def _collapse_kernel(a: np.ndarray, start: int, end: int) -> np.ndarray:
     shape = a.shape if a.ndim > 0 else (1,)
-    return contiguous_copy(a, shape[:start] + (math.prod(shape[start : end + 1]),) + shape[end + 1 :])
+    return contiguous_copy(
+        a, shape[:start] + (math.prod(shape[start : end + 1]),) + shape[end + 1 :]
+    )
 
 
 def _collapse_view_kernel(a: np.ndarray, start: int, end: int) -> np.ndarray:
@@ -230,12 +256,18 @@ def _split_dim_meta(a: Value, dim: int, outer_length: int) -> TensorMeta:
         raise ShapeError(f"outer_length must be a positive int, got {outer_length!r}")
     length = a.shape[dim]
     if length % outer_length != 0:
-        raise ShapeError(f"outer_length {outer_length} does not divide dimension {dim} of length {length}")
-    return TensorMeta(a.shape[:dim] + (outer_length, length // outer_length) + a.shape[dim + 1 :], a.dtype)
+        raise ShapeError(
+            f"outer_length {outer_length} does not divide dimension {dim} of length {length}"
+        )
+    return TensorMeta(
+        a.shape[:dim] + (outer_length, length // outer_length) + a.shape[dim + 1 :], a.dtype
+    )
 
 
 def _split_dim_kernel(a: np.ndarray, dim: int, outer_length: int) -> np.ndarray:
-    return a.reshape(a.shape[:dim] + (outer_length, a.shape[dim] // outer_length) + a.shape[dim + 1 :])
+    return a.reshape(
+        a.shape[:dim] + (outer_length, a.shape[dim] // outer_length) + a.shape[dim + 1 :]
+    )
 
 
 register(
@@ -275,7 +307,9 @@ register(
 def _transpose_meta(a: Value, permutation: Sequence[int]) -> TensorMeta:
     check_tensor(a, "a")
     if not isinstance(permutation, tuple | list) or sorted(permutation) != list(range(a.ndim)):
-        raise ShapeError(f"permutation {permutation!r} is not a permutation of the {a.ndim} dimension(s)")
+        raise ShapeError(
+            f"permutation {permutation!r} is not a permutation of the {a.ndim} dimension(s)"
+        )
     return TensorMeta(tuple(a.shape[d] for d in permutation), a.dtype)
 
 
@@ -304,7 +338,13 @@ def _view_of_kernel(a: np.ndarray) -> np.ndarray:
     return a.view()
 
 
-register("view_of(Tensor(a) a) -> Tensor(a)", meta=_view_of_meta, kernel=_view_of_kernel, view=True, doc="a view of a")
+register(
+    "view_of(Tensor(a) a) -> Tensor(a)",
+    meta=_view_of_meta,
+    kernel=_view_of_kernel,
+    view=True,
+    doc="a view of a",
+)
 
 
 def _view_of_dtype_meta(a: Value, dtype: DType) -> TensorMeta:
@@ -315,7 +355,9 @@ def _view_of_dtype_meta(a: Value, dtype: DType) -> TensorMeta:
         return TensorMeta(a.shape, dtype)
     # As torch's Tensor.view(dtype): a different element size rescales the last dimension.
     if a.ndim == 0:
-        raise ShapeError(f"cannot view a 0-dim {a.dtype.short} tensor as {dtype.short} (different element sizes)")
+        raise ShapeError(
+            f"cannot view a 0-dim {a.dtype.short} tensor as {dtype.short} (different element sizes)"
+        )
     last = a.shape[-1] * old
     if last % new != 0:
         raise ShapeError(
@@ -325,8 +367,15 @@ def _view_of_dtype_meta(a: Value, dtype: DType) -> TensorMeta:
 
 
 def _view_of_dtype_kernel(a: np.ndarray, dtype: DType) -> np.ndarray:
-    if a.itemsize != dtype.itemsize and a.ndim > 0 and a.shape[-1] > 1 and a.strides[-1] != a.itemsize:
-        a = np.ascontiguousarray(a)  # NumPy (like torch) reinterprets only a contiguous last dimension
+    if (
+        a.itemsize != dtype.itemsize
+        and a.ndim > 0
+        and a.shape[-1] > 1
+        and a.strides[-1] != a.itemsize
+    ):
+        a = np.ascontiguousarray(
+            a
+        )  # NumPy (like torch) reinterprets only a contiguous last dimension
     return a.view(dtype.numpy)
 
 
@@ -346,7 +395,9 @@ def _reshape_meta(a: Value, shape: Sequence[int]) -> TensorMeta:
     check_tensor(a, "a")
     shape = check_shape(shape)
     if math.prod(shape) != a.numel:
-        raise ShapeError(f"cannot reshape {a.numel} element(s) of shape {list(a.shape)} to {list(shape)}")
+        raise ShapeError(
+            f"cannot reshape {a.numel} element(s) of shape {list(a.shape)} to {list(shape)}"
+        )
     return TensorMeta(shape, a.dtype)
 
 
@@ -391,10 +442,14 @@ def _cat_meta(tensors: Sequence[Value], dim: int) -> TensorMeta:
     if first.ndim == 0:
         raise ShapeError("0-dim tensors cannot be concatenated")
     if type(dim) is not int or not 0 <= dim < first.ndim:
-        raise ShapeError(f"dim {dim!r} is out of range for tensors of rank {first.ndim} (expected 0 <= dim < {first.ndim})")
+        raise ShapeError(
+            f"dim {dim!r} is out of range for tensors of rank {first.ndim} (expected 0 <= dim < {first.ndim})"
+        )
     for i, t in enumerate(tensors[1:], start=1):
         if t.dtype is not first.dtype:
-            raise DTypeError(f"tensors[{i}] has dtype {t.dtype.short}, tensors[0] has {first.dtype.short}")
+            raise DTypeError(
+                f"tensors[{i}] has dtype {t.dtype.short}, tensors[0] has {first.dtype.short}"
+            )
         if t.ndim != first.ndim:
             raise ShapeError(f"tensors[{i}] has rank {t.ndim}, tensors[0] has rank {first.ndim}")
         for d, (n, m) in enumerate(zip(first.shape, t.shape)):
@@ -426,10 +481,14 @@ def _clone_meta(self: Value, memory_format: MemoryFormat | None) -> TensorMeta:
     check_tensor(self, "self")
     if memory_format is not None:
         if type(memory_format) is not MemoryFormat:
-            raise ShapeError(f"memory_format must be a memory format or None, got {memory_format!r}")
+            raise ShapeError(
+                f"memory_format must be a memory format or None, got {memory_format!r}"
+            )
         rank = _FORMAT_RANK.get(memory_format)
         if rank is not None and self.ndim != rank:
-            raise ShapeError(f"memory_format {memory_format.value} needs a rank-{rank} tensor, got rank {self.ndim}")
+            raise ShapeError(
+                f"memory_format {memory_format.value} needs a rank-{rank} tensor, got rank {self.ndim}"
+            )
     return TensorMeta(self.shape, self.dtype)
 
 

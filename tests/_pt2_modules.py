@@ -56,7 +56,11 @@ class Everything(torch.nn.Module):
         )
 
 
-EXAMPLE_INPUTS = (torch.randn(5, 4, generator=torch.Generator().manual_seed(1)), torch.tensor([2, 0, 1]), 3)
+EXAMPLE_INPUTS = (
+    torch.randn(5, 4, generator=torch.Generator().manual_seed(1)),
+    torch.tensor([2, 0, 1]),
+    3,
+)
 
 
 def export_everything() -> torch.export.ExportedProgram:
@@ -72,7 +76,9 @@ class Doubled(torch.nn.Module):
 
 def export_dynamic() -> torch.export.ExportedProgram:
     dynamic = ({0: torch.export.Dim("n")},)
-    return torch.export.export(Doubled(), (EXAMPLE_INPUTS[0],), dynamic_shapes=dynamic).run_decompositions()
+    return torch.export.export(
+        Doubled(), (EXAMPLE_INPUTS[0],), dynamic_shapes=dynamic
+    ).run_decompositions()
 
 
 def save(program: torch.export.ExportedProgram, path: Path) -> Path:

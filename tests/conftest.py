@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -28,7 +27,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.fixture(scope="session")
-def opinfo_cache_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+def opinfo_cache_dir(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> str:
     """Where the OpInfo -> overload map is cached between runs (keyed by torch version); a
     temporary directory when pytest's cache is disabled (-p no:cacheprovider)."""
     cache = getattr(request.config, "cache", None)

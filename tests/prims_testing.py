@@ -20,11 +20,11 @@ import numpy as np
 import torch
 
 import prims
-from aten2prims.harness.compare import compare
-from aten2prims.harness.torch_interop import to_numpy, to_torch, torch_dtype
+from aten2prims.executor import execute
+from aten2prims.frontends.torch_interop import to_numpy, to_torch, torch_dtype
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.values import Device, MemoryFormat, ScalarMeta, TensorMeta
-from aten2prims.executor import execute
+from aten2prims.testing.compare import compare
 from prims import Builder
 from prims.registry import PRIMS
 
@@ -51,7 +51,12 @@ def _float_values(n: int, rng: np.random.Generator, *, special: bool, scale: flo
 
 
 def random_array(
-    shape: Sequence[int], dtype: DType, rng: np.random.Generator, *, special: bool = True, scale: float = 4.0
+    shape: Sequence[int],
+    dtype: DType,
+    rng: np.random.Generator,
+    *,
+    special: bool = True,
+    scale: float = 4.0,
 ) -> np.ndarray:
     """Values of dtype: full-range integers (so sums and products wrap), random bools, floats and
     complex numbers in [-scale, scale] with NaN/±inf/−0.0 sprinkled in when `special`."""
@@ -61,13 +66,19 @@ def random_array(
         flat = rng.random(n) < 0.5
     elif dtype.is_integer:
         info = np.iinfo(dtype.numpy)
-        flat = rng.integers(info.min, info.max, n, endpoint=True, dtype=np.int64).astype(dtype.numpy)
+        flat = rng.integers(info.min, info.max, n, endpoint=True, dtype=np.int64).astype(
+            dtype.numpy
+        )
     elif dtype.is_complex:
         flat = np.empty(n, dtype.numpy)
         flat.real = _float_values(n, rng, special=special, scale=scale)
         flat.imag = _float_values(n, rng, special=special, scale=scale)
     else:
-        flat = _float_values(n, rng, special=special, scale=scale).astype(np.float32).astype(dtype.numpy)
+        flat = (
+            _float_values(n, rng, special=special, scale=scale)
+            .astype(np.float32)
+            .astype(dtype.numpy)
+        )
     return flat.reshape(shape)
 
 
@@ -98,7 +109,11 @@ def _symbolic(builder: Builder, arg: Any, inputs: dict[str, Any], counter: list[
     if isinstance(arg, np.ndarray | TensorMeta):
         name = f"in{counter[0]}"
         counter[0] += 1
-        meta = arg if isinstance(arg, TensorMeta) else TensorMeta(arg.shape, DType.from_numpy(arg.dtype))
+        meta = (
+            arg
+            if isinstance(arg, TensorMeta)
+            else TensorMeta(arg.shape, DType.from_numpy(arg.dtype))
+        )
         if isinstance(arg, np.ndarray):
             inputs[name] = arg
         return builder.add_input(name, meta)
@@ -161,7 +176,9 @@ def run_prim(name: str, *args: Any, seed: int = 0, **kwargs: Any) -> list[Any]:
     results = execute(graph, inputs, check=True, seed=seed)
     _check_aliasing(name, args, kwargs, arrays)
     for original, after in zip(before, arrays):
-        assert original.tobytes() == np.ascontiguousarray(after).tobytes(), f"prims.{name} wrote into an input"
+        assert original.tobytes() == np.ascontiguousarray(after).tobytes(), (
+            f"prims.{name} wrote into an input"
+        )
     return results
 
 
@@ -183,7 +200,9 @@ def _check_aliasing(name: str, args: Any, kwargs: dict[str, Any], arrays: list[n
     for r in results:
         if isinstance(r, np.ndarray):
             for a in arrays:
-                assert not np.shares_memory(r, a), f"prims.{name} (not a view prim) returned memory of an operand"
+                assert not np.shares_memory(r, a), (
+                    f"prims.{name} (not a view prim) returned memory of an operand"
+                )
 
 
 # -- torch --------------------------------------------------------------------------------------------
@@ -239,7 +258,9 @@ def _meta_of(result: Any) -> Any:
 # -- comparing -----------------------------------------------------------------------------------------
 
 
-def assert_close(actual: Any, expected: Any, *, reference: Any = None, what: str = "result") -> None:
+def assert_close(
+    actual: Any, expected: Any, *, reference: Any = None, what: str = "result"
+) -> None:
     outcome = compare(actual, expected, reference=reference, what=what)
     assert outcome, outcome.message
 

@@ -15,9 +15,9 @@ import torch
 
 import aten2prims
 from aten2prims.executor.run import execute
-from aten2prims.harness.compare import compare
-from aten2prims.harness.conformance import check_op, unexpected_failures
 from aten2prims.ir.graph import OutputKind
+from aten2prims.testing.compare import compare
+from aten2prims.testing.conformance import check_op, unexpected_failures
 
 
 class ConvBatchNorm(torch.nn.Module):
@@ -105,7 +105,9 @@ def test_functional_overload_conforms(opinfo_cache_dir: str) -> None:
     (training and eval, mixed float32 parameters, one value per channel) run here."""
     op = "aten._native_batch_norm_legit_functional.default"
     report = check_op(op, cache_dir=opinfo_cache_dir)
-    passed, run = report.totals
+    _passed, run = report.totals
     assert run > 0
     failures = unexpected_failures(report)
-    assert not failures, "\n".join(f"[{d.short}] {o.call.describe()}: {o.message}" for d, o in failures[:5])
+    assert not failures, "\n".join(
+        f"[{d.short}] {o.call.describe()}: {o.message}" for d, o in failures[:5]
+    )

@@ -31,7 +31,9 @@ def graph_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_run_with_random_inputs_prints_seed_and_saves_outputs(graph_file: Path, tmp_path: Path, capsys) -> None:
+def test_run_with_random_inputs_prints_seed_and_saves_outputs(
+    graph_file: Path, tmp_path: Path, capsys
+) -> None:
     out = tmp_path / "out.npz"
     assert main(["run", str(graph_file), "--seed", "7", "--output", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -58,13 +60,28 @@ def test_run_with_inputs_file(graph_file: Path, tmp_path: Path, capsys) -> None:
 @pytest.mark.parametrize(
     ("arrays", "message"),
     [
-        ({"x": np.zeros((2, 3), np.float64), "y": np.zeros((2, 3), np.float32)}, "must have dtype f32"),
-        ({"x": np.zeros((3, 2), np.float32), "y": np.zeros((2, 3), np.float32)}, "must have shape [2, 3]"),
+        (
+            {"x": np.zeros((2, 3), np.float64), "y": np.zeros((2, 3), np.float32)},
+            "must have dtype f32",
+        ),
+        (
+            {"x": np.zeros((3, 2), np.float32), "y": np.zeros((2, 3), np.float32)},
+            "must have shape [2, 3]",
+        ),
         ({"x": np.zeros((2, 3), np.float32)}, "missing input(s): y"),
-        ({"x": np.zeros((2, 3), np.float32), "y": np.zeros((2, 3), np.float32), "z": np.zeros(1)}, "no input(s) 'z'"),
+        (
+            {
+                "x": np.zeros((2, 3), np.float32),
+                "y": np.zeros((2, 3), np.float32),
+                "z": np.zeros(1),
+            },
+            "no input(s) 'z'",
+        ),
     ],
 )
-def test_bad_inputs_exit_2_with_one_line(graph_file: Path, tmp_path: Path, capsys, arrays, message) -> None:
+def test_bad_inputs_exit_2_with_one_line(
+    graph_file: Path, tmp_path: Path, capsys, arrays, message
+) -> None:
     inputs = tmp_path / "in.npz"
     np.savez(inputs, **arrays)
     assert main(["run", str(graph_file), "--inputs", str(inputs)]) == 2
@@ -80,7 +97,9 @@ def test_ops_json_has_exactly_the_promised_shape(capsys) -> None:
     extension = {f"prims.{n}" for n, d in PRIMS.items() if d.extension}
     assert set(data["prims"]) == {f"prims.{n}" for n in TORCH_PRIMS} | extension
     for name, entry in data["prims"].items():
-        assert set(entry) == {"implemented", "extension"} and all(type(v) is bool for v in entry.values())
+        assert set(entry) == {"implemented", "extension"} and all(
+            type(v) is bool for v in entry.values()
+        )
         assert entry["extension"] == (name in extension)
     assert set(data["aten"]) == set(CORE_ATEN_OPS)
     for entry in data["aten"].values():
@@ -92,7 +111,9 @@ def test_ops_text_lists_every_prim_and_overload(capsys) -> None:
     text = capsys.readouterr().out
     assert all(f"prims.{name}" in text for name in TORCH_PRIMS)
     assert all(op in text for op in CORE_ATEN_OPS)
-    assert "aten.linalg_vector_norm.default                      decomposed" in text  # the extras too
+    assert (
+        "aten.linalg_vector_norm.default                      decomposed" in text
+    )  # the extras too
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "dot"])
@@ -133,7 +154,10 @@ def test_check_against_torch_and_expected(graph_file: Path, tmp_path: Path, caps
 
 def test_console_script_help_documents_the_commands() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "aten2prims.cli", "--help"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "aten2prims.cli", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     for command in ("lower", "run", "check", "ops"):
         assert command in result.stdout

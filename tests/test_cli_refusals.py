@@ -13,11 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from _pt2_modules import entry_data_offset, export_dynamic, export_everything, rewrite_archive, save
+from test_pt2_reader import REFUSALS, ROOT, _weight_entry
+
 from aten2prims import LoadError, load
 from aten2prims.cli import _parser, main
-from test_pt2_reader import REFUSALS, ROOT, _weight_entry
 
 COMMANDS = ("lower", "run", "check")
 
@@ -63,7 +63,11 @@ def _from_refusal(case: str) -> Callable[[Path, Path], Path]:
 
 
 BAD_ARCHIVES: dict[str, tuple[Callable[[Path, Path], Path], str]] = {
-    **{case: (_from_refusal(case), reason) for case, (_, _, reason) in REFUSALS.items() if isinstance(reason, str)},
+    **{
+        case: (_from_refusal(case), reason)
+        for case, (_, _, reason) in REFUSALS.items()
+        if isinstance(reason, str)
+    },
     "truncated archive": (_truncated, "not a readable zip archive"),
     "corrupted entry (CRC)": (_corrupted_weight, "CRC"),
     "symbolic shapes from a dynamic export": (_dynamic, "symbolic shapes are not supported yet"),
@@ -76,7 +80,9 @@ def test_every_refusal_of_the_reader_is_covered() -> None:
 
 
 @pytest.mark.parametrize("case", list(BAD_ARCHIVES))
-def test_refusals_exit_2_with_the_load_error_on_one_line(case: str, archive: Path, tmp_path: Path, capsys) -> None:
+def test_refusals_exit_2_with_the_load_error_on_one_line(
+    case: str, archive: Path, tmp_path: Path, capsys
+) -> None:
     make, reason = BAD_ARCHIVES[case]
     bad = make(archive, tmp_path)
     with pytest.raises(LoadError) as caught:
@@ -94,11 +100,16 @@ def test_refusal_exit_code_and_line_from_a_real_process(archive: Path, tmp_path:
     bad = _from_refusal("pickled weight")(archive, tmp_path)
     for command in COMMANDS:
         result = subprocess.run(
-            [sys.executable, "-m", "aten2prims.cli", command, str(bad)], capture_output=True, text=True, check=False
+            [sys.executable, "-m", "aten2prims.cli", command, str(bad)],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         assert result.returncode == 2, (command, result.stderr)
         assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
-        assert result.stderr.startswith(f"aten2prims {command}: error: {ROOT}/data/weights/model_weights_config.json: ")
+        assert result.stderr.startswith(
+            f"aten2prims {command}: error: {ROOT}/data/weights/model_weights_config.json: "
+        )
         assert "never unpickles" in result.stderr and result.stdout == ""
 
 
@@ -108,12 +119,16 @@ def test_debug_shows_the_traceback(archive: Path, tmp_path: Path, capsys) -> Non
     err = capsys.readouterr().err
     assert err.startswith("Traceback (most recent call last):")
     assert "aten2prims.errors.LoadError" in err and "frontends/pt2.py" in err
-    assert err.splitlines()[-1].startswith(f"aten2prims lower: error: {bad}: not a readable zip archive")
+    assert err.splitlines()[-1].startswith(
+        f"aten2prims lower: error: {bad}: not a readable zip archive"
+    )
     command = [sys.executable, "-m", "aten2prims.cli", "--debug", "run", str(bad)]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     assert result.returncode == 2
     assert "Traceback (most recent call last):" in result.stderr and "LoadError" in result.stderr
-    assert result.stderr.splitlines()[-1].startswith(f"aten2prims run: error: {bad}: not a readable zip archive")
+    assert result.stderr.splitlines()[-1].startswith(
+        f"aten2prims run: error: {bad}: not a readable zip archive"
+    )
 
 
 # -- help ------------------------------------------------------------------------------------------------
@@ -129,7 +144,10 @@ DOCUMENTED = {
 
 def _help(*argv: str) -> str:
     result = subprocess.run(
-        [sys.executable, "-m", "aten2prims.cli", *argv, "--help"], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "aten2prims.cli", *argv, "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0 and result.stderr == "", result.stderr
     return result.stdout

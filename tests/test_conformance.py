@@ -3,7 +3,7 @@ hand-written samples for every dtype, through torch and through lower → execut
 
 An overload without a rule is an expected failure (the coverage table shows it). An overload
 with a rule must pass every sample except the failures recorded in
-`aten2prims.harness.known_failures` with their reasons; one that docs/coverage.md shows as fully
+`aten2prims.testing.known_failures` with their reasons; one that docs/coverage.md shows as fully
 passing must not fail even those. `--full-budget` runs more samples."""
 
 from __future__ import annotations
@@ -14,12 +14,18 @@ from typing import Any
 import pytest
 
 import prims
-from aten2prims.harness.conformance import FAST_BUDGET, FULL_BUDGET, Verdict, check_op, unexpected_failures
-from aten2prims.harness.coverage_report import documented_overloads
-from aten2prims.harness.runner import STATISTICAL_CHECKS, Status
-from aten2prims.harness.samples import samples
 from aten2prims.ir.dtypes import DType
 from aten2prims.schema.core_aten import CORE_ATEN_OPS
+from aten2prims.testing.conformance import (
+    FAST_BUDGET,
+    FULL_BUDGET,
+    Verdict,
+    check_op,
+    unexpected_failures,
+)
+from aten2prims.testing.coverage_report import documented_overloads
+from aten2prims.testing.runner import STATISTICAL_CHECKS, Status
+from aten2prims.testing.samples import samples
 from decompositions import RULES, RuleRegistry
 
 COVERAGE = Path(__file__).resolve().parents[1] / "docs" / "coverage.md"
@@ -32,7 +38,7 @@ def test_overload_conforms(op: str, request: pytest.FixtureRequest, opinfo_cache
         pytest.xfail(f"{op} has no decomposition rule yet")
     budget = FULL_BUDGET if request.config.getoption("--full-budget") else FAST_BUDGET
     report = check_op(op, budget=budget, cache_dir=opinfo_cache_dir)
-    passed, run = report.totals
+    _passed, run = report.totals
     assert run > 0, f"{op}: no sample ran (add hand-written samples)"
     failures = unexpected_failures(report)
     assert not failures, f"{op}: {len(failures)} of {run} samples fail:\n" + _describe(failures)
@@ -63,7 +69,9 @@ def test_every_random_overload_has_a_statistical_check() -> None:
     never equal torch's, so each needs a check of what it promises instead."""
     import torch
 
-    random_ops = {op for op in CORE_ATEN_OPS if torch.Tag.nondeterministic_seeded in _torch_overload(op).tags}
+    random_ops = {
+        op for op in CORE_ATEN_OPS if torch.Tag.nondeterministic_seeded in _torch_overload(op).tags
+    }
     assert {"aten.rand.default", "aten.randn.default", "aten.randperm.default"} <= random_ops
     assert sorted(random_ops - set(STATISTICAL_CHECKS)) == []
 
@@ -80,7 +88,9 @@ def test_a_random_op_with_the_wrong_distribution_fails(opinfo_cache_dir: str) ->
         return prims.mul(real.function(size, dtype, layout, device, pin_memory), 0.5)
 
     good = check_op("aten.rand.default", dtypes=[DType.float32], cache_dir=opinfo_cache_dir)
-    bad = check_op("aten.rand.default", dtypes=[DType.float32], cache_dir=opinfo_cache_dir, registry=wrong)
+    bad = check_op(
+        "aten.rand.default", dtypes=[DType.float32], cache_dir=opinfo_cache_dir, registry=wrong
+    )
     assert good.verdict is Verdict.PASS and good.totals[1] >= 2
     assert bad.verdict is Verdict.FAILING
     assert {o.status for _, o in bad.failures()} == {Status.WRONG_VALUE}
@@ -95,17 +105,25 @@ def test_samples_do_not_depend_on_the_generators_state(opinfo_cache_dir: str) ->
 
     def keys(seed: int) -> list[str]:
         torch.manual_seed(seed)
-        return [call.key() for call in samples("aten.exp.default", DType.float32, budget=6, cache_dir=opinfo_cache_dir)]
+        return [
+            call.key()
+            for call in samples(
+                "aten.exp.default", DType.float32, budget=6, cache_dir=opinfo_cache_dir
+            )
+        ]
 
     first = keys(1)
-    assert any(call.origin.startswith("opinfo:") for call in samples("aten.exp.default", DType.float32, budget=6))
+    assert any(
+        call.origin.startswith("opinfo:")
+        for call in samples("aten.exp.default", DType.float32, budget=6)
+    )
     assert keys(2) == first
 
 
 def test_known_failures_name_overloads_with_rules() -> None:
     import re
 
-    from aten2prims.harness.known_failures import KNOWN_FAILURES
+    from aten2prims.testing.known_failures import KNOWN_FAILURES
 
     for known in KNOWN_FAILURES:
         assert known.op in CORE_ATEN_OPS and known.op in RULES, known.op

@@ -21,16 +21,15 @@ import pytest
 import torch
 
 import prims
-from aten2prims.executor import execute, plan_for
-from aten2prims.executor import fusion
+from aten2prims.executor import execute, fusion, plan_for
 from aten2prims.executor.contraction import ContractionKernel
-from aten2prims.harness.compare import compare
-from aten2prims.harness.record import AtenCall
-from aten2prims.harness.runner import build_graph, run_call, torch_outputs
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.graph import Graph, GraphInput, GraphOutput, Node
 from aten2prims.ir.values import TensorMeta, Value
 from aten2prims.passes.lower import lower
+from aten2prims.testing.compare import compare
+from aten2prims.testing.record import AtenCall
+from aten2prims.testing.runner import build_graph, run_call, torch_outputs
 from prims.builder import Builder
 
 
@@ -48,7 +47,9 @@ def contraction_steps(graph: Graph) -> list[Any]:
     return [step for step in plan_for(graph).steps if isinstance(step.kernel, ContractionKernel)]
 
 
-def lowered_call(op: str, *args: Any, **kwargs: Any) -> tuple[Graph, dict[str, np.ndarray], AtenCall]:
+def lowered_call(
+    op: str, *args: Any, **kwargs: Any
+) -> tuple[Graph, dict[str, np.ndarray], AtenCall]:
     """The call's one-node graph, lowered, with its inputs; `run_call(call)` checks it against
     torch under the harness's full rule (tolerances, then "closer than" a float64 reference)."""
     call = AtenCall(op, args, kwargs)
@@ -84,7 +85,11 @@ def randn(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> tor
 
 CASES = {
     "mm": ("aten.mm.default", lambda d: (randn(5, 7, dtype=d), randn(7, 3, dtype=d, seed=1)), {}),
-    "bmm": ("aten.bmm.default", lambda d: (randn(4, 5, 7, dtype=d), randn(4, 7, 3, dtype=d, seed=1)), {}),
+    "bmm": (
+        "aten.bmm.default",
+        lambda d: (randn(4, 5, 7, dtype=d), randn(4, 7, 3, dtype=d, seed=1)),
+        {},
+    ),
     "addmm": (
         "aten.addmm.default",
         lambda d: (randn(3, dtype=d, seed=2), randn(5, 7, dtype=d), randn(7, 3, dtype=d, seed=1)),
@@ -92,19 +97,47 @@ CASES = {
     ),
     "conv2d": (
         "aten.convolution.default",
-        lambda d: (randn(2, 4, 9, 8, dtype=d), randn(6, 2, 3, 3, dtype=d, seed=1), randn(6, dtype=d, seed=2),
-                   [2, 1], [1, 2], [1, 2], False, [0, 0], 2),
+        lambda d: (
+            randn(2, 4, 9, 8, dtype=d),
+            randn(6, 2, 3, 3, dtype=d, seed=1),
+            randn(6, dtype=d, seed=2),
+            [2, 1],
+            [1, 2],
+            [1, 2],
+            False,
+            [0, 0],
+            2,
+        ),
         {},
     ),
     "conv_transpose1d": (
         "aten.convolution.default",
-        lambda d: (randn(2, 4, 9, dtype=d), randn(4, 3, 3, dtype=d, seed=1), None, [2], [1], [1], True, [1], 1),
+        lambda d: (
+            randn(2, 4, 9, dtype=d),
+            randn(4, 3, 3, dtype=d, seed=1),
+            None,
+            [2],
+            [1],
+            [1],
+            True,
+            [1],
+            1,
+        ),
         {},
     ),
     "conv3d": (
         "aten.convolution.default",
-        lambda d: (randn(1, 2, 5, 4, 6, dtype=d), randn(3, 2, 2, 3, 2, dtype=d, seed=1), None,
-                   [1, 1, 2], [0, 1, 1], [2, 1, 1], False, [0, 0, 0], 1),
+        lambda d: (
+            randn(1, 2, 5, 4, 6, dtype=d),
+            randn(3, 2, 2, 3, 2, dtype=d, seed=1),
+            None,
+            [1, 1, 2],
+            [0, 1, 1],
+            [2, 1, 1],
+            False,
+            [0, 0, 0],
+            1,
+        ),
         {},
     ),
 }
@@ -142,9 +175,15 @@ def test_epilogues_join_the_group() -> None:
     which the group returns as an array of its own (no view, so no copy as a graph output)."""
     graph, inputs, _ = lowered_call(*CASES["conv2d"][:1], *CASES["conv2d"][1](torch.float32))
     (step,) = contraction_steps(graph)
-    assert [node.op for node in step.nodes][-3:] == ["prims.sum", "prims.collapse_view", "prims.add"]
+    assert [node.op for node in step.nodes][-3:] == [
+        "prims.sum",
+        "prims.collapse_view",
+        "prims.add",
+    ]
     assert step.node is graph.nodes[-1]
-    graph, inputs, _ = lowered_call("aten.addmm.default", *CASES["addmm"][1](torch.float64), beta=2, alpha=3)
+    graph, inputs, _ = lowered_call(
+        "aten.addmm.default", *CASES["addmm"][1](torch.float64), beta=2, alpha=3
+    )
     (step,) = contraction_steps(graph)
     assert [node.op for node in step.nodes][-3:] == ["prims.sum", "prims.mul", "prims.add"]
     fused, unfused = run_both_ways(graph, inputs)
@@ -162,13 +201,42 @@ def test_chunked_copies_agree(budget: int, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(contraction, "OUTPUT_CHUNK_BYTES", budget)
     monkeypatch.setattr(contraction, "MIN_CHUNK_COLUMNS", 4)
     for make in (
-        lambda: lowered_call("aten.convolution.default", randn(3, 4, 9, 10), randn(6, 4, 3, 3, seed=1), randn(6, seed=2),
-                             [1, 1], [1, 1], [1, 1], False, [0, 0], 1),
-        lambda: lowered_call("aten.addmm.default", randn(7), randn(5, 9, seed=1), randn(9, 7, seed=2), beta=2, alpha=3),
-        lambda: lowered_call("aten.convolution_backward.default", randn(3, 6, 9, 10), randn(3, 4, 9, 10, seed=1),
-                             randn(6, 4, 3, 3, seed=2), [6], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, True]),
+        lambda: lowered_call(
+            "aten.convolution.default",
+            randn(3, 4, 9, 10),
+            randn(6, 4, 3, 3, seed=1),
+            randn(6, seed=2),
+            [1, 1],
+            [1, 1],
+            [1, 1],
+            False,
+            [0, 0],
+            1,
+        ),
+        lambda: lowered_call(
+            "aten.addmm.default",
+            randn(7),
+            randn(5, 9, seed=1),
+            randn(9, 7, seed=2),
+            beta=2,
+            alpha=3,
+        ),
+        lambda: lowered_call(
+            "aten.convolution_backward.default",
+            randn(3, 6, 9, 10),
+            randn(3, 4, 9, 10, seed=1),
+            randn(6, 4, 3, 3, seed=2),
+            [6],
+            [1, 1],
+            [1, 1],
+            [1, 1],
+            False,
+            [0, 0],
+            1,
+            [True, True, True],
+        ),
     ):
-        graph, inputs, call = make()
+        graph, inputs, _call = make()
         fused, unfused = run_both_ways(graph, inputs)
         assert_agree(fused, unfused, "unfused execution")
 
@@ -176,8 +244,17 @@ def test_chunked_copies_agree(budget: int, monkeypatch: pytest.MonkeyPatch) -> N
 def test_convolution_backward_fuses_every_contraction() -> None:
     graph, inputs, call = lowered_call(
         "aten.convolution_backward.default",
-        randn(2, 6, 4, 4), randn(2, 4, 8, 8, seed=1), randn(6, 2, 3, 3, seed=2),
-        [6], [2, 2], [1, 1], [1, 1], False, [0, 0], 2, [True, True, True],
+        randn(2, 6, 4, 4),
+        randn(2, 4, 8, 8, seed=1),
+        randn(6, 2, 3, 3, seed=2),
+        [6],
+        [2, 2],
+        [1, 1],
+        [1, 1],
+        False,
+        [0, 0],
+        2,
+        [True, True, True],
     )
     assert len(contraction_steps(graph)) == 2  # grad_input and grad_weight
     fused, unfused = run_both_ways(graph, inputs)
@@ -191,7 +268,10 @@ def test_convolution_backward_fuses_every_contraction() -> None:
 
 def build(inputs: dict[str, tuple[tuple[int, ...], DType]], body: Any) -> Graph:
     with Builder("g") as builder:
-        values = {name: builder.add_input(name, TensorMeta(shape, dtype)) for name, (shape, dtype) in inputs.items()}
+        values = {
+            name: builder.add_input(name, TensorMeta(shape, dtype))
+            for name, (shape, dtype) in inputs.items()
+        }
         outputs = body(**values)
         return builder.finish(list(outputs) if isinstance(outputs, tuple) else [outputs])
 
@@ -206,9 +286,9 @@ def arrays_for(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
         elif meta.dtype.is_integral:
             result[graph_input.name] = rng.integers(-50, 50, meta.shape).astype(meta.dtype.numpy)
         elif meta.dtype.is_complex:
-            result[graph_input.name] = (rng.standard_normal(meta.shape) + 1j * rng.standard_normal(meta.shape)).astype(
-                meta.dtype.numpy
-            )
+            result[graph_input.name] = (
+                rng.standard_normal(meta.shape) + 1j * rng.standard_normal(meta.shape)
+            ).astype(meta.dtype.numpy)
         else:
             result[graph_input.name] = rng.standard_normal(meta.shape).astype(meta.dtype.numpy)
     return result
@@ -249,22 +329,51 @@ def _batch_outer(x: Value, y: Value) -> Value:
 
 
 GRAPHS = {
-    "transposed": ({"x": ((3, 4), DType.float32), "y": ((5, 3), DType.float32)}, _transposed_operands),
-    "lone_and_absent": ({"x": ((4, 6), DType.float64), "y": ((3,), DType.float64)}, _lone_and_absent_labels),
+    "transposed": (
+        {"x": ((3, 4), DType.float32), "y": ((5, 3), DType.float32)},
+        _transposed_operands,
+    ),
+    "lone_and_absent": (
+        {"x": ((4, 6), DType.float64), "y": ((3,), DType.float64)},
+        _lone_and_absent_labels,
+    ),
     "dot": ({"x": ((3, 4), DType.float32), "y": ((3, 4), DType.float32)}, _unbroadcast_full_shape),
     "windows": ({"x": ((2, 3, 8), DType.float32), "w": ((5, 3, 3), DType.float32)}, _windows),
     "batch_outer": ({"x": ((3, 4), DType.float32), "y": ((3, 5, 2), DType.float32)}, _batch_outer),
-    "int8_wraps": ({"x": ((3, 40), DType.int8), "y": ((40,), DType.int8)},
-                   lambda x, y: prims.sum(prims.mul(x, prims.broadcast_in_dim(y, [3, 40], [1])), [1])),
-    "bool": ({"x": ((3, 4), DType.bool), "y": ((4, 2), DType.bool)},
-             lambda x, y: prims.sum(prims.mul(prims.broadcast_in_dim(x, [3, 4, 2], [0, 1]),
-                                              prims.broadcast_in_dim(y, [3, 4, 2], [1, 2])), [1])),
-    "complex": ({"x": ((3, 4), DType.complex64), "y": ((4, 2), DType.complex64)},
-                lambda x, y: prims.sum(prims.mul(prims.broadcast_in_dim(x, [3, 4, 2], [0, 1]),
-                                                 prims.broadcast_in_dim(y, [3, 4, 2], [1, 2])), [1])),
-    "empty_contraction": ({"x": ((3, 0), DType.float32), "y": ((0, 2), DType.float32)},
-                          lambda x, y: prims.sum(prims.mul(prims.broadcast_in_dim(x, [3, 0, 2], [0, 1]),
-                                                           prims.broadcast_in_dim(y, [3, 0, 2], [1, 2])), [1])),
+    "int8_wraps": (
+        {"x": ((3, 40), DType.int8), "y": ((40,), DType.int8)},
+        lambda x, y: prims.sum(prims.mul(x, prims.broadcast_in_dim(y, [3, 40], [1])), [1]),
+    ),
+    "bool": (
+        {"x": ((3, 4), DType.bool), "y": ((4, 2), DType.bool)},
+        lambda x, y: prims.sum(
+            prims.mul(
+                prims.broadcast_in_dim(x, [3, 4, 2], [0, 1]),
+                prims.broadcast_in_dim(y, [3, 4, 2], [1, 2]),
+            ),
+            [1],
+        ),
+    ),
+    "complex": (
+        {"x": ((3, 4), DType.complex64), "y": ((4, 2), DType.complex64)},
+        lambda x, y: prims.sum(
+            prims.mul(
+                prims.broadcast_in_dim(x, [3, 4, 2], [0, 1]),
+                prims.broadcast_in_dim(y, [3, 4, 2], [1, 2]),
+            ),
+            [1],
+        ),
+    ),
+    "empty_contraction": (
+        {"x": ((3, 0), DType.float32), "y": ((0, 2), DType.float32)},
+        lambda x, y: prims.sum(
+            prims.mul(
+                prims.broadcast_in_dim(x, [3, 0, 2], [0, 1]),
+                prims.broadcast_in_dim(y, [3, 0, 2], [1, 2]),
+            ),
+            [1],
+        ),
+    ),
 }
 
 
@@ -292,7 +401,10 @@ def test_caller_arrays_are_not_written() -> None:
 
 def test_product_with_an_outside_user_is_not_fused() -> None:
     def body(x: Value, y: Value) -> tuple[Value, Value]:
-        product = prims.mul(prims.broadcast_in_dim(x, [3, 4, 2], [0, 1]), prims.broadcast_in_dim(y, [3, 4, 2], [1, 2]))
+        product = prims.mul(
+            prims.broadcast_in_dim(x, [3, 4, 2], [0, 1]),
+            prims.broadcast_in_dim(y, [3, 4, 2], [1, 2]),
+        )
         return prims.sum(product, [1]), prims.exp(product)
 
     graph = build({"x": ((3, 4), DType.float32), "y": ((4, 2), DType.float32)}, body)
@@ -302,7 +414,10 @@ def test_product_with_an_outside_user_is_not_fused() -> None:
 
 def test_product_that_is_an_output_is_not_fused() -> None:
     def body(x: Value, y: Value) -> tuple[Value, Value]:
-        product = prims.mul(prims.broadcast_in_dim(x, [3, 4, 2], [0, 1]), prims.broadcast_in_dim(y, [3, 4, 2], [1, 2]))
+        product = prims.mul(
+            prims.broadcast_in_dim(x, [3, 4, 2], [0, 1]),
+            prims.broadcast_in_dim(y, [3, 4, 2], [1, 2]),
+        )
         return prims.sum(product, [1]), product
 
     graph = build({"x": ((3, 4), DType.float32), "y": ((4, 2), DType.float32)}, body)
@@ -318,7 +433,9 @@ def test_shared_broadcast_stays_outside_the_group() -> None:
     graph = build({"x": ((3, 4), DType.float32), "y": ((4, 2), DType.float32)}, body)
     (step,) = contraction_steps(graph)
     assert [node.op for node in step.nodes] == ["prims.broadcast_in_dim", "prims.mul", "prims.sum"]
-    assert any(s.node.op == "prims.broadcast_in_dim" and len(s.nodes) == 1 for s in plan_for(graph).steps)
+    assert any(
+        s.node.op == "prims.broadcast_in_dim" and len(s.nodes) == 1 for s in plan_for(graph).steps
+    )
     fused, unfused = run_both_ways(graph, arrays_for(graph))
     assert_agree(fused, unfused, "unfused execution")
 
@@ -326,7 +443,13 @@ def test_shared_broadcast_stays_outside_the_group() -> None:
 def test_low_precision_products_are_not_fused() -> None:
     # prims.mul rounds each float16 product to float16: BLAS cannot reproduce that.
     def body(x: Value, y: Value) -> Value:
-        return prims.sum(prims.mul(prims.broadcast_in_dim(x, [3, 4, 2], [0, 1]), prims.broadcast_in_dim(y, [3, 4, 2], [1, 2])), [1])
+        return prims.sum(
+            prims.mul(
+                prims.broadcast_in_dim(x, [3, 4, 2], [0, 1]),
+                prims.broadcast_in_dim(y, [3, 4, 2], [1, 2]),
+            ),
+            [1],
+        )
 
     graph = build({"x": ((3, 4), DType.float16), "y": ((4, 2), DType.float16)}, body)
     assert not contraction_steps(graph)
@@ -340,17 +463,47 @@ def test_low_precision_products_are_not_fused() -> None:
 def test_convolution_backward_output_masks(mask: tuple[bool, bool, bool], transposed: bool) -> None:
     x, w = randn(2, 4, 7, 6), randn(4, 3, 3, 2, seed=1) if transposed else randn(6, 2, 3, 2, seed=1)
     groups = 2 if not transposed else 1
-    stride, padding, dilation, output_padding = [2, 1], [1, 0], [1, 2], [1, 0] if transposed else [0, 0]
-    forward = torch.ops.aten.convolution.default(x, w, None, stride, padding, dilation, transposed, output_padding, groups)
+    stride, padding, dilation, output_padding = (
+        [2, 1],
+        [1, 0],
+        [1, 2],
+        [1, 0] if transposed else [0, 0],
+    )
+    forward = torch.ops.aten.convolution.default(
+        x, w, None, stride, padding, dilation, transposed, output_padding, groups
+    )
     grad = randn(*forward.shape, seed=2)
-    arguments = (grad, x, w, [forward.shape[1]], stride, padding, dilation, transposed, output_padding, groups, list(mask))
+    arguments = (
+        grad,
+        x,
+        w,
+        [forward.shape[1]],
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+        list(mask),
+    )
     expected = torch.ops.aten.convolution_backward.default(*arguments)
     # The graph declares all three results (as our IR must) and outputs the defined ones.
-    inputs = [GraphInput(Value(name, TensorMeta(tuple(t.shape), DType.float32))) for name, t in zip("gxw", (grad, x, w))]
-    metas = [TensorMeta(tuple(x.shape), DType.float32), TensorMeta(tuple(w.shape), DType.float32),
-             TensorMeta((forward.shape[1],), DType.float32)]
+    inputs = [
+        GraphInput(Value(name, TensorMeta(tuple(t.shape), DType.float32)))
+        for name, t in zip("gxw", (grad, x, w))
+    ]
+    metas = [
+        TensorMeta(tuple(x.shape), DType.float32),
+        TensorMeta(tuple(w.shape), DType.float32),
+        TensorMeta((forward.shape[1],), DType.float32),
+    ]
     results = tuple(Value(f"r{i}", meta) for i, meta in enumerate(metas))
-    node = Node("aten.convolution_backward.default", (inputs[0].value, inputs[1].value, inputs[2].value, *arguments[3:]), {}, results)
+    node = Node(
+        "aten.convolution_backward.default",
+        (inputs[0].value, inputs[1].value, inputs[2].value, *arguments[3:]),
+        {},
+        results,
+    )
     wanted = [i for i in range(3) if mask[i]]
     graph = Graph("backward", inputs, [node], [GraphOutput(results[i]) for i in wanted])
     lowered = lower(graph)
@@ -369,7 +522,9 @@ def test_large_matrix_product_memory() -> None:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
-    graph = build({"a": ((n, n), DType.float32), "b": ((n, n), DType.float32)}, lambda a, b: _mm(a, b))
+    graph = build(
+        {"a": ((n, n), DType.float32), "b": ((n, n), DType.float32)}, lambda a, b: _mm(a, b)
+    )
     assert len(contraction_steps(graph)) == 1
     tracemalloc.start()
     try:
@@ -380,7 +535,9 @@ def test_large_matrix_product_memory() -> None:
     budget = 3 * (a.nbytes + b.nbytes + result.nbytes)
     assert peak < budget, f"peak {peak / 2**20:.0f} MiB exceeds {budget / 2**20:.0f} MiB"
     rows = rng.choice(n, 8, replace=False)
-    np.testing.assert_allclose(result[rows], a[rows].astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-2)
+    np.testing.assert_allclose(
+        result[rows], a[rows].astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-2
+    )
 
 
 def _mm(a: Value, b: Value) -> Value:
@@ -404,10 +561,14 @@ def test_small_batch_by_transposed_weight_runs_swapped(rows: int, swapped: bool)
     (recipe,) = [r for r in contraction._RECIPES.values() if r is not None]
     assert recipe.swapped is swapped
     assert result.flags.c_contiguous and result.shape == (rows, 512)
-    np.testing.assert_allclose(result, x.astype(np.float64) @ weight.T.astype(np.float64), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(
+        result, x.astype(np.float64) @ weight.T.astype(np.float64), rtol=1e-5, atol=1e-4
+    )
     # float64 and row-major weights keep the direct product.
     contraction._RECIPES.clear()
-    contraction.contract(x.astype(np.float64), [0, 1], weight.T.astype(np.float64), [1, 2], [0, 2], [rows, 64, 512])
+    contraction.contract(
+        x.astype(np.float64), [0, 1], weight.T.astype(np.float64), [1, 2], [0, 2], [rows, 64, 512]
+    )
     contraction.contract(x, [0, 1], np.ascontiguousarray(weight.T), [1, 2], [0, 2], [rows, 64, 512])
     assert not any(r.swapped for r in contraction._RECIPES.values() if r is not None)
 
@@ -424,7 +585,9 @@ def test_addmm_with_transposed_weight_matches_torch() -> None:
     contraction._RECIPES.clear()
     (ours,) = execute(graph, inputs)
     (step,) = contraction_steps(graph)
-    assert [call.recipe.swapped for call in step.kernel._direct.values() if call is not None] == [True]
+    assert [call.recipe.swapped for call in step.kernel._direct.values() if call is not None] == [
+        True
+    ]
     expected = torch.addmm(bias, x, weight.t()).numpy()
     verdict = compare(ours, expected)
     assert verdict.ok, verdict.message

@@ -10,8 +10,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from aten2prims.harness.conformance import FAST_BUDGET, FULL_BUDGET, KnownFailure, OpReport
-from aten2prims.harness.coverage_report import (
+from aten2prims.ir.dtypes import DType
+from aten2prims.testing.conformance import FAST_BUDGET, FULL_BUDGET, KnownFailure, OpReport
+from aten2prims.testing.coverage_report import (
     Registries,
     documented_overloads,
     out_of_date,
@@ -19,15 +20,16 @@ from aten2prims.harness.coverage_report import (
     render,
     sections,
 )
-from aten2prims.harness.record import AtenCall
-from aten2prims.harness.runner import Outcome, Status
-from aten2prims.ir.dtypes import DType
+from aten2prims.testing.record import AtenCall
+from aten2prims.testing.runner import Outcome, Status
 
 COVERAGE = Path(__file__).resolve().parents[1] / "docs" / "coverage.md"
 
 
 def test_committed_coverage_doc_matches_the_registries() -> None:
-    assert COVERAGE.exists(), f"docs/coverage.md is missing; generate it with: {regenerate_command(FULL_BUDGET)}"
+    assert COVERAGE.exists(), (
+        f"docs/coverage.md is missing; generate it with: {regenerate_command(FULL_BUDGET)}"
+    )
     problems = out_of_date(COVERAGE.read_text(), Registries.current())
     assert not problems, (
         "docs/coverage.md is out of date:\n"
@@ -40,13 +42,24 @@ def test_committed_coverage_doc_matches_the_registries() -> None:
 
 
 def _outcome(op: str, status: Status, shape: list[int]) -> Outcome:
-    return Outcome(AtenCall(op, (tuple(shape),), {}, origin="handwritten"), status, "" if status is Status.PASS else "off")
+    return Outcome(
+        AtenCall(op, (tuple(shape),), {}, origin="handwritten"),
+        status,
+        "" if status is Status.PASS else "off",
+    )
 
 
 REGISTRIES = Registries(
-    families={"aten.abs.default": "E", "aten.add.Tensor": "E", "aten.view.default": "S", "aten.mm.default": "N"},
+    families={
+        "aten.abs.default": "E",
+        "aten.add.Tensor": "E",
+        "aten.view.default": "S",
+        "aten.mm.default": "N",
+    },
     rules=frozenset({"aten.abs.default", "aten.add.Tensor", "aten.view.default"}),
-    known_failures=(KnownFailure("aten.add.Tensor", "why | it fails", frozenset({DType.float16}), r"\(\[7\]\)"),),
+    known_failures=(
+        KnownFailure("aten.add.Tensor", "why | it fails", frozenset({DType.float16}), r"\(\[7\]\)"),
+    ),
     torch_prims={"abs": "implemented", "add": "implemented", "copy_to": "omitted: writes in place"},
     extension_prims={"sort": "a stable sort"},
     torch_version="2.13.0+cpu",
@@ -56,18 +69,33 @@ REGISTRIES = Registries(
 def _reports() -> list[OpReport]:
     pass_ = Status.PASS
     return [
-        OpReport("aten.abs.default", {DType.float32: [_outcome("aten.abs.default", pass_, [2])] * 2}, known=()),
+        OpReport(
+            "aten.abs.default",
+            {DType.float32: [_outcome("aten.abs.default", pass_, [2])] * 2},
+            known=(),
+        ),
         OpReport(
             "aten.add.Tensor",
             {
-                DType.float16: [_outcome("aten.add.Tensor", pass_, [3]), _outcome("aten.add.Tensor", Status.WRONG_VALUE, [7])],
+                DType.float16: [
+                    _outcome("aten.add.Tensor", pass_, [3]),
+                    _outcome("aten.add.Tensor", Status.WRONG_VALUE, [7]),
+                ],
                 DType.int64: [_outcome("aten.add.Tensor", pass_, [3])],
                 DType.bool: [_outcome("aten.add.Tensor", Status.TORCH_UNSUPPORTED, [3])],
             },
             known=(),
         ),
-        OpReport("aten.view.default", {DType.float32: [_outcome("aten.view.default", Status.WRONG_SHAPE, [4])]}, known=()),
-        OpReport("aten.mm.default", {DType.float32: [_outcome("aten.mm.default", Status.NOT_LOWERED, [5])]}, known=()),
+        OpReport(
+            "aten.view.default",
+            {DType.float32: [_outcome("aten.view.default", Status.WRONG_SHAPE, [4])]},
+            known=(),
+        ),
+        OpReport(
+            "aten.mm.default",
+            {DType.float32: [_outcome("aten.mm.default", Status.NOT_LOWERED, [5])]},
+            known=(),
+        ),
     ]
 
 
@@ -95,7 +123,11 @@ def test_the_document_states_statuses_counts_and_totals() -> None:
     assert "| **all** | 4 | 1 | 1 | 1 | 1 | 4 / 7 |" in totals
     assert "**1 / 4 overloads fully passing; 4 / 7 samples passing.**" in totals
     failing = sections(DOCUMENT)["## Failing overloads"]
-    assert "### `aten.view.default`" in failing and "wrong shape" in failing and "aten.add" not in failing
+    assert (
+        "### `aten.view.default`" in failing
+        and "wrong shape" in failing
+        and "aten.add" not in failing
+    )
     assert "- torch: `2.13.0+cpu`" in DOCUMENT and f"- budget: {FULL_BUDGET} samples" in DOCUMENT
     assert regenerate_command(FULL_BUDGET) in DOCUMENT
 
@@ -109,7 +141,9 @@ def test_a_known_failure_covering_nothing_is_reported() -> None:
     unused = KnownFailure("aten.abs.default", "stale", frozenset({DType.int8}))
     registries = attrs.evolve(REGISTRIES, known_failures=(*REGISTRIES.known_failures, unused))
     totals = sections(render(_reports(), registries, budget=FULL_BUDGET))["## Totals"]
-    assert "covered no failing sample" in totals and "- `aten.abs.default`, i8, every call" in totals
+    assert (
+        "covered no failing sample" in totals and "- `aten.abs.default`, i8, every call" in totals
+    )
 
 
 def _changed(**changes: object) -> Registries:
@@ -122,7 +156,9 @@ CHANGES: dict[str, tuple[Callable[[], Registries], str]] = {
         "aten.neg.default: a Core ATen overload missing",
     ),
     "overload removed": (
-        lambda: _changed(families={k: v for k, v in REGISTRIES.families.items() if k != "aten.view.default"}),
+        lambda: _changed(
+            families={k: v for k, v in REGISTRIES.families.items() if k != "aten.view.default"}
+        ),
         "aten.view.default: in the overloads table but not a Core ATen overload",
     ),
     "family changed": (
@@ -138,7 +174,9 @@ CHANGES: dict[str, tuple[Callable[[], Registries], str]] = {
         "aten.abs.default: documented as 'pass', but no rule is registered",
     ),
     "known failure added": (
-        lambda: _changed(known_failures=(*REGISTRIES.known_failures, KnownFailure("aten.abs.default", "new"))),
+        lambda: _changed(
+            known_failures=(*REGISTRIES.known_failures, KnownFailure("aten.abs.default", "new"))
+        ),
         "section '## Known failures' differs",
     ),
     "known failure removed": (
@@ -162,7 +200,10 @@ CHANGES: dict[str, tuple[Callable[[], Registries], str]] = {
         "section '## Prims' differs",
     ),
     "extension prim removed": (lambda: _changed(extension_prims={}), "section '## Prims' differs"),
-    "torch upgraded": (lambda: _changed(torch_version="2.14.0"), "generated with torch 2.13.0+cpu, running torch 2.14.0"),
+    "torch upgraded": (
+        lambda: _changed(torch_version="2.14.0"),
+        "generated with torch 2.13.0+cpu, running torch 2.14.0",
+    ),
 }
 
 
@@ -174,6 +215,9 @@ def test_each_kind_of_change_makes_the_document_out_of_date(change: str) -> None
 
 
 def test_hand_edits_of_the_header_are_noticed() -> None:
-    assert any("budget 7" in p for p in out_of_date(DOCUMENT.replace(f"budget: {FULL_BUDGET} ", "budget: 7 "), REGISTRIES))
+    assert any(
+        "budget 7" in p
+        for p in out_of_date(DOCUMENT.replace(f"budget: {FULL_BUDGET} ", "budget: 7 "), REGISTRIES)
+    )
     fast = render(_reports(), REGISTRIES, budget=FAST_BUDGET)
     assert out_of_date(fast, REGISTRIES) == [] and "(fast budget)" in fast

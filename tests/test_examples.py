@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import aten2prims
-from aten2prims.harness.compare import compare
 from aten2prims.ir import format_node
+from aten2prims.testing.compare import compare
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 README = (EXAMPLES / "README.md").read_text()
@@ -37,7 +37,9 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def _without_torch(code: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, check=False
+    )
 
 
 def test_torch_is_really_blocked(workdir: Path) -> None:
@@ -77,10 +79,15 @@ def _nodes_between_header_and_return(lines: list[str]) -> list[str]:
 
 def _check_lower_mlp(out: str, err: str, workdir: Path) -> None:
     lines = _lines(out)
-    assert lines[0] == "graph mlp(" and '    %p_fc1_weight: f32[32, 16] parameter "fc1.weight",' in lines
+    assert (
+        lines[0] == "graph mlp("
+        and '    %p_fc1_weight: f32[32, 16] parameter "fc1.weight",' in lines
+    )
     assert lines[-1] == "  return (%addmm_1)"
     for line in _nodes_between_header_and_return(lines):
-        assert re.match(r"  %\w+: f32\[[\d, ]*\] = prims\.\w+\(.*\)  # aten\.\S+ %\w+ at \"models\.py:\d+", line), line
+        assert re.match(
+            r"  %\w+: f32\[[\d, ]*\] = prims\.\w+\(.*\)  # aten\.\S+ %\w+ at \"models\.py:\d+", line
+        ), line
     assert err == ""
 
 
@@ -97,12 +104,16 @@ def _check_lower_transformer_stats(out: str, err: str, workdir: Path) -> None:
 def _check_lower_mlp_nested(out: str, err: str, workdir: Path) -> None:
     aten = aten2prims.load(workdir / "examples" / "mlp.pt2")
     lines = _nodes_between_header_and_return(_lines(out))
-    positions = [lines.index(f"  {format_node(node)}") for node in aten.nodes]  # every aten line, whole
+    positions = [
+        lines.index(f"  {format_node(node)}") for node in aten.nodes
+    ]  # every aten line, whole
     assert positions == sorted(positions) and positions[0] == 0
     prims = 0
     for start, end in zip(positions, [*positions[1:], len(lines)]):
         beneath = lines[start + 1 : end]
-        assert beneath and all(re.match(r"    %\w+: .+? = prims\.\w+\(", line) for line in beneath), beneath
+        assert beneath and all(
+            re.match(r"    %\w+: .+? = prims\.\w+\(", line) for line in beneath
+        ), beneath
         assert all("#" not in line for line in beneath)  # the provenance is the line above
         prims += len(beneath)
     assert prims == len(aten2prims.lower(aten).nodes)
@@ -127,7 +138,9 @@ def _check_check_cnn(out: str, err: str, workdir: Path) -> None:
 def _check_ops_head(out: str, err: str, workdir: Path) -> None:
     lines = _lines(out)
     assert len(lines) == 10
-    assert re.fullmatch(r"Prims: \d+ / \d+ of torch's implemented; \d+ extension prim\(s\)", lines[0]), lines[0]
+    assert re.fullmatch(
+        r"Prims: \d+ / \d+ of torch's implemented; \d+ extension prim\(s\)", lines[0]
+    ), lines[0]
     assert re.fullmatch(r"  prims\.abs +implemented", lines[1]), lines[1]
 
 
@@ -144,7 +157,12 @@ CHECKS: dict[str, Callable[[str, str, Path], None]] = {
 
 
 def _readme_commands() -> list[str]:
-    return [line[2:] for block in _fenced("console") for line in block.splitlines() if line.startswith("$ ")]
+    return [
+        line[2:]
+        for block in _fenced("console")
+        for line in block.splitlines()
+        if line.startswith("$ ")
+    ]
 
 
 def test_every_readme_command_is_checked() -> None:
@@ -165,7 +183,9 @@ def test_readme_command_runs_without_torch(command: str, workdir: Path) -> None:
 
 
 def test_check_without_expected_needs_torch_and_says_so(workdir: Path) -> None:
-    result = _without_torch(CLI, "check", "examples/mlp.pt2", "--inputs", "examples/mlp.inputs.npz", cwd=workdir)
+    result = _without_torch(
+        CLI, "check", "examples/mlp.pt2", "--inputs", "examples/mlp.inputs.npz", cwd=workdir
+    )
     assert result.returncode == 2
     assert result.stderr == (
         "aten2prims check: error: checking against torch needs torch installed (or pass --expected OUT.npz)\n"

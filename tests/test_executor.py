@@ -75,7 +75,10 @@ def mlp_like(hidden: int = 64) -> Graph:
 
     def body(x: Value, w: Value, b: Value) -> tuple[Value, ...]:
         joint = [16, 32, hidden]
-        product = prims.mul(prims.broadcast_in_dim(x, joint, [0, 1]), prims.broadcast_in_dim(prims.transpose(w, [1, 0]), joint, [1, 2]))
+        product = prims.mul(
+            prims.broadcast_in_dim(x, joint, [0, 1]),
+            prims.broadcast_in_dim(prims.transpose(w, [1, 0]), joint, [1, 2]),
+        )
         hidden_ = prims.add(prims.sum(product, [1]), prims.broadcast_in_dim(b, [16, hidden], [1]))
         relu = prims.maximum(hidden_, 0.0)
         sigmoid = prims.reciprocal(prims.add(prims.exp(prims.neg(relu)), 1.0))
@@ -112,12 +115,18 @@ def test_buffer_reuse_never_takes_inputs_views_or_live_values() -> None:
         e = prims.exp(x)  # fresh
         t = prims.transpose(e, [1, 0])  # a view of e, read after the add below
         a = prims.add(e, 1.0)  # e dies here only if t is dead too: it is not
-        b = prims.neg(prims.broadcast_in_dim(prims.sum(x, [1]), [4, 4], [0]))  # a broadcast: never written
+        b = prims.neg(
+            prims.broadcast_in_dim(prims.sum(x, [1]), [4, 4], [0])
+        )  # a broadcast: never written
         return a, prims.mul(t, 2.0), b, prims.add(x, 1.0)
 
     graph = build({"x": ((4, 4), DType.float64)}, body)
     plan = plan_for(graph)
-    add = next(s for s in plan.steps if s.node.op == "prims.add" and s.node.args[1] == 1.0 and s.node.args[0].name != "x")
+    add = next(
+        s
+        for s in plan.steps
+        if s.node.op == "prims.add" and s.node.args[1] == 1.0 and s.node.args[0].name != "x"
+    )
     assert add.out_argument is None
     x = np.arange(16, dtype=np.float64).reshape(4, 4)
     assert_same(aten2prims.execute(graph, {"x": x}), run_reference(graph, {"x": x}))
@@ -179,11 +188,15 @@ def test_intermediates_are_released_after_their_last_use() -> None:
                     assert values[slot] is None, f"slot {slot} outlived its last use"
                     alive = ref()  # still alive only as memory another live value shares (a view, a reused buffer)
                     assert alive is None or any(
-                        isinstance(v, np.ndarray) and np.shares_memory(v, alive) for v in (*values, *args)
+                        isinstance(v, np.ndarray) and np.shares_memory(v, alive)
+                        for v in (*values, *args)
                     ), f"slot {slot}'s array outlived every value sharing it"
             checked.append(index)
             result = kernel(*args, **kwargs)
-            for slot, item in zip(plan.steps[index].out_slots, result if len(plan.steps[index].out_slots) > 1 else (result,)):
+            for slot, item in zip(
+                plan.steps[index].out_slots,
+                result if len(plan.steps[index].out_slots) > 1 else (result,),
+            ):
                 if isinstance(item, np.ndarray) and last_read.get(slot, -1) >= 0:
                     watched[slot] = weakref.ref(item)
             return result
@@ -243,14 +256,18 @@ def test_overriding_a_parameter_invalidates_folding() -> None:
     before = aten2prims.execute(graph, {"x": x})
     w = np.random.default_rng(3).standard_normal((64, 32)).astype(np.float32)
     overridden = aten2prims.execute(graph, {"x": x, "w": w})
-    np.testing.assert_allclose(overridden[0], run_reference(graph, {"x": x, "w": w})[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        overridden[0], run_reference(graph, {"x": x, "w": w})[0], rtol=1e-5, atol=1e-6
+    )
     assert not np.allclose(overridden[0], before[0])
     plan = plan_for(graph, frozenset({"w"}))
     assert plan is not default
     w_slot = plan.input_slots["w"]
     assert plan.initial_values[w_slot] is None  # the override's slot is the caller's, every call
     assert any(w_slot in step.reads() for step in plan.steps)  # nothing computed from w was folded
-    assert_same(aten2prims.execute(graph, {"x": x}), before)  # the default plan is still there (same result)
+    assert_same(
+        aten2prims.execute(graph, {"x": x}), before
+    )  # the default plan is still there (same result)
 
 
 def test_replacing_stored_data_rebuilds_the_plan() -> None:
@@ -286,7 +303,9 @@ def test_check_catches_a_wrong_meta() -> None:
 
 def test_kernel_failures_name_the_node() -> None:
     graph = build({"x": ((3,), DType.int64)}, lambda x: prims.neg(prims.div(x, prims.sub(x, x))))
-    with pytest.raises(aten2prims.ExecutionError, match=r"prims\.div computing %\w+ failed: ZeroDivisionError"):
+    with pytest.raises(
+        aten2prims.ExecutionError, match=r"prims\.div computing %\w+ failed: ZeroDivisionError"
+    ):
         aten2prims.execute(graph, {"x": np.arange(3)})
     with pytest.raises(aten2prims.ExecutionError, match=r"prims\.div"):
         aten2prims.execute(graph, {"x": np.arange(3)}, check=True)
@@ -296,12 +315,21 @@ def test_seeds_make_random_prims_reproducible() -> None:
     def body(x: Value) -> tuple[Value, ...]:
         options = dict(dtype=DType.float32, device=CPU, requires_grad=False)
         noise = prims.normal([4, 5], mean=0.0, std=1.0, **options)
-        uniform = prims.uniform([4, 5], low=0.0, high=1.0, dtype=DType.float32, device=CPU, stride=[5, 1])
-        return prims.add(x, noise), uniform, prims.add(x, prims.normal([4, 5], mean=0.0, std=1.0, **options))
+        uniform = prims.uniform(
+            [4, 5], low=0.0, high=1.0, dtype=DType.float32, device=CPU, stride=[5, 1]
+        )
+        return (
+            prims.add(x, noise),
+            uniform,
+            prims.add(x, prims.normal([4, 5], mean=0.0, std=1.0, **options)),
+        )
 
     graph = build({"x": ((4, 5), DType.float32)}, body)
     x = np.zeros((4, 5), np.float32)
-    first, second = aten2prims.execute(graph, {"x": x}, seed=7), aten2prims.execute(graph, {"x": x}, seed=7)
+    first, second = (
+        aten2prims.execute(graph, {"x": x}, seed=7),
+        aten2prims.execute(graph, {"x": x}, seed=7),
+    )
     assert_same(first, second)
     assert_same(first, run_reference(graph, {"x": x}, seed=7))
     assert not np.array_equal(first[0], first[2])  # two draws stay two draws
@@ -343,26 +371,39 @@ def test_direct_kernels_are_the_kernels(name: str) -> None:
             continue
         arrays = [_values(dtype, (6,), seed) for seed in range(3)]
         if name == "where":
-            cases = [(arrays[0] != arrays[0][::-1], arrays[1], arrays[2]), (np.asarray(True), arrays[1], 2 if not dtype.is_bool else True)]
+            cases = [
+                (arrays[0] != arrays[0][::-1], arrays[1], arrays[2]),
+                (np.asarray(True), arrays[1], 2 if not dtype.is_bool else True),
+            ]
         elif arity == 1:
             cases = [(arrays[0],), (arrays[0][:1].reshape(()),)]
         else:
             number = True if dtype.is_bool else (3 if dtype.is_integral else 0.75)
-            cases = [(arrays[0], arrays[1]), (arrays[0], number), (number, arrays[1]) if name not in ("sub",) or not dtype.is_bool else (arrays[0], arrays[1])]
+            cases = [
+                (arrays[0], arrays[1]),
+                (arrays[0], number),
+                (number, arrays[1])
+                if name not in ("sub",) or not dtype.is_bool
+                else (arrays[0], arrays[1]),
+            ]
         for args in cases:
             with np.errstate(all="ignore"):
                 try:
                     expected = kernel(*args)
-                except Exception:  # noqa: BLE001 - the kernel refuses: nothing to compare
+                except Exception:
                     continue
-                converted = [number_as(a, dtype) if type(a) in (bool, int, float) else a for a in args]
+                converted = [
+                    number_as(a, dtype) if type(a) in (bool, int, float) else a for a in args
+                ]
                 if name == "reciprocal":
                     ours = np.true_divide(number_as(1, dtype), *converted)
                 else:
                     ours = function(*converted)
             ours = np.asarray(ours)
             assert ours.dtype == expected.dtype and ours.shape == expected.shape, (name, dtype)
-            assert ours.tobytes() == np.asarray(expected).tobytes() or np.array_equal(ours, expected, equal_nan=True), (name, dtype, args)
+            assert ours.tobytes() == np.asarray(expected).tobytes() or np.array_equal(
+                ours, expected, equal_nan=True
+            ), (name, dtype, args)
             compared += 1
     assert compared >= 2
 
@@ -388,7 +429,12 @@ def test_as_strided_windows_as_basic_indexes() -> None:
             assert np.array_equal(a[index], kernel(a, size, stride, offset)), (size, stride, offset)
     assert accepted > 50
     # select / slice / narrow shapes the lowering emits
-    for size, stride, offset in [((4, 5), (5, 1), 20), ((3, 2, 5), (20, 5, 1), 10), ((1, 4, 5), (60, 5, 1), 40), ((3, 4), (20, 5), 2)]:
+    for size, stride, offset in [
+        ((4, 5), (5, 1), 20),
+        ((3, 2, 5), (20, 5, 1), 10),
+        ((1, 4, 5), (60, 5, 1), 40),
+        ((3, 4), (20, 5), 2),
+    ]:
         index = basic_index(shape, size, stride, offset)
         assert index is not None and np.array_equal(a[index], kernel(a, size, stride, offset))
 
@@ -398,8 +444,17 @@ def test_relaxed_broadcasts_and_windows_agree_with_the_kernels() -> None:
         row = prims.broadcast_in_dim(prims.sum(x, [1]), [4, 6], [0])
         column = prims.broadcast_in_dim(y, [4, 6], [1])
         window = prims.as_strided(x, [2, 6], [6, 1], 6)
-        both = prims.add(prims.broadcast_in_dim(y, [4, 6], [1]), prims.broadcast_in_dim(prims.sum(x, [1]), [4, 6], [0]))
-        return prims.sub(x, row), prims.mul(column, x), prims.where(prims.gt(x, row), column, 0.0), prims.neg(window), both
+        both = prims.add(
+            prims.broadcast_in_dim(y, [4, 6], [1]),
+            prims.broadcast_in_dim(prims.sum(x, [1]), [4, 6], [0]),
+        )
+        return (
+            prims.sub(x, row),
+            prims.mul(column, x),
+            prims.where(prims.gt(x, row), column, 0.0),
+            prims.neg(window),
+            both,
+        )
 
     graph = build({"x": ((4, 6), DType.float32), "y": ((6,), DType.float32)}, body)
     plan = plan_for(graph)
@@ -408,7 +463,10 @@ def test_relaxed_broadcasts_and_windows_agree_with_the_kernels() -> None:
     expected = run_reference(graph, inputs)
     assert_same(aten2prims.execute(graph, inputs), expected)
     assert_same(aten2prims.execute(graph, inputs, check=True), expected)
-    transposed = {"x": np.asfortranarray(inputs["x"]), "y": inputs["y"]}  # a window of a non-contiguous operand
+    transposed = {
+        "x": np.asfortranarray(inputs["x"]),
+        "y": inputs["y"],
+    }  # a window of a non-contiguous operand
     assert_same(aten2prims.execute(graph, transposed), expected)
 
 
@@ -417,14 +475,33 @@ def test_orthogonal_gather() -> None:
     along axes, and out-of-range indices fail as the kernel's do."""
 
     def body(a: Value, rows: Value, table: Value) -> Value:
-        return prims.gather_nd(a, (prims.broadcast_in_dim(rows, [3, 4, 5], [0]), prims.broadcast_in_dim(table, [3, 4, 5], [1, 2])))
+        return prims.gather_nd(
+            a,
+            (
+                prims.broadcast_in_dim(rows, [3, 4, 5], [0]),
+                prims.broadcast_in_dim(table, [3, 4, 5], [1, 2]),
+            ),
+        )
 
-    graph = build({"a": ((3, 10), DType.float32), "rows": ((3,), DType.int64), "table": ((4, 5), DType.int64)}, body)
+    graph = build(
+        {
+            "a": ((3, 10), DType.float32),
+            "rows": ((3,), DType.int64),
+            "table": ((4, 5), DType.int64),
+        },
+        body,
+    )
     assert any(isinstance(step.kernel, OrthogonalGather) for step in plan_for(graph).steps)
-    inputs = {"a": _values(DType.float32, (3, 10), 0), "rows": np.array([2, 0, 1]), "table": np.arange(20).reshape(4, 5) % 10}
+    inputs = {
+        "a": _values(DType.float32, (3, 10), 0),
+        "rows": np.array([2, 0, 1]),
+        "table": np.arange(20).reshape(4, 5) % 10,
+    }
     assert_same(aten2prims.execute(graph, inputs), run_reference(graph, inputs))
     inputs["table"][1, 2] = 10
-    with pytest.raises(aten2prims.ExecutionError, match="index 10 is out of bounds for dimension 1 with size 10"):
+    with pytest.raises(
+        aten2prims.ExecutionError, match="index 10 is out of bounds for dimension 1 with size 10"
+    ):
         aten2prims.execute(graph, inputs)
 
 
@@ -471,7 +548,9 @@ def test_plans_do_not_keep_their_graph_alive() -> None:
 
 def test_every_prim_literal_combination_of_dtypes_plans() -> None:
     """Direct kernels take numbers converted once, with the kernel's wrap-around for integers."""
-    for dtype, number in itertools.product([DType.int8, DType.uint8, DType.int32], [300, -1, 2**40]):
+    for dtype, number in itertools.product(
+        [DType.int8, DType.uint8, DType.int32], [300, -1, 2**40]
+    ):
         graph = build({"x": ((3,), dtype)}, lambda x, n=number: prims.add(x, n))
         x = np.array([1, 2, 3], dtype=dtype.numpy)
         assert_same(aten2prims.execute(graph, {"x": x}), run_reference(graph, {"x": x}))

@@ -13,29 +13,39 @@ import torch
 import torch.nn.functional as F
 
 import aten2prims
-from aten2prims.harness.conformance import FAST_BUDGET, FULL_BUDGET, check_op, unexpected_failures
-from aten2prims.harness.torch_interop import to_numpy
+from aten2prims.frontends.torch_interop import to_numpy
 from aten2prims.schema.registry import EXTRA_COMPUTING_OPS
+from aten2prims.testing.conformance import FAST_BUDGET, FULL_BUDGET, check_op, unexpected_failures
 
 EXTRA = sorted(EXTRA_COMPUTING_OPS - {"aten._native_batch_norm_legit_functional.default"})
 
 
 @pytest.mark.parametrize("op", EXTRA)
-def test_extra_overload_conforms(op: str, request: pytest.FixtureRequest, opinfo_cache_dir: str) -> None:
+def test_extra_overload_conforms(
+    op: str, request: pytest.FixtureRequest, opinfo_cache_dir: str
+) -> None:
     budget = FULL_BUDGET if request.config.getoption("--full-budget") else FAST_BUDGET
     report = check_op(op, budget=budget, cache_dir=opinfo_cache_dir)
     passed, run = report.totals
     assert run > 0, f"{op}: no sample ran"
     failures = unexpected_failures(report)
-    assert not failures, "\n".join(f"[{d.short}] {o.call.describe()}: {o.message}" for d, o in failures[:5])
+    assert not failures, "\n".join(
+        f"[{d.short}] {o.call.describe()}: {o.message}" for d, o in failures[:5]
+    )
     assert passed == run
 
 
 def test_linalg_vector_norm_reaches_opinfo_samples(opinfo_cache_dir: str) -> None:
     """The recorder keeps the extra overloads, so OpInfo's linalg norm samples (every
     ord, dim and dtype they try) reach the rule."""
-    report = check_op("aten.linalg_vector_norm.default", budget=FULL_BUDGET, cache_dir=opinfo_cache_dir)
-    origins = {outcome.call.origin.split()[0] for outcomes in report.outcomes.values() for outcome in outcomes}
+    report = check_op(
+        "aten.linalg_vector_norm.default", budget=FULL_BUDGET, cache_dir=opinfo_cache_dir
+    )
+    origins = {
+        outcome.call.origin.split()[0]
+        for outcomes in report.outcomes.values()
+        for outcome in outcomes
+    }
     assert any(origin.startswith("opinfo:linalg.") for origin in origins), origins
 
 

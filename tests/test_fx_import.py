@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _pt2_modules import EXAMPLE_INPUTS, export_dynamic, export_everything, save
 from torch._decomp import core_aten_decompositions
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import aten2prims
-from _pt2_modules import EXAMPLE_INPUTS, export_dynamic, export_everything, save
 from aten2prims import LoadError
 from aten2prims.ir import InputKind, OutputKind, graph_difference
 
@@ -24,7 +24,9 @@ def program() -> torch.export.ExportedProgram:
 
 
 @pytest.fixture(scope="module")
-def archive(program: torch.export.ExportedProgram, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def archive(
+    program: torch.export.ExportedProgram, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     return save(program, tmp_path_factory.mktemp("fx") / "everything.pt2")
 
 
@@ -33,7 +35,10 @@ def test_exported_program_imports_as_load_reads_it(program, archive: Path) -> No
     imported = aten2prims.from_fx(program, name="everything")
     assert graph_difference(imported, loaded, compare_data=True) is None
     assert all(node.provenance.source for node in imported.nodes)
-    assert {o.kind for o in imported.outputs} == {OutputKind.BUFFER_MUTATION, OutputKind.USER_OUTPUT}
+    assert {o.kind for o in imported.outputs} == {
+        OutputKind.BUFFER_MUTATION,
+        OutputKind.USER_OUTPUT,
+    }
 
 
 def test_reloaded_program_imports_as_load_reads_it(archive: Path) -> None:
@@ -47,7 +52,9 @@ def test_user_input_mutation(tmp_path: Path) -> None:
             total.add_(x)
             return x * 2
 
-    program = torch.export.export(Accumulate(), (torch.zeros(3), torch.ones(3))).run_decompositions()
+    program = torch.export.export(
+        Accumulate(), (torch.zeros(3), torch.ones(3))
+    ).run_decompositions()
     imported = aten2prims.from_fx(program, name="accumulate")
     loaded = aten2prims.load(save(program, tmp_path / "accumulate.pt2"))
     assert graph_difference(imported, loaded, compare_data=True) is None
@@ -63,7 +70,9 @@ def test_graph_module_from_make_fx() -> None:
     def normalize_then_max(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.nn.functional.layer_norm(x + offsets, (3,)).max(dim=1)
 
-    module = make_fx(normalize_then_max, decomposition_table=core_aten_decompositions())(torch.randn(2, 3))
+    module = make_fx(normalize_then_max, decomposition_table=core_aten_decompositions())(
+        torch.randn(2, 3)
+    )
     graph = aten2prims.from_fx(module, name="f")
     assert [(i.name, i.kind, i.target) for i in graph.inputs] == [
         ("x_1", InputKind.USER_INPUT, None),
@@ -101,13 +110,18 @@ def test_duplicate_getitems_read_one_value() -> None:
 
 def test_refuses_symbolic_shapes() -> None:
     program = export_dynamic()
-    with pytest.raises(LoadError, match=r"%x has the symbolic shape .*symbolic shapes are not supported yet"):
+    with pytest.raises(
+        LoadError, match=r"%x has the symbolic shape .*symbolic shapes are not supported yet"
+    ):
         aten2prims.from_fx(program)
 
 
 def test_refuses_ops_outside_core_aten() -> None:
     program = torch.export.export(torch.nn.Linear(4, 3), (EXAMPLE_INPUTS[0],))  # not decomposed
-    with pytest.raises(LoadError, match=r"outside the Core ATen overloads aten2prims knows: aten.linear.default \(1 node"):
+    with pytest.raises(
+        LoadError,
+        match=r"outside the Core ATen overloads aten2prims knows: aten.linear.default \(1 node",
+    ):
         aten2prims.from_fx(program)
     with pytest.raises(LoadError, match="call_module nodes are not supported"):
         aten2prims.from_fx(torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.ReLU())))
@@ -117,5 +131,7 @@ def test_refuses_ops_outside_core_aten() -> None:
 
 
 def test_refuses_other_objects() -> None:
-    with pytest.raises(LoadError, match="expects a torch.export.ExportedProgram or a torch.fx.GraphModule"):
+    with pytest.raises(
+        LoadError, match="expects a torch.export.ExportedProgram or a torch.fx.GraphModule"
+    ):
         aten2prims.from_fx(torch.nn.Linear(2, 2))

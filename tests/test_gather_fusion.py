@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_executor import assert_same, build
 
 import aten2prims
 import prims
@@ -18,7 +19,6 @@ from aten2prims.executor.gather import OrthogonalGather
 from aten2prims.executor.reference import run_reference
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.values import CPU, Value
-from test_executor import assert_same, build
 
 
 def _iota(n: int) -> Value:
@@ -26,18 +26,31 @@ def _iota(n: int) -> Value:
 
 
 def _gathers(graph: Any) -> list[OrthogonalGather]:
-    return [step.kernel for step in plan_for(graph).steps if isinstance(step.kernel, OrthogonalGather)]
+    return [
+        step.kernel for step in plan_for(graph).steps if isinstance(step.kernel, OrthogonalGather)
+    ]
 
 
 # Each case: the source's shape, the indices' (shape, result dims spanned) — None for an iota
 # ramp over the one dim given — and the result's shape.
-CASES: dict[str, tuple[tuple[int, ...], list[tuple[tuple[int, ...] | None, tuple[int, ...]]], tuple[int, ...]]] = {
+CASES: dict[
+    str,
+    tuple[tuple[int, ...], list[tuple[tuple[int, ...] | None, tuple[int, ...]]], tuple[int, ...]],
+] = {
     "nearest upsampling": ((6, 4, 5), [(None, (0,)), ((9,), (1,)), ((7,), (2,))], (6, 9, 7)),
     "one axis taken": ((6, 4, 5), [(None, (0,)), (None, (1,)), ((8,), (2,))], (6, 4, 8)),
     "a table over two dims": ((3, 10), [(None, (0,)), ((4, 5), (1, 2))], (3, 4, 5)),
     "every axis taken": ((4, 5, 6), [((3,), (0,)), ((2,), (1,)), ((7,), (2,))], (3, 2, 7)),
-    "grid sampling": ((2, 3, 20), [(None, (0,)), (None, (1,)), ((2, 4, 5), (0, 2, 3))], (2, 3, 4, 5)),
-    "batch dim in the middle": ((5, 3, 7), [((4,), (0,)), (None, (1,)), ((3, 6), (1, 2))], (4, 3, 6)),
+    "grid sampling": (
+        (2, 3, 20),
+        [(None, (0,)), (None, (1,)), ((2, 4, 5), (0, 2, 3))],
+        (2, 3, 4, 5),
+    ),
+    "batch dim in the middle": (
+        (5, 3, 7),
+        [((4,), (0,)), (None, (1,)), ((3, 6), (1, 2))],
+        (4, 3, 6),
+    ),
     "two batch dims": ((2, 3, 9), [(None, (0,)), (None, (1,)), ((2, 3, 4), (0, 1, 2))], (2, 3, 4)),
     "only ramps": ((3, 4), [(None, (0,)), (None, (1,))], (3, 4)),
 }
@@ -67,7 +80,9 @@ def _case_graph(name: str) -> tuple[Any, dict[str, np.ndarray]]:
 def test_fused_gathers_agree_with_the_kernel(name: str) -> None:
     graph, inputs = _case_graph(name)
     (kernel,) = _gathers(graph)
-    assert bool(kernel.batch_sizes) == (name in ("grid sampling", "batch dim in the middle", "two batch dims"))
+    assert bool(kernel.batch_sizes) == (
+        name in ("grid sampling", "batch dim in the middle", "two batch dims")
+    )
     expected = run_reference(graph, inputs)
     assert_same(aten2prims.execute(graph, inputs), expected)
     assert_same(aten2prims.execute(graph, inputs, check=True), expected)
@@ -76,7 +91,9 @@ def test_fused_gathers_agree_with_the_kernel(name: str) -> None:
 def test_out_of_range_indices_fail_in_batched_gathers() -> None:
     graph, inputs = _case_graph("grid sampling")
     inputs["i2"][1, 3, 4] = 20
-    with pytest.raises(aten2prims.ExecutionError, match="index 20 is out of bounds for dimension 2 with size 20"):
+    with pytest.raises(
+        aten2prims.ExecutionError, match="index 20 is out of bounds for dimension 2 with size 20"
+    ):
         aten2prims.execute(graph, inputs)
 
 
@@ -85,12 +102,22 @@ def test_gathers_not_of_the_form_run_the_generic_kernel() -> None:
     the generic kernel."""
 
     def body(a: Value, rows: Value, columns: Value) -> Value:
-        swapped = (prims.broadcast_in_dim(rows, [4, 3], [1]), prims.broadcast_in_dim(columns, [4, 3], [0]))
+        swapped = (
+            prims.broadcast_in_dim(rows, [4, 3], [1]),
+            prims.broadcast_in_dim(columns, [4, 3], [0]),
+        )
         return prims.gather_nd(a, swapped)
 
-    graph = build({"a": ((5, 6), DType.float32), "rows": ((3,), DType.int64), "columns": ((4,), DType.int64)}, body)
+    graph = build(
+        {"a": ((5, 6), DType.float32), "rows": ((3,), DType.int64), "columns": ((4,), DType.int64)},
+        body,
+    )
     assert not _gathers(graph)
-    inputs = {"a": np.arange(30, dtype=np.float32).reshape(5, 6), "rows": np.array([4, 0, 2]), "columns": np.array([5, 1, 0, 3])}
+    inputs = {
+        "a": np.arange(30, dtype=np.float32).reshape(5, 6),
+        "rows": np.array([4, 0, 2]),
+        "columns": np.array([5, 1, 0, 3]),
+    }
     assert_same(aten2prims.execute(graph, inputs), run_reference(graph, inputs))
 
 
@@ -107,13 +134,15 @@ def test_columns_are_taken_before_rows() -> None:
     [
         ("aten.upsample_nearest2d.vec", lambda t: (t.randn(2, 3, 5, 7), None, [2.0, 1.5])),
         ("aten.upsample_bilinear2d.vec", lambda t: (t.randn(2, 3, 5, 7), [9, 4], False, None)),
-        ("aten.grid_sampler_2d.default", lambda t: (t.randn(2, 3, 5, 7), t.rand(2, 4, 6, 2) * 2.2 - 1.1, 0, 0, False)),
+        (
+            "aten.grid_sampler_2d.default",
+            lambda t: (t.randn(2, 3, 5, 7), t.rand(2, 4, 6, 2) * 2.2 - 1.1, 0, 0, False),
+        ),
     ],
     ids=["nearest", "bilinear", "grid"],
 )
 def test_resampling_gathers_are_fused(call: tuple[str, Any]) -> None:
     import torch
-
     from test_contraction import lowered_call
 
     op, make = call

@@ -38,13 +38,20 @@ def check_view(graph: Graph) -> None:
     order = order_of(graph)
     position = {id(vertex): i for i, vertex in enumerate(order)}
     assert view.number_of_nodes() == len(order)
-    assert [view.nodes[v]["kind"] for v in order] == ["input"] * len(graph.inputs) + ["node"] * len(graph.nodes) + ["output"]
+    assert [view.nodes[v]["kind"] for v in order] == ["input"] * len(graph.inputs) + ["node"] * len(
+        graph.nodes
+    ) + ["output"]
     # Edges are operand uses: one per use, from the value's definer, carrying the value.
-    edges = Counter((position[id(u)], position[id(v)], data["value"].name) for u, v, data in view.edges(data=True))
+    edges = Counter(
+        (position[id(u)], position[id(v)], data["value"].name)
+        for u, v, data in view.edges(data=True)
+    )
     assert edges == expected_edges(graph)
     for u, _, data in view.edges(data=True):
         carried = data["value"]
-        assert carried is (u.value if u in graph.inputs else next(r for r in u.results if r is carried))
+        assert carried is (
+            u.value if u in graph.inputs else next(r for r in u.results if r is carried)
+        )
     # The node list is a topological order of the view, and the view's own order can reproduce it.
     assert nx.is_directed_acyclic_graph(view)
     assert all(position[id(u)] < position[id(v)] for u, v in view.edges())
@@ -59,7 +66,14 @@ def test_view_of_a_built_graph() -> None:
         z = prims.mul(y, prims.broadcast_in_dim(w, [2, 3], [1]))
         unused = prims.neg(x)
         graph = b.finish([z, GraphOutput(y, OutputKind.BUFFER_MUTATION, "buf")])
-    graph.nodes.append(Node("aten.cat.default", ((z, y, z),), {"dim": 0}, (Value("c", TensorMeta((6, 3), DType.float32)),)))
+    graph.nodes.append(
+        Node(
+            "aten.cat.default",
+            ((z, y, z),),
+            {"dim": 0},
+            (Value("c", TensorMeta((6, 3), DType.float32)),),
+        )
+    )
     check_view(graph)
     view = graph.to_networkx()
     add, broadcast, mul, neg, cat = graph.nodes

@@ -12,18 +12,40 @@ import pytest
 
 import prims
 from aten2prims.cli import main
-from aten2prims.harness.cli import HarnessUsageError, check_ops
+from aten2prims.testing.cli import HarnessUsageError, check_ops
 from decompositions import RuleRegistry
 
 SAMPLE_FIELDS = {
-    "op", "dtype", "index", "status", "counts_as_run", "call", "origin", "message", "extension_prims", "known_failure",
+    "op",
+    "dtype",
+    "index",
+    "status",
+    "counts_as_run",
+    "call",
+    "origin",
+    "message",
+    "extension_prims",
+    "known_failure",
 }
 
 
-def test_passing_overloads_print_a_table_per_dtype_and_write_every_sample(tmp_path: Path, capsys) -> None:
+def test_passing_overloads_print_a_table_per_dtype_and_write_every_sample(
+    tmp_path: Path, capsys
+) -> None:
     details = tmp_path / "details.json"
-    code = main(["check", "--ops", r"^aten\.(neg\.default|rand\.default)$", "--dtype", "f32", "--dtype", "i64",
-                 "--json", str(details)])
+    code = main(
+        [
+            "check",
+            "--ops",
+            r"^aten\.(neg\.default|rand\.default)$",
+            "--dtype",
+            "f32",
+            "--dtype",
+            "i64",
+            "--json",
+            str(details),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     lines = out.splitlines()
@@ -32,20 +54,28 @@ def test_passing_overloads_print_a_table_per_dtype_and_write_every_sample(tmp_pa
     assert neg == ["aten.neg.default", "4/4", "4/4", "8/8", "pass"]
     rand = next(line.split() for line in lines if line.startswith("aten.rand.default"))
     assert rand == ["aten.rand.default", "4/4", "4/4", "pass"]  # rand makes no int64 tensors
-    assert "2 overload(s): 2 pass, 0 with known failures only, 0 failing, 0 without a rule; 12 / 12 samples pass" in out
+    assert (
+        "2 overload(s): 2 pass, 0 with known failures only, 0 failing, 0 without a rule; 12 / 12 samples pass"
+        in out
+    )
     assert "failing samples" not in out
 
     data = json.loads(details.read_text())
     assert data["budget"] == 4 and data["torch"].startswith("2.13")
     assert [o["op"] for o in data["overloads"]] == ["aten.neg.default", "aten.rand.default"]
-    assert data["overloads"][0]["dtypes"] == {"i64": {"passed": 4, "run": 4}, "f32": {"passed": 4, "run": 4}}
+    assert data["overloads"][0]["dtypes"] == {
+        "i64": {"passed": 4, "run": 4},
+        "f32": {"passed": 4, "run": 4},
+    }
     assert len(data["samples"]) == 12
     for sample in data["samples"]:
         assert set(sample) == SAMPLE_FIELDS
         assert sample["status"] == "pass" and sample["known_failure"] is None
         assert sample["call"].startswith(sample["op"] + "(")
         assert sample["origin"] == "handwritten" or sample["origin"].startswith("opinfo:")
-    assert [s["index"] for s in data["samples"] if s["op"] == "aten.neg.default" and s["dtype"] == "f32"] == [0, 1, 2, 3]
+    assert [
+        s["index"] for s in data["samples"] if s["op"] == "aten.neg.default" and s["dtype"] == "f32"
+    ] == [0, 1, 2, 3]
 
 
 def _abs_as_negation() -> RuleRegistry:
@@ -61,8 +91,14 @@ def _abs_as_negation() -> RuleRegistry:
 def test_a_failing_overload_exits_1_and_shows_its_failing_samples(tmp_path: Path) -> None:
     out = io.StringIO()
     details = tmp_path / "details.json"
-    code = check_ops(r"^aten\.abs\.default$", dtypes=["f64"], json_path=str(details), full_budget=False,
-                     registry=_abs_as_negation(), out=out)
+    code = check_ops(
+        r"^aten\.abs\.default$",
+        dtypes=["f64"],
+        json_path=str(details),
+        full_budget=False,
+        registry=_abs_as_negation(),
+        out=out,
+    )
     text = out.getvalue()
     assert code == 1
     row = next(line for line in text.splitlines() if line.startswith("aten.abs.default"))
@@ -82,11 +118,19 @@ def test_a_failing_overload_exits_1_and_shows_its_failing_samples(tmp_path: Path
 
 def test_an_overload_without_a_rule_exits_1() -> None:
     out = io.StringIO()
-    code = check_ops(r"^aten\.neg\.default$", dtypes=["f32"], json_path=None, full_budget=False,
-                     registry=_abs_as_negation(), out=out)
+    code = check_ops(
+        r"^aten\.neg\.default$",
+        dtypes=["f32"],
+        json_path=None,
+        full_budget=False,
+        registry=_abs_as_negation(),
+        out=out,
+    )
     assert code == 1
     assert "aten.neg.default: no decomposition rule" in out.getvalue()
-    assert next(line for line in out.getvalue().splitlines() if line.startswith("aten.neg")).endswith("no rule")
+    assert next(
+        line for line in out.getvalue().splitlines() if line.startswith("aten.neg")
+    ).endswith("no rule")
 
 
 @pytest.mark.parametrize(
@@ -95,8 +139,14 @@ def test_an_overload_without_a_rule_exits_1() -> None:
         (["check", "--ops", "nothing-matches-this"], "no Core ATen overload matches"),
         (["check", "--ops", "("], "bad --ops pattern"),
         (["check", "--ops", "neg", "--dtype", "f99"], "unknown dtype 'f99'"),
-        (["check", "--ops", "neg", "--coverage", "x.md"], "--coverage needs every overload and every dtype"),
-        (["check", "--ops", "--dtype", "f32", "--coverage", "x.md"], "--coverage needs every overload"),
+        (
+            ["check", "--ops", "neg", "--coverage", "x.md"],
+            "--coverage needs every overload and every dtype",
+        ),
+        (
+            ["check", "--ops", "--dtype", "f32", "--coverage", "x.md"],
+            "--coverage needs every overload",
+        ),
         (["check", "--json", "x.json"], "go with --ops"),
     ],
 )
@@ -117,8 +167,8 @@ def test_opinfo_samples_are_the_same_in_every_run() -> None:
     the caller's generator sees only its own draws."""
     import torch
 
-    from aten2prims.harness.samples import samples
     from aten2prims.ir.dtypes import DType
+    from aten2prims.testing.samples import samples
 
     def keys() -> list[str]:
         found = []
@@ -144,7 +194,7 @@ def test_recorded_calls_never_read_uninitialized_memory() -> None:
     arguments every time (its contents are unspecified; torch leaves whatever the memory held)."""
     import torch
 
-    from aten2prims.harness.record import record_core_calls
+    from aten2prims.testing.record import record_core_calls
 
     def read_empty() -> None:
         torch.add(torch.empty(4096, dtype=torch.uint8), 1)

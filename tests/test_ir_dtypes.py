@@ -16,7 +16,7 @@ from torch._prims_common import (
     type_to_dtype,
 )
 
-from aten2prims.harness.torch_interop import to_numpy, torch_dtype
+from aten2prims.frontends.torch_interop import to_numpy, torch_dtype
 from aten2prims.ir import dtypes
 from aten2prims.ir.dtypes import ALL_DTYPES, Category, DType
 
@@ -49,7 +49,11 @@ def test_names_and_aliases(dtype: DType) -> None:
 
 @pytest.mark.parametrize("dtype", list(DType), ids=str)
 def test_numpy_mapping(dtype: DType) -> None:
-    expected = ml_dtypes.bfloat16 if dtype is DType.bfloat16 else getattr(np, dtype.torch_name if dtype.torch_name != "bool" else "bool_")
+    expected = (
+        ml_dtypes.bfloat16
+        if dtype is DType.bfloat16
+        else getattr(np, dtype.torch_name if dtype.torch_name != "bool" else "bool_")
+    )
     assert dtype.numpy == np.dtype(expected)
     assert to_numpy(torch.zeros(2, dtype=torch_dtype(dtype))).dtype == dtype.numpy
     assert DType.from_numpy(dtype.numpy) is dtype
@@ -70,14 +74,23 @@ def test_unsupported_export_codes_and_numpy_dtypes_are_rejected() -> None:
         if code.value not in supported:
             with pytest.raises(ValueError, match=f"ScalarType {code.value} is not supported"):
                 DType.from_pt2(code.value)
-    for numpy_dtype in (np.uint16, np.uint32, np.uint64, np.float128 if hasattr(np, "float128") else np.str_, np.dtype(">f4"), "U3"):
+    for numpy_dtype in (
+        np.uint16,
+        np.uint32,
+        np.uint64,
+        np.float128 if hasattr(np, "float128") else np.str_,
+        np.dtype(">f4"),
+        "U3",
+    ):
         with pytest.raises(ValueError, match="has no torch counterpart"):
             DType.from_numpy(numpy_dtype)
     with pytest.raises(ValueError, match="unknown dtype 'f8'"):
         DType.from_short("f8")
 
 
-TORCH_DTYPE_NAMES = sorted(name for name in dir(torch) if isinstance(getattr(torch, name), torch.dtype))
+TORCH_DTYPE_NAMES = sorted(
+    name for name in dir(torch) if isinstance(getattr(torch, name), torch.dtype)
+)
 
 
 @pytest.mark.parametrize("name", TORCH_DTYPE_NAMES)
@@ -106,7 +119,12 @@ def test_category_predicates_match_torch(dtype: DType) -> None:
     assert dtype.is_signed == t.is_signed
     assert dtype.is_low_precision == is_low_precision_dtype(t)
     assert dtype.python_type is dtype_to_type(t)
-    expected_category = {bool: Category.BOOL, int: Category.INTEGER, float: Category.FLOATING, complex: Category.COMPLEX}
+    expected_category = {
+        bool: Category.BOOL,
+        int: Category.INTEGER,
+        float: Category.FLOATING,
+        complex: Category.COMPLEX,
+    }
     assert dtype.category is expected_category[dtype_to_type(t)]
 
 

@@ -40,8 +40,13 @@ from prims.registry import PRIMS
 
 identifiers = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,7}", fullmatch=True)
 value_names = st.from_regex(r"[A-Za-z0-9_]{1,6}", fullmatch=True)
-qualified_names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,5}(\.[A-Za-z_][A-Za-z0-9_]{0,5}){1,2}", fullmatch=True)
-op_names = st.sampled_from(sorted(CORE_ATEN_OPS) + [f"prims.{name}" for name in sorted(PRIMS)]) | qualified_names
+qualified_names = st.from_regex(
+    r"[A-Za-z_][A-Za-z0-9_]{0,5}(\.[A-Za-z_][A-Za-z0-9_]{0,5}){1,2}", fullmatch=True
+)
+op_names = (
+    st.sampled_from(sorted(CORE_ATEN_OPS) + [f"prims.{name}" for name in sorted(PRIMS)])
+    | qualified_names
+)
 
 tensor_metas = st.builds(
     TensorMeta, st.lists(st.integers(0, 6), max_size=4).map(tuple), st.sampled_from(list(DType))
@@ -49,9 +54,13 @@ tensor_metas = st.builds(
 scalar_metas = st.sampled_from([bool, int, float, complex]).map(ScalarMeta)
 metas = tensor_metas | scalar_metas
 
-floats = st.floats() | st.sampled_from([math.nan, math.inf, -math.inf, -0.0, 0.0, 1e-300, 5e-324, 1e16, -1.5e308])
+floats = st.floats() | st.sampled_from(
+    [math.nan, math.inf, -math.inf, -0.0, 0.0, 1e-300, 5e-324, 1e16, -1.5e308]
+)
 # Strings with quotes, backslashes, control characters, unicode (incl. astral and line separators).
-strings = st.text() | st.sampled_from(['"', "\\", 'a "quoted" \\ word', "\n\t\r", "\u2028", "😀 é", "# not a comment", ""])
+strings = st.text() | st.sampled_from(
+    ['"', "\\", 'a "quoted" \\ word', "\n\t\r", "\u2028", "😀 é", "# not a comment", ""]
+)
 scalar_literals = (
     st.none()
     | st.booleans()
@@ -66,7 +75,9 @@ scalar_literals = (
     | st.builds(Device, strings)
     | st.just(CPU)
 )
-literals = st.recursive(scalar_literals, lambda inner: st.lists(inner, max_size=3).map(tuple), max_leaves=8)
+literals = st.recursive(
+    scalar_literals, lambda inner: st.lists(inner, max_size=3).map(tuple), max_leaves=8
+)
 provenances = st.builds(
     Provenance,
     st.none() | op_names | st.just("at"),
@@ -79,7 +90,9 @@ provenances = st.builds(
 def operands(draw: st.DrawFn, defined: list[Value]) -> Any:
     """A literal, a defined value, or a (nested) list mixing them."""
     leaf = literals | st.sampled_from(defined) if defined else literals
-    return draw(st.recursive(leaf, lambda inner: st.lists(inner, max_size=3).map(tuple), max_leaves=5))
+    return draw(
+        st.recursive(leaf, lambda inner: st.lists(inner, max_size=3).map(tuple), max_leaves=5)
+    )
 
 
 @st.composite
@@ -169,8 +182,16 @@ def test_print_parse_round_trip(graph: Graph) -> None:
 
 
 def test_long_headers_wrap_one_input_per_line() -> None:
-    inputs = [GraphInput(Value(f"input_{i}", TensorMeta((128, 64), DType.float32))) for i in range(6)]
-    inputs.append(GraphInput(Value("w", TensorMeta((3,), DType.bfloat16)), InputKind.PARAMETER, "encoder.layers.0.weight"))
+    inputs = [
+        GraphInput(Value(f"input_{i}", TensorMeta((128, 64), DType.float32))) for i in range(6)
+    ]
+    inputs.append(
+        GraphInput(
+            Value("w", TensorMeta((3,), DType.bfloat16)),
+            InputKind.PARAMETER,
+            "encoder.layers.0.weight",
+        )
+    )
     graph = Graph("wide", inputs, [], [GraphOutput(inputs[0].value)])
     text = format_graph(graph)
     assert text.splitlines()[0] == "graph wide("
@@ -187,10 +208,15 @@ def test_literal_kinds_survive() -> None:
         "l": Layout.strided, "mf": MemoryFormat.channels_last, "dev": Device("cuda:0"), "none": None,
         "nested": ((1, 2.0), (), (x, [x][0]), (True, None)),
     }  # fmt: skip
-    graph = Graph("g", [GraphInput(x)], [Node("aten.foo.default", (x, 3), kwargs, (), Provenance())], [])
+    graph = Graph(
+        "g", [GraphInput(x)], [Node("aten.foo.default", (x, 3), kwargs, (), Provenance())], []
+    )
     text = format_graph(graph)
-    assert 'i=1, f=1.0, b=True, z=-0.0, n=nan, p=inf, m=-inf, tiny=1e-300, c=complex(-0.0, nan)' in text
-    assert "d=bf16, l=strided, mf=channels_last, dev=device(\"cuda:0\"), none=None" in text
+    assert (
+        "i=1, f=1.0, b=True, z=-0.0, n=nan, p=inf, m=-inf, tiny=1e-300, c=complex(-0.0, nan)"
+        in text
+    )
+    assert 'd=bf16, l=strided, mf=channels_last, dev=device("cuda:0"), none=None' in text
     assert graph_difference(graph, parse(text)) is None
 
 
@@ -239,21 +265,41 @@ GOOD = """graph g(%x: f32[2], %w: f32[2] parameter "w") -> (f32[2]):
 @pytest.mark.parametrize(
     ("text", "line", "column", "message"),
     [
-        (GOOD.replace("prims.add(%x, %w)", "prims.add(%x, %q)"), 2, 30, "%q is used before it is defined"),
-        (GOOD.replace("%w: f32[2] parameter", "%x: f32[2] parameter"), 1, 21, "%x is defined twice"),
+        (
+            GOOD.replace("prims.add(%x, %w)", "prims.add(%x, %q)"),
+            2,
+            30,
+            "%q is used before it is defined",
+        ),
+        (
+            GOOD.replace("%w: f32[2] parameter", "%x: f32[2] parameter"),
+            1,
+            21,
+            "%x is defined twice",
+        ),
         (GOOD.replace("%y: f32[2] = ", "%x: f32[2] = "), 2, 3, "%x is defined twice"),
         (GOOD.replace("%x: f32[2],", "%x: f33[2],"), 1, 13, "expected a type"),
         (GOOD.replace("%x: f32[2],", "%x: f32[-2],"), 1, 17, "non-negative integer size"),
         (GOOD.replace('"w"', '"w'), 1, 42, "unterminated string"),
         (GOOD.replace("  return (%y)\n", ""), 3, 1, "expected 'return'"),
-        (GOOD.replace("-> (f32[2])", "-> (f32[3])"), 3, 3, "declares results (f32[3]) but returns (f32[2])"),
+        (
+            GOOD.replace("-> (f32[2])", "-> (f32[3])"),
+            3,
+            3,
+            "declares results (f32[3]) but returns (f32[2])",
+        ),
         (GOOD.replace("-> (f32[2])", "-> (f32[2], i64[])"), 3, 3, "declares results"),
         (GOOD.replace("return (%y)", "return (%z)"), 3, 11, "%z is used before it is defined"),
         (GOOD.replace("prims.add", "add"), 2, 16, "qualified op name"),
         (GOOD.replace("(%x, %w)", "(a=%x, %w)"), 2, 32, "positional operand after a named one"),
         (GOOD.replace("(%x, %w)", "(a=%x, a=%w)"), 2, 32, "argument a given twice"),
         (GOOD.replace("(%x, %w)", "(%x, foo)"), 2, 30, "expected an operand"),
-        (GOOD.replace("(%x, %w)", "(%x, %w)  # aten.add.Tensor junk"), 2, 16, "expected provenance"),
+        (
+            GOOD.replace("(%x, %w)", "(%x, %w)  # aten.add.Tensor junk"),
+            2,
+            16,
+            "expected provenance",
+        ),
         (GOOD.replace("(%x, %w)", "(%x, complex(1, x))"), 2, 41, "expected a float"),
         (GOOD.replace("(%x, %w)", "(%x, %w"), 2, 32, "expected ,"),
         (GOOD + "  %z: f32[2] = prims.neg(%y)\n", 4, 3, "expected end of input after 'return'"),

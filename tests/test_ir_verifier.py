@@ -7,7 +7,17 @@ import pytest
 
 import prims
 from aten2prims.errors import VerificationError
-from aten2prims.ir import DType, Graph, GraphInput, GraphOutput, Node, ScalarMeta, TensorMeta, Value, parse
+from aten2prims.ir import (
+    DType,
+    Graph,
+    GraphInput,
+    GraphOutput,
+    Node,
+    ScalarMeta,
+    TensorMeta,
+    Value,
+    parse,
+)
 from aten2prims.ir.verifier import verify
 from prims import Builder
 
@@ -35,18 +45,34 @@ def test_a_well_formed_graph_passes() -> None:
         y = prims.broadcast_in_dim(prims.exp(x), [4, 2, 3], [1, 2])
         z = prims.convert_element_type(prims.add(y, 2.5), DType.float64)
         graph = b.finish([z])
-    graph.nodes.append(Node("aten.add.Tensor", (z, z), {"alpha": n}, (value("w", TensorMeta((4, 2, 3), DType.float64)),)))
-    graph.nodes.append(Node("aten.max.dim", (x, 1), {}, (value("m"), value("i", TensorMeta((2,), DType.int64)))))
+    graph.nodes.append(
+        Node(
+            "aten.add.Tensor",
+            (z, z),
+            {"alpha": n},
+            (value("w", TensorMeta((4, 2, 3), DType.float64)),),
+        )
+    )
+    graph.nodes.append(
+        Node("aten.max.dim", (x, 1), {}, (value("m"), value("i", TensorMeta((2,), DType.int64))))
+    )
     pieces = tuple(value(f"s{i}", TensorMeta((1, 3), DType.float32)) for i in range(2))
     graph.nodes.append(Node("aten.split_with_sizes.default", (x, (1, 1)), {}, pieces))
-    graph.nodes.append(Node("aten._local_scalar_dense.default", (x,), {}, (value("item", ScalarMeta(float)),)))
+    graph.nodes.append(
+        Node("aten._local_scalar_dense.default", (x,), {}, (value("item", ScalarMeta(float)),))
+    )
     verify(graph)
     verify(parse(str(graph)))
 
 
 def test_use_before_definition() -> None:
     x, y, z = value("x"), value("y"), value("z")
-    graph = Graph("g", [GraphInput(x)], [Node("prims.neg", (y,), {}, (z,)), Node("prims.neg", (x,), {}, (y,))], [])
+    graph = Graph(
+        "g",
+        [GraphInput(x)],
+        [Node("prims.neg", (y,), {}, (z,)), Node("prims.neg", (x,), {}, (y,))],
+        [],
+    )
     rejects(graph, r"^node 0 \(%z = prims\.neg\): %y is used before it is defined")
 
 
@@ -65,7 +91,12 @@ def test_use_inside_a_nested_operand_before_definition() -> None:
 
 def test_duplicate_definition() -> None:
     x, y = value("x"), value("y")
-    graph = Graph("g", [GraphInput(x)], [Node("prims.neg", (x,), {}, (y,)), Node("prims.exp", (x,), {}, (y,))], [])
+    graph = Graph(
+        "g",
+        [GraphInput(x)],
+        [Node("prims.neg", (x,), {}, (y,)), Node("prims.exp", (x,), {}, (y,))],
+        [],
+    )
     rejects(graph, r"^node 1 \(%y = prims\.exp\): %y is defined twice")
 
 
@@ -79,14 +110,23 @@ def test_duplicate_name() -> None:
 
 def test_invalid_meta() -> None:
     x = value("x")
-    graph = Graph("g", [GraphInput(x)], [Node("prims.neg", (x,), {}, (Value("y", "f32[2, 3]"),))], [])  # type: ignore[arg-type]
+    graph = Graph(
+        "g", [GraphInput(x)], [Node("prims.neg", (x,), {}, (Value("y", "f32[2, 3]"),))], []
+    )  # type: ignore[arg-type]
     rejects(graph, r"^node 0 \(%y = prims\.neg\): %y has no valid meta")
 
 
 def test_operand_of_a_type_the_ir_does_not_hold() -> None:
     x = value("x")
-    graph = Graph("g", [GraphInput(x)], [Node("aten.view.default", (x, [6]), {}, (value("y", TensorMeta((6,), DType.float32)),))], [])
-    rejects(graph, r"^node 0 \(%y = aten\.view\.default\): operand \[6\] of type list is not allowed")
+    graph = Graph(
+        "g",
+        [GraphInput(x)],
+        [Node("aten.view.default", (x, [6]), {}, (value("y", TensorMeta((6,), DType.float32)),))],
+        [],
+    )
+    rejects(
+        graph, r"^node 0 \(%y = aten\.view\.default\): operand \[6\] of type list is not allowed"
+    )
     graph.nodes[0].args = (x, np.int64(6))
     rejects(graph, r"operand np\.int64\(6\) of type int64 is not allowed")
 
@@ -97,8 +137,12 @@ def test_unknown_prim() -> None:
 
 
 def test_unknown_aten_op() -> None:
-    graph = graph_from("graph g(%x: f32[2]) -> ():\n  %y: f32[2] = aten.frobnicate.default(%x)\n  return ()\n")
-    rejects(graph, r"^node 0 \(%y = aten\.frobnicate\.default\): no schema is known for this aten op")
+    graph = graph_from(
+        "graph g(%x: f32[2]) -> ():\n  %y: f32[2] = aten.frobnicate.default(%x)\n  return ()\n"
+    )
+    rejects(
+        graph, r"^node 0 \(%y = aten\.frobnicate\.default\): no schema is known for this aten op"
+    )
     verify(graph, allow_unknown_ops=True)
 
 
@@ -125,7 +169,10 @@ def test_prim_with_wrong_arity(call: str, message: str) -> None:
     ("call", "message"),
     [
         ("aten.neg.default()", r"aten\.neg\.default: missing argument 'self'"),
-        ("aten.neg.default(%x, %x)", r"aten\.neg\.default: takes 1 positional argument\(s\), got 2"),
+        (
+            "aten.neg.default(%x, %x)",
+            r"aten\.neg\.default: takes 1 positional argument\(s\), got 2",
+        ),
         ("aten.add.Tensor(%x, %x, beta=2)", r"aten\.add\.Tensor: unknown argument 'beta'"),
         ("aten.add.Tensor(%x, self=%x)", r"aten\.add\.Tensor: argument 'self' given twice"),
     ],
@@ -138,15 +185,30 @@ def test_aten_op_with_wrong_arity(call: str, message: str) -> None:
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        ("prims.convert_element_type(%x, dtype=5)", r"argument 'dtype' expects ScalarType \(got int 5\)"),
-        ("prims.convert_element_type(%x, dtype=\"f64\")", r"argument 'dtype' expects ScalarType \(got str 'f64'\)"),
-        ("prims.broadcast_in_dim(%x, shape=[2, 2.0], broadcast_dimensions=[1])", r"argument 'shape' expects SymInt"),
-        ("prims.broadcast_in_dim(%x, shape=2, broadcast_dimensions=[1])", r"argument 'shape' expects SymInt\[\] \(got int 2\)"),
-        ("prims.add(%x, \"two\")", r"argument 'other' expects Tensor \(got str 'two'\)"),
+        (
+            "prims.convert_element_type(%x, dtype=5)",
+            r"argument 'dtype' expects ScalarType \(got int 5\)",
+        ),
+        (
+            'prims.convert_element_type(%x, dtype="f64")',
+            r"argument 'dtype' expects ScalarType \(got str 'f64'\)",
+        ),
+        (
+            "prims.broadcast_in_dim(%x, shape=[2, 2.0], broadcast_dimensions=[1])",
+            r"argument 'shape' expects SymInt",
+        ),
+        (
+            "prims.broadcast_in_dim(%x, shape=2, broadcast_dimensions=[1])",
+            r"argument 'shape' expects SymInt\[\] \(got int 2\)",
+        ),
+        ('prims.add(%x, "two")', r"argument 'other' expects Tensor \(got str 'two'\)"),
         ("prims.add(%x, %n)", r"argument 'other' expects Tensor \(got %n: int\)"),
         ("aten.sum.dim_IntList(%x, [0], 1)", r"argument 'keepdim' expects bool \(got int 1\)"),
-        ("aten.mean.dim(%x, [0], False, dtype=strided)", r"argument 'dtype' expects ScalarType\? \(got Layout"),
-        ("aten.add.Tensor(%x, %x, alpha=\"1\")", r"argument 'alpha' expects Scalar \(got str '1'\)"),
+        (
+            "aten.mean.dim(%x, [0], False, dtype=strided)",
+            r"argument 'dtype' expects ScalarType\? \(got Layout",
+        ),
+        ('aten.add.Tensor(%x, %x, alpha="1")', r"argument 'alpha' expects Scalar \(got str '1'\)"),
     ],
 )
 def test_wrong_attribute_types(call: str, message: str) -> None:
@@ -161,21 +223,43 @@ def test_prim_attributes_in_the_wrong_order_or_missing() -> None:
                    r"got \['broadcast_dimensions', 'shape'\]")  # fmt: skip
     missing = "prims.broadcast_in_dim(%x, shape=[2])"
     graph = graph_from(f"graph g(%x: f32[2]) -> ():\n  %y: f32[2] = {missing}\n  return ()\n")
-    rejects(graph, r"^node 0 \(%y = prims\.broadcast_in_dim\): attributes must be .*got \['shape'\]")
+    rejects(
+        graph, r"^node 0 \(%y = prims\.broadcast_in_dim\): attributes must be .*got \['shape'\]"
+    )
     operand_as_attribute = "prims.neg(self=%x)"
-    graph = graph_from(f"graph g(%x: f32[2]) -> ():\n  %y: f32[2] = {operand_as_attribute}\n  return ()\n")
+    graph = graph_from(
+        f"graph g(%x: f32[2]) -> ():\n  %y: f32[2] = {operand_as_attribute}\n  return ()\n"
+    )
     rejects(graph, r"^node 0 \(%y = prims\.neg\): takes 1 tensor operand\(s\), got 0")
 
 
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("%y: f64[2] = prims.neg(%x)", r"results are typed \(f64\[2\]\) but the meta rule gives \(f32\[2\]\)"),
-        ("%y: f32[3] = prims.neg(%x)", r"results are typed \(f32\[3\]\) but the meta rule gives \(f32\[2\]\)"),
-        ("%y: f32[2], %z: f32[2] = prims.neg(%x)", r"results are typed \(f32\[2\], f32\[2\]\) but the meta rule gives \(f32\[2\]\)"),
-        ("%y: f32[2] = prims.signbit(%x)", r"results are typed \(f32\[2\]\) but the meta rule gives \(b8\[2\]\)"),
-        ("%y: f32[2] = prims.add(%x, %i)", r"its meta rule rejects the operands: .*different dtypes: f32 and i64"),
-        ("%y: f32[2] = prims.broadcast_in_dim(%x, shape=[3], broadcast_dimensions=[0])", r"its meta rule rejects the operands: .*cannot broadcast"),
+        (
+            "%y: f64[2] = prims.neg(%x)",
+            r"results are typed \(f64\[2\]\) but the meta rule gives \(f32\[2\]\)",
+        ),
+        (
+            "%y: f32[3] = prims.neg(%x)",
+            r"results are typed \(f32\[3\]\) but the meta rule gives \(f32\[2\]\)",
+        ),
+        (
+            "%y: f32[2], %z: f32[2] = prims.neg(%x)",
+            r"results are typed \(f32\[2\], f32\[2\]\) but the meta rule gives \(f32\[2\]\)",
+        ),
+        (
+            "%y: f32[2] = prims.signbit(%x)",
+            r"results are typed \(f32\[2\]\) but the meta rule gives \(b8\[2\]\)",
+        ),
+        (
+            "%y: f32[2] = prims.add(%x, %i)",
+            r"its meta rule rejects the operands: .*different dtypes: f32 and i64",
+        ),
+        (
+            "%y: f32[2] = prims.broadcast_in_dim(%x, shape=[3], broadcast_dimensions=[0])",
+            r"its meta rule rejects the operands: .*cannot broadcast",
+        ),
     ],
 )
 def test_result_meta_disagreeing_with_the_meta_rule(line: str, message: str) -> None:
@@ -187,10 +271,16 @@ def test_result_meta_disagreeing_with_the_meta_rule(line: str, message: str) -> 
     ("line", "message"),
     [
         ("%a: f32[2] = aten.max.dim(%x, 0)", r"has 1 result\(s\), its schema returns 2"),
-        ("%a: f32[2], %b: i64[2], %c: i64[2] = aten.max.dim(%x, 0)", r"has 3 result\(s\), its schema returns 2"),
+        (
+            "%a: f32[2], %b: i64[2], %c: i64[2] = aten.max.dim(%x, 0)",
+            r"has 3 result\(s\), its schema returns 2",
+        ),
         ("aten.neg.default(%x)", r"has 0 result\(s\), its schema returns 1"),
         ("%a: float = aten.neg.default(%x)", r"result %a is float, the schema returns Tensor"),
-        ("%a: f32[] = aten._local_scalar_dense.default(%x)", r"result %a is f32\[\], the schema returns Scalar"),
+        (
+            "%a: f32[] = aten._local_scalar_dense.default(%x)",
+            r"result %a is f32\[\], the schema returns Scalar",
+        ),
     ],
 )
 def test_aten_node_with_wrong_results(line: str, message: str) -> None:
@@ -201,8 +291,9 @@ def test_aten_node_with_wrong_results(line: str, message: str) -> None:
 def test_undefined_output() -> None:
     x = value("x")
     stray = value("stray")
-    graph = Graph("g", [GraphInput(x)], [Node("prims.neg", (x,), {}, (value("y"),))], [GraphOutput(stray)])
+    graph = Graph(
+        "g", [GraphInput(x)], [Node("prims.neg", (x,), {}, (value("y"),))], [GraphOutput(stray)]
+    )
     rejects(graph, r"^output 0: %stray is not defined in the graph")
     graph.outputs = [GraphOutput(x), GraphOutput("y")]  # type: ignore[arg-type]
     rejects(graph, r"^output 1: 'y' is not defined in the graph")
-

@@ -11,7 +11,17 @@ import pytest
 import prims
 from aten2prims.errors import DTypeError, LoweringError, ShapeError, UnsupportedOpError
 from aten2prims.executor import execute
-from aten2prims.ir import Graph, GraphInput, GraphOutput, Node, Provenance, ScalarMeta, TensorMeta, Value, parse
+from aten2prims.ir import (
+    Graph,
+    GraphInput,
+    GraphOutput,
+    Node,
+    Provenance,
+    ScalarMeta,
+    TensorMeta,
+    Value,
+    parse,
+)
 from aten2prims.ir.dtypes import f32
 from aten2prims.ir.verifier import verify
 from aten2prims.passes.lower import lower
@@ -56,7 +66,12 @@ def test_lowering_expands_to_prims_with_provenance_and_names() -> None:
     lowered = lower(graph, registry=_registry())
     verify(lowered)
     assert all(node.namespace == "prims" for node in lowered.nodes)
-    assert [node.op for node in lowered.nodes] == ["prims.neg", "prims.mul", "prims.neg", "prims.add"]
+    assert [node.op for node in lowered.nodes] == [
+        "prims.neg",
+        "prims.mul",
+        "prims.neg",
+        "prims.add",
+    ]
     first = lowered.nodes[0]
     assert first.results[0].name == "a"  # the aten result's name carries over
     assert first.provenance == Provenance("aten.neg.default", "a", "model.py:3 in forward")
@@ -102,18 +117,26 @@ graph g(%x: f32[3]) -> (f32[3]):
 
 
 def test_rule_results_must_match_the_declared_meta() -> None:
-    wrong_dtype = parse("graph g(%x: f32[3]) -> (f16[3]):\n  %a: f16[3] = aten.neg.default(%x)\n  return (%a)\n")
+    wrong_dtype = parse(
+        "graph g(%x: f32[3]) -> (f16[3]):\n  %a: f16[3] = aten.neg.default(%x)\n  return (%a)\n"
+    )
     with pytest.raises(DTypeError, match=r"aten\.neg\.default -> %a.*f32\[3\].*f16\[3\]"):
         lower(wrong_dtype, registry=_registry())
-    wrong_shape = parse("graph g(%x: f32[3]) -> (f32[4]):\n  %a: f32[4] = aten.neg.default(%x)\n  return (%a)\n")
+    wrong_shape = parse(
+        "graph g(%x: f32[3]) -> (f32[4]):\n  %a: f32[4] = aten.neg.default(%x)\n  return (%a)\n"
+    )
     with pytest.raises(ShapeError, match=r"aten\.neg\.default -> %a"):
         lower(wrong_shape, registry=_registry())
 
 
 def test_prim_errors_inside_rules_name_the_aten_node() -> None:
     # neg is not defined on bool: the prim's meta rejects it, the error names the aten node
-    graph = parse("graph g(%x: b8[3]) -> (b8[3]):\n  %a: b8[3] = aten.neg.default(%x)  # at \"m.py:9\"\n  return (%a)\n")
-    with pytest.raises(DTypeError, match=r"lowering aten\.neg\.default -> %a at m\.py:9: prims\.neg"):
+    graph = parse(
+        'graph g(%x: b8[3]) -> (b8[3]):\n  %a: b8[3] = aten.neg.default(%x)  # at "m.py:9"\n  return (%a)\n'
+    )
+    with pytest.raises(
+        DTypeError, match=r"lowering aten\.neg\.default -> %a at m\.py:9: prims\.neg"
+    ):
         lower(graph, registry=_registry())
 
 
@@ -152,8 +175,12 @@ def test_rule_bugs_become_lowering_errors() -> None:
     def broken(self):
         raise ZeroDivisionError("oops")
 
-    graph = parse("graph g(%x: f32[3]) -> (f32[3]):\n  %a: f32[3] = aten.neg.default(%x)\n  return (%a)\n")
-    with pytest.raises(LoweringError, match=r"aten\.neg\.default -> %a: the rule failed: ZeroDivisionError"):
+    graph = parse(
+        "graph g(%x: f32[3]) -> (f32[3]):\n  %a: f32[3] = aten.neg.default(%x)\n  return (%a)\n"
+    )
+    with pytest.raises(
+        LoweringError, match=r"aten\.neg\.default -> %a: the rule failed: ZeroDivisionError"
+    ):
         lower(graph, registry=rules)
 
 

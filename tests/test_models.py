@@ -20,13 +20,13 @@ from torch import nn
 from torch.utils._pytree import tree_leaves
 
 import aten2prims
-from aten2prims.harness.compare import compare
-from aten2prims.harness.torch_interop import to_numpy
+from aten2prims.frontends.torch_interop import to_numpy
 from aten2prims.ir import Graph, format_graph, graph_difference
 from aten2prims.ir.verifier import verify
+from aten2prims.testing.compare import compare
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from models import MODELS, build, export_program  # noqa: E402
+from models import MODELS, build, export_program
 
 # -- models beyond the zoo -------------------------------------------------------------------------
 
@@ -147,9 +147,17 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Case]:
             feed = {i.name: to_numpy(t) for i, t in zip(graph.user_inputs, inputs, strict=True)}
             reference = None
             if name in NEEDS_REFERENCE:
-                reference = _outputs(copy.deepcopy(model).double(), tuple(t.double() for t in inputs))
+                reference = _outputs(
+                    copy.deepcopy(model).double(), tuple(t.double() for t in inputs)
+                )
             made[name] = Case(
-                program, graph, printed, aten2prims.lower(graph), feed, _outputs(model, inputs), reference
+                program,
+                graph,
+                printed,
+                aten2prims.lower(graph),
+                feed,
+                _outputs(model, inputs),
+                reference,
             )
         return made[name]
 
@@ -179,7 +187,9 @@ def test_model_matches_torch_eager(name: str, cases: Callable[[str], Case]) -> N
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_lowered_graph_is_prims_only_verified_and_traceable(name: str, cases: Callable[[str], Case]) -> None:
+def test_lowered_graph_is_prims_only_verified_and_traceable(
+    name: str, cases: Callable[[str], Case]
+) -> None:
     case = cases(name)
     assert {node.namespace for node in case.lowered.nodes} == {"prims"}
     verify(case.lowered)
@@ -188,13 +198,18 @@ def test_lowered_graph_is_prims_only_verified_and_traceable(name: str, cases: Ca
     aten_ops = {node.results[0].name: node.op for node in case.graph.nodes}
     for node in case.lowered.nodes:
         assert aten_ops.get(node.provenance.origin) == node.provenance.origin_op, node
-    assert [o.value.meta for o in case.lowered.outputs] == [o.value.meta for o in case.graph.outputs]
+    assert [o.value.meta for o in case.lowered.outputs] == [
+        o.value.meta for o in case.graph.outputs
+    ]
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_from_fx_reads_the_same_graph_as_load(name: str, cases: Callable[[str], Case]) -> None:
     case = cases(name)
-    assert graph_difference(aten2prims.from_fx(case.program, name=name), case.graph, compare_data=True) is None
+    assert (
+        graph_difference(aten2prims.from_fx(case.program, name=name), case.graph, compare_data=True)
+        is None
+    )
 
 
 @pytest.mark.parametrize("name", ["attention", "lstm"])

@@ -19,17 +19,19 @@ import torch
 
 from aten2prims.errors import ShapeError
 from aten2prims.executor import execute
-from aten2prims.harness.compare import compare
-from aten2prims.harness.record import AtenCall
-from aten2prims.harness.runner import build_graph, float64_reference
-from aten2prims.harness.torch_interop import to_numpy
+from aten2prims.frontends.torch_interop import to_numpy
 from aten2prims.ir.graph import GraphOutput
 from aten2prims.passes.lower import lower
+from aten2prims.testing.compare import compare
+from aten2prims.testing.record import AtenCall
+from aten2prims.testing.runner import build_graph, float64_reference
 
 MASKS = list(itertools.product([False, True], repeat=3))
 
 
-def _run_masked(call: AtenCall, declared: Sequence[torch.Tensor], mask: Sequence[bool]) -> tuple[list[Any], int]:
+def _run_masked(
+    call: AtenCall, declared: Sequence[torch.Tensor], mask: Sequence[bool]
+) -> tuple[list[Any], int]:
     """Our results of the requested outputs of a graph declaring all three, and its node count."""
     graph, arrays = build_graph(call, list(declared))
     results = graph.nodes[0].results
@@ -38,14 +40,16 @@ def _run_masked(call: AtenCall, declared: Sequence[torch.Tensor], mask: Sequence
     return (execute(lowered, arrays, check=True) if graph.outputs else []), len(lowered.nodes)
 
 
-def _check_masks(op: str, args: tuple[Any, ...], declared: Sequence[torch.Tensor], needs: Sequence[bool]) -> None:
+def _check_masks(
+    op: str, args: tuple[Any, ...], declared: Sequence[torch.Tensor], needs: Sequence[bool]
+) -> None:
     """Every mask: torch's defined results against ours; masks requesting a result whose
     parameter is None (`needs[i]` False) must be refused by both."""
     sizes = {}
     for mask in MASKS:
         call = AtenCall(op, (*args, list(mask)), {})
         if any(m and not ok for m, ok in zip(mask, needs)):
-            with pytest.raises(Exception):
+            with pytest.raises(RuntimeError):
                 getattr(torch.ops.aten, op.split(".")[1]).default(*call.args)
             with pytest.raises(ShapeError, match="output_mask requests result"):
                 _run_masked(call, declared, mask)
@@ -56,11 +60,18 @@ def _check_masks(op: str, args: tuple[Any, ...], declared: Sequence[torch.Tensor
         wanted = [to_numpy(e) for e in expected if e is not None]
         reference = [r for r in float64_reference(call) or [] if r is not None]
         for index, (our, their) in enumerate(zip(ours, wanted)):
-            verdict = compare(our, their, reference=reference[index] if reference else None, what=f"{mask} output {index}")
+            verdict = compare(
+                our,
+                their,
+                reference=reference[index] if reference else None,
+                what=f"{mask} output {index}",
+            )
             assert verdict, verdict.message
     assert sizes[(False, False, False)] == 0
     if (True, True, True) in sizes:
-        assert sizes[(False, False, True)] < sizes[(True, True, True)]  # the unrequested work is gone
+        assert (
+            sizes[(False, False, True)] < sizes[(True, True, True)]
+        )  # the unrequested work is gone
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
@@ -73,7 +84,11 @@ def test_layer_norm_backward_masks(dtype: torch.dtype, params: str) -> None:
     bias = torch.randn(shape, generator=generator).to(dtype) if params == "both" else None
     _, mean, rstd = torch.ops.aten.native_layer_norm.default(x, shape, weight, bias, 1e-5)
     grad = torch.randn(x.shape, generator=generator).to(dtype)
-    declared = [torch.empty(x.shape, dtype=dtype), torch.empty(shape, dtype=dtype), torch.empty(shape, dtype=dtype)]
+    declared = [
+        torch.empty(x.shape, dtype=dtype),
+        torch.empty(shape, dtype=dtype),
+        torch.empty(shape, dtype=dtype),
+    ]
     _check_masks(
         "aten.native_layer_norm_backward.default",
         (grad, x, shape, mean, rstd, weight, bias),
@@ -89,9 +104,15 @@ def test_group_norm_backward_masks(dtype: torch.dtype, with_weight: bool) -> Non
     n, c, hxw, group = 2, 6, 4, 3
     x = torch.randn(n, c, 2, 2, generator=generator).to(dtype)
     weight = torch.randn(c, generator=generator).to(dtype) if with_weight else None
-    _, mean, rstd = torch.ops.aten.native_group_norm.default(x, weight, None, n, c, hxw, group, 1e-5)
+    _, mean, rstd = torch.ops.aten.native_group_norm.default(
+        x, weight, None, n, c, hxw, group, 1e-5
+    )
     grad = torch.randn(x.shape, generator=generator).to(dtype)
-    declared = [torch.empty(x.shape, dtype=dtype), torch.empty(c, dtype=dtype), torch.empty(c, dtype=dtype)]
+    declared = [
+        torch.empty(x.shape, dtype=dtype),
+        torch.empty(c, dtype=dtype),
+        torch.empty(c, dtype=dtype),
+    ]
     _check_masks(
         "aten.native_group_norm_backward.default",
         (grad, x, mean, rstd, weight, n, c, hxw, group),
@@ -113,7 +134,9 @@ def test_embedding_dense_backward_bool(scale: bool) -> None:
 
 def test_batch_norm_eval_needs_running_stats() -> None:
     x = torch.randn(2, 3)
-    call = AtenCall("aten.native_batch_norm.default", (x, None, None, None, None, False, 0.1, 1e-5), {})
+    call = AtenCall(
+        "aten.native_batch_norm.default", (x, None, None, None, None, False, 0.1, 1e-5), {}
+    )
     graph, _ = build_graph(call, [x, torch.empty(0), torch.empty(0)])
     with pytest.raises(ShapeError, match="running_mean and running_var are required"):
         lower(graph)

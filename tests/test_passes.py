@@ -22,7 +22,12 @@ from aten2prims.ir.dtypes import DType
 from aten2prims.ir.graph import Graph, InputKind
 from aten2prims.ir.values import CPU, TensorMeta, Value
 from aten2prims.ir.verifier import verify
-from aten2prims.passes import canonicalize, eliminate_common_subexpressions, eliminate_dead_code, optimize
+from aten2prims.passes import (
+    canonicalize,
+    eliminate_common_subexpressions,
+    eliminate_dead_code,
+    optimize,
+)
 from aten2prims.passes.canonicalize import (
     RULES,
     broadcast_chain,
@@ -45,7 +50,10 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 def build(inputs: dict[str, tuple[tuple[int, ...], DType]], body: Callable[..., Any]) -> Graph:
     with Builder("g") as builder:
-        values = {name: builder.add_input(name, TensorMeta(shape, dtype)) for name, (shape, dtype) in inputs.items()}
+        values = {
+            name: builder.add_input(name, TensorMeta(shape, dtype))
+            for name, (shape, dtype) in inputs.items()
+        }
         outputs = body(**values)
         return builder.finish(list(outputs) if isinstance(outputs, tuple) else [outputs])
 
@@ -60,13 +68,35 @@ def special_values(dtype: DType, shape: tuple[int, ...], seed: int = 0) -> np.nd
         return (rng.random(shape) < 0.5).astype(np.bool_)
     if dtype.is_integral:
         info = np.iinfo(numpy_dtype)
-        pool = np.array([info.min, info.max, 0, 1, -1 if info.min < 0 else 2, 100, info.min + 1, info.max - 1], dtype=np.int64)
+        pool = np.array(
+            [info.min, info.max, 0, 1, -1 if info.min < 0 else 2, 100, info.min + 1, info.max - 1],
+            dtype=np.int64,
+        )
         values = rng.integers(info.min, info.max, count, dtype=np.int64, endpoint=True)
     else:
-        real = np.float32 if dtype in (DType.float16, DType.bfloat16, DType.complex64) else np.float64
+        real = (
+            np.float32 if dtype in (DType.float16, DType.bfloat16, DType.complex64) else np.float64
+        )
         finfo = np.finfo(real) if dtype not in (DType.float16, DType.bfloat16) else None
         big = float(finfo.max) if finfo is not None else 6e4
-        pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.5, -2.5, 300.7, -1e10, 1e-30, big, -big, 65504.0, 3e38])
+        pool = np.array(
+            [
+                0.0,
+                -0.0,
+                np.inf,
+                -np.inf,
+                np.nan,
+                1.5,
+                -2.5,
+                300.7,
+                -1e10,
+                1e-30,
+                big,
+                -big,
+                65504.0,
+                3e38,
+            ]
+        )
         values = rng.standard_normal(count) * 1000
     values[: min(len(pool), count)] = pool[: min(len(pool), count)]
     with np.errstate(all="ignore"):
@@ -98,8 +128,9 @@ def _same_up_to_nan_payload(a: np.ndarray, b: np.ndarray) -> bool:
     """Bytes equal except where both hold NaN (NumPy does not promise NaN payloads)."""
     if a.dtype.kind not in "fcV":
         return False
-    a_nan, b_nan = np.isnan(a.astype(np.complex128) if a.dtype.kind == "c" else a.astype(np.float64)), np.isnan(
-        b.astype(np.complex128) if b.dtype.kind == "c" else b.astype(np.float64)
+    a_nan, b_nan = (
+        np.isnan(a.astype(np.complex128) if a.dtype.kind == "c" else a.astype(np.float64)),
+        np.isnan(b.astype(np.complex128) if b.dtype.kind == "c" else b.astype(np.float64)),
     )
     if not np.array_equal(a_nan, b_nan):
         return False
@@ -131,19 +162,26 @@ def ops(graph: Graph) -> list[str]:
 
 
 def test_identity_convert() -> None:
-    graph = build({"x": ((3, 4), DType.float32)}, lambda x: prims.exp(prims.convert_element_type(x, DType.float32)))
+    graph = build(
+        {"x": ((3, 4), DType.float32)},
+        lambda x: prims.exp(prims.convert_element_type(x, DType.float32)),
+    )
     rewritten = check_rule(identity_convert, graph)
     assert ops(rewritten) == ["exp"]
 
 
 DTYPES = list(DType)
-CHAINS = [(a, b, c) for a, b, c in itertools.product(DTYPES, repeat=3) if a is not b and lossless(a, b)]
+CHAINS = [
+    (a, b, c) for a, b, c in itertools.product(DTYPES, repeat=3) if a is not b and lossless(a, b)
+]
 
 
 def test_lossless_table_is_conservative() -> None:
     # Narrowing, sign changes and float -> integer are never lossless; widening floats are.
     assert not lossless(DType.float32, DType.float16)
-    assert not lossless(DType.float16, DType.bfloat16) and not lossless(DType.bfloat16, DType.float16)
+    assert not lossless(DType.float16, DType.bfloat16) and not lossless(
+        DType.bfloat16, DType.float16
+    )
     assert not lossless(DType.int8, DType.uint8) and not lossless(DType.uint8, DType.int8)
     assert not lossless(DType.int32, DType.float32) and lossless(DType.int32, DType.float64)
     assert not lossless(DType.float32, DType.int64) and not lossless(DType.int64, DType.bool)
@@ -157,7 +195,10 @@ def test_convert_chains_every_dtype_triple() -> None:
     assert len(CHAINS) > 150
     fired = 0
     for a, b, c in CHAINS:
-        graph = build({"x": ((24,), a)}, lambda x: prims.convert_element_type(prims.convert_element_type(x, b), c))
+        graph = build(
+            {"x": ((24,), a)},
+            lambda x: prims.convert_element_type(prims.convert_element_type(x, b), c),
+        )
         rewritten = canonicalize(graph, [convert_chain, identity_convert])
         assert rewritten is not graph
         verify(rewritten)
@@ -176,13 +217,18 @@ def test_lossy_chains_are_kept() -> None:
 
 
 def test_identity_broadcast() -> None:
-    graph = build({"x": ((3, 4), DType.float32)}, lambda x: prims.neg(prims.broadcast_in_dim(x, [3, 4], [0, 1])))
+    graph = build(
+        {"x": ((3, 4), DType.float32)},
+        lambda x: prims.neg(prims.broadcast_in_dim(x, [3, 4], [0, 1])),
+    )
     assert ops(check_rule(identity_broadcast, graph)) == ["neg"]
 
 
 def test_broadcast_chain() -> None:
     def body(x: Value) -> Value:
-        return prims.neg(prims.broadcast_in_dim(prims.broadcast_in_dim(x, [1, 4], [1]), [2, 3, 4], [1, 2]))
+        return prims.neg(
+            prims.broadcast_in_dim(prims.broadcast_in_dim(x, [1, 4], [1]), [2, 3, 4], [1, 2])
+        )
 
     rewritten = check_rule(broadcast_chain, build({"x": ((4,), DType.int32)}, body))
     node = eliminate_dead_code(rewritten).nodes[0]
@@ -210,7 +256,10 @@ def test_identity_view() -> None:
 
     rewritten = canonicalize(build({"x": ((2, 3, 4), DType.float32)}, body), [identity_view])
     assert ops(rewritten) == ["neg"]
-    check_rule(identity_view, build({"x": ((2, 3), DType.bool)}, lambda x: prims.bitwise_not(prims.squeeze(x, []))))
+    check_rule(
+        identity_view,
+        build({"x": ((2, 3), DType.bool)}, lambda x: prims.bitwise_not(prims.squeeze(x, []))),
+    )
 
 
 def test_reshape_round_trip() -> None:
@@ -223,7 +272,10 @@ def test_reshape_round_trip() -> None:
 
 def test_copies_are_kept() -> None:
     """clone and reshape copies give the executor a row-major layout: never removed."""
-    graph = build({"x": ((3, 4), DType.float32)}, lambda x: prims.neg(prims.clone(prims.transpose(x, [1, 0]), memory_format=None)))
+    graph = build(
+        {"x": ((3, 4), DType.float32)},
+        lambda x: prims.neg(prims.clone(prims.transpose(x, [1, 0]), memory_format=None)),
+    )
     assert canonicalize(graph) is graph
 
 
@@ -246,7 +298,9 @@ def test_cse_merges_repeats_and_keeps_results() -> None:
     graph = build({"x": ((4, 3), DType.float32), "w": ((3, 4), DType.float32)}, body)
     merged = eliminate_common_subexpressions(graph)
     verify(merged)
-    assert len(merged.nodes) == len(graph.nodes) - 3  # two of three transposes, one of two muls by 2.0
+    assert (
+        len(merged.nodes) == len(graph.nodes) - 3
+    )  # two of three transposes, one of two muls by 2.0
     assert ops(merged).count("mul") == 2  # 2.0 and 2 are different literals
     inputs = random_inputs(graph)
     assert_bit_identical(run_reference(merged, inputs), run_reference(graph, inputs))
@@ -254,7 +308,12 @@ def test_cse_merges_repeats_and_keeps_results() -> None:
 
 def test_cse_tells_literals_apart() -> None:
     def body(x: Value) -> tuple[Value, ...]:
-        return prims.mul(x, 0.0), prims.mul(x, -0.0), prims.add(x, float("nan")), prims.add(x, float("nan"))
+        return (
+            prims.mul(x, 0.0),
+            prims.mul(x, -0.0),
+            prims.add(x, float("nan")),
+            prims.add(x, float("nan")),
+        )
 
     merged = eliminate_common_subexpressions(build({"x": ((3,), DType.float32)}, body))
     assert ops(merged) == ["mul", "mul", "add"]
@@ -293,7 +352,9 @@ def example(request: pytest.FixtureRequest) -> tuple[Graph, dict[str, np.ndarray
     return lowered, inputs
 
 
-def test_each_pass_verifies_and_keeps_results_on_examples(example: tuple[Graph, dict[str, np.ndarray]]) -> None:
+def test_each_pass_verifies_and_keeps_results_on_examples(
+    example: tuple[Graph, dict[str, np.ndarray]],
+) -> None:
     graph, inputs = example
     expected = run_reference(graph, inputs)
     current = graph
@@ -316,7 +377,9 @@ def test_rules_fire_on_examples(example: tuple[Graph, dict[str, np.ndarray]]) ->
         assert_bit_identical(run_reference(rewritten, inputs), run_reference(graph, inputs))
 
 
-def test_folding_keeps_results_on_examples(example: tuple[Graph, dict[str, np.ndarray]], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_folding_keeps_results_on_examples(
+    example: tuple[Graph, dict[str, np.ndarray]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Folded values are what the nodes compute (bit for bit). Stored row-major for BLAS, they
     may change the order in which an unfused NumPy sum adds (its pairwise order follows the
     layout): rounding only."""
@@ -328,7 +391,9 @@ def test_folding_keeps_results_on_examples(example: tuple[Graph, dict[str, np.nd
     assert constants.folded_nodes > 0  # weight transposes, bias broadcasts, batch norm factors
     verify(folded)
     new_constants = [gi for gi in folded.inputs if gi not in graph.inputs]
-    assert new_constants and all(gi.kind is InputKind.CONSTANT and not gi.data.flags.writeable for gi in new_constants)
+    assert new_constants and all(
+        gi.kind is InputKind.CONSTANT and not gi.data.flags.writeable for gi in new_constants
+    )
     for ours, theirs in zip(run_reference(folded, inputs), expected, strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
     monkeypatch.setattr(folding, "SMALL_BYTES", 0)  # folded views stay views
@@ -342,7 +407,9 @@ def test_folding_skips_overridden_inputs(example: tuple[Graph, dict[str, np.ndar
     stored = {gi.value for gi in graph.inputs if gi.data is not None}
     folded, _ = fold_constants(graph, frozenset(v.name for v in stored))
     kept = set(map(id, folded.nodes))
-    assert all(id(node) in kept for node in graph.nodes if any(v in stored for v in node.operand_values()))
+    assert all(
+        id(node) in kept for node in graph.nodes if any(v in stored for v in node.operand_values())
+    )
 
 
 def test_folding_leaves_big_broadcasts_and_failing_nodes() -> None:
@@ -350,16 +417,30 @@ def test_folding_leaves_big_broadcasts_and_failing_nodes() -> None:
     whose kernel fails is left to fail at run time with the executor's message."""
 
     def body(x: Value, w: Value, k: Value) -> tuple[Value, ...]:
-        return prims.add(x, prims.broadcast_in_dim(prims.neg(w), [5, 3], [1])), prims.div(k, prims.sub(k, k))
+        return prims.add(x, prims.broadcast_in_dim(prims.neg(w), [5, 3], [1])), prims.div(
+            k, prims.sub(k, k)
+        )
 
     with Builder("g") as builder:
         x = builder.add_input("x", TensorMeta((5, 3), DType.float32))
-        w = builder.add_input("w", TensorMeta((3,), DType.float32), InputKind.PARAMETER, "w", np.arange(3, dtype=np.float32))
-        k = builder.add_input("k", TensorMeta((2,), DType.int64), InputKind.BUFFER, "k", np.array([1, 2]))
+        w = builder.add_input(
+            "w",
+            TensorMeta((3,), DType.float32),
+            InputKind.PARAMETER,
+            "w",
+            np.arange(3, dtype=np.float32),
+        )
+        k = builder.add_input(
+            "k", TensorMeta((2,), DType.int64), InputKind.BUFFER, "k", np.array([1, 2])
+        )
         graph = builder.finish(list(body(x, w, k)))
-    folded, constants = fold_constants(graph)
+    folded, _constants = fold_constants(graph)
     verify(folded)
-    assert ops(folded) == ["broadcast_in_dim", "add", "div"]  # neg and sub folded; the division by zero is not
+    assert ops(folded) == [
+        "broadcast_in_dim",
+        "add",
+        "div",
+    ]  # neg and sub folded; the division by zero is not
     with pytest.raises(aten2prims.ExecutionError, match="prims.div"):
         aten2prims.execute(graph, {"x": np.zeros((5, 3), np.float32)})
 

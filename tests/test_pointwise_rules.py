@@ -13,9 +13,9 @@ import torch
 
 from aten2prims.errors import DTypeError, ExecutionError
 from aten2prims.executor import execute
-from aten2prims.harness.record import AtenCall
-from aten2prims.harness.runner import build_graph, torch_outputs
 from aten2prims.passes.lower import lower
+from aten2prims.testing.record import AtenCall
+from aten2prims.testing.runner import build_graph, torch_outputs
 
 A = torch.ops.aten
 
@@ -46,7 +46,12 @@ REJECTED: list[tuple[str, tuple[Any, ...], dict[str, Any], str]] = [
     ("aten.pow.Tensor_Tensor", (bools, bools), {}, "b8"),
     ("aten.bitwise_and.Scalar", (ints, 2.0), {}, "f32"),
     ("aten.div.Tensor_mode", (bools, bools), {"rounding_mode": "floor"}, "b8"),
-    ("aten.div.Tensor_mode", (floats.to(torch.complex64), floats), {"rounding_mode": "trunc"}, "c64"),
+    (
+        "aten.div.Tensor_mode",
+        (floats.to(torch.complex64), floats),
+        {"rounding_mode": "trunc"},
+        "c64",
+    ),
     ("aten.remainder.Tensor", (floats.to(torch.complex64), floats), {}, "c64"),
     ("aten.maximum.default", (floats.to(torch.complex64), floats), {}, "c64"),
     ("aten.clamp.default", (floats.to(torch.complex64), 0.0), {}, "c64"),
@@ -67,7 +72,9 @@ def _ids(cases: list[tuple[Any, ...]]) -> list[str]:
 
 
 @pytest.mark.parametrize(("op", "args", "kwargs", "said"), REJECTED, ids=_ids(REJECTED))
-def test_lowering_rejects_what_torch_rejects(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], said: str) -> None:
+def test_lowering_rejects_what_torch_rejects(
+    op: str, args: tuple[Any, ...], kwargs: dict[str, Any], said: str
+) -> None:
     _torch_rejects(op, args, kwargs)
     graph, _ = _graph(op, args, kwargs, torch.zeros(3))
     with pytest.raises(DTypeError, match=said) as error:
@@ -76,8 +83,16 @@ def test_lowering_rejects_what_torch_rejects(op: str, args: tuple[Any, ...], kwa
 
 
 DIVISIONS = [
-    ("aten.div.Tensor_mode", (ints, torch.tensor([1, 0, 2], dtype=torch.int32)), {"rounding_mode": "trunc"}),
-    ("aten.div.Tensor_mode", (ints, torch.tensor([1, 0, 2], dtype=torch.int32)), {"rounding_mode": "floor"}),
+    (
+        "aten.div.Tensor_mode",
+        (ints, torch.tensor([1, 0, 2], dtype=torch.int32)),
+        {"rounding_mode": "trunc"},
+    ),
+    (
+        "aten.div.Tensor_mode",
+        (ints, torch.tensor([1, 0, 2], dtype=torch.int32)),
+        {"rounding_mode": "floor"},
+    ),
     ("aten.div.Scalar_mode", (ints, 0), {"rounding_mode": "floor"}),
     ("aten.fmod.Tensor", (ints, torch.tensor([0, 1, 2], dtype=torch.int32)), {}),
     ("aten.remainder.Scalar", (ints, 0), {}),
@@ -85,7 +100,9 @@ DIVISIONS = [
 
 
 @pytest.mark.parametrize(("op", "args", "kwargs"), DIVISIONS, ids=_ids(DIVISIONS))
-def test_integer_division_by_zero_raises_when_executed(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def test_integer_division_by_zero_raises_when_executed(
+    op: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
     _torch_rejects(op, args, kwargs)
     graph, arrays = _graph(op, args, kwargs, torch.zeros(3, dtype=torch.int32))
     lowered = lower(graph)  # the divisor's values are data: lowering cannot know

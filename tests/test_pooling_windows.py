@@ -74,4 +74,6 @@ def test_avg_pool2d_sums_a_window_view(dtype: DType) -> None:
     assert peak < 2.5 * (as_float32 + values.nbytes), f"peak {peak} bytes"
     assert peak < as_float32 * KERNEL * KERNEL / 4
     expected = x[0, 5, 10:15, 20:25].astype(np.float64).mean()
-    np.testing.assert_allclose(float(values[0, 5, 12, 22]), expected, rtol=2e-3 if dtype is DType.float16 else 1e-5)
+    np.testing.assert_allclose(
+        float(values[0, 5, 12, 22]), expected, rtol=2e-3 if dtype is DType.float16 else 1e-5
+    )

@@ -10,17 +10,6 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-
-import prims
-from aten2prims.errors import DTypeError, ExecutionError, ShapeError
-from aten2prims.executor import execute
-from aten2prims.harness.torch_interop import to_numpy, to_torch, torch_dtype
-from aten2prims.ir.dtypes import DType
-from aten2prims.ir.values import CPU, Device, TensorMeta
-from prims import Builder
-from prims.common import COMPLEX, FLOATS, INTS
-from prims.registry import PRIMS
-
 from prims_testing import (
     DTYPES,
     TP,
@@ -33,6 +22,16 @@ from prims_testing import (
     torch_meta,
     torch_prim,
 )
+
+import prims
+from aten2prims.errors import DTypeError, ExecutionError, ShapeError
+from aten2prims.executor import execute
+from aten2prims.frontends.torch_interop import to_numpy, to_torch, torch_dtype
+from aten2prims.ir.dtypes import DType
+from aten2prims.ir.values import CPU, Device, TensorMeta
+from prims import Builder
+from prims.common import COMPLEX, FLOATS, INTS
+from prims.registry import PRIMS
 
 T = symbolic
 CREATION = dict(device=CPU, requires_grad=False)
@@ -54,11 +53,17 @@ EMPTY_CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize(("name", "args", "kwargs"), EMPTY_CASES, ids=lambda x: str(x)[:40])
-def test_empty_family(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], dtype: DType) -> None:
+def test_empty_family(
+    name: str, args: tuple[Any, ...], kwargs: dict[str, Any], dtype: DType
+) -> None:
     (ours,) = run_prim(name, *args, dtype=dtype, **kwargs)
-    theirs = getattr(TP, name)(*args, dtype=torch_dtype(dtype), device=torch.device("cpu"), requires_grad=False)
+    theirs = getattr(TP, name)(
+        *args, dtype=torch_dtype(dtype), device=torch.device("cpu"), requires_grad=False
+    )
     assert ours.shape == tuple(theirs.shape) and ours.dtype == dtype.numpy  # values are unspecified
-    assert ours_meta(name, *args, dtype=dtype, **kwargs) == torch_meta(name, *args, dtype=dtype, **kwargs)
+    assert ours_meta(name, *args, dtype=dtype, **kwargs) == torch_meta(
+        name, *args, dtype=dtype, **kwargs
+    )
 
 
 # -- fill values ------------------------------------------------------------------------------------------
@@ -95,7 +100,15 @@ def _check_outcomes(ours: tuple[str, Any], theirs: tuple[str, Any], what: str) -
 def test_full_converts_like_torch(dtype: DType) -> None:
     for value in FILL_VALUES:
         for shape in ([3], [1], [0], [1, 1], []):
-            theirs = _torch_outcome(lambda: TP.full(shape, value, dtype=torch_dtype(dtype), device=torch.device("cpu"), requires_grad=False))
+            theirs = _torch_outcome(
+                lambda: TP.full(
+                    shape,
+                    value,
+                    dtype=torch_dtype(dtype),
+                    device=torch.device("cpu"),
+                    requires_grad=False,
+                )
+            )
             ours = _our_outcome("full", shape, value, dtype=dtype, **CREATION)
             _check_outcomes(ours, theirs, f"full({shape}, {value!r}, {dtype.short})")
 
@@ -114,14 +127,24 @@ def test_fill_full_like_scalar_tensor_convert_like_torch(dtype: DType) -> None:
             _check_outcomes(
                 _our_outcome("full_like", source, value, dtype=dtype, **CREATION),
                 _torch_outcome(
-                    lambda: TP.full_like(to_torch(source), value, dtype=torch_dtype(dtype), device=torch.device("cpu"), requires_grad=False)
+                    lambda: TP.full_like(
+                        to_torch(source),
+                        value,
+                        dtype=torch_dtype(dtype),
+                        device=torch.device("cpu"),
+                        requires_grad=False,
+                    )
                 ),
                 f"full_like({list(shape)}, {value!r}, {dtype.short})",
             )
         # torch's prims.scalar_tensor must be given a dtype and a device (its meta has no defaults)
         _check_outcomes(
             _our_outcome("scalar_tensor", value, dtype=dtype, device=CPU),
-            _torch_outcome(lambda: TP.scalar_tensor(value, dtype=torch_dtype(dtype), device=torch.device("cpu"))),
+            _torch_outcome(
+                lambda: TP.scalar_tensor(
+                    value, dtype=torch_dtype(dtype), device=torch.device("cpu")
+                )
+            ),
             f"scalar_tensor({value!r}, {dtype.short})",
         )
 
@@ -134,7 +157,12 @@ def test_fill_keeps_the_operand_unchanged_and_non_contiguous_operands_work() -> 
 
 def test_scalar_tensor_without_dtype_uses_the_python_type() -> None:
     # torch's meta infers bool/int64/float32/complex64 from the scalar (its prim cannot be called without a dtype).
-    for value, dtype in [(True, DType.bool), (3, DType.int64), (2.5, DType.float32), (1j, DType.complex64)]:
+    for value, dtype in [
+        (True, DType.bool),
+        (3, DType.int64),
+        (2.5, DType.float32),
+        (1j, DType.complex64),
+    ]:
         (ours,) = run_prim("scalar_tensor", value)
         assert ours.dtype == dtype.numpy and ours.shape == () and ours == value
 
@@ -159,7 +187,9 @@ def test_iota(dtype: DType) -> None:
     for length, start, step in [(5, 3, -2), (0, 1, 1), (7, 120, 3), (1, -5, 100), (300, 0, 1)]:
         kwargs = dict(start=start, step=step, dtype=dtype, **CREATION)
         (ours,) = run_prim("iota", length, **kwargs)
-        assert_bitwise(ours, torch_prim("iota", length, **kwargs), what=f"iota({length}, {start}, {step})")
+        assert_bitwise(
+            ours, torch_prim("iota", length, **kwargs), what=f"iota({length}, {start}, {step})"
+        )
         assert ours_meta("iota", length, **kwargs) == torch_meta("iota", length, **kwargs)
 
 
@@ -170,7 +200,9 @@ RANDOM_DTYPES = sorted(FLOATS | COMPLEX, key=DTYPES.index)
 
 def _moments(sample: np.ndarray) -> list[tuple[float, float]]:
     parts = [sample.real, sample.imag] if np.iscomplexobj(sample) else [sample]
-    return [(float(np.mean(p.astype(np.float64))), float(np.std(p.astype(np.float64)))) for p in parts]
+    return [
+        (float(np.mean(p.astype(np.float64))), float(np.std(p.astype(np.float64)))) for p in parts
+    ]
 
 
 @pytest.mark.parametrize("dtype", RANDOM_DTYPES, ids=str)
@@ -214,7 +246,9 @@ def test_random_prims_follow_the_seed() -> None:
 
 def test_zero_std_normal_is_the_mean() -> None:
     (ours,) = run_prim("normal", [4], mean=1.5, std=0.0, dtype=DType.bfloat16, **CREATION)
-    assert_bitwise(ours, torch_prim("normal", [4], mean=1.5, std=0.0, dtype=DType.bfloat16, **CREATION))
+    assert_bitwise(
+        ours, torch_prim("normal", [4], mean=1.5, std=0.0, dtype=DType.bfloat16, **CREATION)
+    )
 
 
 # -- meta rules and rejections -------------------------------------------------------------------------------

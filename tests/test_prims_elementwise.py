@@ -24,10 +24,10 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import prims
 from aten2prims.errors import DTypeError, ExecutionError, ShapeError
 from aten2prims.executor import execute
-from aten2prims.harness.compare import compare, tolerance
-from aten2prims.harness.torch_interop import to_numpy, to_torch, torch_dtype
+from aten2prims.frontends.torch_interop import to_numpy, to_torch, torch_dtype
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.values import TensorMeta
+from aten2prims.testing.compare import compare, tolerance
 from prims import Builder
 from prims.elementwise import ELEMENTWISE, ResultKind
 
@@ -94,7 +94,9 @@ def float_values(dtype: DType, n: int, rng: np.random.Generator) -> np.ndarray:
 
 def int_values(dtype: DType, n: int, rng: np.random.Generator) -> np.ndarray:
     info = np.iinfo(dtype.numpy)
-    limits = [info.min, info.max, info.min + 1, info.max - 1, 0, 1, 2] + ([-1, -2] if info.min < 0 else [])
+    limits = [info.min, info.max, info.min + 1, info.max - 1, 0, 1, 2] + (
+        [-1, -2] if info.min < 0 else []
+    )
     sources = np.stack(
         [
             rng.integers(info.min, info.max, n, endpoint=True, dtype=np.int64),
@@ -125,7 +127,9 @@ def _complex(real: np.ndarray, imag: np.ndarray, dtype: DType) -> np.ndarray:
     return out
 
 
-def array(dtype: DType, shape: tuple[int, ...], rng: np.random.Generator, layout: str = "contiguous") -> np.ndarray:
+def array(
+    dtype: DType, shape: tuple[int, ...], rng: np.random.Generator, layout: str = "contiguous"
+) -> np.ndarray:
     """An array of `shape`; `layout` "transposed" or "strided" gives a non-contiguous NumPy view."""
     if layout == "transposed":
         return array(dtype, shape[::-1], rng).T
@@ -162,13 +166,18 @@ def torch_defects(name: str, dtype: DType, operands: Sequence[np.ndarray]) -> np
     return None
 
 
-def tailor(name: str, dtype: DType, operands: list[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
+def tailor(
+    name: str, dtype: DType, operands: list[np.ndarray], rng: np.random.Generator
+) -> list[np.ndarray]:
     """Operands in the range where torch's result is defined and right (the special cases and
     torch's defects have their own tests)."""
     defects = torch_defects(name, dtype, operands)
     if defects is not None and defects.any():
         one = np.ones((), dtypes_of(operands)[0])
-        operands = [np.where(defects if o.shape == defects.shape else defects.any(), one, o) for o in operands]
+        operands = [
+            np.where(defects if o.shape == defects.shape else defects.any(), one, o)
+            for o in operands
+        ]
     if len(operands) < 2 or not dtype.is_integer:
         return operands
     a, b = operands
@@ -183,7 +192,9 @@ def tailor(name: str, dtype: DType, operands: list[np.ndarray], rng: np.random.G
         b = np.where(b == 0, np.asarray(1, dtype.numpy), b)
         if name == "div" and dtype in (DType.int32, DType.int64):
             # torch's CPU kernel dies with SIGFPE on MIN / -1 (test_int_min_divided_by_minus_one).
-            b = np.where((a == np.iinfo(dtype.numpy).min) & (b == -1), np.asarray(1, dtype.numpy), b)
+            b = np.where(
+                (a == np.iinfo(dtype.numpy).min) & (b == -1), np.asarray(1, dtype.numpy), b
+            )
     return [a, b]
 
 
@@ -208,7 +219,9 @@ def run_ours(name: str, operands: Sequence[Any], **attributes: Any) -> Any:
     """Build a one-node graph (arrays become inputs, Python numbers stay literals) and execute it."""
     with Builder(name) as b:
         args = [
-            b.add_input(f"x{i}", TensorMeta(a.shape, DType.from_numpy(a.dtype))) if isinstance(a, np.ndarray) else a
+            b.add_input(f"x{i}", TensorMeta(a.shape, DType.from_numpy(a.dtype)))
+            if isinstance(a, np.ndarray)
+            else a
             for i, a in enumerate(operands)
         ]
         graph = b.finish([getattr(prims, name)(*args, **attributes)])
@@ -216,7 +229,9 @@ def run_ours(name: str, operands: Sequence[Any], **attributes: Any) -> Any:
     copies = {k: v.copy() for k, v in inputs.items()}
     (result,) = execute(graph, inputs, check=True)
     for key, original in copies.items():  # kernels never write into their operands
-        assert np.array_equal(inputs[key], original, equal_nan=True), f"{name} modified its operand {key}"
+        assert np.array_equal(inputs[key], original, equal_nan=True), (
+            f"{name} modified its operand {key}"
+        )
     return result
 
 
@@ -233,7 +248,10 @@ def reference(name: str, operands: Sequence[Any]) -> np.ndarray | None:
     if not (dtype.is_floating or dtype.is_complex) or name in ("nextafter",):
         return None
     wide = DType.complex128 if dtype.is_complex else DType.float64
-    widened = [a.astype(wide.numpy) if isinstance(a, np.ndarray) and a.dtype != np.bool_ else a for a in operands]
+    widened = [
+        a.astype(wide.numpy) if isinstance(a, np.ndarray) and a.dtype != np.bool_ else a
+        for a in operands
+    ]
     return run_torch_with_numbers(name, widened)
 
 
@@ -242,7 +260,9 @@ def bitwise_equal(ours: np.ndarray, theirs: np.ndarray) -> bool:
     if ours.dtype != theirs.dtype or ours.shape != theirs.shape:
         return False
     if ours.dtype.kind == "c":
-        return bitwise_equal(ours.real.copy(), theirs.real.copy()) and bitwise_equal(ours.imag.copy(), theirs.imag.copy())
+        return bitwise_equal(ours.real.copy(), theirs.real.copy()) and bitwise_equal(
+            ours.imag.copy(), theirs.imag.copy()
+        )
     if ours.dtype.kind not in "fV" and ours.dtype != ml_dtypes.bfloat16:
         return bool(np.array_equal(ours, theirs))
     unsigned = np.dtype(f"u{ours.dtype.itemsize}")
@@ -252,7 +272,12 @@ def bitwise_equal(ours: np.ndarray, theirs: np.ndarray) -> bool:
     return bool(np.all(same | both_nan))
 
 
-NUMBER_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
+NUMBER_DTYPES = {
+    bool: torch.bool,
+    int: torch.int64,
+    float: torch.float64,
+    complex: torch.complex128,
+}
 
 
 def number_as_tensor(number: Any, dtype: DType) -> np.ndarray:
@@ -269,7 +294,9 @@ def run_torch_with_numbers(name: str, operands: Sequence[Any]) -> np.ndarray:
       add/sub/mul/div wrap it as a cast does;
     - prims.div's eager implementation truncates when its dividend is a Python int, even with a
       floating or complex divisor (an artifact of choosing the rounding by Python type)."""
-    dtype = DType.from_numpy(next(a for a in operands[1 if name == "where" else 0 :] if isinstance(a, np.ndarray)).dtype)
+    dtype = DType.from_numpy(
+        next(a for a in operands[1 if name == "where" else 0 :] if isinstance(a, np.ndarray)).dtype
+    )
     as_tensors = [number_as_tensor(a, dtype) if type(a) in NUMBER_DTYPES else a for a in operands]
     if name == "div" and type(operands[0]) in (bool, int) and not dtype.is_integral:
         return run_torch(name, as_tensors)
@@ -292,11 +319,25 @@ def check_against_torch(name: str, operands: Sequence[Any], context: str) -> Non
     zero_sign_unspecified = name in ZERO_SIGN_UNSPECIFIED or (
         complex_operands and name in COMPLEX_ZERO_SIGN_UNSPECIFIED
     )
-    if exact and not zero_sign_unspecified and theirs.dtype != np.bool_ and theirs.dtype.kind in "fcV":
-        assert ours.dtype == theirs.dtype and ours.shape == theirs.shape, compare(ours, theirs).message
-        assert bitwise_equal(ours, theirs), f"{name} {context}: not bit-identical: {_first_difference(ours, theirs, operands)}"
+    if (
+        exact
+        and not zero_sign_unspecified
+        and theirs.dtype != np.bool_
+        and theirs.dtype.kind in "fcV"
+    ):
+        assert ours.dtype == theirs.dtype and ours.shape == theirs.shape, compare(
+            ours, theirs
+        ).message
+        assert bitwise_equal(ours, theirs), (
+            f"{name} {context}: not bit-identical: {_first_difference(ours, theirs, operands)}"
+        )
         return
-    result = compare(ours, theirs, reference=None if exact else reference(name, operands), what=f"{name} {context}")
+    result = compare(
+        ours,
+        theirs,
+        reference=None if exact else reference(name, operands),
+        what=f"{name} {context}",
+    )
     assert result, result.message + "\n" + _first_difference(ours, theirs, operands)
 
 
@@ -304,7 +345,11 @@ def _first_difference(ours: np.ndarray, theirs: np.ndarray, operands: Sequence[A
     """The inputs of the first few elements that differ (beyond tolerance first, then in bits)."""
     if ours.shape != theirs.shape or ours.dtype != theirs.dtype:
         return ""
-    parts = [(ours.real, theirs.real), (ours.imag, theirs.imag)] if ours.dtype.kind == "c" else [(ours, theirs)]
+    parts = (
+        [(ours.real, theirs.real), (ours.imag, theirs.imag)]
+        if ours.dtype.kind == "c"
+        else [(ours, theirs)]
+    )
     far = np.zeros(ours.shape, bool)
     bits = np.zeros(ours.shape, bool)
     rtol, atol = tolerance(DType.from_numpy(ours.dtype))
@@ -318,7 +363,9 @@ def _first_difference(ours: np.ndarray, theirs: np.ndarray, operands: Sequence[A
     lines = []
     for index in map(tuple, indices):
         shown = [a[index] if isinstance(a, np.ndarray) and a.ndim else a for a in operands]
-        lines.append(f"  at {index}: inputs {shown!r}: ours {ours[index]!r}, torch {theirs[index]!r}")
+        lines.append(
+            f"  at {index}: inputs {shown!r}: ours {ours[index]!r}, torch {theirs[index]!r}"
+        )
     return "\n".join(lines)
 
 
@@ -351,10 +398,16 @@ def test_unary(name: str, dtype: DType) -> None:
 def test_binary(name: str, dtype: DType) -> None:
     rng = rng_for(name, dtype)
     for label, shape, layout in CASES:
-        operands = tailor(name, dtype, [array(dtype, shape, rng, layout), array(dtype, shape, rng, layout)], rng)
+        operands = tailor(
+            name, dtype, [array(dtype, shape, rng, layout), array(dtype, shape, rng, layout)], rng
+        )
         check_against_torch(name, operands, f"{dtype.short} {label}")
     if not dtype.is_integral:
-        check_against_torch(name, tailor(name, dtype, list(specials_product(dtype)), rng), f"{dtype.short} special values")
+        check_against_torch(
+            name,
+            tailor(name, dtype, list(specials_product(dtype)), rng),
+            f"{dtype.short} special values",
+        )
 
 
 @pytest.mark.parametrize(("name", "dtype"), pairs(BINARY, domain))
@@ -373,7 +426,11 @@ def python_numbers(name: str, dtype: DType) -> list[bool | int | float | complex
     numbers: list[Any] = [True, False]
     if dtype.is_bool:
         return numbers
-    numbers += [3, -2, 1, 300, -129] if name not in ("shift_left", "shift_right_arithmetic") else [1, 3, -1, 70]
+    numbers += (
+        [3, -2, 1, 300, -129]
+        if name not in ("shift_left", "shift_right_arithmetic")
+        else [1, 3, -1, 70]
+    )
     if dtype.is_integer:
         if name in ("div", "remainder", "fmod"):
             numbers = [n for n in numbers if n not in (0, False)]
@@ -391,7 +448,9 @@ def test_binary_python_number(name: str, dtype: DType) -> None:
     tensor = tailor(name, dtype, [array(dtype, (2, 3), rng)] * 2, rng)[-1]  # zero-free for division
     for number in python_numbers(name, dtype):
         for operands in ([tensor, number], [number, tensor]):
-            context = " with ".join(f"{o!r}" if type(o) is not np.ndarray else dtype.short for o in operands)
+            context = " with ".join(
+                f"{o!r}" if type(o) is not np.ndarray else dtype.short for o in operands
+            )
             if name == "sub" and type(number) is bool:
                 # torch.sub refuses bool operands; the prim's meta must too.
                 with pytest.raises(RuntimeError, match="Subtraction.*bool"):
@@ -399,9 +458,13 @@ def test_binary_python_number(name: str, dtype: DType) -> None:
                 with pytest.raises(DTypeError, match=r"prims\.sub: .*bool"):
                     run_ours(name, operands)
             elif name == "pow" and dtype.is_integral and operands[1] is number and number < 0:
-                with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+                with pytest.raises(
+                    RuntimeError, match="Integers to negative integer powers are not allowed"
+                ):
                     run_torch(name, operands)
-                with pytest.raises(ExecutionError, match=r"prims\.pow computing %0 failed.*negative integer powers"):
+                with pytest.raises(
+                    ExecutionError, match=r"prims\.pow computing %0 failed.*negative integer powers"
+                ):
                     run_ours(name, operands)
             else:
                 check_against_torch(name, operands, context)
@@ -412,7 +475,11 @@ def test_where(dtype: DType) -> None:
     rng = rng_for("where", dtype)
     for label, shape, layout in CASES:
         pred = array(DType.bool, shape, rng, layout)
-        check_against_torch("where", [pred, array(dtype, shape, rng, layout), array(dtype, shape, rng, layout)], label)
+        check_against_torch(
+            "where",
+            [pred, array(dtype, shape, rng, layout), array(dtype, shape, rng, layout)],
+            label,
+        )
     scalar = array(dtype, (), rng)
     full = array(dtype, (3, 4), rng)
     mask = array(DType.bool, (3, 4), rng)
@@ -431,7 +498,10 @@ def test_where(dtype: DType) -> None:
 @pytest.mark.parametrize("dtype", INT_DTYPES, ids=str)
 def test_integer_overflow_wraps_around(dtype: DType) -> None:
     info = np.iinfo(dtype.numpy)
-    a = np.array([info.min, info.max, info.max, info.min, info.max, info.min, 0, info.max // 2 + 1], dtype.numpy)
+    a = np.array(
+        [info.min, info.max, info.max, info.min, info.max, info.min, 0, info.max // 2 + 1],
+        dtype.numpy,
+    )
     b = np.array([info.min, info.max, 1, info.max, info.min, 2, info.min, 2], dtype.numpy)
     if dtype.is_signed:
         b[2:4] = [1, -1]
@@ -452,7 +522,9 @@ def test_integer_division_by_zero_raises(name: str, dtype: DType) -> None:
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         run_torch(name, [a, 0])
     for divisor in (b, 0, np.zeros((), dtype.numpy)):
-        with pytest.raises(ExecutionError, match=rf"prims\.{name} computing %0 failed.*division by zero"):
+        with pytest.raises(
+            ExecutionError, match=rf"prims\.{name} computing %0 failed.*division by zero"
+        ):
             run_ours(name, [a, divisor])
 
 
@@ -474,7 +546,11 @@ def test_int_min_divided_by_minus_one(dtype: DType) -> None:
 def test_shifts_beyond_the_bit_width(dtype: DType) -> None:
     bits = dtype.itemsize * 8
     info = np.iinfo(dtype.numpy)
-    amounts = list(range(0, bits + 3)) + [bits * 2, int(info.max)] + ([-1, -bits, int(info.min)] if dtype.is_signed else [])
+    amounts = (
+        list(range(bits + 3))
+        + [bits * 2, int(info.max)]
+        + ([-1, -bits, int(info.min)] if dtype.is_signed else [])
+    )
     b = np.array(amounts, dtype.numpy)
     for base in (info.min, info.max, 1, -3 if dtype.is_signed else 3):
         a = np.full(b.shape, base, dtype.numpy)
@@ -484,7 +560,9 @@ def test_shifts_beyond_the_bit_width(dtype: DType) -> None:
 
 @pytest.mark.parametrize("dtype", INT_DTYPES, ids=str)
 def test_integer_pow(dtype: DType) -> None:
-    bases = [0, 1, 2, 3, 7] + ([-1, -2, -3] if dtype.is_signed else [255 % (np.iinfo(dtype.numpy).max + 1)])
+    bases = [0, 1, 2, 3, 7] + (
+        [-1, -2, -3] if dtype.is_signed else [255 % (np.iinfo(dtype.numpy).max + 1)]
+    )
     exponents = [0, 1, 2, 3, 5, 8, 31, 63, 64, 100] + ([-1, -2, -3, -64] if dtype.is_signed else [])
     a, b = np.meshgrid(np.array(bases, np.int64), np.array(exponents, np.int64))
     a, b = a.ravel().astype(dtype.numpy), b.ravel().astype(dtype.numpy)
@@ -496,7 +574,18 @@ def test_integer_pow(dtype: DType) -> None:
 def test_bool_arithmetic() -> None:
     a = np.array([True, True, False, False])
     b = np.array([True, False, True, False])
-    for name in ("add", "mul", "bitwise_and", "bitwise_or", "bitwise_xor", "eq", "ne", "lt", "maximum", "fmin"):
+    for name in (
+        "add",
+        "mul",
+        "bitwise_and",
+        "bitwise_or",
+        "bitwise_xor",
+        "eq",
+        "ne",
+        "lt",
+        "maximum",
+        "fmin",
+    ):
         check_against_torch(name, [a, b], "bool")
     for name in ("bitwise_not", "sign", "signbit", "isfinite"):
         check_against_torch(name, [a], "bool")
@@ -507,12 +596,21 @@ def test_bool_arithmetic() -> None:
 
 def meta_of_ours(name: str, metas: Sequence[Any]) -> TensorMeta:
     with Builder() as b:
-        args = [b.add_input(f"x{i}", m) if isinstance(m, TensorMeta) else m for i, m in enumerate(metas)]
+        args = [
+            b.add_input(f"x{i}", m) if isinstance(m, TensorMeta) else m for i, m in enumerate(metas)
+        ]
         return getattr(prims, name)(*args).meta
 
 
-def meta_of_torch(name: str, metas: Sequence[Any], device: str = "meta") -> tuple[tuple[int, ...], torch.dtype]:
-    args = [torch.empty(m.shape, dtype=torch_dtype(m.dtype), device=device) if isinstance(m, TensorMeta) else m for m in metas]
+def meta_of_torch(
+    name: str, metas: Sequence[Any], device: str = "meta"
+) -> tuple[tuple[int, ...], torch.dtype]:
+    args = [
+        torch.empty(m.shape, dtype=torch_dtype(m.dtype), device=device)
+        if isinstance(m, TensorMeta)
+        else m
+        for m in metas
+    ]
     result = getattr(TP, name)(*args)
     return tuple(result.shape), result.dtype
 
@@ -548,14 +646,16 @@ def test_meta_matches_torch(name: str) -> None:
                 with FakeTensorMode():
                     shape_t, dtype_t = meta_of_torch(name, metas, device="cpu")
                 ours = meta_of_ours(name, metas)
-                assert ours.shape == shape_t and (name == "signbit" or torch_dtype(ours.dtype) == dtype_t)
+                assert ours.shape == shape_t and (
+                    name == "signbit" or torch_dtype(ours.dtype) == dtype_t
+                )
 
 
 def _torch_rejects(name: str, metas: Sequence[TensorMeta]) -> str | None:
     """Why torch cannot have this dtype in the prim's domain (None if it can)."""
     try:
         _, meta_dtype = meta_of_torch(name, metas)
-    except Exception as error:  # noqa: BLE001 - any rejection counts
+    except Exception as error:
         return f"meta rejects: {error}"
     rng = rng_for(name, "reject")
     operands = [array(m.dtype, m.shape, rng) for m in metas]
@@ -563,7 +663,7 @@ def _torch_rejects(name: str, metas: Sequence[TensorMeta]) -> str | None:
         operands[1] = np.ones(metas[1].shape, metas[1].dtype.numpy)
     try:
         eager = getattr(TP, name)(*(to_torch(a) for a in operands))
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         return f"eager fails: {error}"
     if eager.dtype != meta_dtype:
         return f"eager gives {eager.dtype}, meta {meta_dtype}"
@@ -579,7 +679,9 @@ def test_dtypes_outside_the_domain_are_rejected(name: str) -> None:
         metas = operand_metas(name, dtype, [(3,)] * arity)
         with pytest.raises(DTypeError, match=rf"prims\.{name}: .*{dtype.short}"):
             meta_of_ours(name, metas)
-        assert _torch_rejects(name, metas) is not None, f"torch runs prims.{name} on {dtype.short} consistently"
+        assert _torch_rejects(name, metas) is not None, (
+            f"torch runs prims.{name} on {dtype.short} consistently"
+        )
     for dtype in domain(name):
         if name != "signbit" or dtype is DType.bool:
             assert _torch_rejects(name, operand_metas(name, dtype, [(3,)] * arity)) is None
@@ -607,9 +709,15 @@ def test_mismatched_operands_are_rejected(name: str) -> None:
             meta_of_ours(name, [*lead, TensorMeta((3,), dtype), higher])
     if name == "where":
         with pytest.raises(DTypeError, match="pred"):
-            meta_of_ours(name, [TensorMeta((3,), DType.int64), TensorMeta((3,), dtype), TensorMeta((3,), dtype)])
+            meta_of_ours(
+                name,
+                [TensorMeta((3,), DType.int64), TensorMeta((3,), dtype), TensorMeta((3,), dtype)],
+            )
         with pytest.raises(ShapeError):
-            meta_of_ours(name, [TensorMeta((4,), DType.bool), TensorMeta((3,), dtype), TensorMeta((3,), dtype)])
+            meta_of_ours(
+                name,
+                [TensorMeta((4,), DType.bool), TensorMeta((3,), dtype), TensorMeta((3,), dtype)],
+            )
 
 
 # -- convert_element_type ----------------------------------------------------------------------------
@@ -641,12 +749,18 @@ def test_convert_element_type_every_pair(source: DType) -> None:
     rng = rng_for("convert", source)
     x = conversion_sources(source, rng)
     for target in DType:
-        for label, operand in [("vector", x), ("transposed", x[:196].reshape(14, 14).T), ("scalar", np.array(x[3]))]:
+        for label, operand in [
+            ("vector", x),
+            ("transposed", x[:196].reshape(14, 14).T),
+            ("scalar", np.array(x[3])),
+        ]:
             ours = run_ours("convert_element_type", [operand], dtype=target)
             theirs = run_torch("convert_element_type", [operand], torch_dtype(target))
             what = f"convert {source.short} -> {target.short} {label}"
             assert compare(ours, theirs, what=what), compare(ours, theirs, what=what).message
-            assert bitwise_equal(ours, theirs), f"{what}: not bit-identical\n" + _first_difference(ours, theirs, [operand])
+            assert bitwise_equal(ours, theirs), f"{what}: not bit-identical\n" + _first_difference(
+                ours, theirs, [operand]
+            )
 
 
 def test_convert_element_type_meta() -> None:
@@ -654,7 +768,9 @@ def test_convert_element_type_meta() -> None:
         for target in DType:
             for shape in [(), (0, 2), (3, 1, 2)]:
                 ours = meta_of_ours("convert_element_type", [TensorMeta(shape, source), target])
-                theirs = meta_of_torch("convert_element_type", [TensorMeta(shape, source), torch_dtype(target)])
+                theirs = meta_of_torch(
+                    "convert_element_type", [TensorMeta(shape, source), torch_dtype(target)]
+                )
                 assert (ours.shape, torch_dtype(ours.dtype)) == theirs
     with pytest.raises(DTypeError, match="convert_element_type"):
         meta_of_ours("convert_element_type", [TensorMeta((2,), DType.float32), "float64"])
@@ -690,7 +806,9 @@ def test_broadcast_in_dim(shape: tuple[int, ...], target: tuple[int, ...], dims:
             ours = run_ours("broadcast_in_dim", [x], shape=list(target), broadcast_dimensions=dims)
             theirs = run_torch("broadcast_in_dim", [x], list(target), dims)
             assert compare(ours, theirs) and bitwise_equal(ours, theirs)
-            ours_meta = meta_of_ours("broadcast_in_dim", [TensorMeta(shape, dtype), list(target), dims])
+            ours_meta = meta_of_ours(
+                "broadcast_in_dim", [TensorMeta(shape, dtype), list(target), dims]
+            )
             assert (ours_meta.shape, torch_dtype(ours_meta.dtype)) == meta_of_torch(
                 "broadcast_in_dim", [TensorMeta(shape, dtype), list(target), dims]
             )
@@ -708,10 +826,12 @@ def test_broadcast_in_dim(shape: tuple[int, ...], target: tuple[int, ...], dims:
     ],
     ids=str,
 )
-def test_broadcast_in_dim_rejects(shape: tuple[int, ...], target: tuple[int, ...], dims: list[int]) -> None:
+def test_broadcast_in_dim_rejects(
+    shape: tuple[int, ...], target: tuple[int, ...], dims: list[int]
+) -> None:
     with pytest.raises(ShapeError, match="broadcast_in_dim"):
         meta_of_ours("broadcast_in_dim", [TensorMeta(shape, DType.float32), list(target), dims])
-    with pytest.raises(Exception):  # noqa: B017, PT011 - torch raises RuntimeError or AssertionError
+    with pytest.raises(Exception):  # noqa: B017 - torch raises RuntimeError or AssertionError
         meta_of_torch("broadcast_in_dim", [TensorMeta(shape, DType.float32), list(target), dims])
 
 
@@ -721,7 +841,11 @@ def test_result_kinds_follow_the_table() -> None:
         for dtype in domain(name):
             metas = operand_metas(name, dtype, [(2,)] * spec.arity)
             result = meta_of_ours(name, metas).dtype
-            expected = {ResultKind.SAME: dtype, ResultKind.BOOL: DType.bool, ResultKind.REAL: dtype.real}[spec.kind]
+            expected = {
+                ResultKind.SAME: dtype,
+                ResultKind.BOOL: DType.bool,
+                ResultKind.REAL: dtype.real,
+            }[spec.kind]
             assert result is expected, name
 
 
@@ -731,7 +855,9 @@ def test_result_kinds_follow_the_table() -> None:
 def torch_elementwise_scalar_loop(name: str, operands: Sequence[np.ndarray]) -> np.ndarray:
     """torch's result computed one element at a time (one-element tensors run its scalar loop)."""
     flat = [o.ravel() for o in np.broadcast_arrays(*operands)]
-    return np.concatenate([run_torch(name, [f[i : i + 1] for f in flat]) for i in range(flat[0].size)])
+    return np.concatenate(
+        [run_torch(name, [f[i : i + 1] for f in flat]) for i in range(flat[0].size)]
+    )
 
 
 OVERFLOWING_QUOTIENTS = [(1.0, 0.5), (1.0, 0.49), (0.25, 0.2499), (-1.0, 0.1), (1.0, -1e-7)]
@@ -743,7 +869,10 @@ def test_fmod_with_overflowing_quotient(name: str, dtype: DType) -> None:
     """Where a / b overflows, torch's vectorized loop (Sleef's fmod) returns NaN while its scalar
     loop returns the exact fmod; we compute the exact fmod, compared here with the scalar loop."""
     big = float(finfo(dtype).max)
-    pairs_ = [(big * x, y) for x, y in OVERFLOWING_QUOTIENTS] + [(3.0, float(finfo(dtype).tiny) / 64), (2.0**60, float(finfo(dtype).tiny))]
+    pairs_ = [(big * x, y) for x, y in OVERFLOWING_QUOTIENTS] + [
+        (3.0, float(finfo(dtype).tiny) / 64),
+        (2.0**60, float(finfo(dtype).tiny)),
+    ]
     a = np.array([p[0] for p in pairs_]).astype(dtype.numpy)
     b = np.array([p[1] for p in pairs_]).astype(dtype.numpy)
     ours = run_ours(name, [a, b])
@@ -769,7 +898,9 @@ def test_bessel_j_just_above_5(name: str) -> None:
     assert np.allclose(ours, exact, rtol=1e-14, atol=1e-15)
 
 
-@pytest.mark.xfail(strict=True, reason="torch's float64 bessel_j0/j1 are off by up to 4.7e-7 for 5 < |x| < 5.72")
+@pytest.mark.xfail(
+    strict=True, reason="torch's float64 bessel_j0/j1 are off by up to 4.7e-7 for 5 < |x| < 5.72"
+)
 @pytest.mark.parametrize("name", ["bessel_j0", "bessel_j1"])
 def test_bessel_j_just_above_5_against_torch(name: str) -> None:
     x = np.concatenate([BESSEL_BAND, -BESSEL_BAND])
@@ -794,7 +925,9 @@ def test_incomplete_gamma_of_huge_a(name: str, dtype: DType) -> None:
     assert ours.astype(np.float64).tolist() == expected.tolist()
 
 
-@pytest.mark.xfail(strict=True, reason="torch's float32 igamma/igammac give NaN for a near float32's maximum")
+@pytest.mark.xfail(
+    strict=True, reason="torch's float32 igamma/igammac give NaN for a near float32's maximum"
+)
 @pytest.mark.parametrize("dtype", [DType.float32, DType.bfloat16], ids=str)
 @pytest.mark.parametrize("name", ["igamma", "igammac"])
 def test_incomplete_gamma_of_huge_a_against_torch(name: str, dtype: DType) -> None:

@@ -7,19 +7,26 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from prims_testing import (
+    DTYPES,
+    assert_bitwise,
+    kernel_call,
+    ours_meta,
+    random_array,
+    rng_for,
+    run_prim,
+)
 
-from aten2prims.harness.compare import compare
 from aten2prims.errors import DTypeError, ExecutionError, ShapeError
 from aten2prims.executor import execute
-from aten2prims.harness.record import AtenCall
-from aten2prims.harness.runner import build_graph, torch_outputs
-from aten2prims.harness.torch_interop import to_numpy, to_torch
+from aten2prims.frontends.torch_interop import to_numpy, to_torch
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.values import TensorMeta
 from aten2prims.passes.lower import lower
+from aten2prims.testing.compare import compare
+from aten2prims.testing.record import AtenCall
+from aten2prims.testing.runner import build_graph, torch_outputs
 from prims.registry import PRIMS
-
-from prims_testing import DTYPES, assert_bitwise, kernel_call, ours_meta, random_array, rng_for, run_prim
 
 EXTENSIONS = ("gather_nd", "scatter_nd", "sort", "nonzero")
 ORDERED = tuple(d for d in DTYPES if not d.is_complex)
@@ -61,13 +68,17 @@ def test_gather_nd_reads_broadcast_indices() -> None:
 @pytest.mark.parametrize("bad", [-1, 5, 100])
 def test_gather_nd_rejects_out_of_range_indices(bad: int) -> None:
     a = np.arange(10, dtype=np.float32).reshape(2, 5)
-    with pytest.raises(ExecutionError, match=rf"index {bad} is out of bounds for dimension 1 with size 5"):
+    with pytest.raises(
+        ExecutionError, match=rf"index {bad} is out of bounds for dimension 1 with size 5"
+    ):
         run_prim("gather_nd", a, [_index([0, 1]), _index([4, bad])])
 
 
 def test_gather_nd_meta() -> None:
     a = TensorMeta((3, 4), f32)
-    assert ours_meta("gather_nd", a, [TensorMeta((2, 5), i64), TensorMeta((2, 5), DType.int32)]) == TensorMeta((2, 5), f32)
+    assert ours_meta(
+        "gather_nd", a, [TensorMeta((2, 5), i64), TensorMeta((2, 5), DType.int32)]
+    ) == TensorMeta((2, 5), f32)
     with pytest.raises(ShapeError, match="one index tensor per dimension"):
         ours_meta("gather_nd", a, [TensorMeta((2,), i64)])
     with pytest.raises(ShapeError, match="one shape"):
@@ -86,7 +97,12 @@ def _positions(shape: tuple[int, ...], count: int, rng: np.random.Generator) -> 
     return [rng.integers(0, max(n // 2, 1), count) for n in shape]
 
 
-REDUCTIONS = [(d, r) for d in DTYPES for r in ("sum", "prod", "amax", "amin") if not (d.is_complex and r in ("amax", "amin"))]
+REDUCTIONS = [
+    (d, r)
+    for d in DTYPES
+    for r in ("sum", "prod", "amax", "amin")
+    if not (d.is_complex and r in ("amax", "amin"))
+]
 
 
 @pytest.mark.parametrize("dtype, reduce", REDUCTIONS, ids=[f"{d}-{r}" for d, r in REDUCTIONS])
@@ -99,17 +115,26 @@ def test_scatter_nd_reductions_match_torch(dtype: DType, reduce: str) -> None:
     flat = np.ravel_multi_index(indices, a.shape)
     if dtype is DType.bool:
         # torch's scatter_reduce has no bool kernel: logical or / and / or / and.
-        combine = {"sum": np.logical_or, "prod": np.logical_and, "amax": np.logical_or, "amin": np.logical_and}[reduce]
+        combine = {
+            "sum": np.logical_or,
+            "prod": np.logical_and,
+            "amax": np.logical_or,
+            "amin": np.logical_and,
+        }[reduce]
         expected = a.reshape(-1).copy()
         combine.at(expected, flat, values)
         assert_bitwise(ours, expected.reshape(a.shape))
         return
-    theirs = to_torch(a).reshape(-1).scatter_reduce(0, torch.from_numpy(flat), to_torch(values), reduce)
+    theirs = (
+        to_torch(a).reshape(-1).scatter_reduce(0, torch.from_numpy(flat), to_torch(values), reduce)
+    )
     # torch accumulates float16/bfloat16 step by step in their own precision, we in float32: judge
     # by the float64 result (the "closer than torch" rule).
     wide = np.complex128 if dtype.is_complex else np.float64
     reference = a.reshape(-1).astype(wide)
-    {"sum": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum}[reduce].at(reference, flat, values.astype(wide))
+    {"sum": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum}[reduce].at(
+        reference, flat, values.astype(wide)
+    )
     verdict = compare(ours, to_numpy(theirs).reshape(a.shape), reference=reference.reshape(a.shape))
     assert verdict, verdict.message
 
@@ -124,7 +149,9 @@ def test_scatter_nd_without_reduce_keeps_the_last_write() -> None:
 
 def test_scatter_nd_propagates_nan_through_amax() -> None:
     a = np.array([0.0, 5.0, np.nan], np.float32)
-    (ours,) = run_prim("scatter_nd", a, [_index([0, 1, 1, 2])], np.array([np.nan, 1, 7, 3], np.float32), "amax")
+    (ours,) = run_prim(
+        "scatter_nd", a, [_index([0, 1, 1, 2])], np.array([np.nan, 1, 7, 3], np.float32), "amax"
+    )
     np.testing.assert_array_equal(ours, np.array([np.nan, 7, np.nan], np.float32))
 
 
@@ -134,14 +161,21 @@ def test_scatter_nd_accumulates_float16_in_float32() -> None:
     a = np.array([2048.0], np.float16)
     (ours,) = run_prim("scatter_nd", a, [_index([0, 0, 0, 0])], np.ones(4, np.float16), "sum")
     assert ours[0] == np.float16(2052.0)
-    theirs = torch.scatter_add(torch.tensor([2048.0], dtype=torch.float16), 0, torch.zeros(4, dtype=torch.long), torch.ones(4, dtype=torch.float16))
+    theirs = torch.scatter_add(
+        torch.tensor([2048.0], dtype=torch.float16),
+        0,
+        torch.zeros(4, dtype=torch.long),
+        torch.ones(4, dtype=torch.float16),
+    )
     assert theirs.item() == 2052.0
 
 
 @pytest.mark.parametrize("bad", [-1, 3])
 def test_scatter_nd_rejects_out_of_range_indices_and_writes_nothing(bad: int) -> None:
     a = np.zeros((3,), np.float32)
-    with pytest.raises(ExecutionError, match=rf"index {bad} is out of bounds for dimension 0 with size 3"):
+    with pytest.raises(
+        ExecutionError, match=rf"index {bad} is out of bounds for dimension 0 with size 3"
+    ):
         run_prim("scatter_nd", a, [_index([0, bad])], np.ones(2, np.float32), "sum")
     assert not a.any()
 
@@ -157,7 +191,13 @@ def test_scatter_nd_meta() -> None:
     with pytest.raises(ShapeError, match="reduce must be one of"):
         ours_meta("scatter_nd", a, [index, index], TensorMeta((5,), f32), "mean")
     with pytest.raises(DTypeError, match="ordered dtype"):
-        ours_meta("scatter_nd", TensorMeta((3,), DType.complex64), [index], TensorMeta((5,), DType.complex64), "amax")
+        ours_meta(
+            "scatter_nd",
+            TensorMeta((3,), DType.complex64),
+            [index],
+            TensorMeta((5,), DType.complex64),
+            "amax",
+        )
 
 
 # -- sort ---------------------------------------------------------------------------------------------------
@@ -181,16 +221,19 @@ def test_sort_matches_torch_stable_sort(dtype: DType, descending: bool) -> None:
 
 def test_sort_puts_nan_last_and_keeps_ties_in_order() -> None:
     a = np.array([1.0, np.nan, -np.inf, 1.0, np.nan, 0.0, -0.0], np.float32)
-    values, indices = run_prim("sort", a, 0, False)
+    _values, indices = run_prim("sort", a, 0, False)
     np.testing.assert_array_equal(indices, [2, 5, 6, 0, 3, 1, 4])
-    values, indices = run_prim("sort", a, 0, True)
+    _values, indices = run_prim("sort", a, 0, True)
     np.testing.assert_array_equal(indices, [1, 4, 0, 3, 5, 6, 2])
 
 
 def test_sort_of_a_0_dim_tensor_and_meta() -> None:
     values, indices = run_prim("sort", np.array(3, np.int8), 0, True)
     assert values == 3 and indices.dtype == np.int64 and indices.shape == ()
-    assert ours_meta("sort", TensorMeta((2, 3), f32), 1, False) == (TensorMeta((2, 3), f32), TensorMeta((2, 3), i64))
+    assert ours_meta("sort", TensorMeta((2, 3), f32), 1, False) == (
+        TensorMeta((2, 3), f32),
+        TensorMeta((2, 3), i64),
+    )
     with pytest.raises(DTypeError):
         ours_meta("sort", TensorMeta((2,), DType.complex64), 0, False)
     with pytest.raises(ShapeError):
@@ -242,21 +285,85 @@ def _run_with(graph, arrays: dict, **replacements: np.ndarray) -> list:
 
 OUT_OF_RANGE = [
     # (op, args with a valid index, the input name of the index, an out-of-range index, expected message)
-    ("aten.gather.default", (torch.ones(3, 4), 1, torch.tensor([[0, 3]])), "a1", [[0, 4]], "index 4 .* size 4"),
-    ("aten.gather.default", (torch.ones(3, 4), 0, torch.tensor([[0, 2]])), "a1", [[0, -1]], "index -1 .* size 3"),
-    ("aten.index_select.default", (torch.ones(3, 4), 0, torch.tensor([2, 0])), "a1", [3, 0], "index 3 .* size 3"),
-    ("aten.embedding.default", (torch.ones(5, 2), torch.tensor([[4, 0]])), "a1", [[5, 0]], "index 5 .* size 5"),
-    ("aten.index.Tensor", (torch.ones(3, 4), [None, torch.tensor([3, -4])]), "a1", [4, 0], "index 4 .* size 4"),
-    ("aten.index.Tensor", (torch.ones(3, 4), [torch.tensor([-3])]), "a1", [-4], "index -1 .* size 3"),
-    ("aten.index_put.default", (torch.zeros(3), [torch.tensor([1, 2])], torch.ones(2), True), "a1", [1, 3], "index 3 .* size 3"),
-    ("aten.scatter.src", (torch.zeros(2, 3), 1, torch.tensor([[2]]), torch.ones(1, 1)), "a1", [[3]], "index 3 .* size 3"),
-    ("aten.scatter_add.default", (torch.zeros(2, 3), 0, torch.tensor([[1, 0]]), torch.ones(1, 2)), "a1", [[2, 0]], "index 2 .* size 2"),
-    ("aten.scatter_reduce.two", (torch.zeros(4), 0, torch.tensor([1, 0]), torch.ones(2), "amax"), "a1", [1, -1], "index -1 .* size 4"),
+    (
+        "aten.gather.default",
+        (torch.ones(3, 4), 1, torch.tensor([[0, 3]])),
+        "a1",
+        [[0, 4]],
+        "index 4 .* size 4",
+    ),
+    (
+        "aten.gather.default",
+        (torch.ones(3, 4), 0, torch.tensor([[0, 2]])),
+        "a1",
+        [[0, -1]],
+        "index -1 .* size 3",
+    ),
+    (
+        "aten.index_select.default",
+        (torch.ones(3, 4), 0, torch.tensor([2, 0])),
+        "a1",
+        [3, 0],
+        "index 3 .* size 3",
+    ),
+    (
+        "aten.embedding.default",
+        (torch.ones(5, 2), torch.tensor([[4, 0]])),
+        "a1",
+        [[5, 0]],
+        "index 5 .* size 5",
+    ),
+    (
+        "aten.index.Tensor",
+        (torch.ones(3, 4), [None, torch.tensor([3, -4])]),
+        "a1",
+        [4, 0],
+        "index 4 .* size 4",
+    ),
+    (
+        "aten.index.Tensor",
+        (torch.ones(3, 4), [torch.tensor([-3])]),
+        "a1",
+        [-4],
+        "index -1 .* size 3",
+    ),
+    (
+        "aten.index_put.default",
+        (torch.zeros(3), [torch.tensor([1, 2])], torch.ones(2), True),
+        "a1",
+        [1, 3],
+        "index 3 .* size 3",
+    ),
+    (
+        "aten.scatter.src",
+        (torch.zeros(2, 3), 1, torch.tensor([[2]]), torch.ones(1, 1)),
+        "a1",
+        [[3]],
+        "index 3 .* size 3",
+    ),
+    (
+        "aten.scatter_add.default",
+        (torch.zeros(2, 3), 0, torch.tensor([[1, 0]]), torch.ones(1, 2)),
+        "a1",
+        [[2, 0]],
+        "index 2 .* size 2",
+    ),
+    (
+        "aten.scatter_reduce.two",
+        (torch.zeros(4), 0, torch.tensor([1, 0]), torch.ones(2), "amax"),
+        "a1",
+        [1, -1],
+        "index -1 .* size 4",
+    ),
 ]
 
 
-@pytest.mark.parametrize("op, args, name, bad, message", OUT_OF_RANGE, ids=[f"{c[0]}-{c[3]}" for c in OUT_OF_RANGE])
-def test_out_of_range_indices_raise_at_execution(op: str, args: tuple, name: str, bad: list, message: str) -> None:
+@pytest.mark.parametrize(
+    "op, args, name, bad, message", OUT_OF_RANGE, ids=[f"{c[0]}-{c[3]}" for c in OUT_OF_RANGE]
+)
+def test_out_of_range_indices_raise_at_execution(
+    op: str, args: tuple, name: str, bad: list, message: str
+) -> None:
     graph, arrays = _lowered(op, *args)
     _run_with(graph, arrays)  # the recorded index runs
     with pytest.raises(ExecutionError, match=message):
@@ -264,7 +371,12 @@ def test_out_of_range_indices_raise_at_execution(op: str, args: tuple, name: str
 
 
 def test_masked_scatter_with_too_small_a_source_raises() -> None:
-    graph, arrays = _lowered("aten.masked_scatter.default", torch.zeros(4), torch.tensor([True, False, True, False]), torch.ones(2))
+    graph, arrays = _lowered(
+        "aten.masked_scatter.default",
+        torch.zeros(4),
+        torch.tensor([True, False, True, False]),
+        torch.ones(2),
+    )
     _run_with(graph, arrays)
     with pytest.raises(ExecutionError, match="out of bounds"):
         _run_with(graph, arrays, a1=np.array([True, True, True, False]))
@@ -289,9 +401,17 @@ def test_graphs_use_only_the_four_extension_prims() -> None:
     used: set[str] = set()
     for op, args, *_ in OUT_OF_RANGE:
         graph, _ = _lowered(op, *args)
-        used |= {node.op.removeprefix("prims.") for node in graph.nodes if PRIMS[node.op.removeprefix("prims.")].extension}
+        used |= {
+            node.op.removeprefix("prims.")
+            for node in graph.nodes
+            if PRIMS[node.op.removeprefix("prims.")].extension
+        }
     graph, _ = _lowered("aten.topk.default", torch.ones(5), 2)
-    used |= {node.op.removeprefix("prims.") for node in graph.nodes if PRIMS[node.op.removeprefix("prims.")].extension}
+    used |= {
+        node.op.removeprefix("prims.")
+        for node in graph.nodes
+        if PRIMS[node.op.removeprefix("prims.")].extension
+    }
     assert used <= set(EXTENSIONS) and {"gather_nd", "scatter_nd", "sort"} <= used
     assert {name for name, prim in PRIMS.items() if prim.extension} >= set(EXTENSIONS)
 
@@ -302,9 +422,19 @@ def test_lowered_indexing_graphs_print_parse_verify_and_run() -> None:
     from aten2prims.ir.verifier import verify
 
     cases = [
-        ("aten.index.Tensor", (torch.arange(12.0).reshape(3, 4), [torch.tensor([True, False, True]), torch.tensor([1])])),
+        (
+            "aten.index.Tensor",
+            (
+                torch.arange(12.0).reshape(3, 4),
+                [torch.tensor([True, False, True]), torch.tensor([1])],
+            ),
+        ),
         ("aten.index_put.default", (torch.zeros(4), [torch.tensor([1, 1])], torch.ones(2), False)),
-        ("aten.scatter_reduce.two", (torch.zeros(3), 0, torch.tensor([0, 0]), torch.ones(2), "amin"), {"include_self": False}),
+        (
+            "aten.scatter_reduce.two",
+            (torch.zeros(3), 0, torch.tensor([0, 0]), torch.ones(2), "amin"),
+            {"include_self": False},
+        ),
         ("aten.sort.default", (torch.tensor([2, 1, 2]),)),
     ]
     for op, args, *kwargs in cases:

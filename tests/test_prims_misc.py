@@ -11,21 +11,6 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-
-import prims
-from aten2prims.errors import DTypeError, SchemaError, ShapeError
-from aten2prims.executor import execute
-from aten2prims.harness.torch_interop import to_numpy, to_torch, torch_dtype
-from aten2prims.ir.dtypes import DType
-from aten2prims.ir.graph import graphs_equal
-from aten2prims.ir.parser import parse
-from aten2prims.ir.values import CPU, Device, MemoryFormat, ScalarMeta, TensorMeta
-from aten2prims.ir.verifier import verify
-from prims import Builder
-from prims.common import COMPLEX, F32_F64, FLOATS
-from prims.registry import PRIMS
-from prims.torch_prims import TORCH_PRIMS
-
 from prims_testing import (
     DTYPES,
     LAYOUTS,
@@ -41,6 +26,20 @@ from prims_testing import (
     torch_prim,
     with_layout,
 )
+
+import prims
+from aten2prims.errors import DTypeError, SchemaError, ShapeError
+from aten2prims.executor import execute
+from aten2prims.frontends.torch_interop import to_numpy, to_torch, torch_dtype
+from aten2prims.ir.dtypes import DType
+from aten2prims.ir.graph import graphs_equal
+from aten2prims.ir.parser import parse
+from aten2prims.ir.values import CPU, Device, MemoryFormat, ScalarMeta, TensorMeta
+from aten2prims.ir.verifier import verify
+from prims import Builder
+from prims.common import COMPLEX, F32_F64, FLOATS
+from prims.registry import PRIMS
+from prims.torch_prims import TORCH_PRIMS
 
 T = symbolic
 
@@ -90,8 +89,27 @@ def test_limits(dtype: DType) -> None:
 @pytest.mark.parametrize("dtype", sorted(FLOATS, key=DTYPES.index), ids=str)
 def test_frexp(dtype: DType) -> None:
     info = np.finfo(np.float32) if dtype is DType.bfloat16 else np.finfo(dtype.numpy)
-    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -3.0, float(info.tiny), float(info.smallest_subnormal), float(info.max)])
-    for shape, layout in [((4, 5), "contiguous"), ((4, 5), "transposed"), ((3, 4), "strided"), ((), "contiguous"), ((0, 3), "contiguous")]:
+    specials = np.array(
+        [
+            0.0,
+            -0.0,
+            np.inf,
+            -np.inf,
+            np.nan,
+            1.0,
+            -3.0,
+            float(info.tiny),
+            float(info.smallest_subnormal),
+            float(info.max),
+        ]
+    )
+    for shape, layout in [
+        ((4, 5), "contiguous"),
+        ((4, 5), "transposed"),
+        ((3, 4), "strided"),
+        ((), "contiguous"),
+        ((0, 3), "contiguous"),
+    ]:
         x = random_array(shape, dtype, rng_for("frexp", dtype, shape, layout), scale=1e4)
         if x.size >= specials.size:
             x.reshape(-1)[: specials.size] = specials.astype(dtype.numpy)
@@ -113,7 +131,14 @@ def test_frexp_rejects_non_floats(dtype: DType) -> None:
 
 # -- FFT ---------------------------------------------------------------------------------------------------
 
-FFT_SHAPES = [((4, 6), [0, 1]), ((4, 6), [1]), ((4, 6), [1, 0]), ((7,), [0]), ((3, 4, 5), [0, 2]), ((2, 3, 5), [2])]
+FFT_SHAPES = [
+    ((4, 6), [0, 1]),
+    ((4, 6), [1]),
+    ((4, 6), [1, 0]),
+    ((7,), [0]),
+    ((3, 4, 5), [0, 2]),
+    ((2, 3, 5), [2]),
+]
 
 
 def _fft_reference(name: str, x: np.ndarray, **kwargs: Any) -> np.ndarray:
@@ -125,22 +150,38 @@ def _fft_reference(name: str, x: np.ndarray, **kwargs: Any) -> np.ndarray:
 @pytest.mark.parametrize("onesided", [True, False])
 def test_fft_r2c(dtype: DType, onesided: bool) -> None:
     for (shape, dims), layout in zip(FFT_SHAPES, LAYOUTS * 2):
-        x = with_layout(random_array(shape, dtype, rng_for("r2c", dtype, shape, dims), special=False), layout)
+        x = with_layout(
+            random_array(shape, dtype, rng_for("r2c", dtype, shape, dims), special=False), layout
+        )
         kwargs = dict(dim=dims, onesided=onesided)
         (ours,) = run_prim("fft_r2c", x, **kwargs)
-        assert_close(ours, torch_prim("fft_r2c", x, **kwargs), reference=_fft_reference("fft_r2c", x, **kwargs))
-        assert ours_meta("fft_r2c", T(shape, dtype), **kwargs) == torch_meta("fft_r2c", T(shape, dtype), **kwargs)
+        assert_close(
+            ours,
+            torch_prim("fft_r2c", x, **kwargs),
+            reference=_fft_reference("fft_r2c", x, **kwargs),
+        )
+        assert ours_meta("fft_r2c", T(shape, dtype), **kwargs) == torch_meta(
+            "fft_r2c", T(shape, dtype), **kwargs
+        )
 
 
 @pytest.mark.parametrize("dtype", sorted(COMPLEX, key=DTYPES.index), ids=str)
 @pytest.mark.parametrize("forward", [True, False])
 def test_fft_c2c(dtype: DType, forward: bool) -> None:
     for (shape, dims), layout in zip([*FFT_SHAPES, ((2, 3), [])], LAYOUTS * 3):
-        x = with_layout(random_array(shape, dtype, rng_for("c2c", dtype, shape, dims), special=False), layout)
+        x = with_layout(
+            random_array(shape, dtype, rng_for("c2c", dtype, shape, dims), special=False), layout
+        )
         kwargs = dict(dim=dims, forward=forward)
         (ours,) = run_prim("fft_c2c", x, **kwargs)
-        assert_close(ours, torch_prim("fft_c2c", x, **kwargs), reference=_fft_reference("fft_c2c", x, **kwargs))
-        assert ours_meta("fft_c2c", T(shape, dtype), **kwargs) == torch_meta("fft_c2c", T(shape, dtype), **kwargs)
+        assert_close(
+            ours,
+            torch_prim("fft_c2c", x, **kwargs),
+            reference=_fft_reference("fft_c2c", x, **kwargs),
+        )
+        assert ours_meta("fft_c2c", T(shape, dtype), **kwargs) == torch_meta(
+            "fft_c2c", T(shape, dtype), **kwargs
+        )
 
 
 @pytest.mark.parametrize("dtype", sorted(COMPLEX, key=DTYPES.index), ids=str)
@@ -149,11 +190,20 @@ def test_fft_c2r(dtype: DType) -> None:
         for last_dim_size in {2 * (shape[dims[-1]] - 1), 2 * shape[dims[-1]] - 1}:
             if last_dim_size < 1:
                 continue
-            x = with_layout(random_array(shape, dtype, rng_for("c2r", dtype, shape, dims), special=False), layout)
+            x = with_layout(
+                random_array(shape, dtype, rng_for("c2r", dtype, shape, dims), special=False),
+                layout,
+            )
             kwargs = dict(dim=dims, last_dim_size=last_dim_size)
             (ours,) = run_prim("fft_c2r", x, **kwargs)
-            assert_close(ours, torch_prim("fft_c2r", x, **kwargs), reference=_fft_reference("fft_c2r", x, **kwargs))
-            assert ours_meta("fft_c2r", T(shape, dtype), **kwargs) == torch_meta("fft_c2r", T(shape, dtype), **kwargs)
+            assert_close(
+                ours,
+                torch_prim("fft_c2r", x, **kwargs),
+                reference=_fft_reference("fft_c2r", x, **kwargs),
+            )
+            assert ours_meta("fft_c2r", T(shape, dtype), **kwargs) == torch_meta(
+                "fft_c2r", T(shape, dtype), **kwargs
+            )
 
 
 def test_fft_negative_dims_follow_the_meta() -> None:
@@ -163,7 +213,9 @@ def test_fft_negative_dims_follow_the_meta() -> None:
         ("fft_r2c", DType.float64, dict(dim=[-2, -1], onesided=True)),
         ("fft_c2r", DType.complex128, dict(dim=[-1], last_dim_size=10)),
     ]:
-        assert ours_meta(name, T((4, 6), dtype), **kwargs) == torch_meta(name, T((4, 6), dtype), **kwargs)
+        assert ours_meta(name, T((4, 6), dtype), **kwargs) == torch_meta(
+            name, T((4, 6), dtype), **kwargs
+        )
     x = random_array((4, 6), DType.complex64, rng_for("negative dims"), special=False)
     (ours,) = run_prim("fft_c2c", x, dim=[-1], forward=True)
     assert_close(ours, torch_prim("fft_c2c", x, dim=[1], forward=True))
@@ -199,7 +251,9 @@ def _torch_rejects(name: str, meta: Any, kwargs: dict[str, Any]) -> bool:
     """torch rejects the call in its meta or in its CPU kernel."""
     for device in ("meta", "cpu"):
         try:
-            getattr(TP, name)(torch.ones(meta.shape, dtype=torch_dtype(meta.dtype), device=device), **kwargs)
+            getattr(TP, name)(
+                torch.ones(meta.shape, dtype=torch_dtype(meta.dtype), device=device), **kwargs
+            )
         except (RuntimeError, IndexError, KeyError):
             return True
     return False
@@ -232,25 +286,41 @@ def test_svd(dtype: DType, full_matrices: bool) -> None:
     # compare S with torch's, and check U diag(S) Vh = A and the orthonormality of U and Vh.
     tolerance = 1e-4 if dtype in (DType.float32, DType.complex64) else 1e-10
     for shape, layout in zip(SVD_SHAPES, LAYOUTS * 3):
-        a = with_layout(random_array(shape, dtype, rng_for("svd", dtype, shape), special=False), layout)
+        a = with_layout(
+            random_array(shape, dtype, rng_for("svd", dtype, shape), special=False), layout
+        )
         u, s, vh = run_prim("svd", a, full_matrices=full_matrices)
         torch_u, torch_s, torch_vh = torch_prim("svd", a, full_matrices=full_matrices)
         for ours, theirs in ((u, torch_u), (s, torch_s), (vh, torch_vh)):
             assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
-        reference_s = to_numpy(TP.svd(to_torch(a).to(torch.complex128 if dtype.is_complex else torch.float64), full_matrices=False)[1])
+        reference_s = to_numpy(
+            TP.svd(
+                to_torch(a).to(torch.complex128 if dtype.is_complex else torch.float64),
+                full_matrices=False,
+            )[1]
+        )
         assert_close(s, torch_s, reference=reference_s, what=f"S of {dtype.short}{list(shape)}")
         k = s.shape[-1]
         rebuilt = (u[..., :, :k] * s[..., None, :].astype(u.dtype)) @ vh[..., :k, :]
         scale = max(1.0, float(np.max(np.abs(a), initial=0.0)))
         assert np.max(np.abs(rebuilt - a), initial=0.0) <= tolerance * scale * 10
-        assert _unitary_error(u, rows=False) <= tolerance and _unitary_error(vh, rows=True) <= tolerance
+        assert (
+            _unitary_error(u, rows=False) <= tolerance
+            and _unitary_error(vh, rows=True) <= tolerance
+        )
         assert ours_meta("svd", T(shape, dtype), full_matrices=full_matrices) == torch_meta(
             "svd", T(shape, dtype), full_matrices=full_matrices
         )
 
 
 @pytest.mark.parametrize(
-    ("shape", "dtype"), [((3,), DType.float32), ((3, 3), DType.float16), ((3, 3), DType.bfloat16), ((3, 3), DType.int64)]
+    ("shape", "dtype"),
+    [
+        ((3,), DType.float32),
+        ((3, 3), DType.float16),
+        ((3, 3), DType.bfloat16),
+        ((3, 3), DType.int64),
+    ],
 )
 def test_svd_rejected_like_torch(shape: tuple[int, ...], dtype: DType) -> None:
     with pytest.raises(RuntimeError):
@@ -273,7 +343,9 @@ def _torch_prim_names() -> list[str]:
         "print('\\n'.join(n for n in dir(torch.ops.prims)"
         " if not n.startswith('_') and hasattr(getattr(torch.ops.prims, n), 'default')))"
     )
-    listed = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout
+    listed = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    ).stdout
     return sorted(listed.split())
 
 
@@ -287,7 +359,19 @@ def test_every_torch_prim_is_registered() -> None:
     assert all(PRIMS[n].omitted_reason for n in omitted)
 
 
-MISC = ["item", "maximum_value", "minimum_value", "frexp", "fft_r2c", "fft_c2c", "fft_c2r", "svd", "copy_to", "resize", "device_put"]
+MISC = [
+    "item",
+    "maximum_value",
+    "minimum_value",
+    "frexp",
+    "fft_r2c",
+    "fft_c2c",
+    "fft_c2r",
+    "svd",
+    "copy_to",
+    "resize",
+    "device_put",
+]
 
 
 @pytest.mark.parametrize("name", MISC)
@@ -298,7 +382,11 @@ def test_torch_schemas(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["copy_to", "resize", "device_put"])
 def test_omitted_prims_cannot_be_built(name: str) -> None:
-    args = {"copy_to": (T((2,), f32), T((2,), f32)), "resize": (T((2,), f32), [3]), "device_put": (T((2,), f32), Device("cpu"))}[name]
+    args = {
+        "copy_to": (T((2,), f32), T((2,), f32)),
+        "resize": (T((2,), f32), [3]),
+        "device_put": (T((2,), f32), Device("cpu")),
+    }[name]
     with pytest.raises(SchemaError, match="not supported"):
         ours_meta(name, *args)
 
@@ -340,5 +428,8 @@ def test_graphs_of_these_prims_print_parse_verify_and_run() -> None:
     parsed = parse(str(graph))
     verify(parsed)
     assert graphs_equal(graph, parsed)
-    inputs = {"x": np.arange(12, dtype=np.float32).reshape(3, 4), "c": np.ones((3, 4), np.complex64)}
+    inputs = {
+        "x": np.arange(12, dtype=np.float32).reshape(3, 4),
+        "c": np.ones((3, 4), np.complex64),
+    }
     assert len(execute(parsed, inputs, check=True, seed=0)) == len(outputs)

@@ -17,13 +17,6 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-
-from aten2prims.errors import DTypeError, ShapeError
-from aten2prims.harness.torch_interop import to_numpy, to_torch, torch_dtype
-from aten2prims.ir.dtypes import DType
-from prims.common import ALL, BOOL, COMPLEX, FLOATS, INTS
-from prims.registry import PRIMS
-
 from prims_testing import (
     LAYOUTS,
     TP,
@@ -36,6 +29,12 @@ from prims_testing import (
     torch_meta,
     with_layout,
 )
+
+from aten2prims.errors import DTypeError, ShapeError
+from aten2prims.frontends.torch_interop import to_numpy, to_torch, torch_dtype
+from aten2prims.ir.dtypes import DType
+from prims.common import ALL, BOOL, COMPLEX, FLOATS, INTS
+from prims.registry import PRIMS
 
 T = symbolic
 pytestmark = pytest.mark.filterwarnings("ignore:var... degrees of freedom is <= 0:UserWarning")
@@ -70,7 +69,13 @@ def _is_empty_extremum(name: str, shape: tuple[int, ...], dims: list[int] | None
 
 def _cases() -> list[Any]:
     return [
-        pytest.param(name, dtype, shape, dims, id=f"{name}-{dtype.short}-{list(shape)}-{dims}".replace(" ", ""))
+        pytest.param(
+            name,
+            dtype,
+            shape,
+            dims,
+            id=f"{name}-{dtype.short}-{list(shape)}-{dims}".replace(" ", ""),
+        )
         for name, domain in DOMAINS.items()
         for dtype in DType
         if dtype in domain
@@ -86,7 +91,9 @@ def _xor_fold(t: torch.Tensor, dims: list[int]) -> torch.Tensor:
     return t
 
 
-def torch_reduction(name: str, t: torch.Tensor, dims: list[int] | None, correction: float = 1.0) -> torch.Tensor:
+def torch_reduction(
+    name: str, t: torch.Tensor, dims: list[int] | None, correction: float = 1.0
+) -> torch.Tensor:
     """torch's value of the prim as its meta specifies it (see the module docstring)."""
     result_dtype = t.dtype
     if dims is None:
@@ -103,7 +110,9 @@ def torch_reduction(name: str, t: torch.Tensor, dims: list[int] | None, correcti
 
 
 @pytest.mark.parametrize(("name", "dtype", "shape", "dims"), _cases())
-def test_against_torch(name: str, dtype: DType, shape: tuple[int, ...], dims: list[int] | None) -> None:
+def test_against_torch(
+    name: str, dtype: DType, shape: tuple[int, ...], dims: list[int] | None
+) -> None:
     # Non-finite complex products depend on torch's evaluation order: see test_complex_prod_of_infinities.
     special = not (name == "prod" and dtype.is_complex)
     for layout in LAYOUTS:
@@ -116,7 +125,12 @@ def test_against_torch(name: str, dtype: DType, shape: tuple[int, ...], dims: li
         if dtype.is_floating or dtype.is_complex:
             wide = torch.complex128 if dtype.is_complex else torch.float64
             reference = to_numpy(torch_reduction(name, to_torch(x).to(wide), dims))
-        assert_close(ours, expected, reference=reference, what=f"prims.{name} of {layout} {dtype.short}{list(shape)}")
+        assert_close(
+            ours,
+            expected,
+            reference=reference,
+            what=f"prims.{name} of {layout} {dtype.short}{list(shape)}",
+        )
 
 
 @pytest.mark.xfail(
@@ -125,9 +139,13 @@ def test_against_torch(name: str, dtype: DType, shape: tuple[int, ...], dims: li
     "element-by-element product (torch.prod of the same column) and NumPy give inf+infj",
 )
 def test_complex_prod_of_infinities() -> None:
-    column = np.array([-0.60107315 + 2.9269292j, 0.15340696 + 0.8314259j, -np.inf - 0.19513503j], np.complex64)
+    column = np.array(
+        [-0.60107315 + 2.9269292j, 0.15340696 + 0.8314259j, -np.inf - 0.19513503j], np.complex64
+    )
     x = np.ascontiguousarray(np.broadcast_to(column[:, None], (3, 8)))
-    assert to_numpy(torch.prod(to_torch(column))) == np.complex64(np.inf + np.inf * 1j)  # torch, one column
+    assert to_numpy(torch.prod(to_torch(column))) == np.complex64(
+        np.inf + np.inf * 1j
+    )  # torch, one column
     (ours,) = run_prim("prod", x, [0])
     assert_close(ours, to_numpy(TP.prod(to_torch(x), [0])))
 
@@ -172,7 +190,9 @@ def test_output_dtype(name: str, source: DType, target: DType) -> None:
     x = random_array((4, 6), source, rng_for(name, source, target), special=False, scale=100.0)
     (ours,) = run_prim(name, x, [1], output_dtype=target)
     meta = T((4, 6), source)
-    assert ours_meta(name, meta, [1], output_dtype=target) == torch_meta(name, meta, [1], output_dtype=target)
+    assert ours_meta(name, meta, [1], output_dtype=target) == torch_meta(
+        name, meta, [1], output_dtype=target
+    )
     converted = to_torch(x).to(torch_dtype(target))
     assert_close(ours, to_numpy(torch_reduction(name, converted, [1])))
     if name in ("sum", "prod"):  # the same as torch.sum/prod's `dtype=`
@@ -204,7 +224,9 @@ def test_empty_amax_amin_rejected(name: str) -> None:
     with pytest.raises(ShapeError):
         ours_meta(name, T((0, 3), DType.float32), [0])
     # reducing a non-empty dim of an empty tensor is fine
-    assert ours_meta(name, T((0, 3), DType.float32), [1]) == torch_meta(name, T((0, 3), DType.float32), [1])
+    assert ours_meta(name, T((0, 3), DType.float32), [1]) == torch_meta(
+        name, T((0, 3), DType.float32), [1]
+    )
 
 
 def test_nan_propagates_through_amax_amin() -> None:
@@ -232,7 +254,9 @@ def test_meta_matches_torch(name: str) -> None:
 def test_dims_none_reduces_everything() -> None:
     x = np.arange(6, dtype=np.int64).reshape(2, 3)
     assert run_prim("sum", x, None)[0] == 15
-    assert ours_meta("amax", T((2, 3), DType.float32), None) == torch_meta("amax", T((2, 3), DType.float32), [0, 1])
+    assert ours_meta("amax", T((2, 3), DType.float32), None) == torch_meta(
+        "amax", T((2, 3), DType.float32), [0, 1]
+    )
 
 
 f32 = DType.float32
@@ -246,7 +270,9 @@ REJECTED_BY_TORCH_META = [
 ]
 
 
-@pytest.mark.parametrize(("name", "args", "kwargs"), REJECTED_BY_TORCH_META, ids=lambda x: str(x)[:50])
+@pytest.mark.parametrize(
+    ("name", "args", "kwargs"), REJECTED_BY_TORCH_META, ids=lambda x: str(x)[:50]
+)
 def test_rejected_like_torch_meta(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     with pytest.raises(Exception):  # noqa: B017 - torch raises assorted exception types
         torch_meta(name, *args, **kwargs)

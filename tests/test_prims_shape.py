@@ -8,12 +8,6 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-
-from aten2prims.errors import DTypeError, ShapeError
-from aten2prims.ir.dtypes import DType
-from aten2prims.ir.values import MemoryFormat, TensorMeta
-from prims.registry import PRIMS
-
 from prims_testing import (
     DTYPES,
     LAYOUTS,
@@ -29,6 +23,11 @@ from prims_testing import (
     with_layout,
 )
 
+from aten2prims.errors import DTypeError, ShapeError
+from aten2prims.ir.dtypes import DType
+from aten2prims.ir.values import MemoryFormat, TensorMeta
+from prims.registry import PRIMS
+
 T = symbolic
 # torch's as_strided meta reads the (deprecated) TypedStorage of its operand.
 # Reinterpreted bytes include signalling NaNs, which NumPy warns about when compare() widens them.
@@ -40,9 +39,17 @@ pytestmark = [
 # (prim, input shapes, attributes). Every case runs on every dtype and layout.
 CASES: list[tuple[str, tuple[tuple[int, ...], ...], dict[str, Any]]] = [
     ("as_strided", ((3, 4),), dict(size=[2, 2], stride=[4, 1], storage_offset=1)),
-    ("as_strided", ((3, 4),), dict(size=[3, 4], stride=[0, 1], storage_offset=0)),  # overlapping reads
+    (
+        "as_strided",
+        ((3, 4),),
+        dict(size=[3, 4], stride=[0, 1], storage_offset=0),
+    ),  # overlapping reads
     ("as_strided", ((12,),), dict(size=[2, 3], stride=[1, 4], storage_offset=2)),
-    ("as_strided", ((2, 3),), dict(size=[0, 5], stride=[1, 1], storage_offset=40)),  # empty window: any offset
+    (
+        "as_strided",
+        ((2, 3),),
+        dict(size=[0, 5], stride=[1, 1], storage_offset=40),
+    ),  # empty window: any offset
     ("as_strided", ((2, 3),), dict(size=[6], stride=[1], storage_offset=0)),
     ("as_strided", ((),), dict(size=[1, 1], stride=[7, 3], storage_offset=0)),
     ("as_strided_scatter", ((3, 4), (2, 2)), dict(size=[2, 2], stride=[4, 1], storage_offset=1)),
@@ -111,7 +118,10 @@ def test_against_torch(case: tuple[str, tuple[Any, ...], dict[str, Any]], dtype:
 
 
 def _symbolic_args(shapes: tuple[Any, ...], dtype: DType) -> list[Any]:
-    return [[T(s, dtype) for s in shape] if shape and isinstance(shape[0], tuple) else T(shape, dtype) for shape in shapes]
+    return [
+        [T(s, dtype) for s in shape] if shape and isinstance(shape[0], tuple) else T(shape, dtype)
+        for shape in shapes
+    ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
@@ -138,14 +148,20 @@ def test_view_of_dtype(source: DType) -> None:
                     ours_meta("view_of_dtype", meta, target)
                 continue
             assert ours_meta("view_of_dtype", meta, target) == expected_meta
-            for layout in ("contiguous", "transposed") if target.itemsize == source.itemsize else ("contiguous",):
+            for layout in (
+                ("contiguous", "transposed")
+                if target.itemsize == source.itemsize
+                else ("contiguous",)
+            ):
                 # Bools hold 0/1 in torch; reinterpreting other bytes as bool is not portable.
                 values = random_array(shape, source, rng)
                 if target is DType.bool:
                     values = (rng.random(shape) < 0.5).astype(source.numpy)
                 x = with_layout(values, layout)
                 (ours,) = run_prim("view_of_dtype", x, target)
-                assert_bitwise(ours, torch_prim("view_of_dtype", x, target), what=f"{source}->{target}")
+                assert_bitwise(
+                    ours, torch_prim("view_of_dtype", x, target), what=f"{source}->{target}"
+                )
 
 
 def test_view_of_dtype_of_a_non_contiguous_last_dim_copies() -> None:
@@ -270,7 +286,9 @@ REJECTED_BY_TORCH_META: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
 ]
 
 
-@pytest.mark.parametrize(("name", "args", "kwargs"), REJECTED_BY_TORCH_META, ids=lambda x: str(x)[:60])
+@pytest.mark.parametrize(
+    ("name", "args", "kwargs"), REJECTED_BY_TORCH_META, ids=lambda x: str(x)[:60]
+)
 def test_rejected_like_torch(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     with pytest.raises(Exception):  # noqa: B017 - torch raises assorted exception types
         torch_meta(name, *args, **kwargs)
@@ -280,7 +298,10 @@ def test_rejected_like_torch(name: str, args: tuple[Any, ...], kwargs: dict[str,
 
 # Cases torch's meta lets through but its eager kernels reject: ours rejects them at build time.
 REJECTED_BY_TORCH_KERNEL: list[tuple[str, tuple[Any, ...]]] = [
-    ("as_strided_scatter", (np.zeros(12, np.float32), np.zeros((2, 2), np.float32), [2, 2], [0, 1], 0)),
+    (
+        "as_strided_scatter",
+        (np.zeros(12, np.float32), np.zeros((2, 2), np.float32), [2, 2], [0, 1], 0),
+    ),
     ("rev", (np.zeros((2, 3), np.float32), [1, 1])),
 ]
 

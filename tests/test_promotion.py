@@ -23,8 +23,7 @@ from torch._prims_common import reduction_dtypes as torch_reduction_dtypes
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.executor import execute
-from aten2prims.harness.compare import compare
-from aten2prims.harness.torch_interop import from_torch_dtype, to_numpy, to_torch, torch_dtype
+from aten2prims.frontends.torch_interop import from_torch_dtype, to_numpy, to_torch, torch_dtype
 from aten2prims.ir.dtypes import DType, b8, bf16, c64, f16, f32, f64, i8, i32, i64, u8
 from aten2prims.ir.values import ScalarMeta, TensorMeta, Value
 from aten2prims.promotion import (
@@ -45,6 +44,7 @@ from aten2prims.promotion import (
     result_type,
     sum_dtype,
 )
+from aten2prims.testing.compare import compare
 from prims import Builder
 
 pytestmark = [
@@ -72,12 +72,18 @@ class Operand:
 
     def runtime_scalar(self, name: str) -> Any:
         """The scalar as a run-time scalar value (ScalarMeta); tensors unchanged."""
-        return Value(name, ScalarMeta(type(self.value))) if self.form == "scalar" else self.symbolic(name)
+        return (
+            Value(name, ScalarMeta(type(self.value)))
+            if self.form == "scalar"
+            else self.symbolic(name)
+        )
 
     def meta_tensor(self) -> Any:
         if self.form == "scalar":
             return self.value
-        return torch.empty(SHAPE if self.form == "tensor" else (), dtype=torch_dtype(self.dtype), device="meta")
+        return torch.empty(
+            SHAPE if self.form == "tensor" else (), dtype=torch_dtype(self.dtype), device="meta"
+        )
 
     def ones(self) -> Any:
         if self.form == "scalar":
@@ -85,7 +91,11 @@ class Operand:
         return torch.ones(SHAPE if self.form == "tensor" else (), dtype=torch_dtype(self.dtype))
 
     def __str__(self) -> str:
-        return repr(self.value) if self.form == "scalar" else f"{self.dtype.short}[{'2,3' if self.form == 'tensor' else ''}]"
+        return (
+            repr(self.value)
+            if self.form == "scalar"
+            else f"{self.dtype.short}[{'2,3' if self.form == 'tensor' else ''}]"
+        )
 
 
 OPERANDS = (
@@ -134,23 +144,33 @@ def test_result_type_all_pairs_against_torch() -> None:
 
 @settings(max_examples=400)
 @given(st.lists(operands, min_size=1, max_size=4), st.sampled_from(list(KINDS)), st.booleans())
-def test_elementwise_dtypes_against_torch_reference(ops: list[Operand], kind: PromotionKind, runtime: bool) -> None:
+def test_elementwise_dtypes_against_torch_reference(
+    ops: list[Operand], kind: PromotionKind, runtime: bool
+) -> None:
     """Any number of operands, every kind, against torch's own elementwise_dtypes; a run-time
     scalar value promotes exactly like the Python scalar of its kind."""
-    computation, result = torch_elementwise_dtypes(*(o.meta_tensor() for o in ops), type_promotion_kind=KINDS[kind])
-    ours = [o.runtime_scalar(f"x{i}") if runtime else o.symbolic(f"x{i}") for i, o in enumerate(ops)]
+    computation, result = torch_elementwise_dtypes(
+        *(o.meta_tensor() for o in ops), type_promotion_kind=KINDS[kind]
+    )
+    ours = [
+        o.runtime_scalar(f"x{i}") if runtime else o.symbolic(f"x{i}") for i, o in enumerate(ops)
+    ]
     if torch.complex32 in (computation, result):
         with pytest.raises(DTypeError, match="complex32"):
             elementwise_dtypes(*ours, kind=kind)
         return
-    assert elementwise_dtypes(*ours, kind=kind) == (from_torch_dtype(computation), from_torch_dtype(result))
+    assert elementwise_dtypes(*ours, kind=kind) == (
+        from_torch_dtype(computation),
+        from_torch_dtype(result),
+    )
 
 
 @settings(max_examples=300)
 @given(st.lists(operands, min_size=3, max_size=3))
 def test_result_type_triples_against_torch_reference(ops: list[Operand]) -> None:
     _, expected = torch_elementwise_dtypes(
-        *(o.meta_tensor() for o in ops), type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.NO_OPMATH
+        *(o.meta_tensor() for o in ops),
+        type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.NO_OPMATH,
     )
     if expected == torch.complex32:
         with pytest.raises(DTypeError, match="complex32"):
@@ -193,7 +213,9 @@ def test_none_operands_are_ignored_and_bad_operands_refused() -> None:
 
 
 def test_opmath_dtype() -> None:
-    assert {d: opmath_dtype(d) for d in DTYPES} == {d: f32 if d in (f16, bf16) else d for d in DTYPES}
+    assert {d: opmath_dtype(d) for d in DTYPES} == {
+        d: f32 if d in (f16, bf16) else d for d in DTYPES
+    }
 
 
 # -- elementwise kinds against eager ops --------------------------------------------------------------
@@ -258,7 +280,12 @@ def test_where_result_dtypes_against_eager() -> None:
     for a, b in itertools.product(OPERANDS, repeat=2):
         result = _eager(lambda: torch.where(condition, a.ones(), b.ones()))
         if result is not None:
-            _check_kind(result.dtype, [a.symbolic("a"), b.symbolic("b")], PromotionKind.NO_OPMATH, f"where({a}, {b})")
+            _check_kind(
+                result.dtype,
+                [a.symbolic("a"), b.symbolic("b")],
+                PromotionKind.NO_OPMATH,
+                f"where({a}, {b})",
+            )
 
 
 @pytest.mark.xfail(
@@ -268,9 +295,9 @@ def test_where_result_dtypes_against_eager() -> None:
 )
 def test_eager_pow_of_bool_tensor_by_bool_scalar_keeps_bool() -> None:
     eager = torch.pow(torch.ones(3, dtype=torch.bool), True).dtype
-    assert elementwise_dtypes(Value("a", TensorMeta((3,), b8)), True, kind=PromotionKind.BOOL_TO_LONG)[1] is (
-        from_torch_dtype(eager)
-    )
+    assert elementwise_dtypes(
+        Value("a", TensorMeta((3,), b8)), True, kind=PromotionKind.BOOL_TO_LONG
+    )[1] is (from_torch_dtype(eager))
 
 
 # -- reductions -------------------------------------------------------------------------------------
@@ -292,7 +319,11 @@ def test_reduction_dtypes_against_torch_reference() -> None:
         ours = reduction_dtypes(dtype, kind, override)
         # torch's "no result dtype" for KEEP_PROMOTED_TYPE means: stay in the computation dtype.
         expected_result = computation if result is None else result
-        assert ours == (from_torch_dtype(computation), from_torch_dtype(expected_result)), (dtype, override, kind)
+        assert ours == (from_torch_dtype(computation), from_torch_dtype(expected_result)), (
+            dtype,
+            override,
+            kind,
+        )
 
 
 @pytest.mark.parametrize("op", ["sum", "prod", "mean"])
@@ -318,7 +349,11 @@ def test_sum_prod_mean_dtypes_against_eager(op: str) -> None:
 
 @pytest.mark.parametrize(
     ("op", "kind"),
-    [("amax", ReductionKind.SAME), ("var", ReductionKind.COMPLEX_TO_FLOAT), ("any", ReductionKind.ALWAYS_BOOL)],
+    [
+        ("amax", ReductionKind.SAME),
+        ("var", ReductionKind.COMPLEX_TO_FLOAT),
+        ("any", ReductionKind.ALWAYS_BOOL),
+    ],
 )
 def test_amax_var_any_dtypes_against_eager(op: str, kind: ReductionKind) -> None:
     for dtype in DTYPES:
@@ -363,7 +398,11 @@ def test_broadcast_shapes_names_the_shapes_and_accepts_ints() -> None:
 def _nodes(builder: Builder) -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
     """Each node as (op, operands with values by name, attributes)."""
     return [
-        (node.op, tuple(f"%{a.name}" if type(a) is Value else a for a in node.args), dict(node.kwargs))
+        (
+            node.op,
+            tuple(f"%{a.name}" if type(a) is Value else a for a in node.args),
+            dict(node.kwargs),
+        )
         for node in builder.nodes
     ]
 
@@ -448,10 +487,18 @@ def test_convert_of_numbers() -> None:
     with Builder() as b:
         x = b.add_input("x", TensorMeta((3,), f32))
         assert convert(x, f32) is x
-        assert [convert(2, f32), convert(True, i8), convert(2.5, c64), convert(2.9, i64), convert(0, b8)] == [
-            2.0, 1, 2.5 + 0j, 2, False
+        assert [
+            convert(2, f32),
+            convert(True, i8),
+            convert(2.5, c64),
+            convert(2.9, i64),
+            convert(0, b8),
+        ] == [2.0, 1, 2.5 + 0j, 2, False]
+        assert [type(convert(2, f32)), type(convert(True, i8)), type(convert(2.5, c64))] == [
+            float,
+            int,
+            complex,
         ]
-        assert [type(convert(2, f32)), type(convert(True, i8)), type(convert(2.5, c64))] == [float, int, complex]
         with pytest.raises(DTypeError, match="complex"):
             convert(1j, f32)
         with pytest.raises(DTypeError):
@@ -467,9 +514,11 @@ def test_broadcast_helpers() -> None:
         with pytest.raises(ShapeError, match=r"\[3, 1\] cannot be broadcast to \[2, 4\]"):
             broadcast_to(x, (2, 4))
         assert b.nodes == []
-        bx, by, number = broadcast(x, y, 2.5)
+        _bx, by, number = broadcast(x, y, 2.5)
     assert (by, number) == (y, 2.5)
-    assert _nodes(b) == [("prims.broadcast_in_dim", ("%x",), {"shape": (2, 3, 4), "broadcast_dimensions": (1, 2)})]
+    assert _nodes(b) == [
+        ("prims.broadcast_in_dim", ("%x",), {"shape": (2, 3, 4), "broadcast_dimensions": (1, 2)})
+    ]
 
 
 def test_errors_leave_no_nodes_behind() -> None:
@@ -489,13 +538,24 @@ def test_errors_leave_no_nodes_behind() -> None:
 def test_comparisons_compute_in_the_promoted_dtype_as_eager_does() -> None:
     """torch's elementwise_dtypes says ALWAYS_BOOL computes in opmath (f32), but eager casts both
     sides to the promoted f16: f16(0.1) == 0.1 is True in eager, False in f32."""
-    assert elementwise_dtypes(Value("x", TensorMeta((1,), f16)), 0.1, kind=PromotionKind.ALWAYS_BOOL) == (f32, b8)
+    assert elementwise_dtypes(
+        Value("x", TensorMeta((1,), f16)), 0.1, kind=PromotionKind.ALWAYS_BOOL
+    ) == (f32, b8)
     with Builder() as b:
         x = b.add_input("x", TensorMeta((1,), f16))
         d = b.add_input("d", TensorMeta((), f64))
-        graph = b.finish([elementwise(prims.eq, x, 0.1, kind=PromotionKind.ALWAYS_BOOL),
-                          elementwise(prims.lt, x, d, kind=PromotionKind.ALWAYS_BOOL)])
-    assert [n.op for n in graph.nodes] == ["prims.eq", "prims.convert_element_type", "prims.broadcast_in_dim", "prims.lt"]
+        graph = b.finish(
+            [
+                elementwise(prims.eq, x, 0.1, kind=PromotionKind.ALWAYS_BOOL),
+                elementwise(prims.lt, x, d, kind=PromotionKind.ALWAYS_BOOL),
+            ]
+        )
+    assert [n.op for n in graph.nodes] == [
+        "prims.eq",
+        "prims.convert_element_type",
+        "prims.broadcast_in_dim",
+        "prims.lt",
+    ]
     tx = torch.tensor([0.1], dtype=torch.float16)
     td = torch.tensor(0.1, dtype=torch.float64)
     ours = execute(graph, {"x": to_numpy(tx), "d": to_numpy(td)}, check=True)
@@ -515,7 +575,9 @@ def test_comparisons_compute_in_the_promoted_dtype_as_eager_does() -> None:
     ],
     ids=lambda value: getattr(value, "__name__", str(value)),
 )
-def test_literal_scalars_wrap_and_round_as_eager(prim: Any, fn: Any, kind: PromotionKind, dtype: DType, scalar: Any) -> None:
+def test_literal_scalars_wrap_and_round_as_eager(
+    prim: Any, fn: Any, kind: PromotionKind, dtype: DType, scalar: Any
+) -> None:
     """A literal scalar reaches the prim unrounded; its kernel wraps or rounds it as eager does."""
     values = np.array([1, 44, 45, 0.0999], dtype=np.float64)
     x_value = to_numpy(torch.from_numpy(values).to(torch_dtype(dtype)))
@@ -539,7 +601,10 @@ def test_runtime_scalars_become_zero_dim_tensors() -> None:
         "prims.add",
         "prims.convert_element_type",
     ]
-    assert graph.nodes[1].kwargs["dtype"] is f32 and graph.nodes[2].kwargs["broadcast_dimensions"] == ()
+    assert (
+        graph.nodes[1].kwargs["dtype"] is f32
+        and graph.nodes[2].kwargs["broadcast_dimensions"] == ()
+    )
     x_value = np.arange(6, dtype=np.float16).reshape(2, 3)
     (ours,) = execute(graph, {"x": x_value, "s": 2.5}, check=True)
     assert compare(ours, to_numpy(torch.from_numpy(x_value) + 2.5))
@@ -573,7 +638,9 @@ def _random_values(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...
     if dtype.is_complex:
         return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype.numpy)
     # Small integers and halves collide often enough to exercise equality.
-    return (rng.integers(-4, 5, shape) / 2 + (rng.random(shape) < 0.3) * rng.standard_normal(shape)).astype(dtype.numpy)
+    return (
+        rng.integers(-4, 5, shape) / 2 + (rng.random(shape) < 0.3) * rng.standard_normal(shape)
+    ).astype(dtype.numpy)
 
 
 @settings(max_examples=300)
@@ -582,7 +649,9 @@ def _random_values(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...
     st.lists(st.tuples(operands, st.sampled_from(OPERAND_SHAPES)), min_size=2, max_size=2),
     st.integers(0, 2**32 - 1),
 )
-def test_emitted_graphs_match_eager(name: str, spec: list[tuple[Operand, tuple[int, ...]]], seed: int) -> None:
+def test_emitted_graphs_match_eager(
+    name: str, spec: list[tuple[Operand, tuple[int, ...]]], seed: int
+) -> None:
     rng = np.random.default_rng(seed)
     arrays: dict[str, np.ndarray] = {}
     with Builder() as b:
@@ -603,7 +672,11 @@ def test_emitted_graphs_match_eager(name: str, spec: list[tuple[Operand, tuple[i
             arrays["pred"] = rng.integers(0, 2, (2, 3)).astype(bool)
             pred = b.add_input("pred", TensorMeta((2, 3), b8))
             eager = _eager(lambda: torch.where(to_torch(arrays["pred"]), *eager_args))
-            build = lambda: elementwise(prims.where, pred, *symbolic, kind=PromotionKind.NO_OPMATH, promoting=[1, 2])  # noqa: E731
+
+            def build():
+                return elementwise(
+                    prims.where, pred, *symbolic, kind=PromotionKind.NO_OPMATH, promoting=[1, 2]
+                )
         else:
             prim, fn, kind = EXECUTED_OPS[name]
             eager = _eager(lambda: fn(*eager_args))

@@ -16,13 +16,22 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-
 from _pt2_modules import entry_data_offset, export_dynamic, export_everything, rewrite_archive, save
+
 import aten2prims
 from aten2prims import LoadError, ParseError, load
-from aten2prims.harness.torch_interop import from_torch_dtype, to_numpy
-from aten2prims.ir import Device, DType, InputKind, MemoryFormat, OutputKind, TensorMeta
-from aten2prims.ir import format_graph, graph_difference, parse
+from aten2prims.frontends.torch_interop import from_torch_dtype, to_numpy
+from aten2prims.ir import (
+    Device,
+    DType,
+    InputKind,
+    MemoryFormat,
+    OutputKind,
+    TensorMeta,
+    format_graph,
+    graph_difference,
+    parse,
+)
 
 ROOT = "everything"
 MODEL = f"{ROOT}/models/model.json"
@@ -63,7 +72,9 @@ def test_weights_are_bit_identical_to_torch_load(graph, reloaded) -> None:
         assert data is not None, graph_input.name
         assert (data.dtype, data.shape) == (expected.dtype, expected.shape), graph_input.name
         assert data.tobytes() == expected.tobytes(), graph_input.name
-        assert graph_input.value.meta == TensorMeta(expected.shape, DType.from_numpy(expected.dtype))
+        assert graph_input.value.meta == TensorMeta(
+            expected.shape, DType.from_numpy(expected.dtype)
+        )
 
 
 def test_each_input_owns_a_contiguous_array(graph) -> None:
@@ -91,8 +102,14 @@ def test_low_precision_int_bool_and_empty_buffers(graph) -> None:
     import ml_dtypes
 
     assert graph.input("b_bf16").data.dtype == np.dtype(ml_dtypes.bfloat16)
-    assert graph.input("b_bf16").data.view(np.uint16).tolist() == [0x3FC0, 0xC000, 0x4050]  # 2-byte raw
-    np.testing.assert_array_equal(graph.input("b_f16").data, np.array([0.5, -1.25, 65504.0], np.float16))
+    assert graph.input("b_bf16").data.view(np.uint16).tolist() == [
+        0x3FC0,
+        0xC000,
+        0x4050,
+    ]  # 2-byte raw
+    np.testing.assert_array_equal(
+        graph.input("b_f16").data, np.array([0.5, -1.25, 65504.0], np.float16)
+    )
     np.testing.assert_array_equal(graph.input("b_counts").data, np.array([[1, -2, 3]], np.int64))
     np.testing.assert_array_equal(graph.input("b_mask").data, np.array([True, False, True]))
     assert graph.input("b_empty").data.shape == (0, 3)
@@ -113,7 +130,9 @@ def test_roles_and_targets_follow_the_signature(graph, reloaded) -> None:
     assert graph.input("b_scratch").kind is InputKind.BUFFER  # non-persistent: from data/constants
     assert graph.input("c_const").kind is InputKind.CONSTANT
     outputs = [(o.value.name, o.kind.name, o.target) for o in graph.outputs]
-    assert outputs == [(s.arg.name, s.kind.name, s.target) for s in reloaded.graph_signature.output_specs]
+    assert outputs == [
+        (s.arg.name, s.kind.name, s.target) for s in reloaded.graph_signature.output_specs
+    ]
     assert [o.target for o in graph.outputs if o.kind is OutputKind.BUFFER_MUTATION] == [
         "bn.running_mean",
         "bn.running_var",
@@ -153,7 +172,10 @@ def test_multi_result_and_list_result_nodes(graph) -> None:
         "native_layer_norm_unused_2",
     ]
     split = by_op["aten.split_with_sizes.default"]
-    assert [(r.name, r.shape) for r in split.results] == [("getitem_10", (5, 1)), ("split_with_sizes_unused_1", (5, 2))]
+    assert [(r.name, r.shape) for r in split.results] == [
+        ("getitem_10", (5, 1)),
+        ("split_with_sizes_unused_1", (5, 2)),
+    ]
     assert len(by_op["aten._native_batch_norm_legit_functional.default"].results) == 5
 
 
@@ -172,7 +194,10 @@ def test_argument_kinds(graph) -> None:
     index = by_op["aten.index.Tensor"]
     assert index.args[1][0] is None and index.args[1][1] is graph.input("idx").value
     full = by_op["aten.full.default"]
-    assert full.args == ((3,), 0.5) and full.kwargs == {"device": Device("cpu"), "pin_memory": False}
+    assert full.args == ((3,), 0.5) and full.kwargs == {
+        "device": Device("cpu"),
+        "pin_memory": False,
+    }
     assert by_op["aten.clone.default"].kwargs == {"memory_format": MemoryFormat.contiguous_format}
     conversions = [n.kwargs["dtype"] for n in graph.nodes if n.op == "aten._to_copy.default"]
     assert conversions == [DType.float32, DType.float32, DType.float16]
@@ -197,7 +222,9 @@ def test_unknown_output_less_checks_are_skipped_too(tmp_path: Path) -> None:
 
     labels = torch.tensor([0, 3, 4, 1])
     program = torch.export.export(OneHot(), (labels,)).run_decompositions()
-    assert "aten._assert_async.msg" in {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
+    assert "aten._assert_async.msg" in {
+        str(n.target) for n in program.graph.nodes if n.op == "call_function"
+    }
     path = tmp_path / "one_hot.pt2"
     torch.export.save(program, str(path))
     for graph in (load(path), aten2prims.from_fx(program)):
@@ -252,14 +279,18 @@ def test_loads_with_torch_unavailable(archive: Path, graph) -> None:
         f"{_FINGERPRINT}\n"
         f"print(fingerprint(aten2prims.load({str(archive)!r})), end='')\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stderr
     namespace: dict[str, Any] = {}
     exec(_FINGERPRINT, namespace)
     assert result.stdout == namespace["fingerprint"](graph)
 
 
-def test_a_newer_schema_version_with_the_same_layout_is_read(archive: Path, graph, tmp_path: Path) -> None:
+def test_a_newer_schema_version_with_the_same_layout_is_read(
+    archive: Path, graph, tmp_path: Path
+) -> None:
     def bump(entries: dict[str, bytes]) -> None:
         model = json.loads(entries[MODEL])
         model["schema_version"] = {"major": 9, "minor": 0}
@@ -290,7 +321,10 @@ def test_infinite_and_nan_float_arguments(archive: Path, tmp_path: Path) -> None
 def test_every_pt2_argument_kind_maps_to_the_ir(archive: Path, tmp_path: Path) -> None:
     """Argument kinds the test module does not produce, written into a node's inputs."""
     cases: list[tuple[dict[str, Any], Callable[[Any], bool]]] = [
-        ({"as_complex": {"real": 1.5, "imag": -2.0}}, lambda v: v == complex(1.5, -2.0) and type(v) is complex),
+        (
+            {"as_complex": {"real": 1.5, "imag": -2.0}},
+            lambda v: v == complex(1.5, -2.0) and type(v) is complex,
+        ),
         ({"as_sym_int": {"as_int": 7}}, lambda v: v == 7 and type(v) is int),
         ({"as_sym_float": {"as_float": 0.25}}, lambda v: v == 0.25 and type(v) is float),
         ({"as_bool": True}, lambda v: v is True),
@@ -315,14 +349,21 @@ def test_arguments_without_a_kind_are_passed_by_name(archive: Path, tmp_path: Pa
 
     def edit(entries: dict[str, bytes]) -> None:
         model = json.loads(entries[MODEL])
-        for named in next(n for n in model["graph_module"]["graph"]["nodes"] if n["name"] == "full")["inputs"]:
+        for named in next(
+            n for n in model["graph_module"]["graph"]["nodes"] if n["name"] == "full"
+        )["inputs"]:
             del named["kind"]
         entries[MODEL] = json.dumps(model).encode()
 
     graph = load(rewrite_archive(archive, tmp_path / f"{ROOT}.pt2", edit))
     full = next(n for n in graph.nodes if n.results[0].name == "full")
     assert full.args == ()
-    assert full.kwargs == {"size": (3,), "fill_value": 0.5, "device": Device("cpu"), "pin_memory": False}
+    assert full.kwargs == {
+        "size": (3,),
+        "fill_value": 0.5,
+        "device": Device("cpu"),
+        "pin_memory": False,
+    }
 
 
 # -- refusals -------------------------------------------------------------------------------------------
@@ -533,7 +574,9 @@ def test_load_reads_a_text_ir_file(graph, tmp_path: Path) -> None:
 
 def test_load_names_the_text_file_in_parse_errors(tmp_path: Path) -> None:
     path = tmp_path / "broken.txt"
-    path.write_text("graph g(%x: f32[2]) -> (f32[2]):\n  %y: f32[2] = aten.neg.default(%z)\n  return (%y)\n")
+    path.write_text(
+        "graph g(%x: f32[2]) -> (f32[2]):\n  %y: f32[2] = aten.neg.default(%z)\n  return (%y)\n"
+    )
     with pytest.raises(ParseError, match="used before it is defined") as caught:
         load(path)
     assert caught.value.entry == str(path) and caught.value.line == 2
@@ -541,7 +584,9 @@ def test_load_names_the_text_file_in_parse_errors(tmp_path: Path) -> None:
 
 def test_load_verifies_text_ir(tmp_path: Path) -> None:
     path = tmp_path / "illtyped.txt"
-    path.write_text("graph g(%x: f32[2]) -> (f32[2]):\n  %y: f32[2] = aten.frob.default(%x)\n  return (%y)\n")
+    path.write_text(
+        "graph g(%x: f32[2]) -> (f32[2]):\n  %y: f32[2] = aten.frob.default(%x)\n  return (%y)\n"
+    )
     with pytest.raises(LoadError, match="no schema is known"):
         load(path)
 

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from aten2prims.executor import execute
-from aten2prims.harness.record import AtenCall
-from aten2prims.harness.runner import STATISTICAL_CHECKS, build_graph, torch_outputs
-from aten2prims.harness.torch_interop import to_numpy
+from aten2prims.frontends.torch_interop import to_numpy
 from aten2prims.ir.dtypes import DType
 from aten2prims.passes.lower import lower
+from aten2prims.testing.record import AtenCall
+from aten2prims.testing.runner import STATISTICAL_CHECKS, build_graph, torch_outputs
 
 SIGMAS = 5.0
 FLOATS = (DType.float16, DType.bfloat16, DType.float32, DType.float64)
@@ -33,18 +33,22 @@ def _run(op: str, *args: object, seed: int = 0, **kwargs: object) -> list[np.nda
     return execute(graph, arrays, seed=seed, check=True)
 
 
-def _assert_moments(samples: np.ndarray, mean: float, variance: float, fourth_central: float) -> None:
+def _assert_moments(
+    samples: np.ndarray, mean: float, variance: float, fourth_central: float
+) -> None:
     samples = samples.astype(np.float64).reshape(-1)
     n = samples.size
     assert abs(samples.mean() - mean) <= SIGMAS * math.sqrt(variance / n)
-    assert abs(samples.var(ddof=1) - variance) <= SIGMAS * math.sqrt((fourth_central - variance**2) / n)
+    assert abs(samples.var(ddof=1) - variance) <= SIGMAS * math.sqrt(
+        (fourth_central - variance**2) / n
+    )
 
 
 @pytest.mark.parametrize("dtype", [*FLOATS, DType.complex64], ids=str)
 def test_rand_is_uniform_on_the_unit_interval(dtype: DType) -> None:
     (result,) = _run("aten.rand.default", [200, 100], dtype=getattr(torch, dtype.torch_name))
     assert result.dtype == dtype.numpy and result.shape == (200, 100)
-    for part in ([result.real, result.imag] if dtype.is_complex else [result]):
+    for part in [result.real, result.imag] if dtype.is_complex else [result]:
         wide = part.astype(np.float64)
         assert wide.min() >= 0.0 and wide.max() < 1.0
         _assert_moments(wide, 0.5, 1 / 12, 1 / 80)
@@ -55,7 +59,7 @@ def test_randn_is_standard_normal(dtype: DType) -> None:
     (result,) = _run("aten.randn.default", [200, 100], dtype=getattr(torch, dtype.torch_name))
     assert result.dtype == dtype.numpy and result.shape == (200, 100)
     variance = 0.5 if dtype.is_complex else 1.0  # a complex standard normal: parts of variance 1/2
-    for part in ([result.real, result.imag] if dtype.is_complex else [result]):
+    for part in [result.real, result.imag] if dtype.is_complex else [result]:
         _assert_moments(part, 0.0, variance, 3 * variance**2)
 
 
@@ -64,7 +68,9 @@ def test_rand_defaults_to_float32() -> None:
     assert result.dtype == np.float32
 
 
-@pytest.mark.parametrize("dtype", [DType.int64, DType.int32, DType.uint8, DType.float16, DType.float64], ids=str)
+@pytest.mark.parametrize(
+    "dtype", [DType.int64, DType.int32, DType.uint8, DType.float16, DType.float64], ids=str
+)
 def test_randperm_is_a_permutation(dtype: DType) -> None:
     n = {DType.uint8: 256, DType.float16: 2049}.get(dtype, 3000)
     (result,) = _run("aten.randperm.default", n, dtype=getattr(torch, dtype.torch_name))
@@ -112,7 +118,9 @@ def test_native_dropout_edge_cases() -> None:
     output, mask = _run("aten.native_dropout.default", x, 0.5, False)
     assert mask.all() and np.array_equal(output, x.numpy(), equal_nan=True)
     output, mask = _run("aten.native_dropout.default", torch.ones(0, 3), 0.5, True)
-    assert output.shape == mask.shape == (0, 3) and mask.dtype == np.float32  # torch's mask of an empty input
+    assert (
+        output.shape == mask.shape == (0, 3) and mask.dtype == np.float32
+    )  # torch's mask of an empty input
 
 
 def test_native_dropout_train_none_means_training() -> None:
@@ -148,7 +156,9 @@ def test_random_op_checks_reject_wrong_results() -> None:
     theirs = [to_numpy(t) for t in torch_outputs(call)]
     good = np.random.default_rng(0).random(1000, dtype=np.float32)
     assert STATISTICAL_CHECKS[call.op](call, [good], theirs)
-    assert not STATISTICAL_CHECKS[call.op](call, [np.full(1000, 0.5, np.float32)], theirs)  # variance 0
+    assert not STATISTICAL_CHECKS[call.op](
+        call, [np.full(1000, 0.5, np.float32)], theirs
+    )  # variance 0
     assert not STATISTICAL_CHECKS[call.op](call, [good + np.float32(0.1)], theirs)  # beyond [0, 1)
     assert not STATISTICAL_CHECKS[call.op](call, [good.astype(np.float64)], theirs)  # dtype
 
@@ -161,9 +171,15 @@ def test_random_op_checks_reject_wrong_results() -> None:
     call = AtenCall("aten.native_dropout.default", (x, 0.5, True), {})
     theirs = [to_numpy(t) for t in torch_outputs(call)]
     mask = np.random.default_rng(0).random(1000) < 0.5
-    assert STATISTICAL_CHECKS[call.op](call, [np.where(mask, 2.0, 0.0).astype(np.float32), mask], theirs)
-    assert not STATISTICAL_CHECKS[call.op](call, [np.where(mask, 1.0, 0.0).astype(np.float32), mask], theirs)
-    assert not STATISTICAL_CHECKS[call.op](call, [np.full(1000, 2.0, np.float32), np.ones(1000, bool)], theirs)
+    assert STATISTICAL_CHECKS[call.op](
+        call, [np.where(mask, 2.0, 0.0).astype(np.float32), mask], theirs
+    )
+    assert not STATISTICAL_CHECKS[call.op](
+        call, [np.where(mask, 1.0, 0.0).astype(np.float32), mask], theirs
+    )
+    assert not STATISTICAL_CHECKS[call.op](
+        call, [np.full(1000, 2.0, np.float32), np.ones(1000, bool)], theirs
+    )
 
 
 def test_sort_and_topk_checks_allow_only_the_order_of_ties() -> None:
@@ -172,10 +188,18 @@ def test_sort_and_topk_checks_allow_only_the_order_of_ties() -> None:
     theirs = [to_numpy(t) for t in torch_outputs(call)]
     values = np.array([1, 1, 2, 3, 3])
     assert STATISTICAL_CHECKS[call.op](call, [values, np.array([1, 4, 3, 0, 2])], theirs)
-    assert STATISTICAL_CHECKS[call.op](call, [values, np.array([4, 1, 3, 2, 0])], theirs)  # ties swapped
-    assert not STATISTICAL_CHECKS[call.op](call, [values, np.array([1, 1, 3, 0, 2])], theirs)  # repeated index
-    assert not STATISTICAL_CHECKS[call.op](call, [values, np.array([1, 4, 0, 3, 2])], theirs)  # wrong element
-    assert not STATISTICAL_CHECKS[call.op](call, [np.array([1, 2, 1, 3, 3]), np.array([1, 3, 4, 0, 2])], theirs)
+    assert STATISTICAL_CHECKS[call.op](
+        call, [values, np.array([4, 1, 3, 2, 0])], theirs
+    )  # ties swapped
+    assert not STATISTICAL_CHECKS[call.op](
+        call, [values, np.array([1, 1, 3, 0, 2])], theirs
+    )  # repeated index
+    assert not STATISTICAL_CHECKS[call.op](
+        call, [values, np.array([1, 4, 0, 3, 2])], theirs
+    )  # wrong element
+    assert not STATISTICAL_CHECKS[call.op](
+        call, [np.array([1, 2, 1, 3, 3]), np.array([1, 3, 4, 0, 2])], theirs
+    )
 
     call = AtenCall("aten.topk.default", (x, 2), {"sorted": False})
     theirs = [to_numpy(t) for t in torch_outputs(call)]

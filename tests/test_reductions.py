@@ -17,11 +17,11 @@ import torch
 
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.executor import execute
-from aten2prims.harness.compare import compare
-from aten2prims.harness.record import AtenCall
-from aten2prims.harness.runner import build_graph
-from aten2prims.harness.torch_interop import to_numpy
+from aten2prims.frontends.torch_interop import to_numpy
 from aten2prims.passes.lower import lower
+from aten2prims.testing.compare import compare
+from aten2prims.testing.record import AtenCall
+from aten2prims.testing.runner import build_graph
 
 
 def _aten(op: str) -> Any:
@@ -44,7 +44,9 @@ def test_half_to_float_returns_the_float32_computation(
     with pytest.raises(RuntimeError, match="not supported on CPU"):
         _aten(op)(x, dim, True)  # why this is not a harness sample
     expected = _aten(op)(x.float(), dim, False)
-    if dtype is torch.float16:  # torch's _log_softmax meta takes only float16 (its _softmax meta both)
+    if (
+        dtype is torch.float16
+    ):  # torch's _log_softmax meta takes only float16 (its _softmax meta both)
         assert _aten(op)(x.to("meta"), dim, True).dtype == torch.float32
     (ours,) = _run(op, (x, dim, True), {}, [expected])
     verdict = compare(ours, to_numpy(expected))

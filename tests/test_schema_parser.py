@@ -87,7 +87,7 @@ def test_defaults_match_torch() -> None:
 
 def test_defaults_of_every_kind() -> None:
     schema = parse_schema(
-        'f(ScalarType? a=6, ScalarType b=long, MemoryFormat c=contiguous_format, MemoryFormat d=2, '
+        "f(ScalarType? a=6, ScalarType b=long, MemoryFormat c=contiguous_format, MemoryFormat d=2, "
         'Layout e=strided, float f=1, float g=-inf, float h=1e-05, str i="a\\"b", str j=\'mean\', '
         "int[2] k=1, int[] l=[1, -2], bool m=True, int? n=None, int o=Mean, Scalar p=0.5, Device? q=None) -> ()"
     )
@@ -110,7 +110,10 @@ def test_types_are_read() -> None:
     assert size.type.optional and size.type.list_size == 2 and not size.type.is_tensor_like
     assert views.type.alias == "a -> *" and not views.type.mutable
     assert out.kwarg_only and not s.kwarg_only
-    assert [(r.name, str(r.type)) for r in schema.returns] == [("result", "Tensor(a!)"), (None, "Tensor")]
+    assert [(r.name, str(r.type)) for r in schema.returns] == [
+        ("result", "Tensor(a!)"),
+        (None, "Tensor"),
+    ]
     assert parse_schema("h(Tensor x) -> Tensor").qualified_name == "h.default"
 
 
@@ -150,7 +153,9 @@ def test_bind_keyword_only_arguments() -> None:
     assert schema is not None
     assert schema.bind(["a", "b"], {}) == ["a", "b", 1]
     assert schema.bind([], {"other": "b", "self": "a", "alpha": 2.5}) == ["a", "b", 2.5]
-    with pytest.raises(SchemaError, match=r"aten\.add\.Tensor: takes 2 positional argument\(s\), got 3"):
+    with pytest.raises(
+        SchemaError, match=r"aten\.add\.Tensor: takes 2 positional argument\(s\), got 3"
+    ):
         schema.bind(["a", "b", 2], {}, op="aten.add.Tensor")
 
 

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from test_contraction import assert_agree, contraction_steps, lowered_call, randn, run_both_ways
 
 from aten2prims.executor import execute, plan_for
-from aten2prims.harness.runner import run_call
-from test_contraction import assert_agree, contraction_steps, lowered_call, randn, run_both_ways
+from aten2prims.testing.runner import run_call
 
 # (input spatial, kernel, stride, padding, dilation, output_padding, groups)
 CONFIGS: dict[str, tuple[Any, ...]] = {
@@ -34,7 +34,9 @@ CONFIGS: dict[str, tuple[Any, ...]] = {
 }
 
 
-def _transposed_call(config: tuple[Any, ...], dtype: torch.dtype, bias: bool = True) -> tuple[Any, ...]:
+def _transposed_call(
+    config: tuple[Any, ...], dtype: torch.dtype, bias: bool = True
+) -> tuple[Any, ...]:
     spatial, kernel, stride, padding, dilation, output_padding, groups = config
     x = randn(2, 3 * groups, *spatial, dtype=dtype)
     w = randn(3 * groups, 2, *kernel, dtype=dtype, seed=1)
@@ -45,7 +47,9 @@ def _transposed_call(config: tuple[Any, ...], dtype: torch.dtype, bias: bool = T
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_transposed_convolution_matches_torch(name: str, dtype: torch.dtype) -> None:
-    graph, inputs, call = lowered_call("aten.convolution.default", *_transposed_call(CONFIGS[name], dtype))
+    graph, inputs, call = lowered_call(
+        "aten.convolution.default", *_transposed_call(CONFIGS[name], dtype)
+    )
     outcome = run_call(call)
     assert outcome.passed, outcome.message
     fused, unfused = run_both_ways(graph, inputs)
@@ -55,7 +59,9 @@ def test_transposed_convolution_matches_torch(name: str, dtype: torch.dtype) -> 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_low_precision_transposed_convolution(dtype: torch.dtype) -> None:
     for name in ("k3s2p1op1", "dilation above stride"):
-        _, _, call = lowered_call("aten.convolution.default", *_transposed_call(CONFIGS[name], dtype, bias=False))
+        _, _, call = lowered_call(
+            "aten.convolution.default", *_transposed_call(CONFIGS[name], dtype, bias=False)
+        )
         outcome = run_call(call)
         assert outcome.passed, f"{name}: {outcome.message}"
 
@@ -70,12 +76,18 @@ def test_backward_matches_torch(name: str, transposed: bool) -> None:
     x = randn(2, 3 * groups, *spatial, dtype=torch.float64)
     if transposed:
         w = randn(3 * groups, 2, *kernel, dtype=torch.float64, seed=1)
-        y = torch.ops.aten.convolution.default(x, w, None, stride, padding, dilation, True, output_padding, groups)
+        y = torch.ops.aten.convolution.default(
+            x, w, None, stride, padding, dilation, True, output_padding, groups
+        )
     else:
-        spatial = [n * s + s - 1 + d * (k - 1) for n, s, d, k in zip(spatial, stride, dilation, kernel)]
+        spatial = [
+            n * s + s - 1 + d * (k - 1) for n, s, d, k in zip(spatial, stride, dilation, kernel)
+        ]
         x = randn(2, 3 * groups, *spatial, dtype=torch.float64)
         w = randn(2 * groups, 3, *kernel, dtype=torch.float64, seed=1)
-        y = torch.ops.aten.convolution.default(x, w, None, stride, padding, dilation, False, [0] * len(kernel), groups)
+        y = torch.ops.aten.convolution.default(
+            x, w, None, stride, padding, dilation, False, [0] * len(kernel), groups
+        )
     grad = randn(*y.shape, dtype=torch.float64, seed=3)
     _, _, call = lowered_call(
         "aten.convolution_backward.default", grad, x, w, [w.shape[1] * groups if transposed else w.shape[0]],
@@ -92,7 +104,7 @@ def test_no_product_with_inserted_zeros(name: str) -> None:
     position and window tap; the taps per phase are ceil-ish K/s, never K (a spread input would
     make every output position multiply all K taps, most of them with zeros)."""
     config = CONFIGS[name]
-    spatial, kernel, stride, padding, dilation, _, groups = config
+    _spatial, kernel, stride, padding, dilation, _, _groups = config
     graph, _, _ = lowered_call("aten.convolution.default", *_transposed_call(config, torch.float32))
     (step,) = contraction_steps(graph)
     (anchor,) = [node for node in step.nodes if node.op == "prims.sum"]
@@ -121,7 +133,9 @@ def test_chunked_reordered_output_agrees(budget: int, monkeypatch: pytest.Monkey
     monkeypatch.setattr(contraction, "OUTPUT_CHUNK_BYTES", budget)
     monkeypatch.setattr(contraction, "MIN_CHUNK_COLUMNS", 4)
     for name in ("k2s2 (U-Net)", "k3s2p1op1", "3d"):
-        graph, inputs, call = lowered_call("aten.convolution.default", *_transposed_call(CONFIGS[name], torch.float64))
+        graph, inputs, call = lowered_call(
+            "aten.convolution.default", *_transposed_call(CONFIGS[name], torch.float64)
+        )
         fused, unfused = run_both_ways(graph, inputs)
         assert_agree(fused, unfused, "unfused execution")
         outcome = run_call(call)
@@ -132,7 +146,9 @@ def test_small_phases_replay_one_recipe() -> None:
     """A small transposed convolution (no chunking) is one matrix product in the phases' order
     plus one copy into the interleaved output: the kernel's remembered direct recipe, replayed
     on every call with the same result."""
-    graph, inputs, call = lowered_call("aten.convolution.default", *_transposed_call(CONFIGS["k2s2 (U-Net)"], torch.float32))
+    graph, inputs, call = lowered_call(
+        "aten.convolution.default", *_transposed_call(CONFIGS["k2s2 (U-Net)"], torch.float32)
+    )
     first = execute(graph, inputs)
     (step,) = contraction_steps(graph)
     (direct,) = step.kernel._direct.values()

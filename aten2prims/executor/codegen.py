@@ -58,7 +58,10 @@ def compile_steps(steps: list[Step]) -> CompiledRun:
     for index, step in enumerate(steps):
         kernel = f"k{index}"
         namespace[kernel] = step.kernel
-        arguments = [_expression(argument, f"c{index}_{position}", namespace) for position, argument in enumerate(step.arguments)]
+        arguments = [
+            _expression(argument, f"c{index}_{position}", namespace)
+            for position, argument in enumerate(step.arguments)
+        ]
         if step.random:
             arguments.append("rng=rng")
         if step.out_argument is not None:
@@ -66,11 +69,17 @@ def compile_steps(steps: list[Step]) -> CompiledRun:
         call = f"{kernel}({', '.join(arguments)})"
         wraps = [_wraps(meta) for meta in step.out_metas]
         if len(step.out_slots) == 1:
-            statements = [f"v[{step.out_slots[0]}] = {'asarray(' + call + ')' if wraps[0] else call}"]
+            statements = [
+                f"v[{step.out_slots[0]}] = {'asarray(' + call + ')' if wraps[0] else call}"
+            ]
         else:
             targets = ", ".join(f"v[{slot}]" for slot in step.out_slots)
             statements = [f"{targets}, = {call}" if step.out_slots else call]
-            statements += [f"v[{slot}] = asarray(v[{slot}])" for slot, wrap in zip(step.out_slots, wraps) if wrap]
+            statements += [
+                f"v[{slot}] = asarray(v[{slot}])"
+                for slot, wrap in zip(step.out_slots, wraps)
+                if wrap
+            ]
         if step.free_after:
             statements.append(" = ".join(f"v[{slot}]" for slot in step.free_after) + " = None")
         for statement in statements:
@@ -80,7 +89,7 @@ def compile_steps(steps: list[Step]) -> CompiledRun:
         lines.append("    pass")
     source = "\n".join(lines) + "\n"
     code = compile(source, f"<aten2prims plan {next(_COUNTER)}>", "exec")
-    exec(code, namespace)  # noqa: S102 - source generated above from slot numbers and names only
+    exec(code, namespace)
     function = namespace["run"]
     return CompiledRun(function, function.__code__, tuple(step_at_line), source)
 

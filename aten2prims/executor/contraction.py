@@ -111,7 +111,9 @@ def contract(
     if recipe is _UNKNOWN:
         if len(_RECIPES) >= _RECIPE_LIMIT:
             _RECIPES.clear()
-        recipe = _RECIPES[key] = _direct_recipe(a, a_labels, b, b_labels, out_labels, sizes, out, epilogue is not None)
+        recipe = _RECIPES[key] = _direct_recipe(
+            a, a_labels, b, b_labels, out_labels, sizes, out, epilogue is not None
+        )
     if recipe is not None:
         recipe.run(a, b, out, epilogue)
         return out
@@ -123,7 +125,9 @@ def contract(
         if epilogue is not None:
             epilogue(())
         return out
-    multiplicity = math.prod(sizes[label] for label in reduced if label not in a_labels and label not in b_labels)
+    multiplicity = math.prod(
+        sizes[label] for label in reduced if label not in a_labels and label not in b_labels
+    )
     a, a_labels = _sum_lone_labels(a, a_labels, b_labels, out_labels)
     b, b_labels = _sum_lone_labels(b, b_labels, a_labels, out_labels)
     present = [label for label in out_labels if label in a_labels or label in b_labels]
@@ -154,7 +158,7 @@ def contract(
 
 _UNKNOWN = object()
 _RECIPE_LIMIT = 4096
-_RECIPES: dict[tuple[Any, ...], "_DirectRecipe | None"] = {}
+_RECIPES: dict[tuple[Any, ...], _DirectRecipe | None] = {}
 
 
 @attrs.frozen
@@ -227,7 +231,12 @@ def _direct_recipe(
     for labels, other in ((a_labels, b_labels), (b_labels, a_labels)):
         if any(label not in other and label not in out_labels for label in labels):
             return None  # a lone label: summed out first
-    if math.prod(sizes[label] for label in reduced if label not in a_labels and label not in b_labels) != 1:
+    if (
+        math.prod(
+            sizes[label] for label in reduced if label not in a_labels and label not in b_labels
+        )
+        != 1
+    ):
         return None  # the result is scaled (bool too: kept on the general path)
     present = [label for label in out_labels if label in a_labels or label in b_labels]
     if any(sizes[label] != 1 for label in out_labels if label not in present):
@@ -237,7 +246,9 @@ def _direct_recipe(
     if layout.order != tuple(present):
         reorder = _Reorder(tuple(sizes[label] for label in layout.order), tuple(sizes[label] for label in present),
                            tuple(layout.order.index(label) for label in present))  # fmt: skip
-    x, x_labels, y, y_labels = (a, a_labels, b, b_labels) if layout.x_is_a else (b, b_labels, a, a_labels)
+    x, x_labels, y, y_labels = (
+        (a, a_labels, b, b_labels) if layout.x_is_a else (b, b_labels, a, a_labels)
+    )
     contracted = [label for label in x_labels if label in y_labels and label not in present]
     k = _contracted_order(contracted, x, x_labels, y, y_labels)
     xv = _arrange(x, x_labels, layout.p, layout.m + k)
@@ -285,11 +296,16 @@ def _swap_pays(x: np.ndarray, y: np.ndarray) -> bool:
 
 def _broadcast_index(x: np.ndarray) -> tuple[Any, ...] | None:
     """The index `_drop_broadcast_dims` applies to x (None: x is kept as it is)."""
-    index = tuple(0 if size == 1 or (stride == 0 and size > 1) else slice(None) for size, stride in zip(x.shape, x.strides))
+    index = tuple(
+        0 if size == 1 or (stride == 0 and size > 1) else slice(None)
+        for size, stride in zip(x.shape, x.strides)
+    )
     return index if any(item == 0 for item in index if type(item) is int) else None
 
 
-def _permutation(labels: Sequence[int], p: tuple[int, ...], rest: tuple[int, ...]) -> tuple[int, ...]:
+def _permutation(
+    labels: Sequence[int], p: tuple[int, ...], rest: tuple[int, ...]
+) -> tuple[int, ...]:
     """The transpose `_arrange` applies (the labels x has, in the order p + rest)."""
     axis_of = {label: axis for axis, label in enumerate(labels)}
     return tuple(axis_of[label] for label in p + rest if label in axis_of)
@@ -314,7 +330,9 @@ def _sum_lone_labels(
     x: np.ndarray, labels: list[int], other: Sequence[int], out_labels: Sequence[int]
 ) -> tuple[np.ndarray, list[int]]:
     """Labels only this operand has and the output drops are summed out of it first."""
-    lone = [axis for axis, label in enumerate(labels) if label not in other and label not in out_labels]
+    lone = [
+        axis for axis, label in enumerate(labels) if label not in other and label not in out_labels
+    ]
     if not lone:
         return x, labels
     with np.errstate(all="ignore"):
@@ -335,10 +353,19 @@ class _Layout:
     order: tuple[int, ...]
 
 
-def _choose_layout(present: list[int], a_labels: list[int], b_labels: list[int], sizes: Sequence[int]) -> _Layout:
+def _choose_layout(
+    present: list[int], a_labels: list[int], b_labels: list[int], sizes: Sequence[int]
+) -> _Layout:
     """The split of the output's labels into P | M | N with the largest matrices (M·N)
     (remembered: the general path asks at every call)."""
-    return _layout_of(tuple(present), tuple(a_labels), tuple(b_labels), tuple(sizes), REORDER_GAIN, FULL_SPEED_SIDE)
+    return _layout_of(
+        tuple(present),
+        tuple(a_labels),
+        tuple(b_labels),
+        tuple(sizes),
+        REORDER_GAIN,
+        FULL_SPEED_SIDE,
+    )
 
 
 @functools.lru_cache(maxsize=_RECIPE_LIMIT)
@@ -360,7 +387,9 @@ def _layout_of(
             for j in range(i, count + 1):
                 m, n = present[i:j], present[j:]
                 if all(label in x_only for label in m) and all(label in y_only for label in n):
-                    score = math.prod(sizes[label] for label in m) * math.prod(sizes[label] for label in n)
+                    score = math.prod(sizes[label] for label in m) * math.prod(
+                        sizes[label] for label in n
+                    )
                     if best is None or score > best.score:
                         best = _Layout(x_is_a, present[:i], tuple(m), tuple(n), score, present)
     assert best is not None  # P = everything, M = N = () always qualifies
@@ -381,7 +410,10 @@ def _layout_of(
         x_labels = a_labels if x_is_a else b_labels
         m = tuple(label for label in rest if label in x_labels)
         n = tuple(label for label in rest if label not in x_labels)
-        rows, columns = math.prod(sizes[label] for label in m), math.prod(sizes[label] for label in n)
+        rows, columns = (
+            math.prod(sizes[label] for label in m),
+            math.prod(sizes[label] for label in n),
+        )
         key = (min(rows, full_speed_side) * min(columns, full_speed_side), i)
         if rows * columns > reorder_gain * best.score and key > best_key:
             p = tuple(present[:i]) + tuple(label for label in batch if label not in present[:i])
@@ -402,7 +434,9 @@ def _matmul_contraction(
     """Into `out` (labels `present`, in order): the contraction of a and b by matrix products,
     then the epilogue."""
     layout = _choose_layout(present, a_labels, b_labels, sizes)
-    x, x_labels, y, y_labels = (a, a_labels, b, b_labels) if layout.x_is_a else (b, b_labels, a, a_labels)
+    x, x_labels, y, y_labels = (
+        (a, a_labels, b, b_labels) if layout.x_is_a else (b, b_labels, a, a_labels)
+    )
     contracted = [label for label in x_labels if label in y_labels and label not in present]
     k = _contracted_order(contracted, x, x_labels, y, y_labels)
     # Unmerged views: X as [P..., M..., K...], Y as [P..., K..., N...], missing P labels as size 1.
@@ -436,7 +470,11 @@ def _copy(destination: np.ndarray, source: np.ndarray) -> None:
         length = destination.shape[axis]
         if length == 1:
             continue
-        if length > SHORT_AXIS or count * length > SHORT_AXIS_COPIES or len(short) == destination.ndim - 1:
+        if (
+            length > SHORT_AXIS
+            or count * length > SHORT_AXIS_COPIES
+            or len(short) == destination.ndim - 1
+        ):
             break
         short.append(axis)
         count *= length
@@ -460,7 +498,9 @@ def _contracted_order(
     return tuple(sorted(contracted, key=lambda label: -strides[label]))
 
 
-def _arrange(x: np.ndarray, labels: list[int], p: tuple[int, ...], rest: tuple[int, ...]) -> np.ndarray:
+def _arrange(
+    x: np.ndarray, labels: list[int], p: tuple[int, ...], rest: tuple[int, ...]
+) -> np.ndarray:
     """x's axes in the order p + rest; a p label x lacks becomes a size-1 axis (a view)."""
     axis_of = {label: axis for axis, label in enumerate(labels)}
     mine = [label for label in p + rest if label in axis_of]
@@ -469,7 +509,13 @@ def _arrange(x: np.ndarray, labels: list[int], p: tuple[int, ...], rest: tuple[i
 
 
 def _product(
-    xv: np.ndarray, yv: np.ndarray, out: np.ndarray, np_: int, nm: int, nk: int, epilogue: Epilogue | None = None
+    xv: np.ndarray,
+    yv: np.ndarray,
+    out: np.ndarray,
+    np_: int,
+    nm: int,
+    nk: int,
+    epilogue: Epilogue | None = None,
 ) -> None:
     """out[P..., M..., N...] = sum over K of xv[P..., M..., K...] * yv[P..., K..., N...], then
     `epilogue(index)` on each finished chunk `out[index]` while it is still in cache."""
@@ -510,7 +556,8 @@ def _product(
             np.matmul(x_mat, y_mat, out=partial)
             np.add(out_mat, partial, out=out_mat)
         if epilogue is not None and all(
-            starts[position] + levels[position].step >= levels[position].length for position in summed
+            starts[position] + levels[position].step >= levels[position].length
+            for position in summed
         ):
             epilogue(tuple(index))
 
@@ -529,7 +576,14 @@ class _Level:
 
 
 def _chunk_levels(
-    xv: np.ndarray, yv: np.ndarray, np_: int, nm: int, nk: int, x_copy: int, y_copy: int, out_bytes: int
+    xv: np.ndarray,
+    yv: np.ndarray,
+    np_: int,
+    nm: int,
+    nk: int,
+    x_copy: int,
+    y_copy: int,
+    out_bytes: int,
 ) -> list[_Level]:
     """Nested chunks so that each chunk copies at most about COPY_CHUNK_BYTES of operand (im2col)
     and, when an epilogue follows, writes at most about OUTPUT_CHUNK_BYTES of output. Chunked, in
@@ -642,7 +696,9 @@ class _Buffers:
 # kept), and elementwise prims applied in place on it, may follow the sum in the fused group
 # (an epilogue: a convolution's or a linear layer's bias, addmm's alpha). The group then ends at
 # the last of them (its step runs there) and its kernel returns one fresh array, never a view.
-_RESHAPES = frozenset({"prims.collapse_view", "prims.collapse", "prims.split_dim", "prims.squeeze", "prims.reshape"})
+_RESHAPES = frozenset(
+    {"prims.collapse_view", "prims.collapse", "prims.split_dim", "prims.squeeze", "prims.reshape"}
+)
 _IN_PLACE: dict[str, np.ufunc] = {"prims.add": np.add, "prims.mul": np.multiply}
 
 
@@ -679,11 +735,22 @@ class ContractionKernel:
     epilogue: tuple[_Epilogue, ...] = ()
     # Per operand layout (strides, dtype, tuning constants): the direct recipe of `contract`, or
     # None when the call takes the general path. Filled by the calls themselves.
-    _direct: dict[tuple[Any, ...], "_DirectCall | None"] = attrs.field(factory=dict, eq=False, repr=False)
+    _direct: dict[tuple[Any, ...], _DirectCall | None] = attrs.field(
+        factory=dict, eq=False, repr=False
+    )
 
     def __call__(self, a: np.ndarray, b: np.ndarray, *others: np.ndarray) -> np.ndarray:
-        key = (a.strides, b.strides, a.dtype, COPY_CHUNK_BYTES, OUTPUT_CHUNK_BYTES, MIN_CHUNK_COLUMNS, REORDER_GAIN,
-               FULL_SPEED_SIDE, SWAP_ROWS)
+        key = (
+            a.strides,
+            b.strides,
+            a.dtype,
+            COPY_CHUNK_BYTES,
+            OUTPUT_CHUNK_BYTES,
+            MIN_CHUNK_COLUMNS,
+            REORDER_GAIN,
+            FULL_SPEED_SIDE,
+            SWAP_ROWS,
+        )
         direct = self._direct.get(key, _UNKNOWN)
         if direct is _UNKNOWN:
             direct = self._direct[key] = self._direct_call(a, b)
@@ -691,7 +758,7 @@ class ContractionKernel:
             return direct(a, b, others)
         return self._general(a, b, others)
 
-    def _direct_call(self, a: np.ndarray, b: np.ndarray) -> "_DirectCall | None":
+    def _direct_call(self, a: np.ndarray, b: np.ndarray) -> _DirectCall | None:
         (sa, sb) = self.operands
         out_shape = tuple(self.sizes[label] for label in self.out_labels)
         has_steps = any(step.ufunc is not None for step in self.epilogue)
@@ -709,7 +776,11 @@ class ContractionKernel:
 
     def _general(self, a: np.ndarray, b: np.ndarray, others: tuple[np.ndarray, ...]) -> np.ndarray:
         (sa, sb) = self.operands
-        shape = self.epilogue[-1].shape if self.epilogue else tuple(self.sizes[label] for label in self.out_labels)
+        shape = (
+            self.epilogue[-1].shape
+            if self.epilogue
+            else tuple(self.sizes[label] for label in self.out_labels)
+        )
         result = np.empty(shape, a.dtype)
         # The epilogue runs on the contraction's own shape: reshapes keep row-major order, so
         # each in-place operand is reshaped (a view, for broadcast biases too) to that shape.
@@ -726,8 +797,16 @@ class ContractionKernel:
                 for ufunc, other in steps:
                     ufunc(part, other[index] if other.ndim else other, out=part)
 
-        contract(a.reshape(sa.shape), sa.labels, b.reshape(sb.shape), sb.labels, self.out_labels, self.sizes,
-                 out=out, epilogue=epilogue if steps else None)
+        contract(
+            a.reshape(sa.shape),
+            sa.labels,
+            b.reshape(sb.shape),
+            sb.labels,
+            self.out_labels,
+            self.sizes,
+            out=out,
+            epilogue=epilogue if steps else None,
+        )
         return result
 
     @staticmethod
@@ -745,7 +824,7 @@ class _DirectCall:
     its recipe replayed into a fresh result, then the epilogue applied once to the whole result
     (what the general path does when nothing is chunked)."""
 
-    __slots__ = ("a_shape", "b_shape", "recipe", "result_shape", "out_shape", "steps")
+    __slots__ = ("a_shape", "b_shape", "out_shape", "recipe", "result_shape", "steps")
 
     def __init__(self, kernel: ContractionKernel, recipe: _DirectRecipe, out_shape: tuple[int, ...],
                  numbers: dict[int, np.ndarray]) -> None:  # fmt: skip
@@ -797,7 +876,10 @@ def _group(context: FusionContext, sum_index: int, chain: list[int]) -> FusedGro
     mul_index, mul = found
     product = mul.results[0]
     joint = product.shape
-    if product.dtype.is_low_precision or node.kwargs.get("output_dtype") not in (None, product.dtype):
+    if product.dtype.is_low_precision or node.kwargs.get("output_dtype") not in (
+        None,
+        product.dtype,
+    ):
         return None
     dims = node.kwargs.get("dims")
     reduced = set(range(len(joint))) if dims is None else {d for d in dims if d < len(joint)}
@@ -816,7 +898,9 @@ def _group(context: FusionContext, sum_index: int, chain: list[int]) -> FusedGro
         if producer is not None and producer[1].op == "prims.broadcast_in_dim":
             broadcast_index, broadcast = producer
             inner = broadcast.args[0]
-            if type(inner) is Value and context.internal(broadcast_index, members | {broadcast_index}):
+            if type(inner) is Value and context.internal(
+                broadcast_index, members | {broadcast_index}
+            ):
                 members.add(broadcast_index)
                 source = inner
                 spec = _operand_spec(inner, joint, broadcast.kwargs["broadcast_dimensions"])
@@ -861,7 +945,11 @@ def _next_in_chain(context: FusionContext, index: int) -> int | None:
         return None
     other = others[0]
     if type(other) is Value:
-        if not other.is_tensor or other.dtype is not result.dtype or other.shape not in (result.shape, ()):
+        if (
+            not other.is_tensor
+            or other.dtype is not result.dtype
+            or other.shape not in (result.shape, ())
+        ):
             return None
     elif type(other) not in (bool, int, float):
         return None

@@ -62,11 +62,15 @@ class FoldedConstants:
     resident_bytes: int = 0
 
 
-def fold_constants(graph: Graph, overridden: frozenset[str] = frozenset()) -> tuple[Graph, FoldedConstants]:
+def fold_constants(
+    graph: Graph, overridden: frozenset[str] = frozenset()
+) -> tuple[Graph, FoldedConstants]:
     """The graph with its constant nodes computed (their needed results as constant inputs),
     or the same graph when nothing folds."""
     source_size: dict[Value, int] = {
-        gi.value: gi.value.numel for gi in graph.inputs if gi.data is not None and gi.name not in overridden and gi.value.is_tensor
+        gi.value: gi.value.numel
+        for gi in graph.inputs
+        if gi.data is not None and gi.name not in overridden and gi.value.is_tensor
     }
     chosen: list[int] = []
     for index, node in enumerate(graph.nodes):
@@ -123,11 +127,14 @@ def _evaluate(graph: Graph, folded: set[int], outputs: set[Value]) -> tuple[Grap
     with np.errstate(all="ignore"):
         for index in sorted(folded):
             node = graph.nodes[index]
-            if any(v not in environment and node.op not in META_ONLY_OPERANDS for v in node.operand_values()):
+            if any(
+                v not in environment and node.op not in META_ONLY_OPERANDS
+                for v in node.operand_values()
+            ):
                 continue  # an operand failed to fold
             try:
                 results = _run(node, environment)
-            except Exception:  # noqa: BLE001 - left to fail at run time, with the executor's message
+            except Exception:
                 continue
             environment.update(zip(node.results, results))
             done.add(index)
@@ -156,9 +163,17 @@ def _evaluate(graph: Graph, folded: set[int], outputs: set[Value]) -> tuple[Grap
     stored_roots = {id(_root(array)) for array in stored.values()}
     for value in needed:
         array = environment[value]
-        transposed_matrix = array.ndim == 2 and array.dtype == np.float32 and array.T.flags.c_contiguous
-        if not array.flags.c_contiguous and not transposed_matrix and 0 not in array.strides and (
-            array.nbytes <= SMALL_BYTES or (array.nbytes <= REUSED_BYTES and _uses(value, readers) > 1)
+        transposed_matrix = (
+            array.ndim == 2 and array.dtype == np.float32 and array.T.flags.c_contiguous
+        )
+        if (
+            not array.flags.c_contiguous
+            and not transposed_matrix
+            and 0 not in array.strides
+            and (
+                array.nbytes <= SMALL_BYTES
+                or (array.nbytes <= REUSED_BYTES and _uses(value, readers) > 1)
+            )
         ):
             array = np.ascontiguousarray(array)
         array = array.view()
@@ -176,7 +191,11 @@ def _uses(value: Value, readers: dict[Value, list[Node]]) -> int:
     """How many nodes read `value`'s elements, through views of it."""
     count = 0
     for reader in readers.get(value, ()):
-        count += _uses(reader.results[0], readers) if reader.op in _VIEWS and len(reader.results) == 1 else 1
+        count += (
+            _uses(reader.results[0], readers)
+            if reader.op in _VIEWS and len(reader.results) == 1
+            else 1
+        )
     return count
 
 
@@ -184,7 +203,9 @@ def _run(node: Node, environment: dict[Value, Any]) -> tuple[Any, ...]:
     definition = PRIMS[node.op.removeprefix("prims.")]
     operands = iter(node.args)
     arguments = [
-        _resolve(next(operands), environment) if argument.type.is_tensor_like else node.kwargs[argument.name]
+        _resolve(next(operands), environment)
+        if argument.type.is_tensor_like
+        else node.kwargs[argument.name]
         for argument in definition.schema.arguments
     ]
     assert definition.kernel is not None
@@ -212,5 +233,3 @@ def _root(array: np.ndarray) -> np.ndarray:
     while isinstance(array.base, np.ndarray):
         array = array.base
     return array
-
-

@@ -84,7 +84,9 @@ def fuse(graph: Graph, slots: Slots) -> list[Step]:
                 readers.append(index)
         for result in node.results:
             producer[result] = index
-    context = FusionContext(graph, producer, users, frozenset(o.value for o in graph.outputs), set())
+    context = FusionContext(
+        graph, producer, users, frozenset(o.value for o in graph.outputs), set()
+    )
     groups: dict[int, FusedGroup] = {}
     if FUSION_RULES:
         for index in range(len(graph.nodes)):
@@ -104,7 +106,16 @@ def fuse(graph: Graph, slots: Slots) -> list[Step]:
             out_slots = tuple(slots.assign(result) for result in node.results)
             members = tuple(graph.nodes[i] for i in group.node_indices)
             kind = "fresh" if getattr(group.kernel, "fresh_result", False) else "view"
-            steps.append(Step(members, group.kernel, arguments, out_slots, tuple(r.meta for r in node.results), result_kind=kind))
+            steps.append(
+                Step(
+                    members,
+                    group.kernel,
+                    arguments,
+                    out_slots,
+                    tuple(r.meta for r in node.results),
+                    result_kind=kind,
+                )
+            )
         elif index not in context.claimed:
             steps.append(node_step(node, slots))
     return steps

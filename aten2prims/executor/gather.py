@@ -86,12 +86,17 @@ class OrthogonalGather:
         taken = {take.index for take in self.takes}
         for position in itertools.product(*map(range, self.batch_sizes)):
             sliced = [
-                index[_at(position, self.index_batch[k])] if k in taken else index for k, index in enumerate(indices)
+                index[_at(position, self.index_batch[k])] if k in taken else index
+                for k, index in enumerate(indices)
             ]
-            self._chain(a[_at(position, self.a_batch)], sliced, out[_at(position, self.result_batch)])
+            self._chain(
+                a[_at(position, self.a_batch)], sliced, out[_at(position, self.result_batch)]
+            )
         return out
 
-    def _chain(self, a: np.ndarray, indices: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray:
+    def _chain(
+        self, a: np.ndarray, indices: Sequence[np.ndarray], out: np.ndarray | None
+    ) -> np.ndarray:
         result = a
         for number, take in enumerate(self.takes):
             if out is not None and number == len(self.takes) - 1:
@@ -122,7 +127,11 @@ def _orthogonal_gather_rule(context: FusionContext, index: int) -> FusedGroup | 
     spans: list[tuple[int, ...]] = []
     for operand in indices:
         found = context.defining_node(operand)
-        if found is None or found[1].op != "prims.broadcast_in_dim" or type(found[1].args[0]) is not Value:
+        if (
+            found is None
+            or found[1].op != "prims.broadcast_in_dim"
+            or type(found[1].args[0]) is not Value
+        ):
             if type(operand) is not Value or operand.shape != shape:
                 return None
             sources.append(operand)  # an index of the result's shape spans every dim
@@ -137,7 +146,10 @@ def _orthogonal_gather_rule(context: FusionContext, index: int) -> FusedGroup | 
             members.add(broadcast_index)
         sources.append(source)
         spans.append(dims)
-    identity = tuple(len(dims) == 1 and _is_ramp(context, source, n) for source, dims, n in zip(sources, spans, a.shape))
+    identity = tuple(
+        len(dims) == 1 and _is_ramp(context, source, n)
+        for source, dims, n in zip(sources, spans, a.shape)
+    )
     kernel = _kernel(tuple(a.shape), tuple(shape), spans, identity)
     if kernel is None:
         return None
@@ -145,7 +157,10 @@ def _orthogonal_gather_rule(context: FusionContext, index: int) -> FusedGroup | 
 
 
 def _kernel(
-    sizes: tuple[int, ...], shape: tuple[int, ...], spans: list[tuple[int, ...]], identity: tuple[bool, ...]
+    sizes: tuple[int, ...],
+    shape: tuple[int, ...],
+    spans: list[tuple[int, ...]],
+    identity: tuple[bool, ...],
 ) -> OrthogonalGather | None:
     """The kernel of a gather whose index k spans result dims spans[k], or None when it is not
     of the form this module runs.
@@ -175,7 +190,9 @@ def _kernel(
         ranks.append(len(own))
     if sum(ranks) != len(rest):
         return None
-    takes = _cheapest_takes([sizes[k] for k in kept], ranks, [shape[d] for d in rest], [identity[k] for k in kept], kept)
+    takes = _cheapest_takes(
+        [sizes[k] for k in kept], ranks, [shape[d] for d in rest], [identity[k] for k in kept], kept
+    )
     entry = {d: i for i, d in enumerate(batch_dims)}
     return OrthogonalGather(
         sizes,
@@ -190,7 +207,11 @@ def _kernel(
 
 
 def _cheapest_takes(
-    sizes: list[int], ranks: list[int], out_shape: list[int], identity: list[bool], numbers: list[int]
+    sizes: list[int],
+    ranks: list[int],
+    out_shape: list[int],
+    identity: list[bool],
+    numbers: list[int],
 ) -> tuple[_Take, ...]:
     """The takes of one slice (of shape `sizes`; axis i is taken by index operand numbers[i], of
     ranks[i] dims, becoming its block of `out_shape`), identities skipped, in the order of least
@@ -221,7 +242,11 @@ def _is_ramp(context: FusionContext, value: Value, length: int) -> bool:
     producer = context.producer.get(value)
     if producer is not None:
         node = context.node(producer)
-        return node.op == "prims.iota" and node.kwargs.get("start") == 0 and node.kwargs.get("step") == 1
+        return (
+            node.op == "prims.iota"
+            and node.kwargs.get("start") == 0
+            and node.kwargs.get("step") == 1
+        )
     for graph_input in context.graph.inputs:
         if graph_input.value is value and graph_input.data is not None:
             data = graph_input.data

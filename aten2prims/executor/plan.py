@@ -199,7 +199,9 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     optimized = optimize(graph)
     folded, constants = fold_constants(optimized, overridden)
     slots = Slots()
-    input_slots = {graph_input.name: slots.assign(graph_input.value) for graph_input in folded.inputs}
+    input_slots = {
+        graph_input.name: slots.assign(graph_input.value) for graph_input in folded.inputs
+    }
     steps = fuse(folded, slots)
     output_slots = tuple(slots[o.value] for o in folded.outputs)
     meta_of = {slot: value.meta for value, slot in slots.slot_of.items()}

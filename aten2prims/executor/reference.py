@@ -17,7 +17,9 @@ from ..ir.graph import Graph
 from ..ir.values import TensorMeta, Value
 
 
-def run_reference(graph: Graph, inputs: Mapping[str, Any] = {}, *, seed: int | None = None) -> list[Any]:  # noqa: B006
+def run_reference(
+    graph: Graph, inputs: Mapping[str, Any] = {}, *, seed: int | None = None
+) -> list[Any]:
     """All outputs of a prims graph (copies), stored input data used where `inputs` gives none."""
     environment: dict[Value, Any] = {}
     for graph_input in graph.inputs:
@@ -35,10 +37,16 @@ def run_reference(graph: Graph, inputs: Mapping[str, Any] = {}, *, seed: int | N
                 raise ExecutionError(f"run_reference: {node.op} is not an executable prim")
             operands = iter(node.args)
             arguments = [
-                _resolve(next(operands), environment) if argument.type.is_tensor_like else node.kwargs[argument.name]
+                _resolve(next(operands), environment)
+                if argument.type.is_tensor_like
+                else node.kwargs[argument.name]
                 for argument in definition.schema.arguments
             ]
-            result = definition.kernel(*arguments, rng=rng) if definition.random else definition.kernel(*arguments)
+            result = (
+                definition.kernel(*arguments, rng=rng)
+                if definition.random
+                else definition.kernel(*arguments)
+            )
             results = (result,) if len(node.results) == 1 else tuple(result)
             for value, item in zip(node.results, results, strict=True):
                 environment[value] = np.asarray(item) if type(value.meta) is TensorMeta else item

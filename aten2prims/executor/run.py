@@ -104,7 +104,11 @@ def execute(
     """
     planned, prims_graph = _planned(graph)
     given = _bind_inputs(prims_graph, planned, inputs)
-    overridden = frozenset(name for name, _ in given if name in planned.stored) if planned.stored else frozenset()
+    overridden = (
+        frozenset(name for name, _ in given if name in planned.stored)
+        if planned.stored
+        else frozenset()
+    )
     plan = planned.plans.get(overridden)
     if plan is None:
         plan = planned.plans[overridden] = build_plan(prims_graph, overridden)
@@ -186,7 +190,9 @@ def _check_result(step: Step, result: Any, meta: Any) -> None:
     node = step.node
     if type(meta) is ScalarMeta:
         if type(result) is not meta.kind:
-            raise ExecutionError(f"{node.op}: produced {type(result).__name__} {result!r}, meta says {meta}")
+            raise ExecutionError(
+                f"{node.op}: produced {type(result).__name__} {result!r}, meta says {meta}"
+            )
         return
     if not isinstance(result, np.ndarray):
         raise ExecutionError(f"{node.op}: produced {type(result).__name__}, meta says {meta}")
@@ -208,7 +214,9 @@ def _fresh(result: Any, is_input: bool) -> Any:
     return result
 
 
-def _bind_inputs(graph: Graph, planned: _Planned, inputs: Mapping[str, Any] | Sequence[Any]) -> list[tuple[str, Any]]:
+def _bind_inputs(
+    graph: Graph, planned: _Planned, inputs: Mapping[str, Any] | Sequence[Any]
+) -> list[tuple[str, Any]]:
     """The given inputs, validated, as (name, array); every input without stored data must be
     given."""
     if isinstance(inputs, Mapping):
@@ -224,33 +232,43 @@ def _bind_inputs(graph: Graph, planned: _Planned, inputs: Mapping[str, Any] | Se
         user_inputs = planned.user_inputs
         inputs = list(inputs)
         if len(inputs) != len(user_inputs):
-            raise ShapeError(f"graph {graph.name} takes {len(user_inputs)} user input(s), got {len(inputs)}")
+            raise ShapeError(
+                f"graph {graph.name} takes {len(user_inputs)} user input(s), got {len(inputs)}"
+            )
         pairs = list(zip(user_inputs, inputs))
     if planned.required:
         given_names = {graph_input.name for graph_input, _ in pairs}
         missing = [name for name in planned.required if name not in given_names]
         if missing:
             raise ShapeError(f"graph {graph.name} is missing input(s): {', '.join(missing)}")
-    return [(graph_input.name, _validated(graph, graph_input, array)) for graph_input, array in pairs]
+    return [
+        (graph_input.name, _validated(graph, graph_input, array)) for graph_input, array in pairs
+    ]
 
 
 def _validated(graph: Graph, graph_input: GraphInput, array: Any) -> Any:
     meta = graph_input.value.meta
     if type(meta) is ScalarMeta:
         if type(array) is not meta.kind:
-            raise DTypeError(f"{_what(graph, graph_input)} must be a Python {meta}, got {type(array).__name__}")
+            raise DTypeError(
+                f"{_what(graph, graph_input)} must be a Python {meta}, got {type(array).__name__}"
+            )
         return array
     if type(array) is not np.ndarray and not isinstance(array, np.ndarray):
         if isinstance(array, np.generic):
             array = np.asarray(array)
         else:
-            raise DTypeError(f"{_what(graph, graph_input)} must be a NumPy array of {meta}, got {type(array).__name__}")
+            raise DTypeError(
+                f"{_what(graph, graph_input)} must be a NumPy array of {meta}, got {type(array).__name__}"
+            )
     if array.dtype != meta.dtype.numpy:
         raise DTypeError(
             f"{_what(graph, graph_input)} must have dtype {meta.dtype.short} ({meta.dtype.numpy}), got {array.dtype}"
         )
     if array.shape != meta.shape:
-        raise ShapeError(f"{_what(graph, graph_input)} must have shape {list(meta.shape)}, got {list(array.shape)}")
+        raise ShapeError(
+            f"{_what(graph, graph_input)} must have shape {list(meta.shape)}, got {list(array.shape)}"
+        )
     return array
 
 
@@ -258,4 +276,4 @@ def _what(graph: Graph, graph_input: GraphInput) -> str:
     return f"input %{graph_input.name} of graph {graph.name}"
 
 
-__all__ = ["execute", "plan_for", "InputKind"]
+__all__ = ["InputKind", "execute", "plan_for"]

@@ -74,7 +74,11 @@ def specialized(node: Node) -> Specialized | None:
 def _elementwise(node: Node, name: str) -> Specialized | None:
     operands = node.args[1:] if name == "where" else node.args
     tensors = [a for a in operands if type(a) is Value]
-    if not tensors or any(not t.is_tensor for t in tensors) or (name == "where" and type(node.args[0]) is not Value):
+    if (
+        not tensors
+        or any(not t.is_tensor for t in tensors)
+        or (name == "where" and type(node.args[0]) is not Value)
+    ):
         return None
     dtype = tensors[0].dtype
     function = direct_kernel(name, dtype)
@@ -83,7 +87,9 @@ def _elementwise(node: Node, name: str) -> Specialized | None:
     with np.errstate(all="ignore"):  # wrapping or overflowing numbers, as the kernel converts them
         converted = [number_as(a, dtype) if is_number(a) else a for a in node.args]
     if name == "reciprocal":  # 1 / a, as the kernel computes it, as a ufunc (out= works)
-        return Specialized(np.true_divide, (number_as(1, dtype), *converted), Result.FRESH, elementwise=True)
+        return Specialized(
+            np.true_divide, (number_as(1, dtype), *converted), Result.FRESH, elementwise=True
+        )
     return Specialized(function, converted, Result.FRESH, elementwise=True)
 
 
@@ -111,7 +117,9 @@ def _transpose(node: Node) -> Specialized:
     return Specialized(transpose, (node.args[0],), Result.REVIEW)
 
 
-def expanded_shape(operand_shape: Sequence[int], ndim: int, broadcast_dimensions: Sequence[int]) -> tuple[int, ...]:
+def expanded_shape(
+    operand_shape: Sequence[int], ndim: int, broadcast_dimensions: Sequence[int]
+) -> tuple[int, ...]:
     """The operand's shape with size-1 dims where broadcast_in_dim creates new dims."""
     expanded = [1] * ndim
     for input_dim, output_dim in enumerate(broadcast_dimensions):
@@ -132,7 +140,8 @@ def _broadcast_in_dim(node: Node) -> Specialized | None:
     # times as much): its strides are the expanded shape's row-major strides, 0 where stretched.
     itemsize = operand.dtype.itemsize
     strides = tuple(
-        0 if size == 1 else math.prod(expanded[d + 1 :]) * itemsize for d, size in enumerate(expanded)
+        0 if size == 1 else math.prod(expanded[d + 1 :]) * itemsize
+        for d, size in enumerate(expanded)
     )
     dtype = operand.dtype.numpy
     direct = dtype.kind in "biufc"  # NumPy's own dtypes export their buffer (not bfloat16)
@@ -170,7 +179,9 @@ def _as_strided(node: Node) -> Specialized | None:
     return Specialized(window, (operand,), Result.VIEW)
 
 
-def basic_index(shape: Sequence[int], size: Sequence[int], stride: Sequence[int], offset: int) -> tuple[Any, ...] | None:
+def basic_index(
+    shape: Sequence[int], size: Sequence[int], stride: Sequence[int], offset: int
+) -> tuple[Any, ...] | None:
     """An index of ints, slices and None (new axes) that takes, from a C-contiguous array of
     `shape`, exactly the as_strided window (size, stride, storage offset, in elements), or None.
 
@@ -218,7 +229,13 @@ def basic_index(shape: Sequence[int], size: Sequence[int], stride: Sequence[int]
     return candidate if _verified(shape, candidate, size, stride, offset) else None
 
 
-def _verified(shape: Sequence[int], index: tuple[Any, ...], size: Sequence[int], stride: Sequence[int], offset: int) -> bool:
+def _verified(
+    shape: Sequence[int],
+    index: tuple[Any, ...],
+    size: Sequence[int],
+    stride: Sequence[int],
+    offset: int,
+) -> bool:
     """`index` applied to a stride-only array of `shape` gives the window's shape, strides and
     start (for 8-byte elements)."""
     itemsize = 8
@@ -273,7 +290,9 @@ _SHAPE_RULES: dict[str, Callable[[Node], Specialized | None]] = {
 # -- broadcasts left to NumPy -------------------------------------------------------------------------
 
 
-def relax_broadcasts(steps: list[Step], output_slots: tuple[int, ...], meta_of: dict[int, Any]) -> None:
+def relax_broadcasts(
+    steps: list[Step], output_slots: tuple[int, ...], meta_of: dict[int, Any]
+) -> None:
     """Broadcast steps whose every reader is an elementwise step get the operand with size-1
     dims inserted (a reshape) instead of a full broadcast view, when NumPy's broadcasting of every
     such reader's operands still gives the reader's full result shape. The reader then computes
@@ -287,7 +306,11 @@ def relax_broadcasts(steps: list[Step], output_slots: tuple[int, ...], meta_of: 
     candidates: dict[int, tuple[int, ...]] = {}
     for step in steps:
         node = step.node
-        if len(step.nodes) != 1 or node.op != "prims.broadcast_in_dim" or step.out_slots[0] in outputs:
+        if (
+            len(step.nodes) != 1
+            or node.op != "prims.broadcast_in_dim"
+            or step.out_slots[0] in outputs
+        ):
             continue
         operand = node.args[0]
         if type(operand) is not Value:
@@ -311,12 +334,16 @@ def relax_broadcasts(steps: list[Step], output_slots: tuple[int, ...], meta_of: 
             step.relaxed_shape = expanded
 
 
-def _broadcasts_to_full(step: Step, candidates: dict[int, tuple[int, ...]], meta_of: dict[int, Any]) -> bool:
+def _broadcasts_to_full(
+    step: Step, candidates: dict[int, tuple[int, ...]], meta_of: dict[int, Any]
+) -> bool:
     shapes = []
     for argument in step.arguments:
         if type(argument) is SlotRef:
             meta = meta_of[int(argument)]
-            shapes.append(candidates.get(int(argument), meta.shape if type(meta) is TensorMeta else ()))
+            shapes.append(
+                candidates.get(int(argument), meta.shape if type(meta) is TensorMeta else ())
+            )
         elif isinstance(argument, np.ndarray):
             shapes.append(argument.shape)
     try:

@@ -32,7 +32,9 @@ def load(path: str | Path) -> Graph:
     except FileNotFoundError:
         raise LoadError("no such file", entry=str(path)) from None
     except OSError as error:
-        raise LoadError(f"cannot read the file: {error.strerror or error}", entry=str(path)) from None
+        raise LoadError(
+            f"cannot read the file: {error.strerror or error}", entry=str(path)
+        ) from None
     return load_pt2(path) if head == _ZIP_MAGIC else load_text(path)
 
 

@@ -61,19 +61,25 @@ def check_known_aten_ops(uses: Iterable[tuple[str, str]], *, entry: str | None =
             unknown.setdefault(op, []).append(where)
     if unknown:
         listing = "; ".join(
-            f"{op} ({len(places)} node{'s' if len(places) > 1 else ''}, first {places[0]})" for op, places in unknown.items()
+            f"{op} ({len(places)} node{'s' if len(places) > 1 else ''}, first {places[0]})"
+            for op, places in unknown.items()
         )
         raise LoadError(
-            f"{len(unknown)} op(s) outside the Core ATen overloads aten2prims knows: {listing}", entry=entry
+            f"{len(unknown)} op(s) outside the Core ATen overloads aten2prims knows: {listing}",
+            entry=entry,
         )
 
 
 def check_known_aten_op(op: str, where: str, *, entry: str | None = None) -> None:
     """Refuse ops aten2prims has no schema for (non-core aten overloads, other namespaces)."""
     if not op.startswith("aten."):
-        raise LoadError(f"{where}: {op} is not an aten op; only Core ATen graphs are supported", entry=entry)
+        raise LoadError(
+            f"{where}: {op} is not an aten op; only Core ATen graphs are supported", entry=entry
+        )
     if aten_schema(op) is None:
-        raise LoadError(f"{where}: unknown op {op} (not a Core ATen overload aten2prims knows)", entry=entry)
+        raise LoadError(
+            f"{where}: unknown op {op} (not a Core ATen overload aten2prims knows)", entry=entry
+        )
 
 
 def verified(graph: Graph, *, entry: str | None = None) -> Graph:

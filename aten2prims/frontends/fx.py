@@ -13,11 +13,11 @@ import operator
 from typing import Any
 
 from ..errors import LoadError
-from ..harness.torch_interop import from_torch_dtype, to_numpy
 from ..ir.graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
 from ..ir.values import Device, Layout, MemoryFormat, TensorMeta, Value
 from ..schema.registry import aten_schema
 from .common import SYMBOLIC, check_known_aten_op, check_known_aten_ops, user_source, verified
+from .torch_interop import from_torch_dtype, to_numpy
 
 _INPUT_KINDS = {
     "USER_INPUT": InputKind.USER_INPUT,
@@ -63,7 +63,9 @@ class _Importer:
         self.values: dict[Any, Value] = {}  # fx node -> Value (getitem nodes -> their element)
         for node in graph.nodes:  # what is not an aten graph at all is refused before anything else
             if node.op not in ("placeholder", "get_attr", "call_function", "output"):
-                raise LoadError(f"node {node.name}: {node.op} nodes are not supported; export or trace to aten ops")
+                raise LoadError(
+                    f"node {node.name}: {node.op} nodes are not supported; export or trace to aten ops"
+                )
             if node.op == "call_function":
                 _check_target(node.target, f"node {node.name}")
 
@@ -71,7 +73,9 @@ class _Importer:
     def val(node: Any) -> Any:
         """The node's example value (a FakeTensor, or a tuple of them for several results)."""
         if "val" not in node.meta:
-            raise LoadError(f"%{node.name} has no node.meta['val']; trace with torch.export or make_fx")
+            raise LoadError(
+                f"%{node.name} has no node.meta['val']; trace with torch.export or make_fx"
+            )
         return node.meta["val"]
 
     # -- metas and operands ------------------------------------------------------------------------
@@ -108,7 +112,9 @@ class _Importer:
             if arg not in self.values:
                 if isinstance(arg.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool)):
                     raise LoadError(f"{where} uses the symbolic value {arg.name!r}; {SYMBOLIC}")
-                raise LoadError(f"{where} uses %{arg.name}, which is not a tensor value of the graph")
+                raise LoadError(
+                    f"{where} uses %{arg.name}, which is not a tensor value of the graph"
+                )
             return self.values[arg]
         if isinstance(arg, (list, tuple)):
             return tuple(self.operand(item, where) for item in arg)
@@ -148,10 +154,14 @@ class _Importer:
                 continue  # output-less checks such as aten._assert_tensor_metadata
             op = str(target)
             check_known_aten_op(op, where)
-            args = tuple(self.operand(arg, f"{where}, argument {i}") for i, arg in enumerate(fx_node.args))
+            args = tuple(
+                self.operand(arg, f"{where}, argument {i}") for i, arg in enumerate(fx_node.args)
+            )
             # keyword operands in schema order, as torch.export.save writes them
             kwargs = {
-                argument.name: self.operand(fx_node.kwargs[argument.name], f"{where}, argument {argument.name!r}")
+                argument.name: self.operand(
+                    fx_node.kwargs[argument.name], f"{where}, argument {argument.name!r}"
+                )
                 for argument in target._schema.arguments
                 if argument.name in fx_node.kwargs
             }
@@ -166,7 +176,9 @@ class _Importer:
         if len(returns) == 1 and not returns[0].type.is_list:
             return (self.define(fx_node, val),)
         if not isinstance(val, (list, tuple)):
-            raise LoadError(f"{where}: node.meta['val'] should hold one entry per result, found {val!r}")
+            raise LoadError(
+                f"{where}: node.meta['val'] should hold one entry per result, found {val!r}"
+            )
         # The serializer names result i after the first getitem(node, i) among the node's users,
         # or `<node>_unused_<i>`; later duplicate getitems read the same value.
         getitems: dict[int, list[Any]] = {}
@@ -194,7 +206,9 @@ class _Importer:
         specs = program.graph_signature.input_specs
         placeholders = self.placeholders()
         if len(specs) != len(placeholders):
-            raise LoadError(f"the graph signature has {len(specs)} inputs for {len(placeholders)} placeholders")
+            raise LoadError(
+                f"the graph signature has {len(specs)} inputs for {len(placeholders)} placeholders"
+            )
         inputs = []
         for spec, placeholder in zip(specs, placeholders):
             where = f"input %{placeholder.name}"
@@ -206,7 +220,9 @@ class _Importer:
             if not isinstance(spec.arg, TensorArgument):
                 if "Sym" in type(spec.arg).__name__:
                     raise LoadError(f"{where} is a symbolic scalar; {SYMBOLIC}")
-                raise LoadError(f"{where}: user input of type {type(spec.arg).__name__} is not supported")
+                raise LoadError(
+                    f"{where}: user input of type {type(spec.arg).__name__} is not supported"
+                )
             value = self.define(placeholder, self.val(placeholder))
             if kind is InputKind.USER_INPUT:
                 inputs.append(GraphInput(value))
@@ -247,9 +263,13 @@ class _Importer:
                 for part in node.target.split("."):
                     attribute = getattr(attribute, part)
                 if not isinstance(attribute, torch.Tensor):
-                    raise LoadError(f"get_attr %{node.name} reads a {type(attribute).__name__}, not a tensor")
+                    raise LoadError(
+                        f"get_attr %{node.name} reads a {type(attribute).__name__}, not a tensor"
+                    )
                 value = self.define(node, attribute)
-                inputs.append(GraphInput(value, InputKind.CONSTANT, node.target, to_numpy(attribute)))
+                inputs.append(
+                    GraphInput(value, InputKind.CONSTANT, node.target, to_numpy(attribute))
+                )
         return inputs
 
     def module_outputs(self) -> list[GraphOutput]:
@@ -264,7 +284,9 @@ def _check_target(target: Any, where: str) -> None:
     if target is operator.getitem or isinstance(target, torch._ops.OpOverload):
         return
     if getattr(target, "__module__", None) in ("_operator", "operator"):
-        raise LoadError(f"{where}: _operator.{target.__name__} computes on symbolic sizes; {SYMBOLIC}")
+        raise LoadError(
+            f"{where}: _operator.{target.__name__} computes on symbolic sizes; {SYMBOLIC}"
+        )
     name = getattr(target, "__name__", str(target))
     raise LoadError(f"{where}: {name} is not an aten op; only Core ATen graphs are supported")
 

@@ -33,7 +33,15 @@ from ..errors import LoadError
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
 from ..ir.values import Device, Layout, MemoryFormat, TensorMeta, Value
-from .common import SYMBOLIC, check_known_aten_op, check_known_aten_ops, graph_name, is_value_name, user_source, verified
+from .common import (
+    SYMBOLIC,
+    check_known_aten_op,
+    check_known_aten_ops,
+    graph_name,
+    is_value_name,
+    user_source,
+    verified,
+)
 
 SCHEMA_MAJOR = 8  # torch 2.13 writes (8, 20); other versions are read when their layout matches
 
@@ -42,7 +50,14 @@ _MODELS_DIR = "models/"
 _WEIGHTS_DIR = "data/weights/"
 _CONSTANTS_DIR = "data/constants/"
 _CONFIG_FILE = {_WEIGHTS_DIR: "{}_weights_config.json", _CONSTANTS_DIR: "{}_constants_config.json"}
-_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, NotImplementedError)
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    NotImplementedError,
+)
 
 # The keys this reader walks; a file of another schema version is read if it has all of them.
 _LAYOUT = (
@@ -105,14 +120,18 @@ class _Archive:
         except FileNotFoundError:
             raise LoadError("no such file", entry=str(path)) from None
         except _ZIP_ERRORS as error:
-            raise LoadError(f"not a readable zip archive (truncated or corrupted?): {error}", entry=str(path)) from None
+            raise LoadError(
+                f"not a readable zip archive (truncated or corrupted?): {error}", entry=str(path)
+            ) from None
         try:
             self.root = self._find_root()
             self.names = set(self.zip.namelist())
             if self.read(_ARCHIVE_FORMAT) != b"pt2":
                 raise LoadError("archive_format is not 'pt2'", entry=self.member(_ARCHIVE_FORMAT))
             if self.has("byteorder") and self.read("byteorder") != b"little":
-                raise LoadError("only little-endian archives are supported", entry=self.member("byteorder"))
+                raise LoadError(
+                    "only little-endian archives are supported", entry=self.member("byteorder")
+                )
         except LoadError:
             self.zip.close()
             raise
@@ -143,7 +162,9 @@ class _Archive:
         try:
             return self.zip.read(name)  # checks the entry's CRC-32
         except _ZIP_ERRORS as error:
-            raise LoadError(f"cannot read the entry (truncated or corrupted archive): {error}", entry=name) from None
+            raise LoadError(
+                f"cannot read the entry (truncated or corrupted archive): {error}", entry=name
+            ) from None
 
     def json(self, relative: str) -> dict[str, Any]:
         name = self.member(relative)
@@ -152,7 +173,9 @@ class _Archive:
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
             raise LoadError(f"malformed JSON: {error}", entry=name) from None
         if type(document) is not dict:
-            raise LoadError(f"malformed JSON: expected an object, found {type(document).__name__}", entry=name)
+            raise LoadError(
+                f"malformed JSON: expected an object, found {type(document).__name__}", entry=name
+            )
         return document
 
     def model_entry(self) -> tuple[str, str]:
@@ -293,7 +316,9 @@ class _Unsupported(Exception):
 def _tensor_meta(meta: Any, what: str) -> tuple[TensorMeta, tuple[int, ...], int]:
     """(meta, strides, storage offset) of a serialized TensorMeta; strided layout only."""
     if _int(meta["layout"]) != _STRIDED:
-        raise _Unsupported(f"{what} has layout {meta['layout']}; only strided tensors are supported")
+        raise _Unsupported(
+            f"{what} has layout {meta['layout']}; only strided tensors are supported"
+        )
     try:
         dtype = _dtype(meta["dtype"])
     except _Unsupported as error:
@@ -341,7 +366,9 @@ class _ModelReader:
                 tuple(self.tensor(t) for t in _list(inner)) for inner in _list(payload)
             ),
             "as_optional_tensor": self.optional_tensor,
-            "as_optional_tensors": lambda payload: tuple(self.optional_tensor(t) for t in _list(payload)),
+            "as_optional_tensors": lambda payload: tuple(
+                self.optional_tensor(t) for t in _list(payload)
+            ),
             "as_int": _int,
             "as_float": _float,
             "as_bool": _bool,
@@ -357,15 +384,23 @@ class _ModelReader:
         }
         for element in ("int", "float", "bool", "string", "sym_int", "sym_float", "sym_bool"):
             convert = self.arguments[f"as_{element}"]
-            self.arguments[f"as_{element}s"] = lambda payload, convert=convert: tuple(map(convert, _list(payload)))
-        self.arguments["as_int_lists"] = lambda payload: tuple(tuple(map(_int, _list(p))) for p in _list(payload))
-        self.arguments["as_float_lists"] = lambda payload: tuple(tuple(map(_float, _list(p))) for p in _list(payload))
+            self.arguments[f"as_{element}s"] = lambda payload, convert=convert: tuple(
+                map(convert, _list(payload))
+            )
+        self.arguments["as_int_lists"] = lambda payload: tuple(
+            tuple(map(_int, _list(p))) for p in _list(payload)
+        )
+        self.arguments["as_float_lists"] = lambda payload: tuple(
+            tuple(map(_float, _list(p))) for p in _list(payload)
+        )
 
     def read(self, name: str) -> Graph:
         with _reporting("graph", self.entry):  # what the parts below do not attribute more closely
             inputs = self.read_inputs()
             check_known_aten_ops(self.op_uses(), entry=self.entry)
-            read = (self.read_node(index, node) for index, node in enumerate(_list(self.graph["nodes"])))
+            read = (
+                self.read_node(index, node) for index, node in enumerate(_list(self.graph["nodes"]))
+            )
             nodes = [node for node in read if node is not None]
             return Graph(name=name, inputs=inputs, nodes=nodes, outputs=self.read_outputs())
 
@@ -412,7 +447,10 @@ class _ModelReader:
                 continue
             if type(node.get("target")) is str and node["target"].startswith("torch.ops."):
                 name = node.get("name")
-                yield node["target"].removeprefix("torch.ops."), f"node {index} ({name})" if is_value_name(name) else f"node {index}"
+                yield (
+                    node["target"].removeprefix("torch.ops."),
+                    f"node {index} ({name})" if is_value_name(name) else f"node {index}",
+                )
 
     def read_node(self, index: int, node: Any) -> Node | None:
         name = node.get("name") if type(node) is dict else None
@@ -454,7 +492,9 @@ class _ModelReader:
             elif variant in ("as_sym_int", "as_sym_float", "as_sym_bool"):
                 raise _Symbolic(f"output {position} is a symbolic scalar")
             elif variant == "as_none":
-                raise _Unsupported(f"output {position} is an undefined tensor (None), which the IR cannot hold")
+                raise _Unsupported(
+                    f"output {position} is an undefined tensor (None), which the IR cannot hold"
+                )
             else:
                 raise _Unsupported(f"output {position} of kind {variant!r} is not supported")
 
@@ -483,7 +523,9 @@ class _ModelReader:
             if variant in ("as_sym_int", "as_sym_float", "as_sym_bool"):
                 raise _Symbolic("is a symbolic scalar")
             if variant != "as_tensor":
-                raise _Unsupported(f"user input of kind {variant!r} is not supported (tensors only)")
+                raise _Unsupported(
+                    f"user input of kind {variant!r} is not supported (tensors only)"
+                )
             name = argument["name"]
         elif role in _INPUT_ROLES:
             name = payload["arg"]["name"]
@@ -496,7 +538,9 @@ class _ModelReader:
             return GraphInput(value)
         kind, target_key = _INPUT_ROLES[role]
         target = _str(payload[target_key])
-        in_constants = role == "tensor_constant" or (role == "buffer" and payload.get("persistent") is False)
+        in_constants = role == "tensor_constant" or (
+            role == "buffer" and payload.get("persistent") is False
+        )
         data = self.payloads.tensor(_CONSTANTS_DIR if in_constants else _WEIGHTS_DIR, target, value)
         return GraphInput(value, kind, target, data)
 
@@ -512,7 +556,9 @@ class _ModelReader:
                 if role == "user_output":
                     variant, argument = _union(argument)
                     if variant != "as_tensor":
-                        raise _Unsupported(f"user output of kind {variant!r} is not supported (tensors only)")
+                        raise _Unsupported(
+                            f"user output of kind {variant!r} is not supported (tensors only)"
+                        )
                 target = _str(payload[target_key]) if target_key else None
                 outputs.append(GraphOutput(self.tensor(argument), kind, target))
         return outputs
@@ -524,7 +570,9 @@ def _op_name(target: str, where: str, entry: str) -> str:
         raise LoadError(f"{where}: {target} computes on symbolic sizes; {SYMBOLIC}", entry=entry)
     op = target.removeprefix("torch.ops.")
     if op == target or op.count(".") != 2:
-        raise LoadError(f"{where}: {target} is not an aten op; only Core ATen graphs are supported", entry=entry)
+        raise LoadError(
+            f"{where}: {target} is not an aten op; only Core ATen graphs are supported", entry=entry
+        )
     check_known_aten_op(op, where, entry=entry)
     return op
 
@@ -557,7 +605,9 @@ class _Payloads:
         config_entry, config = self.config(directory)
         where = f"{fqn!r}"
         if fqn not in config:
-            raise LoadError(f"no entry for {fqn!r}, which input %{value.name} needs", entry=config_entry)
+            raise LoadError(
+                f"no entry for {fqn!r}, which input %{value.name} needs", entry=config_entry
+            )
         with _reporting(where, config_entry):
             payload = config[fqn]
             if _bool(payload["use_pickle"]):
@@ -569,10 +619,14 @@ class _Payloads:
                 raise _Unsupported(f"path_name {path_name!r} points outside {directory}")
             meta, strides, offset = _tensor_meta(payload["tensor_meta"], where)
             if meta != value.meta:
-                raise ValueError(f"its stored meta {meta} disagrees with graph input %{value.name}: {value.meta}")
+                raise ValueError(
+                    f"its stored meta {meta} disagrees with graph input %{value.name}: {value.meta}"
+                )
         return self.rebuild(directory + path_name, fqn, meta, strides, offset)
 
-    def rebuild(self, relative: str, fqn: str, meta: TensorMeta, strides: tuple[int, ...], offset: int) -> np.ndarray:
+    def rebuild(
+        self, relative: str, fqn: str, meta: TensorMeta, strides: tuple[int, ...], offset: int
+    ) -> np.ndarray:
         dtype = meta.dtype
         if math.prod(meta.shape) == 0:
             return np.zeros(meta.shape, dtype.numpy)
@@ -582,7 +636,9 @@ class _Payloads:
             raise LoadError(f"{storage.size} bytes is not a whole number of {dtype} elements "
                             f"({dtype.itemsize} bytes each), as {fqn!r} needs", entry=entry)  # fmt: skip
         if offset < 0 or any(stride < 0 for stride in strides):
-            raise LoadError(f"{fqn!r} has a negative stride or offset ({strides}, {offset})", entry=entry)
+            raise LoadError(
+                f"{fqn!r} has a negative stride or offset ({strides}, {offset})", entry=entry
+            )
         needed = offset + sum((size - 1) * stride for size, stride in zip(meta.shape, strides)) + 1
         available = storage.size // dtype.itemsize
         if needed > available:
@@ -599,12 +655,17 @@ class _Payloads:
             strides=tuple(stride * dtype.itemsize for stride in strides),
             writeable=False,
         )
-        return np.asarray(view != 0) if dtype is DType.bool else np.array(view, order="C", copy=True)
+        return (
+            np.asarray(view != 0) if dtype is DType.bool else np.array(view, order="C", copy=True)
+        )
 
     def storage(self, relative: str, fqn: str) -> np.ndarray:
         if relative not in self.storages:
             if not self.archive.has(relative):
-                raise LoadError(f"missing from the archive (it holds {fqn!r})", entry=self.archive.member(relative))
+                raise LoadError(
+                    f"missing from the archive (it holds {fqn!r})",
+                    entry=self.archive.member(relative),
+                )
             self.storages[relative] = np.frombuffer(self.archive.read(relative), np.uint8)
         return self.storages[relative]
 

@@ -16,7 +16,11 @@ def load_text(path: str | Path) -> Graph:
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as error:
-        raise LoadError(f"neither a .pt2 archive nor UTF-8 text ({error})", entry=str(path)) from None
+        raise LoadError(
+            f"neither a .pt2 archive nor UTF-8 text ({error})", entry=str(path)
+        ) from None
     except OSError as error:
-        raise LoadError(f"cannot read the file: {error.strerror or error}", entry=str(path)) from None
+        raise LoadError(
+            f"cannot read the file: {error.strerror or error}", entry=str(path)
+        ) from None
     return verified(parse(text, source_name=str(path)), entry=str(path))

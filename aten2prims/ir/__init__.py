@@ -31,6 +31,7 @@ from .values import (
 __all__ = [
     "ALL_DTYPES",
     "CPU",
+    "NO_PROVENANCE",
     "Category",
     "DType",
     "Device",
@@ -41,7 +42,6 @@ __all__ = [
     "Layout",
     "MemoryFormat",
     "Meta",
-    "NO_PROVENANCE",
     "Node",
     "OutputKind",
     "Provenance",

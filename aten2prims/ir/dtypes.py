@@ -54,7 +54,9 @@ class DType(enum.Enum):
     # -- categories -------------------------------------------------------------------------
     @property
     def category(self) -> Category:
-        return self._category  # set below, once the table exists (a dict lookup would hash the enum)
+        return (
+            self._category
+        )  # set below, once the table exists (a dict lookup would hash the enum)
 
     @property
     def is_bool(self) -> bool:
@@ -123,7 +125,9 @@ class DType(enum.Enum):
         try:
             return _BY_NUMPY[np.dtype(dtype)]
         except (KeyError, TypeError):
-            raise ValueError(f"NumPy dtype {dtype!r} has no torch counterpart in aten2prims") from None
+            raise ValueError(
+                f"NumPy dtype {dtype!r} has no torch counterpart in aten2prims"
+            ) from None
 
     @classmethod
     def from_pt2(cls, code: int) -> DType:
@@ -163,7 +167,12 @@ _CATEGORY = {
 }
 for _dtype, _category in _CATEGORY.items():
     _dtype._category = _category
-_PYTHON_TYPE = {Category.BOOL: bool, Category.INTEGER: int, Category.FLOATING: float, Category.COMPLEX: complex}
+_PYTHON_TYPE = {
+    Category.BOOL: bool,
+    Category.INTEGER: int,
+    Category.FLOATING: float,
+    Category.COMPLEX: complex,
+}
 _REAL = {DType.complex64: DType.float32, DType.complex128: DType.float64}
 _COMPLEX = {
     DType.bfloat16: DType.complex64,

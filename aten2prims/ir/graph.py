@@ -16,7 +16,7 @@ import attrs
 import networkx as nx
 import numpy as np
 
-from .values import Meta, Operand, Value, iter_values, literal_equal
+from .values import Operand, Value, iter_values, literal_equal
 
 
 @attrs.frozen(slots=True)

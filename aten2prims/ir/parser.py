@@ -34,7 +34,13 @@ _TOKEN = re.compile(
     re.VERBOSE,
 )
 
-_KEYWORD_LITERALS: dict[str, Any] = {"None": None, "True": True, "False": False, "inf": math.inf, "nan": math.nan}
+_KEYWORD_LITERALS: dict[str, Any] = {
+    "None": None,
+    "True": True,
+    "False": False,
+    "inf": math.inf,
+    "nan": math.nan,
+}
 _ENUM_LITERALS: dict[str, Any] = {
     **{layout.value: layout for layout in Layout},
     **{fmt.value: fmt for fmt in MemoryFormat},
@@ -58,7 +64,11 @@ def _tokenize(text: str, source_name: str) -> list[_Token]:
     while position < len(text):
         match = _TOKEN.match(text, position)
         if match is None:
-            problem = "unterminated string" if text[position] == '"' else f"unexpected character {text[position]!r}"
+            problem = (
+                "unterminated string"
+                if text[position] == '"'
+                else f"unexpected character {text[position]!r}"
+            )
             raise ParseError(
                 problem,
                 line=line,
@@ -96,7 +106,12 @@ class _Parser:
     def fail(self, message: str, token: _Token | None = None) -> NoReturn:
         token = token or self.peek()
         shown = repr(token.text) if token.kind != "end" else "end of input"
-        raise ParseError(f"{message}, found {shown}", line=token.line, column=token.column, source_name=self.source_name)
+        raise ParseError(
+            f"{message}, found {shown}",
+            line=token.line,
+            column=token.column,
+            source_name=self.source_name,
+        )
 
     def expect(self, kind: str, text: str | None = None) -> _Token:
         token = self.peek()
@@ -358,7 +373,9 @@ class _Parser:
             )
 
         # `at` followed by a string introduces the source; any other leading word is the op.
-        if tokens[index].kind == "ident" and not (tokens[index].text == "at" and tokens[index + 1].kind == "string"):
+        if tokens[index].kind == "ident" and not (
+            tokens[index].text == "at" and tokens[index + 1].kind == "string"
+        ):
             origin_op = tokens[index].text
             index += 1
         if tokens[index].kind == "value":

@@ -72,7 +72,9 @@ def format_node(node: Node) -> str:
     return f"{call}  {comment}" if comment else call
 
 
-def _format_role(kind: InputKind | OutputKind, target: str | None, default: InputKind | OutputKind) -> str:
+def _format_role(
+    kind: InputKind | OutputKind, target: str | None, default: InputKind | OutputKind
+) -> str:
     """` parameter "fc.weight"`; nothing for a user input/output without a target."""
     if kind is default and target is None:
         return ""
@@ -144,7 +146,9 @@ def format_nested(aten_graph: Graph, lowered: Graph) -> str:
     A lowered node belongs to the input node whose first result its provenance names (`origin`);
     a node the lowering kept as it was (a prim of the input graph, or an op left unlowered)
     belongs to the input node with the same op and first result name."""
-    owner_of: dict[str, Node] = {node.results[0].name: node for node in aten_graph.nodes if node.results}
+    owner_of: dict[str, Node] = {
+        node.results[0].name: node for node in aten_graph.nodes if node.results
+    }
     children: dict[int, list[Node]] = {id(node): [] for node in aten_graph.nodes}
     strays: list[Node] = []
     for node in lowered.nodes:
@@ -170,7 +174,9 @@ def format_nested(aten_graph: Graph, lowered: Graph) -> str:
         lines.append(f"  {format_node(node)}")
         beneath = children[id(node)]
         if len(beneath) == 1 and beneath[0].op == node.op:
-            if node.namespace != "prims":  # a prim of the input graph kept as it was: nothing to say
+            if (
+                node.namespace != "prims"
+            ):  # a prim of the input graph kept as it was: nothing to say
                 lines.append("    # kept as it is")
             continue
         for child in beneath:

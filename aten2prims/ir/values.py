@@ -125,11 +125,24 @@ class Device:
 
 CPU = Device("cpu")
 
-Literal: TypeAlias = None | bool | int | float | complex | str | DType | Layout | MemoryFormat | Device
+Literal: TypeAlias = (
+    bool | int | float | complex | str | DType | Layout | MemoryFormat | Device | None
+)
 # An operand: a value, a literal, or a (possibly nested) tuple of those.
 Operand: TypeAlias = Any
 
-LITERAL_TYPES: tuple[type, ...] = (type(None), bool, int, float, complex, str, DType, Layout, MemoryFormat, Device)
+LITERAL_TYPES: tuple[type, ...] = (
+    type(None),
+    bool,
+    int,
+    float,
+    complex,
+    str,
+    DType,
+    Layout,
+    MemoryFormat,
+    Device,
+)
 
 
 def is_literal(x: Any) -> bool:
@@ -161,7 +174,7 @@ def literal_equal(a: Any, b: Any) -> bool:
     if type(a) is tuple:
         return len(a) == len(b) and all(literal_equal(x, y) for x, y in zip(a, b))
     if type(a) is float:
-        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b) or (a != a and b != b)
+        return (a == b and math.copysign(1.0, a) == math.copysign(1.0, b)) or (a != a and b != b)
     if type(a) is complex:
         return literal_equal(a.real, b.real) and literal_equal(a.imag, b.imag)
     return a == b

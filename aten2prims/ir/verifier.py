@@ -27,8 +27,9 @@ SchemaLookup = Callable[[str], Any]
 
 
 def verify(graph: Graph, *, allow_unknown_ops: bool = False) -> None:
-    from ..schema.registry import aten_schema
     from prims.registry import PRIMS
+
+    from ..schema.registry import aten_schema
 
     defined: set[Value] = set()
     names: set[str] = set()
@@ -90,7 +91,9 @@ def _check_operand(operand: Any, defined: set[Value], where: str) -> None:
         for item in operand:
             _check_operand(item, defined, where)
     elif not isinstance(operand, LITERAL_TYPES):
-        raise VerificationError(f"{where}: operand {operand!r} of type {type(operand).__name__} is not allowed")
+        raise VerificationError(
+            f"{where}: operand {operand!r} of type {type(operand).__name__} is not allowed"
+        )
 
 
 def _check_arguments(schema: Any, bound: list[Any], where: str) -> None:
@@ -118,7 +121,9 @@ def _check_prim_node(node: Node, definition: Any, where: str) -> None:
         bound[i] = next(operands) if argument.type.is_tensor_like else node.kwargs[argument.name]
     _check_arguments(schema, bound, where)
     if definition.meta is None:
-        raise VerificationError(f"{where}: this prim is not supported ({definition.omitted_reason})")
+        raise VerificationError(
+            f"{where}: this prim is not supported ({definition.omitted_reason})"
+        )
     try:
         metas = definition.meta(*bound)
     except (ShapeError, DTypeError) as error:
@@ -144,8 +149,12 @@ def _check_aten_node(node: Node, schema: Any, where: str) -> None:
     else:
         kinds = [r.type.base for r in returns]
         if len(node.results) != len(kinds):
-            raise VerificationError(f"{where}: has {len(node.results)} result(s), its schema returns {len(kinds)}")
+            raise VerificationError(
+                f"{where}: has {len(node.results)} result(s), its schema returns {len(kinds)}"
+            )
     for result, kind in zip(node.results, kinds):
         wants_tensor = kind == "Tensor"
         if wants_tensor != (type(result.meta) is TensorMeta):
-            raise VerificationError(f"{where}: result %{result.name} is {result.meta}, the schema returns {kind}")
+            raise VerificationError(
+                f"{where}: result %{result.name} is {result.meta}, the schema returns {kind}"
+            )

@@ -22,4 +22,10 @@ def optimize(graph: Graph) -> Graph:
     return eliminate_dead_code(eliminate_common_subexpressions(canonicalize(graph)))
 
 
-__all__ = ["canonicalize", "eliminate_common_subexpressions", "eliminate_dead_code", "lower", "optimize"]
+__all__ = [
+    "canonicalize",
+    "eliminate_common_subexpressions",
+    "eliminate_dead_code",
+    "lower",
+    "optimize",
+]

@@ -47,7 +47,12 @@ _INTEGER_RANGES: dict[DType, tuple[int, int]] = {
     DType.int64: (-(2**63), 2**63 - 1),
 }
 # Integers of magnitude up to 2**p are exact in a float with p significand bits.
-_SIGNIFICAND_BITS: dict[DType, int] = {DType.bfloat16: 8, DType.float16: 11, DType.float32: 24, DType.float64: 53}
+_SIGNIFICAND_BITS: dict[DType, int] = {
+    DType.bfloat16: 8,
+    DType.float16: 11,
+    DType.float32: 24,
+    DType.float64: 53,
+}
 _FLOAT_WIDENING = {
     DType.float16: (DType.float32, DType.float64, DType.complex64, DType.complex128),
     DType.bfloat16: (DType.float32, DType.float64, DType.complex64, DType.complex128),
@@ -91,7 +96,11 @@ def convert_chain(node: Node, producers: dict[Value, Node]) -> Replacement | Non
     if inner is None or inner.op != "prims.convert_element_type":
         return None
     source = inner.args[0]
-    if type(source) is not Value or not source.is_tensor or not lossless(source.dtype, inner.kwargs["dtype"]):
+    if (
+        type(source) is not Value
+        or not source.is_tensor
+        or not lossless(source.dtype, inner.kwargs["dtype"])
+    ):
         return None
     return Node(node.op, (source,), dict(node.kwargs), node.results, node.provenance)
 
@@ -118,7 +127,9 @@ def broadcast_chain(node: Node, producers: dict[Value, Node]) -> Replacement | N
 
 
 def identity_transpose(node: Node, producers: dict[Value, Node]) -> Replacement | None:
-    if node.op == "prims.transpose" and tuple(node.kwargs["permutation"]) == tuple(range(len(node.kwargs["permutation"]))):
+    if node.op == "prims.transpose" and tuple(node.kwargs["permutation"]) == tuple(
+        range(len(node.kwargs["permutation"]))
+    ):
         return node.args[0]  # type: ignore[return-value]
     return None
 
@@ -144,7 +155,11 @@ def identity_view(node: Node, producers: dict[Value, Node]) -> Replacement | Non
     operand: Value = node.args[0]
     if node.op == "prims.squeeze" and len(node.kwargs["dimensions"]) == 0:
         return operand
-    if node.op == "prims.collapse_view" and node.kwargs["start"] == node.kwargs["end"] and operand.ndim > 0:
+    if (
+        node.op == "prims.collapse_view"
+        and node.kwargs["start"] == node.kwargs["end"]
+        and operand.ndim > 0
+    ):
         return operand
     return None
 
@@ -209,7 +224,9 @@ def canonicalize(graph: Graph, rules: list[Rule] | None = None) -> Graph:
             if type(replacement) is Value:
                 result = current.results[0]
                 if replacement.meta != result.meta:
-                    raise AssertionError(f"canonicalization replaced {result!r} by {replacement!r} of another meta")
+                    raise AssertionError(
+                        f"canonicalization replaced {result!r} by {replacement!r} of another meta"
+                    )
                 replaced[result] = replacement
                 current = None
                 break

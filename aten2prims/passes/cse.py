@@ -46,7 +46,12 @@ def _key(node: Node) -> Any:
     else:
         return None  # aten ops may be random or impure; only prims are known to be pure
     metas = tuple(result.meta for result in node.results)
-    return (node.op, tuple(_operand_key(a) for a in node.args), tuple((k, _operand_key(v)) for k, v in node.kwargs.items()), metas)
+    return (
+        node.op,
+        tuple(_operand_key(a) for a in node.args),
+        tuple((k, _operand_key(v)) for k, v in node.kwargs.items()),
+        metas,
+    )
 
 
 def _operand_key(operand: Any) -> Any:

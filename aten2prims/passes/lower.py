@@ -48,7 +48,9 @@ def lower(graph: Graph, *, strict: bool = True, registry: Any = None, dce: bool 
 def _lower(graph: Graph, *, strict: bool, registry: Any, dce: bool) -> Graph:
     from decompositions import active_registry
 
-    missing = Counter(node.op for node in graph.nodes if node.namespace != "prims" and node.op not in registry)
+    missing = Counter(
+        node.op for node in graph.nodes if node.namespace != "prims" and node.op not in registry
+    )
     if missing and strict:
         raise UnsupportedOpError(missing)
 
@@ -56,7 +58,9 @@ def _lower(graph: Graph, *, strict: bool, registry: Any, dce: bool) -> Graph:
     mapping: dict[Value, Any] = {}
     for graph_input in graph.inputs:
         value = Value(graph_input.name, graph_input.value.meta)
-        builder.inputs.append(GraphInput(value, graph_input.kind, graph_input.target, graph_input.data))
+        builder.inputs.append(
+            GraphInput(value, graph_input.kind, graph_input.target, graph_input.data)
+        )
         mapping[graph_input.value] = value
 
     def remap(operand: Any) -> Any:
@@ -77,13 +81,22 @@ def _lower(graph: Graph, *, strict: bool, registry: Any, dce: bool) -> Graph:
     return eliminate_dead_code(lowered) if dce else lowered
 
 
-def _copy_node(node: Node, args: tuple[Any, ...], kwargs: dict[str, Any], builder: Builder, mapping: dict) -> None:
+def _copy_node(
+    node: Node, args: tuple[Any, ...], kwargs: dict[str, Any], builder: Builder, mapping: dict
+) -> None:
     results = tuple(Value(r.name, r.meta) for r in node.results)
     builder.append(Node(node.op, args, kwargs, results, node.provenance))
     mapping.update(zip(node.results, results))
 
 
-def _expand(node: Node, rule: Any, args: tuple[Any, ...], kwargs: dict[str, Any], builder: Builder, mapping: dict) -> None:
+def _expand(
+    node: Node,
+    rule: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    builder: Builder,
+    mapping: dict,
+) -> None:
     first = node.results[0].name if node.results else None
     if node.provenance.origin_op is None:
         builder.provenance = Provenance(node.op, first, node.provenance.source)
@@ -98,7 +111,9 @@ def _expand(node: Node, rule: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     except Error as error:
         raise _with_context(error, node) from error
     except Exception as error:  # a rule's own bug: say where it happened
-        raise LoweringError(f"{_where(node)}: the rule failed: {type(error).__name__}: {error}") from error
+        raise LoweringError(
+            f"{_where(node)}: the rule failed: {type(error).__name__}: {error}"
+        ) from error
     results = _as_results(node, produced)
     created = {value for new_node in builder.nodes[start:] for value in new_node.results}
     for old, new in zip(node.results, results):
@@ -116,7 +131,9 @@ def _as_results(node: Node, produced: Any) -> tuple[Any, ...]:
     if type(produced) is not tuple:
         produced = (produced,)
     if len(produced) != len(node.results):
-        raise LoweringError(f"{_where(node)}: the rule returned {len(produced)} value(s), the node has {len(node.results)}")
+        raise LoweringError(
+            f"{_where(node)}: the rule returned {len(produced)} value(s), the node has {len(node.results)}"
+        )
     return produced
 
 
@@ -124,7 +141,9 @@ def _check_result(node: Node, old: Value, new: Any) -> None:
     expected = old.meta
     if type(expected) is TensorMeta:
         if type(new) is not Value or type(new.meta) is not TensorMeta:
-            raise LoweringError(f"{_where(node)}: the rule returned {new!r} for tensor result %{old.name}")
+            raise LoweringError(
+                f"{_where(node)}: the rule returned {new!r} for tensor result %{old.name}"
+            )
         if new.meta.dtype is not expected.dtype:
             raise ResultDTypeError(
                 f"{_where(node)}: the rule produced {new.meta} for %{old.name}, the graph says {expected}"
@@ -137,11 +156,18 @@ def _check_result(node: Node, old: Value, new: Any) -> None:
     assert type(expected) is ScalarMeta
     kind = new.meta.kind if type(new) is Value and type(new.meta) is ScalarMeta else type(new)
     if kind is not expected.kind:
-        raise ResultDTypeError(f"{_where(node)}: the rule produced a {kind.__name__} for %{old.name}, the graph says {expected}")
+        raise ResultDTypeError(
+            f"{_where(node)}: the rule produced a {kind.__name__} for %{old.name}, the graph says {expected}"
+        )
 
 
 # The widest dtype of each Python scalar kind: a folded scalar output round-trips exactly.
-_SCALAR_DTYPES = {bool: DType.bool, int: DType.int64, float: DType.float64, complex: DType.complex128}
+_SCALAR_DTYPES = {
+    bool: DType.bool,
+    int: DType.int64,
+    float: DType.float64,
+    complex: DType.complex128,
+}
 
 
 def _output_value(graph_output: GraphOutput, mapping: dict) -> Value:
@@ -151,7 +177,9 @@ def _output_value(graph_output: GraphOutput, mapping: dict) -> Value:
         # values, so it becomes one again.
         return prims.item(prims.scalar_tensor(value, dtype=_SCALAR_DTYPES[type(value)]))
     if type(value) is not Value:
-        raise LoweringError(f"output %{graph_output.value.name} folded to the constant {value!r}; outputs must be values")
+        raise LoweringError(
+            f"output %{graph_output.value.name} folded to the constant {value!r}; outputs must be values"
+        )
     return value
 
 

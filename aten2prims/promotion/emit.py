@@ -51,7 +51,9 @@ def convert_number(x: bool | int | float | complex, dtype: DType) -> bool | int 
     try:
         return target(x)
     except (OverflowError, ValueError) as error:
-        raise DTypeError(f"cannot convert the Python {type(x).__name__} {x!r} to {dtype.short}: {error}") from None
+        raise DTypeError(
+            f"cannot convert the Python {type(x).__name__} {x!r} to {dtype.short}: {error}"
+        ) from None
 
 
 def convert(x: Any, dtype: DType) -> Any:
@@ -64,7 +66,9 @@ def convert(x: Any, dtype: DType) -> Any:
         return convert_number(x, dtype)
     if _is_runtime_scalar(x):
         return prims.scalar_tensor(x, dtype=dtype)
-    raise DTypeError(f"convert to {dtype.short}: expected a tensor, a scalar value or a Python number, got {x!r}")
+    raise DTypeError(
+        f"convert to {dtype.short}: expected a tensor, a scalar value or a Python number, got {x!r}"
+    )
 
 
 def broadcast_to(x: Value, shape: Sequence[int]) -> Value:
@@ -116,7 +120,11 @@ def promote(
     for i in indices:
         if operands[i] is not None:
             converted[i] = convert(operands[i], computation)
-    return tuple(broadcast_to(x, shape) if _is_tensor(x) else x for x in converted), computation, result
+    return (
+        tuple(broadcast_to(x, shape) if _is_tensor(x) else x for x in converted),
+        computation,
+        result,
+    )
 
 
 def elementwise(

@@ -88,7 +88,12 @@ _CATEGORY_DEFAULT: dict[Category, DType] = {
     Category.FLOATING: DEFAULT_FLOAT,
     Category.COMPLEX: DEFAULT_FLOAT.to_complex,
 }
-_CATEGORY_OF_PYTHON_TYPE = {bool: Category.BOOL, int: Category.INTEGER, float: Category.FLOATING, complex: Category.COMPLEX}
+_CATEGORY_OF_PYTHON_TYPE = {
+    bool: Category.BOOL,
+    int: Category.INTEGER,
+    float: Category.FLOATING,
+    complex: Category.COMPLEX,
+}
 
 
 def _higher(a: Promoted | None, b: Promoted) -> Promoted:
@@ -144,7 +149,9 @@ def promoted_dtype(*operands: Any) -> Promoted:
     category = Category.BOOL
     for x in present:
         kind = _scalar_kind(x)
-        category = max(category, x.dtype.category if kind is None else _CATEGORY_OF_PYTHON_TYPE[kind])
+        category = max(
+            category, x.dtype.category if kind is None else _CATEGORY_OF_PYTHON_TYPE[kind]
+        )
     if category is Category.BOOL:
         return DType.bool
 
@@ -171,7 +178,6 @@ def promoted_dtype(*operands: Any) -> Promoted:
     if zero_dim_tensors is not None:
         return zero_dim_tensors
     return _CATEGORY_DEFAULT[category]
-
 
 
 def complex32_error(operands: Sequence[Any]) -> DTypeError:
@@ -273,7 +279,9 @@ def broadcast_dimensions(shape: Sequence[int], target: Sequence[int]) -> tuple[i
 # -- reductions -----------------------------------------------------------------------------------
 
 
-def reduction_dtypes(input_dtype: DType, kind: ReductionKind, dtype: DType | None = None) -> tuple[DType, DType]:
+def reduction_dtypes(
+    input_dtype: DType, kind: ReductionKind, dtype: DType | None = None
+) -> tuple[DType, DType]:
     """(computation dtype, result dtype) of a reduction, as torch's `reduction_dtypes`: compute
     in opmath of `dtype` (if given) or of the input dtype. For KEEP_PROMOTED_TYPE (mean) torch
     returns no result dtype, meaning "stay in the computation dtype"; that is what we return."""
@@ -304,6 +312,8 @@ def mean_dtypes(input_dtype: DType, dtype: DType | None = None) -> tuple[DType, 
     target = dtype if dtype is not None else input_dtype
     if target.category < Category.FLOATING:
         origin = "input" if dtype is None else "dtype= argument"
-        raise DTypeError(f"mean: the {origin} dtype {target.short} must be floating point or complex")
+        raise DTypeError(
+            f"mean: the {origin} dtype {target.short} must be floating point or complex"
+        )
     computation, _ = reduction_dtypes(input_dtype, ReductionKind.KEEP_PROMOTED_TYPE, target)
     return computation, target

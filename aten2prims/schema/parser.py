@@ -132,7 +132,9 @@ class Schema:
     def argument(self, name: str) -> Argument:
         return self.arguments[self._index[name]]
 
-    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any], *, op: str | None = None) -> list[Any]:
+    def bind(
+        self, args: Sequence[Any], kwargs: Mapping[str, Any], *, op: str | None = None
+    ) -> list[Any]:
         """Every argument's value in schema order, defaults filled in, fixed-size list arguments
         given as one int expanded (`int[2] padding=0` -> (0, 0)), lists as tuples. Raises
         SchemaError naming the op for missing, unknown, repeated or surplus arguments."""
@@ -154,13 +156,19 @@ class Schema:
             value = bound[index]
             if value is NO_DEFAULT:
                 if argument.default is NO_DEFAULT:
-                    raise SchemaError(f"{op or self.qualified_name}: missing argument {argument.name!r}")
+                    raise SchemaError(
+                        f"{op or self.qualified_name}: missing argument {argument.name!r}"
+                    )
                 value = argument.default
             schema_type = argument.type
             if schema_type.is_list:
                 if type(value) is list:
                     value = tuple(value)
-                elif schema_type.list_size is not None and type(value) is int and schema_type.base != "Tensor":
+                elif (
+                    schema_type.list_size is not None
+                    and type(value) is int
+                    and schema_type.base != "Tensor"
+                ):
                     value = (value,) * schema_type.list_size
             bound[index] = value
         return bound
@@ -182,15 +190,19 @@ class Schema:
 def check_argument(schema_type: SchemaType, value: Any) -> str | None:
     """None when `value` is acceptable for an argument of this type, else what was expected."""
     if value is None:
-        return None if schema_type.optional or (schema_type.element_optional and not schema_type.is_list) else (
-            f"{schema_type} (got None)"
+        return (
+            None
+            if schema_type.optional or (schema_type.element_optional and not schema_type.is_list)
+            else (f"{schema_type} (got None)")
         )
     if schema_type.is_list:
         if type(value) is not tuple:
             return f"{schema_type} (got {_describe(value)})"
         # The N of `int[N]` only says how a single int expands; it does not bound a list's length
         # (`mean.dim(x, [2, 3])` fills an `int[1]?`), so lengths are the op's business.
-        element = attrs.evolve(schema_type, is_list=False, list_size=None, optional=schema_type.element_optional)
+        element = attrs.evolve(
+            schema_type, is_list=False, list_size=None, optional=schema_type.element_optional
+        )
         for item in value:
             problem = check_argument(element, item)
             if problem is not None:
@@ -236,7 +248,9 @@ _ACCEPTS = {
     "Device": lambda v: type(v) is Device,
 }
 
-_CONTAINER_TYPES = frozenset({"Dict", "Future", "RRef", "Await", "Union", "Optional", "Tuple", "List"})
+_CONTAINER_TYPES = frozenset(
+    {"Dict", "Future", "RRef", "Await", "Union", "Optional", "Tuple", "List"}
+)
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<arrow>->)|(?P<string>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')"
@@ -306,7 +320,9 @@ class _SchemaParser:
         self.expect("->")
         returns = self.parse_returns()
         if self.peek()[0] != "end":
-            raise SchemaError(f"schema {self.text!r}: unexpected {self.peek()[1]!r} after the returns")
+            raise SchemaError(
+                f"schema {self.text!r}: unexpected {self.peek()[1]!r} after the returns"
+            )
         names = [a.name for a in arguments]
         if len(set(names)) != len(names):
             raise SchemaError(f"schema {self.text!r}: repeated argument name")
@@ -339,7 +355,9 @@ class _SchemaParser:
                 optional = self.accept("?")
         elif element_optional:
             optional, element_optional = True, False
-        return SchemaType(base, optional, is_list, list_size, element_optional, alias, alias_after_list)
+        return SchemaType(
+            base, optional, is_list, list_size, element_optional, alias, alias_after_list
+        )
 
     def parse_base_type(self) -> str:
         """A type name, a container with type arguments (`Dict(str, t)`, `Future(t)`), or a
@@ -396,7 +414,9 @@ class _SchemaParser:
             items = []
             if not self.accept("]"):
                 while True:
-                    items.append(self.parse_literal(attrs.evolve(schema_type, is_list=False, optional=False)))
+                    items.append(
+                        self.parse_literal(attrs.evolve(schema_type, is_list=False, optional=False))
+                    )
                     if self.accept("]"):
                         break
                     self.expect(",")

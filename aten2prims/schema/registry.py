@@ -54,7 +54,9 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
 }
 
 # The extra overloads that compute something (the others are checks the frontends skip).
-EXTRA_COMPUTING_OPS: frozenset[str] = frozenset(op for op in EXTRA_ATEN_SCHEMAS if op != "aten._assert_tensor_metadata.default")
+EXTRA_COMPUTING_OPS: frozenset[str] = frozenset(
+    op for op in EXTRA_ATEN_SCHEMAS if op != "aten._assert_tensor_metadata.default"
+)
 
 
 @cache

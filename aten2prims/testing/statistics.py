@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from ..frontends.torch_interop import to_numpy, to_torch
 from ..ir.dtypes import DType
 from ..schema.registry import aten_schema
 from .compare import Comparison, compare
 from .record import AtenCall
 from .runner import statistical_check
-from .torch_interop import to_numpy, to_torch
 
 SIGMAS = 5.0
 
@@ -53,7 +53,9 @@ def _fail(message: str, reason: str = "value") -> Comparison:
 
 def _same_layout(ours: Any, theirs: Any, what: str) -> Comparison:
     if not isinstance(ours, np.ndarray) or ours.dtype != theirs.dtype:
-        return _fail(f"{what}: dtype {getattr(ours, 'dtype', type(ours))} vs torch's {theirs.dtype}", "dtype")
+        return _fail(
+            f"{what}: dtype {getattr(ours, 'dtype', type(ours))} vs torch's {theirs.dtype}", "dtype"
+        )
     if ours.shape != theirs.shape:
         return _fail(f"{what}: shape {list(ours.shape)} vs torch's {list(theirs.shape)}", "shape")
     return _ok(f"{what}: dtype and shape equal")
@@ -66,7 +68,9 @@ def _real_parts(array: np.ndarray) -> np.ndarray:
     return array.reshape(-1).astype(np.float64)
 
 
-def _moments_agree(samples: np.ndarray, mean: float, variance: float, fourth_central: float, what: str) -> Comparison:
+def _moments_agree(
+    samples: np.ndarray, mean: float, variance: float, fourth_central: float, what: str
+) -> Comparison:
     """The sample mean and variance within SIGMAS standard errors of the distribution's."""
     n = samples.size
     if n == 0:
@@ -76,10 +80,14 @@ def _moments_agree(samples: np.ndarray, mean: float, variance: float, fourth_cen
     sample_mean = float(samples.mean())
     mean_error = math.sqrt(variance / n)
     if abs(sample_mean - mean) > SIGMAS * mean_error:
-        return _fail(f"{what}: mean {sample_mean:.4g} of {n} samples, expected {mean:.4g} ± {SIGMAS * mean_error:.3g}")
+        return _fail(
+            f"{what}: mean {sample_mean:.4g} of {n} samples, expected {mean:.4g} ± {SIGMAS * mean_error:.3g}"
+        )
     if n >= 2:
         sample_variance = float(samples.var(ddof=1))
-        variance_error = math.sqrt(max(fourth_central - variance**2, 0.0) / n + 2 * variance**2 / (n - 1) / n)
+        variance_error = math.sqrt(
+            max(fourth_central - variance**2, 0.0) / n + 2 * variance**2 / (n - 1) / n
+        )
         if abs(sample_variance - variance) > SIGMAS * variance_error:
             return _fail(
                 f"{what}: variance {sample_variance:.4g} of {n} samples, expected {variance:.4g} ± "
@@ -146,7 +154,9 @@ def check_native_dropout(call: AtenCall, ours: list[Any], theirs: list[Any]) -> 
     kept, n = int(mask.sum()), mask.size
     spread = SIGMAS * math.sqrt(n * p * (1 - p))
     if abs(kept - n * (1 - p)) > spread:
-        return _fail(f"native_dropout: kept {kept} of {n} elements, expected {n * (1 - p):.4g} ± {spread:.3g}")
+        return _fail(
+            f"native_dropout: kept {kept} of {n} elements, expected {n * (1 - p):.4g} ± {spread:.3g}"
+        )
     return _ok(f"native_dropout: output consistent with the mask; kept {kept} of {n}")
 
 
@@ -183,7 +193,9 @@ def _indices_point_at_values(
     wrong = ~_same_elements(pointed, values)
     if wrong.any():
         first = [int(i) for i in np.argwhere(wrong)[0]]
-        return _fail(f"{what}: at {first} the index points at {pointed[tuple(first)]!r}, the value is {values[tuple(first)]!r}")
+        return _fail(
+            f"{what}: at {first} the index points at {pointed[tuple(first)]!r}, the value is {values[tuple(first)]!r}"
+        )
     return _ok(f"{what}: indices point at the values (ties may be ordered differently from torch)")
 
 
@@ -209,8 +221,12 @@ def check_topk(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison
     our_values, their_values = ours[0], theirs[0]
     if not arguments["sorted"] and source.ndim:
         # Unsorted results: compare the selected values as multisets.
-        their_values = np.take_along_axis(their_values, np.argsort(_as_ordered(their_values), axis=dim, kind="stable"), dim)
-        our_values = np.take_along_axis(our_values, np.argsort(_as_ordered(our_values), axis=dim, kind="stable"), dim)
+        their_values = np.take_along_axis(
+            their_values, np.argsort(_as_ordered(their_values), axis=dim, kind="stable"), dim
+        )
+        our_values = np.take_along_axis(
+            our_values, np.argsort(_as_ordered(our_values), axis=dim, kind="stable"), dim
+        )
     verdict = compare(our_values, their_values, what="topk values")
     if not verdict:
         return verdict

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import LoadError
+from ..frontends.torch_interop import to_numpy, to_torch, torch_dtype
 from ..ir.dtypes import DType
 from ..ir.graph import Graph
 from ..ir.values import Device, Layout, MemoryFormat, Value
-from .torch_interop import to_numpy, to_torch, torch_dtype
 
 
 def run_with_torch(path: str | Path, graph: Graph, inputs: dict[str, Any]) -> list[Any]:
@@ -23,7 +23,9 @@ def run_with_torch(path: str | Path, graph: Graph, inputs: dict[str, Any]) -> li
     try:
         import torch  # noqa: F401
     except ImportError:
-        raise LoadError("checking against torch needs torch installed (or pass --expected OUT.npz)") from None
+        raise LoadError(
+            "checking against torch needs torch installed (or pass --expected OUT.npz)"
+        ) from None
     if zipfile.is_zipfile(path):
         return _run_exported(path, graph, inputs)
     return interpret(graph, inputs)
@@ -68,7 +70,9 @@ def interpret(graph: Graph, inputs: dict[str, Any]) -> list[Any]:
         namespace, name, *overload = node.op.split(".")
         packet = getattr(getattr(torch.ops, namespace), name)
         func = getattr(packet, overload[0] if overload else "default")
-        result = func(*[operand(a) for a in node.args], **{k: operand(v) for k, v in node.kwargs.items()})
+        result = func(
+            *[operand(a) for a in node.args], **{k: operand(v) for k, v in node.kwargs.items()}
+        )
         results = list(result) if isinstance(result, list | tuple) else [result]
         env.update(zip(node.results, results))
     outputs = [env[o.value] for o in graph.user_outputs]

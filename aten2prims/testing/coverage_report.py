@@ -10,7 +10,7 @@ be checked by running them: that is the conformance tests' job.
 Regenerate (about the time of one full-budget harness run):
 
     aten2prims check --ops --full-budget --coverage docs/coverage.md
-    python -m aten2prims.harness.coverage_report          # the same
+    python -m aten2prims.testing.coverage_report          # the same
 """
 
 from __future__ import annotations
@@ -57,7 +57,9 @@ class Registries:
     families: Mapping[str, str]  # Core ATen overload -> family letter
     rules: frozenset[str]  # overloads with a decomposition rule
     known_failures: tuple[KnownFailure, ...]
-    torch_prims: Mapping[str, str]  # torch prim -> "implemented", "omitted: <reason>" or "not implemented"
+    torch_prims: Mapping[
+        str, str
+    ]  # torch prim -> "implemented", "omitted: <reason>" or "not implemented"
     extension_prims: Mapping[str, str]  # extension prim -> what it computes
     torch_version: str
 
@@ -97,7 +99,9 @@ def render(reports: Iterable[OpReport], registries: Registries, *, budget: int) 
     by_op = {report.op: report for report in reports}
     missing = sorted(set(registries.families) - set(by_op))
     if missing:
-        raise ValueError(f"docs/coverage.md needs every Core ATen overload; no report for {', '.join(missing)}")
+        raise ValueError(
+            f"docs/coverage.md needs every Core ATen overload; no report for {', '.join(missing)}"
+        )
     ops = sorted(registries.families, key=lambda op: ("ESN".index(registries.families[op]), op))
     rows = [_Row.of(by_op[op], registries) for op in ops]
     parts = [
@@ -167,15 +171,24 @@ def _totals(rows: Sequence[_Row], registries: Registries) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for family, description in FAMILIES.items():
-        lines.append(_totals_row(f"{family}: {description}", [r for r in rows if r.family == family]))
+        lines.append(
+            _totals_row(f"{family}: {description}", [r for r in rows if r.family == family])
+        )
     lines.append(_totals_row("**all**", rows))
     passing = sum(r.verdict is Verdict.PASS for r in rows)
     passed = sum(r.totals[0] for r in rows)
     run = sum(r.totals[1] for r in rows)
-    lines += ["", f"**{passing} / {len(rows)} overloads fully passing; {passed} / {run} samples passing.**"]
+    lines += [
+        "",
+        f"**{passing} / {len(rows)} overloads fully passing; {passed} / {run} samples passing.**",
+    ]
     unused = _unused_known_failures(rows, registries)
     if unused:
-        lines += ["", "Known failures that covered no failing sample in this run (remove them if they no longer fail):", ""]
+        lines += [
+            "",
+            "Known failures that covered no failing sample in this run (remove them if they no longer fail):",
+            "",
+        ]
         lines += [f"- `{k.op}`, {_scope(k)}" for k in unused]
     return "\n".join(lines)
 
@@ -184,7 +197,9 @@ def _totals_row(label: str, rows: Sequence[_Row]) -> str:
     verdicts = [r.verdict for r in rows]
     passed = sum(r.totals[0] for r in rows)
     run = sum(r.totals[1] for r in rows)
-    cells = [label, str(len(rows))] + [str(verdicts.count(v)) for v in Verdict] + [f"{passed} / {run}"]
+    cells = (
+        [label, str(len(rows))] + [str(verdicts.count(v)) for v in Verdict] + [f"{passed} / {run}"]
+    )
     return "| " + " | ".join(cells) + " |"
 
 
@@ -204,7 +219,9 @@ def _overloads(rows: Sequence[_Row]) -> str:
         "**failing** (some failure is not, or no sample ran; listed below), **no rule**. Extension\n"
         "prims: the [extension prims](prims.md#extension-prims) the lowered samples use.",
         "",
-        "| overload | family | " + " | ".join(d.short for d in dtypes) + " | status | extension prims |",
+        "| overload | family | "
+        + " | ".join(d.short for d in dtypes)
+        + " | status | extension prims |",
         "|---|---|" + "---|" * len(dtypes) + "---|---|",
     ]
     for row in rows:
@@ -214,7 +231,9 @@ def _overloads(rows: Sequence[_Row]) -> str:
     per_dtype = []
     for dtype in dtypes:
         counted = [r.counts[dtype] for r in rows if dtype in r.counts]
-        per_dtype.append(_count_cell((sum(p for p, _ in counted), sum(r for _, r in counted))) if counted else "")
+        per_dtype.append(
+            _count_cell((sum(p for p, _ in counted), sum(r for _, r in counted))) if counted else ""
+        )
     lines.append(_table_row(["**all**", ""] + per_dtype + ["", ""]))
     return "\n".join(lines)
 
@@ -235,7 +254,7 @@ def render_known_failures(registries: Registries) -> str:
     lines = [
         _KNOWN_FAILURES,
         "",
-        "Failures recorded on purpose in `aten2prims/harness/known_failures.py`, each with its reason;\n"
+        "Failures recorded on purpose in `aten2prims/testing/known_failures.py`, each with its reason;\n"
         "the conformance tests accept these and nothing else.",
         "",
     ]
@@ -248,7 +267,11 @@ def render_known_failures(registries: Registries) -> str:
 
 
 def _scope(known: KnownFailure) -> str:
-    dtypes = "every dtype" if known.dtypes is None else " ".join(d.short for d in DType if d in known.dtypes)
+    dtypes = (
+        "every dtype"
+        if known.dtypes is None
+        else " ".join(d.short for d in DType if d in known.dtypes)
+    )
     calls = "every call" if known.pattern is None else f"calls matching {_code(known.pattern)}"
     return f"{dtypes}, {calls}"
 
@@ -273,7 +296,9 @@ def _failing(rows: Sequence[_Row]) -> str:
     if not failing:
         lines.append("None.")
     for row in failing:
-        unexpected = [(d, o) for d, o in row.report.failures() if row.report.known_failure(d, o) is None]
+        unexpected = [
+            (d, o) for d, o in row.report.failures() if row.report.known_failure(d, o) is None
+        ]
         lines.append(f"### `{row.op}`")
         lines.append("")
         if not unexpected:
@@ -306,7 +331,9 @@ def render_prims(registries: Registries) -> str:
         lines += ["| torch prim | status |", "|---|---|"]
         lines += [_table_row([f"`{name}`", _escape_cell(statuses[name])]) for name in others]
         lines.append("")
-    lines += textwrap.wrap("Implemented: " + ", ".join(f"`{name}`" for name in implemented) + ".", width=100)
+    lines += textwrap.wrap(
+        "Implemented: " + ", ".join(f"`{name}`" for name in implemented) + ".", width=100
+    )
     extensions = registries.extension_prims
     lines += [
         "",
@@ -316,7 +343,10 @@ def render_prims(registries: Registries) -> str:
     ]
     if extensions:
         lines += ["| extension prim | computes |", "|---|---|"]
-        lines += [_table_row([f"`{name}`", _escape_cell(_one_line(extensions[name]))]) for name in sorted(extensions)]
+        lines += [
+            _table_row([f"`{name}`", _escape_cell(_one_line(extensions[name]))])
+            for name in sorted(extensions)
+        ]
     return "\n".join(lines)
 
 
@@ -385,7 +415,9 @@ def out_of_date(text: str, registries: Registries) -> list[str]:
         if op not in registries.families:
             continue
         if family != registries.families[op]:
-            problems.append(f"{op}: documented in family {family}, is in family {registries.families[op]}")
+            problems.append(
+                f"{op}: documented in family {family}, is in family {registries.families[op]}"
+            )
         if status not in statuses:
             problems.append(f"{op}: unknown status {status!r}")
         elif (status == Verdict.NO_RULE.value) != (op not in registries.rules):
@@ -401,9 +433,16 @@ def out_of_date(text: str, registries: Registries) -> list[str]:
         actual = present.get(heading)
         if actual != expected:
             diff = difflib.unified_diff(
-                (actual or "").splitlines(), expected.splitlines(), "committed", "registries", lineterm="", n=0
+                (actual or "").splitlines(),
+                expected.splitlines(),
+                "committed",
+                "registries",
+                lineterm="",
+                n=0,
             )
-            problems.append(f"section {heading!r} differs from the registries:\n" + "\n".join(list(diff)[:30]))
+            problems.append(
+                f"section {heading!r} differs from the registries:\n" + "\n".join(list(diff)[:30])
+            )
     return problems
 
 
@@ -416,16 +455,24 @@ def write(path: str | Path, reports: Iterable[OpReport], *, budget: int) -> None
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m aten2prims.harness.coverage_report",
+        prog="python -m aten2prims.testing.coverage_report",
         description="Run the conformance harness over every Core ATen overload and write docs/coverage.md "
         "(the same as `aten2prims check --ops --full-budget --coverage docs/coverage.md`).",
     )
-    parser.add_argument("path", nargs="?", default=str(DEFAULT_PATH), help="where to write (default: %(default)s)")
-    parser.add_argument("--fast-budget", action="store_true", help=f"{FAST_BUDGET} samples per dtype, not {FULL_BUDGET}")
+    parser.add_argument(
+        "path", nargs="?", default=str(DEFAULT_PATH), help="where to write (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--fast-budget",
+        action="store_true",
+        help=f"{FAST_BUDGET} samples per dtype, not {FULL_BUDGET}",
+    )
     args = parser.parse_args(argv)
     from .cli import check_ops
 
-    return check_ops(".*", dtypes=None, json_path=None, full_budget=not args.fast_budget, coverage_path=args.path)
+    return check_ops(
+        ".*", dtypes=None, json_path=None, full_budget=not args.fast_budget, coverage_path=args.path
+    )
 
 
 if __name__ == "__main__":

@@ -21,11 +21,7 @@ from ..record import AtenCall
 from ..samples import handwritten
 from .common import ALL, COMPLEX, FLOATS, NAN, ORDERED, random_tensor, torch_dtype
 
-
 Case = Callable[[DType], AtenCall | None]
-
-
-
 
 
 def _ints(values: Any, dtype: Any = None) -> Any:
@@ -63,7 +59,12 @@ def _gather_samples(dtype: DType) -> Iterator[AtenCall]:
 
     op = "aten.gather.default"
     cases: list[Case] = [
-        lambda d: _call(op, random_tensor((4, 5, 3), d), 1, _ints([[[0, 4, 4]], [[3, 3, 0]]]).expand(2, 2, 3).contiguous()),
+        lambda d: _call(
+            op,
+            random_tensor((4, 5, 3), d),
+            1,
+            _ints([[[0, 4, 4]], [[3, 3, 0]]]).expand(2, 2, 3).contiguous(),
+        ),
         lambda d: _call(op, random_tensor((), d), 0, _ints(0)),
         lambda d: _call(op, random_tensor((6,), d), -1, _ints([5, 0, 5, 2], torch.int32)),
     ]
@@ -108,9 +109,13 @@ def _index_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.index.Tensor"
     cases: list[Case] = [
         # None entries and index tensors that broadcast against each other (adjacent: in place)
-        lambda d: _call(op, random_tensor((3, 4, 5, 2), d), [None, _ints([[0], [3]]), _ints([1, -1, 4])]),
+        lambda d: _call(
+            op, random_tensor((3, 4, 5, 2), d), [None, _ints([[0], [3]]), _ints([1, -1, 4])]
+        ),
         # separated index tensors: the broadcast dims go first
-        lambda d: _call(op, random_tensor((3, 4, 5), d), [_ints([2, -3]), None, _ints([[4], [0]], torch.int32)]),
+        lambda d: _call(
+            op, random_tensor((3, 4, 5), d), [_ints([2, -3]), None, _ints([[4], [0]], torch.int32)]
+        ),
         # a boolean mask (data-dependent result shape) with a trailing sliced dim
         lambda d: _call(op, random_tensor((4, 3, 2), d), [_mask((4, 3))]),
         # a mask after a sliced dim, with an integer index broadcasting against its count
@@ -128,31 +133,63 @@ def _index_put_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.index_put.default"
 
     def accumulate_duplicates(d: DType) -> AtenCall:
-        return _call(op, random_tensor((5, 3), d), [_ints([1, 4, 1, 1])], random_tensor((4, 3), d, seed=1), True)
+        return _call(
+            op,
+            random_tensor((5, 3), d),
+            [_ints([1, 4, 1, 1])],
+            random_tensor((4, 3), d, seed=1),
+            True,
+        )
 
     def accumulate_broadcast(d: DType) -> AtenCall:
-        return _call(op, random_tensor((4, 3), d), [_ints([[0], [2]]), _ints([0, 2, 0])], random_tensor((3,), d, seed=2), True)
+        return _call(
+            op,
+            random_tensor((4, 3), d),
+            [_ints([[0], [2]]), _ints([0, 2, 0])],
+            random_tensor((3,), d, seed=2),
+            True,
+        )
 
     def put_negative(d: DType) -> AtenCall:
-        return _call(op, random_tensor((3, 4, 2), d), [None, _ints([-1, 0])], random_tensor((2, 1), d, seed=3))
+        return _call(
+            op,
+            random_tensor((3, 4, 2), d),
+            [None, _ints([-1, 0])],
+            random_tensor((2, 1), d, seed=3),
+        )
 
     def put_separated(d: DType) -> AtenCall:
-        return _call(op, random_tensor((3, 4, 2), d), [_ints([2, 0]), None, _ints([1, 0])], random_tensor((2, 4), d, seed=4))
+        return _call(
+            op,
+            random_tensor((3, 4, 2), d),
+            [_ints([2, 0]), None, _ints([1, 0])],
+            random_tensor((2, 4), d, seed=4),
+        )
 
     def mask_scalar_value(d: DType) -> AtenCall:
         return _call(op, random_tensor((4, 3), d), [_mask((4, 3))], random_tensor((), d, seed=5))
 
     def mask_row_values(d: DType) -> AtenCall:
-        return _call(op, random_tensor((4, 3), d), [_mask((4,), seed=3)], random_tensor((3,), d, seed=6), True)
+        return _call(
+            op,
+            random_tensor((4, 3), d),
+            [_mask((4,), seed=3)],
+            random_tensor((3,), d, seed=6),
+            True,
+        )
 
     def mask_full_values(d: DType) -> AtenCall:
         mask = _mask((5,), seed=4)
-        return _call(op, random_tensor((5, 2), d), [mask], random_tensor((int(mask.sum()), 2), d, seed=7))
+        return _call(
+            op, random_tensor((5, 2), d), [mask], random_tensor((int(mask.sum()), 2), d, seed=7)
+        )
 
     def duplicates_last_wins(d: DType) -> AtenCall:
         # Without accumulate torch leaves the winner unspecified; its serial CPU kernel and our
         # policy both keep the last value.
-        return _call(op, random_tensor((4,), d), [_ints([2, 2, 0, 2])], random_tensor((4,), d, seed=8))
+        return _call(
+            op, random_tensor((4,), d), [_ints([2, 2, 0, 2])], random_tensor((4,), d, seed=8)
+        )
 
     yield from _rotated(
         [
@@ -180,9 +217,13 @@ def _scatter_value_samples(dtype: DType) -> Iterator[AtenCall]:
     value = True if dtype is DType.bool else (2.5 if dtype.is_floating or dtype.is_complex else 3)
     cases: list[Case] = [
         lambda d: _call(op, random_tensor((4, 3), d), 0, _ints([[3, 0, 1], [3, 3, 2]]), value),
-        lambda d: _call(op, random_tensor((2, 3, 4), d), -1, _ints([[[0, 3]], [[1, 1]]], torch.int32), value),
+        lambda d: _call(
+            op, random_tensor((2, 3, 4), d), -1, _ints([[[0, 3]], [[1, 1]]], torch.int32), value
+        ),
         lambda d: _call(op, random_tensor((5,), d), 0, _ints([], torch.int64), value),
-        lambda d: _call(op, random_tensor((3, 2), d), 1, _ints([[1], [0], [1]]), False if d.is_bool else 1),
+        lambda d: _call(
+            op, random_tensor((3, 2), d), 1, _ints([[1], [0], [1]]), False if d.is_bool else 1
+        ),
     ]
     yield from _rotated(cases, dtype)
 
@@ -192,7 +233,13 @@ def _scatter_src_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.scatter.src"
     cases: list[Case] = [
         # src larger than index: only src[:index.shape] is used
-        lambda d: _call(op, random_tensor((4, 3), d), 0, _ints([[3, 0], [1, 2]]), random_tensor((3, 3), d, seed=1)),
+        lambda d: _call(
+            op,
+            random_tensor((4, 3), d),
+            0,
+            _ints([[3, 0], [1, 2]]),
+            random_tensor((3, 3), d, seed=1),
+        ),
         lambda d: _call(op, random_tensor((), d), 0, _ints(0), random_tensor((), d, seed=2)),
     ]
     yield from _rotated(cases, dtype)
@@ -203,7 +250,13 @@ def _scatter_add_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.scatter_add.default"
     cases: list[Case] = [
         # every row of the index hits row 1 or 2: duplicates accumulate
-        lambda d: _call(op, random_tensor((3, 4), d), 0, _ints([[1, 2, 1, 1], [1, 1, 2, 1], [2, 1, 1, 2]]), random_tensor((4, 4), d, seed=3)),
+        lambda d: _call(
+            op,
+            random_tensor((3, 4), d),
+            0,
+            _ints([[1, 2, 1, 1], [1, 1, 2, 1], [2, 1, 1, 2]]),
+            random_tensor((4, 4), d, seed=3),
+        ),
     ]
     yield from _rotated(cases, dtype)
 
@@ -214,7 +267,9 @@ def _scatter_reduce_samples(dtype: DType) -> Iterator[AtenCall]:
     modes = ("sum", "prod", "mean") if dtype.is_complex else ("sum", "prod", "mean", "amax", "amin")
     if dtype is DType.bool:
         modes = ("sum", "prod", "amax", "amin")  # torch has no bool mean
-    index = _ints([[0, 0, 2], [2, 0, 2], [0, 3, 3], [0, 0, 0]])  # duplicates; row 1 of self is never hit
+    index = _ints(
+        [[0, 0, 2], [2, 0, 2], [0, 3, 3], [0, 0, 0]]
+    )  # duplicates; row 1 of self is never hit
 
     def case(mode: str, include_self: bool) -> Case:
         def make(d: DType) -> AtenCall:
@@ -227,7 +282,9 @@ def _scatter_reduce_samples(dtype: DType) -> Iterator[AtenCall]:
 
         return make
 
-    yield from _rotated([case(mode, include_self) for mode in modes for include_self in (True, False)], dtype)
+    yield from _rotated(
+        [case(mode, include_self) for mode in modes for include_self in (True, False)], dtype
+    )
 
 
 # -- select_scatter, slice_scatter, masked_scatter --------------------------------------------------------
@@ -247,7 +304,9 @@ def _select_scatter_samples(dtype: DType) -> Iterator[AtenCall]:
 def _slice_scatter_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.slice_scatter.default"
     cases: list[Case] = [
-        lambda d: _call(op, random_tensor((3, 7), d), random_tensor((3, 2), d, seed=1), 1, -5, 100, 3),
+        lambda d: _call(
+            op, random_tensor((3, 7), d), random_tensor((3, 2), d, seed=1), 1, -5, 100, 3
+        ),
         lambda d: _call(op, random_tensor((4, 2), d), random_tensor((0, 2), d, seed=1), 0, 3, 1),
         lambda d: _call(op, random_tensor((5,), d), random_tensor((5,), d, seed=1), 0, None, None),
     ]
@@ -259,8 +318,12 @@ def _masked_scatter_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.masked_scatter.default"
     cases: list[Case] = [
         # source larger than needed; its elements are consumed in row-major order of the mask
-        lambda d: _call(op, random_tensor((2, 3, 4), d), _mask((3, 4)), random_tensor((30,), d, seed=1)),
-        lambda d: _call(op, random_tensor((3,), d), _mask((2, 3), seed=1), random_tensor((2, 3), d, seed=2)),
+        lambda d: _call(
+            op, random_tensor((2, 3, 4), d), _mask((3, 4)), random_tensor((30,), d, seed=1)
+        ),
+        lambda d: _call(
+            op, random_tensor((3,), d), _mask((2, 3), seed=1), random_tensor((2, 3), d, seed=2)
+        ),
     ]
     yield from _rotated(cases, dtype)
 
@@ -277,7 +340,9 @@ def _nonzero_samples(dtype: DType) -> Iterator[AtenCall]:
     def specials(d: DType) -> AtenCall | None:
         if not d.is_floating:
             return None
-        return _call(op, torch.tensor([[0.0, -0.0, NAN], [1.0, 0.0, float("-inf")]]).to(torch_dtype(d)))
+        return _call(
+            op, torch.tensor([[0.0, -0.0, NAN], [1.0, 0.0, float("-inf")]]).to(torch_dtype(d))
+        )
 
     cases: list[Case] = [
         specials,
@@ -293,7 +358,9 @@ def _ties_and_nans(dtype: DType) -> Any:
 
     rows = [[1, 3, NAN, 3, 0, 1, 3, NAN], [2, 2, 2, 2, 2, 2, 2, 2], [NAN, 0, 5, -1, 5, 0, NAN, 5]]
     if not dtype.is_floating:
-        rows = [[0 if v != v else abs(v) if dtype is DType.uint8 else v for v in row] for row in rows]
+        rows = [
+            [0 if v != v else abs(v) if dtype is DType.uint8 else v for v in row] for row in rows
+        ]
     return torch.tensor(rows, dtype=torch.float64).to(torch_dtype(dtype))
 
 
@@ -351,13 +418,30 @@ def _randn_samples(dtype: DType) -> Iterator[AtenCall]:
     yield from _random_samples("aten.randn.default", dtype)
 
 
-@handwritten("aten.randperm.default", (DType.uint8, DType.int16, DType.int32, DType.int64, DType.float16, DType.float32, DType.float64))
+@handwritten(
+    "aten.randperm.default",
+    (
+        DType.uint8,
+        DType.int16,
+        DType.int32,
+        DType.int64,
+        DType.float16,
+        DType.float32,
+        DType.float64,
+    ),
+)
 def _randperm_samples(dtype: DType) -> Iterator[AtenCall]:
     import torch
 
     cpu = torch.device("cpu")
     sizes = {DType.uint8: 256, DType.float16: 2049}
-    yield _call("aten.randperm.default", sizes.get(dtype, 1000), dtype=torch_dtype(dtype), device=cpu, pin_memory=False)
+    yield _call(
+        "aten.randperm.default",
+        sizes.get(dtype, 1000),
+        dtype=torch_dtype(dtype),
+        device=cpu,
+        pin_memory=False,
+    )
     if dtype is DType.int64:
         yield _call("aten.randperm.default", 0, device=cpu)
         yield _call("aten.randperm.default", 1, device=cpu)

@@ -31,7 +31,6 @@ def _call(op: str, *args: Any, **kwargs: Any) -> AtenCall:
     return AtenCall(op, args, kwargs, origin="handwritten")
 
 
-
 def _specials(dtype: DType) -> list[Any]:
     if dtype.is_bool:
         return [True, False]
@@ -42,7 +41,13 @@ def _specials(dtype: DType) -> list[Any]:
         return [info.max, info.min, 0]
     nan, inf = math.nan, math.inf
     if dtype.is_complex:
-        return [complex(nan, 0.0), complex(inf, 1.0), complex(-0.0, -inf), complex(-0.0, 0.0), complex(2.5, nan)]
+        return [
+            complex(nan, 0.0),
+            complex(inf, 1.0),
+            complex(-0.0, -inf),
+            complex(-0.0, 0.0),
+            complex(2.5, nan),
+        ]
     return [nan, inf, -inf, -0.0, 0.0]
 
 
@@ -117,10 +122,14 @@ _NUMBERS = (True, 3, -2.5, 1.5j)
 
 
 def _numbers_for(dtype: DType) -> list[Any]:
-    return sorted(_NUMBERS, key=lambda n: DType.from_python_type(type(n)).category <= dtype.category)
+    return sorted(
+        _NUMBERS, key=lambda n: DType.from_python_type(type(n)).category <= dtype.category
+    )
 
 
-def _register_all(ops: Iterable[str], dtypes: Iterable[DType], make: Callable[[str], Sample]) -> None:
+def _register_all(
+    ops: Iterable[str], dtypes: Iterable[DType], make: Callable[[str], Sample]
+) -> None:
     dtypes = tuple(dtypes)
     for op in ops:
         handwritten(op, dtypes)(make(op))
@@ -141,7 +150,9 @@ UNARY = [
 
 def _unary(op: str) -> Sample:
     def generate(dtype: DType) -> Iterator[AtenCall]:
-        yield _call(op, values(dtype, (3, 4), seed=11))  # special values; integer extremes wrap (neg, abs)
+        yield _call(
+            op, values(dtype, (3, 4), seed=11)
+        )  # special values; integer extremes wrap (neg, abs)
         yield _call(op, values(dtype, (), seed=12, specials=False))
 
     return generate
@@ -169,13 +180,23 @@ def _binary_tensor(op: str) -> Sample:
     divides = op.split(".")[1] in _DIVIDING
 
     def generate(dtype: DType) -> Iterator[AtenCall]:
-        yield _call(op, values(dtype, (3, 4), seed=21), values(dtype, (3, 4), seed=22, divisor=divides))
+        yield _call(
+            op, values(dtype, (3, 4), seed=21), values(dtype, (3, 4), seed=22, divisor=divides)
+        )
         numbers = _numbers_for(dtype)
         partner = _PARTNER[dtype]
         variants = [
-            lambda: _call(op, values(dtype, (2, 1, 3), 23), values(partner, (), 24, specials=False, divisor=divides)),
+            lambda: _call(
+                op,
+                values(dtype, (2, 1, 3), 23),
+                values(partner, (), 24, specials=False, divisor=divides),
+            ),
             lambda: _call(op, values(dtype, (4,), seed=25), numbers[0]),
-            lambda: _call(op, values(dtype, (), seed=26, specials=False), values(partner, (2, 3), 27, divisor=divides)),
+            lambda: _call(
+                op,
+                values(dtype, (), seed=26, specials=False),
+                values(partner, (2, 3), 27, divisor=divides),
+            ),
             lambda: _call(op, values(dtype, (4,), seed=28), numbers[1]),
         ]
         for variant in _rotated(dtype, variants)[:2]:
@@ -199,9 +220,14 @@ BINARY = [
     "add", "sub", "mul", "div", "fmod", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor",
     "eq", "ne", "ge", "gt", "le", "lt",
 ]  # fmt: skip
-_register_all([f"aten.{name}.Tensor" for name in BINARY] + ["aten.pow.Tensor_Tensor"], ALL, _binary_tensor)
 _register_all(
-    [f"aten.{n}.default" for n in ("atan2", "maximum", "minimum", "logical_and", "logical_or", "logical_xor")],
+    [f"aten.{name}.Tensor" for name in BINARY] + ["aten.pow.Tensor_Tensor"], ALL, _binary_tensor
+)
+_register_all(
+    [
+        f"aten.{n}.default"
+        for n in ("atan2", "maximum", "minimum", "logical_and", "logical_or", "logical_xor")
+    ],
     ALL,
     _binary_tensor,
 )
@@ -218,14 +244,24 @@ def _scaled(op: str) -> Sample:
         other = 2 if scalar_overload else values(dtype, (4,), seed=42)
         alphas = [True, 2] if dtype.is_bool else ([3, -1] if dtype.is_integer else [0.1, -2])
         for alpha in alphas:
-            yield _call(op, x, other, alpha=alpha) if not scalar_overload else _call(op, x, other, alpha)
+            yield (
+                _call(op, x, other, alpha=alpha)
+                if not scalar_overload
+                else _call(op, x, other, alpha)
+            )
         if dtype.is_complex:
-            yield _call(op, x, other, alpha=0.5 - 1j) if not scalar_overload else _call(op, x, other, 0.5 - 1j)
+            yield (
+                _call(op, x, other, alpha=0.5 - 1j)
+                if not scalar_overload
+                else _call(op, x, other, 0.5 - 1j)
+            )
 
     return generate
 
 
-_register_all(["aten.add.Tensor", "aten.sub.Tensor", "aten.add.Scalar", "aten.sub.Scalar"], ALL, _scaled)
+_register_all(
+    ["aten.add.Tensor", "aten.sub.Tensor", "aten.add.Scalar", "aten.sub.Scalar"], ALL, _scaled
+)
 
 
 # -- division with rounding modes -------------------------------------------------------------------------
@@ -285,7 +321,9 @@ def _where(dtype: DType) -> Iterator[AtenCall]:
     zero_dim = values(dtype, (), seed=78, specials=False)
     partner = values(_PARTNER[dtype], (), seed=81, specials=False)
     variants = [
-        lambda: _call(op, scalar_condition, values(dtype, (2, 3), seed=75), values(dtype, (3,), seed=76)),
+        lambda: _call(
+            op, scalar_condition, values(dtype, (2, 3), seed=75), values(dtype, (3,), seed=76)
+        ),
         lambda: _call(op, values(DType.bool, (3, 1), seed=77), zero_dim, _numbers_for(dtype)[0]),
         lambda: _call(op, values(DType.bool, (4,), seed=79), values(dtype, (4,), seed=80), partner),
     ]
@@ -297,7 +335,15 @@ def _where(dtype: DType) -> Iterator[AtenCall]:
 def _clamp(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.clamp.default"
     x = values(dtype, (3, 4), seed=91)
-    bounds = [(-2, 5), (None, 3), (-2.5, None), (4, -4), (-1.5, 2.5), (math.nan, 1.0), (None, math.nan)]
+    bounds = [
+        (-2, 5),
+        (None, 3),
+        (-2.5, None),
+        (4, -4),
+        (-1.5, 2.5),
+        (math.nan, 1.0),
+        (None, math.nan),
+    ]
     for low, high in _rotated(dtype, bounds):
         yield _call(op, x, low, high)
 
@@ -371,7 +417,15 @@ def _copy(dtype: DType) -> Iterator[AtenCall]:
 @handwritten("aten._to_copy.default", ALL)
 def _to_copy(dtype: DType) -> Iterator[AtenCall]:
     x = values(dtype, (3, 4), seed=131, low=-300, high=300)
-    targets = [DType.float16, DType.int8, DType.bool, DType.complex64, DType.uint8, DType.bfloat16, DType.float64]
+    targets = [
+        DType.float16,
+        DType.int8,
+        DType.bool,
+        DType.complex64,
+        DType.uint8,
+        DType.bfloat16,
+        DType.float64,
+    ]
     for target in _rotated(dtype, targets)[:3]:
         yield _call("aten._to_copy.default", x, dtype=torch_dtype(target))
 
@@ -420,14 +474,23 @@ def _shifts(op: str) -> Sample:
             for amount in (1, 3, width - 1, width, -2):
                 yield _call(op, x, amount)
             return
-        yield _call(op, x[:, :1].expand(4, 7).contiguous(), amounts.to(torch_dtype(dtype)) if not dtype.is_bool else amounts)
+        yield _call(
+            op,
+            x[:, :1].expand(4, 7).contiguous(),
+            amounts.to(torch_dtype(dtype)) if not dtype.is_bool else amounts,
+        )
         yield _call(op, x, torch.tensor(2, dtype=torch.int8))
         yield _call(op, x, values(DType.int32, (5,), seed=92, low=0, high=width + 2))
 
     return generate
 
 
-for _op in ("aten.__lshift__.Scalar", "aten.__lshift__.Tensor", "aten.__rshift__.Scalar", "aten.__rshift__.Tensor"):
+for _op in (
+    "aten.__lshift__.Scalar",
+    "aten.__lshift__.Tensor",
+    "aten.__rshift__.Scalar",
+    "aten.__rshift__.Tensor",
+):
     handwritten(_op, _SHIFTED)(_shifts(_op))
 
 
@@ -471,7 +534,24 @@ def _gamma_poles(op: str) -> Sample:
     def generate(dtype: DType) -> Iterator[AtenCall]:
         import torch
 
-        points = [0.0, -0.0, -1.0, -2.0, -2.5, -0.5, 0.5, 1.0, 2.0, 1e-3, 30.0, 1e4, -1e4 - 0.5, math.inf, -math.inf, math.nan]
+        points = [
+            0.0,
+            -0.0,
+            -1.0,
+            -2.0,
+            -2.5,
+            -0.5,
+            0.5,
+            1.0,
+            2.0,
+            1e-3,
+            30.0,
+            1e4,
+            -1e4 - 0.5,
+            math.inf,
+            -math.inf,
+            math.nan,
+        ]
         yield _call(op, torch.tensor(points, dtype=torch_dtype(dtype)))
 
     return generate

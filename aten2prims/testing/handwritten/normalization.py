@@ -40,15 +40,15 @@ WIDE = (DType.float32, DType.float64)  # torch's CPU cdist, pdist and FFTs
 NOT_BOOL = tuple(d for d in DType if d is not DType.bool)
 
 
-
-
-
 def _rotating(dtype: DType, cases: Sequence[Any], count: int | None = None) -> list[Any]:
     """`count` of `cases` (all of them when None), starting at a position that moves with the
     dtype. Ops OpInfo does not reach take all cases: the fast budget runs the first few."""
     step = FAST_BUDGET if count is None else count
     start = list(DType).index(dtype) * step
-    return [cases[(start + k) % len(cases)] for k in range(len(cases) if count is None else min(count, len(cases)))]
+    return [
+        cases[(start + k) % len(cases)]
+        for k in range(len(cases) if count is None else min(count, len(cases)))
+    ]
 
 
 def _params(dtype: DType, mixed: bool) -> DType:
@@ -118,7 +118,9 @@ def _batch_norm_legit_no_training(dtype: DType) -> Iterator[AtenCall]:
     for index, case in enumerate(_rotating(dtype, _BATCH_NORMS)):
         x, weight, bias, mean, var, momentum, eps = _batch_norm_arguments(dtype, case, 40 + index)
         args = (x, weight, bias, mean, var, momentum, eps)
-        yield AtenCall("aten._native_batch_norm_legit_no_training.default", args, {}, origin="handwritten")
+        yield AtenCall(
+            "aten._native_batch_norm_legit_no_training.default", args, {}, origin="handwritten"
+        )
 
 
 @handwritten("aten._native_batch_norm_legit_functional.default", FLOATS)
@@ -126,7 +128,9 @@ def _batch_norm_legit_functional(dtype: DType) -> Iterator[AtenCall]:
     for index, case in enumerate(_rotating(dtype, _BATCH_NORMS)):
         x, weight, bias, mean, var, momentum, eps = _batch_norm_arguments(dtype, case, 50 + index)
         args = (x, weight, bias, mean, var, index % 3 != 2, momentum, eps)
-        yield AtenCall("aten._native_batch_norm_legit_functional.default", args, {}, origin="handwritten")
+        yield AtenCall(
+            "aten._native_batch_norm_legit_functional.default", args, {}, origin="handwritten"
+        )
 
 
 # -- layer norm ------------------------------------------------------------------------------------------
@@ -168,7 +172,10 @@ def _native_layer_norm_backward(dtype: DType) -> Iterator[AtenCall]:
         if weight is None or bias is None:
             # Every gradient is requested (see above), and torch needs both parameters for that.
             params = _params(dtype, case[4])
-            weight, bias = random_tensor(normalized, params, 80 + index), random_tensor(normalized, params, 90 + index)
+            weight, bias = (
+                random_tensor(normalized, params, 80 + index),
+                random_tensor(normalized, params, 90 + index),
+            )
         _, mean, rstd = torch.ops.aten.native_layer_norm.default(x, normalized, weight, bias, eps)
         grad = random_tensor(tuple(x.shape), dtype, 100 + index)
         args = (grad, x, normalized, mean, rstd, weight, bias, [True, True, True])
@@ -215,7 +222,9 @@ def _native_group_norm_backward(dtype: DType) -> Iterator[AtenCall]:
         x, weight, bias, n, c, hxw, group, eps = _group_norm_arguments(dtype, case, 120 + index)
         if weight is None:  # torch shapes both parameter gradients by the weight
             weight = random_tensor((c,), _params(dtype, case[4]), 130 + index)
-        _, mean, rstd = torch.ops.aten.native_group_norm.default(x, weight, bias, n, c, hxw, group, eps)
+        _, mean, rstd = torch.ops.aten.native_group_norm.default(
+            x, weight, bias, n, c, hxw, group, eps
+        )
         grad = random_tensor(tuple(x.shape), dtype, 140 + index)
         args = (grad, x, mean, rstd, weight, n, c, hxw, group, [True, True, True])
         yield AtenCall("aten.native_group_norm_backward.default", args, {}, origin="handwritten")
@@ -254,7 +263,9 @@ def _embedding_weight(dtype: DType, seed: int) -> Any:
 @handwritten("aten._embedding_bag.default", FLOATS)
 def _embedding_bag(dtype: DType) -> Iterator[AtenCall]:
     for index, case in enumerate(_rotating(dtype, _EMBEDDING_BAGS)):
-        indices, offsets, mode, include_last, weighted, padding_idx, index_dtype, offset_dtype = case
+        indices, offsets, mode, include_last, weighted, padding_idx, index_dtype, offset_dtype = (
+            case
+        )
         weights = random_tensor((len(indices),), dtype, 160 + index) if weighted else None
         args = (
             _embedding_weight(dtype, 150 + index),
@@ -284,7 +295,9 @@ _EMBEDDING_GRADS: list[tuple[Any, ...]] = [
 def _embedding_dense_backward(dtype: DType) -> Iterator[AtenCall]:
     import torch
 
-    for index, (indices, num_weights, padding_idx, scale, index_dtype) in enumerate(_rotating(dtype, _EMBEDDING_GRADS)):
+    for index, (indices, num_weights, padding_idx, scale, index_dtype) in enumerate(
+        _rotating(dtype, _EMBEDDING_GRADS)
+    ):
         idx = torch.tensor(indices, dtype=torch_dtype(index_dtype))
         grad = random_tensor((*idx.shape, 3), dtype, 170 + index)
         args = (grad, idx, num_weights, padding_idx, scale)
@@ -326,7 +339,9 @@ def _cdist_forward(dtype: DType) -> Iterator[AtenCall]:
             x2 = x1[[0, 2, 3, 5]] * 3
             x1 = x1 * 3
         else:
-            x2 = _distance_operand(shape2, dtype, 190 + index, "integers" if values == "integers" else "normal")
+            x2 = _distance_operand(
+                shape2, dtype, 190 + index, "integers" if values == "integers" else "normal"
+            )
         yield AtenCall("aten._cdist_forward.default", (x1, x2, p, mode), {}, origin="handwritten")
 
 
@@ -344,7 +359,12 @@ _PDISTS: list[tuple[Any, ...]] = [
 @handwritten("aten._pdist_forward.default", WIDE)
 def _pdist_forward(dtype: DType) -> Iterator[AtenCall]:
     for index, (shape, p, values) in enumerate(_rotating(dtype, _PDISTS, 3)):
-        yield AtenCall("aten._pdist_forward.default", (_distance_operand(shape, dtype, 200 + index, values), p), {}, origin="handwritten")
+        yield AtenCall(
+            "aten._pdist_forward.default",
+            (_distance_operand(shape, dtype, 200 + index, values), p),
+            {},
+            origin="handwritten",
+        )
 
 
 # -- FFTs ------------------------------------------------------------------------------------------------

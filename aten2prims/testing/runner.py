@@ -23,12 +23,12 @@ from ..errors import (
     ResultShapeError,
     UnsupportedOpError,
 )
+from ..frontends.torch_interop import to_numpy
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.values import Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, Value
 from .compare import Comparison, compare
 from .record import AtenCall, clone_arguments
-from .torch_interop import to_numpy
 
 
 class Status(enum.Enum):
@@ -123,7 +123,9 @@ def build_graph(call: AtenCall, outputs: list[Any]) -> tuple[Graph, dict[str, An
     kwargs = {name: operand(v) for name, v in call.kwargs.items()}
     results = tuple(Value(f"out{i}", _meta_of(output)) for i, output in enumerate(outputs))
     name = re.sub(r"\W", "_", call.op.removeprefix("aten."))
-    graph = Graph(name, inputs, [Node(call.op, args, kwargs, results)], [GraphOutput(r) for r in results])
+    graph = Graph(
+        name, inputs, [Node(call.op, args, kwargs, results)], [GraphOutput(r) for r in results]
+    )
     return graph, arrays
 
 
@@ -201,7 +203,9 @@ def run_call(call: AtenCall, *, registry: Any = None, seed: int = 0) -> Outcome:
         return Outcome(call, Status.LOWERING_ERROR, f"{type(error).__name__}: {error}")
     leftovers = sorted({node.op for node in lowered.nodes if node.namespace != "prims"})
     if leftovers:
-        return Outcome(call, Status.NOT_LOWERED, f"left in the graph: {', '.join(leftovers)}", lowered=lowered)
+        return Outcome(
+            call, Status.NOT_LOWERED, f"left in the graph: {', '.join(leftovers)}", lowered=lowered
+        )
     extensions = frozenset(
         node.op for node in lowered.nodes if PRIMS[node.op.removeprefix("prims.")].extension
     )
@@ -211,13 +215,17 @@ def run_call(call: AtenCall, *, registry: Any = None, seed: int = 0) -> Outcome:
         status = Status.META_MISMATCH if "[check=True]" in str(error) else Status.EXECUTION_ERROR
         return Outcome(call, status, str(error), extensions, lowered)
     except Error as error:
-        return Outcome(call, Status.EXECUTION_ERROR, f"{type(error).__name__}: {error}", extensions, lowered)
+        return Outcome(
+            call, Status.EXECUTION_ERROR, f"{type(error).__name__}: {error}", extensions, lowered
+        )
     expected = _expected(outputs)
     statistical = STATISTICAL_CHECKS.get(call.op)
     if statistical is not None:
         verdicts = [statistical(call, ours, expected)]
     elif call.op in UNDEFINED_VALUES:
-        verdicts = [_compare_layout(o, e, f"output {i}") for i, (o, e) in enumerate(zip(ours, expected))]
+        verdicts = [
+            _compare_layout(o, e, f"output {i}") for i, (o, e) in enumerate(zip(ours, expected))
+        ]
     else:
         reference = None
         verdicts = []
@@ -230,16 +238,24 @@ def run_call(call: AtenCall, *, registry: Any = None, seed: int = 0) -> Outcome:
             verdicts.append(verdict)
     for verdict in verdicts:
         if not verdict:
-            status = {"dtype": Status.WRONG_DTYPE, "shape": Status.WRONG_SHAPE}.get(verdict.reason, Status.WRONG_VALUE)
+            status = {"dtype": Status.WRONG_DTYPE, "shape": Status.WRONG_SHAPE}.get(
+                verdict.reason, Status.WRONG_VALUE
+            )
             return Outcome(call, status, verdict.message, extensions, lowered)
     return Outcome(call, Status.PASS, "", extensions, lowered)
 
 
 def _compare_layout(ours: Any, theirs: Any, what: str) -> Comparison:
     if not isinstance(ours, np.ndarray) or ours.dtype != theirs.dtype:
-        return Comparison(False, "dtype", f"{what}: dtype {getattr(ours, 'dtype', type(ours))} vs torch's {theirs.dtype}")
+        return Comparison(
+            False,
+            "dtype",
+            f"{what}: dtype {getattr(ours, 'dtype', type(ours))} vs torch's {theirs.dtype}",
+        )
     if ours.shape != theirs.shape:
-        return Comparison(False, "shape", f"{what}: shape {list(ours.shape)} vs torch's {list(theirs.shape)}")
+        return Comparison(
+            False, "shape", f"{what}: shape {list(ours.shape)} vs torch's {list(theirs.shape)}"
+        )
     return Comparison(True, "", f"{what}: values undefined; dtype and shape equal")
 
 

@@ -27,9 +27,6 @@ from ..samples import handwritten
 from .common import COMPLEX, FLOATS, INTS, random_tensor
 
 
-
-
-
 def _rotating(dtype: DType, cases: Sequence[Any], count: int) -> list[Any]:
     """`count` of `cases`, starting at a position that moves with the dtype."""
     start = list(DType).index(dtype) * count
@@ -49,14 +46,41 @@ def _addmm(dtype: DType) -> Iterator[AtenCall]:
     if dtype.is_floating or dtype.is_complex:
         inf_mat[0, 1] = float("inf")
     cases = [
-        (nan_self, random_tensor((2, 4), dtype, 3), random_tensor((4, 3), dtype, 4), {"beta": 0, "alpha": 2}),
-        (random_tensor((1, 3), dtype, 5), inf_mat, random_tensor((4, 3), dtype, 6), {"beta": 3, "alpha": 0}),
-        (random_tensor((2, 1), dtype, 7), random_tensor((2, 5), dtype, 8), random_tensor((5, 3), dtype, 9), {"beta": 0.5, "alpha": 1.5}),
-        (random_tensor((), dtype, 10), random_tensor((3, 0), dtype, 11), random_tensor((0, 2), dtype, 12), {"beta": 1, "alpha": 1}),
-        (random_tensor((2, 3), dtype, 13), random_tensor((2, 300), dtype, 14), random_tensor((300, 3), dtype, 15), {"beta": True, "alpha": -1}),
+        (
+            nan_self,
+            random_tensor((2, 4), dtype, 3),
+            random_tensor((4, 3), dtype, 4),
+            {"beta": 0, "alpha": 2},
+        ),
+        (
+            random_tensor((1, 3), dtype, 5),
+            inf_mat,
+            random_tensor((4, 3), dtype, 6),
+            {"beta": 3, "alpha": 0},
+        ),
+        (
+            random_tensor((2, 1), dtype, 7),
+            random_tensor((2, 5), dtype, 8),
+            random_tensor((5, 3), dtype, 9),
+            {"beta": 0.5, "alpha": 1.5},
+        ),
+        (
+            random_tensor((), dtype, 10),
+            random_tensor((3, 0), dtype, 11),
+            random_tensor((0, 2), dtype, 12),
+            {"beta": 1, "alpha": 1},
+        ),
+        (
+            random_tensor((2, 3), dtype, 13),
+            random_tensor((2, 300), dtype, 14),
+            random_tensor((300, 3), dtype, 15),
+            {"beta": True, "alpha": -1},
+        ),
     ]
     for self, mat1, mat2, scalars in _rotating(dtype, cases, 2):
-        yield AtenCall("aten.addmm.default", (self, mat1, mat2), dict(scalars), origin="handwritten")
+        yield AtenCall(
+            "aten.addmm.default", (self, mat1, mat2), dict(scalars), origin="handwritten"
+        )
 
 
 # -- convolution -------------------------------------------------------------------------------------
@@ -68,7 +92,17 @@ _CONVOLUTIONS: list[tuple[Any, ...]] = [
     ((1, 4, 5, 6, 5), (4, 2, 2, 3, 2), False, [1, 2, 1], [1, 0, 1], [2, 1, 1], False, [0, 0, 0], 2),
     ((2, 4, 9), (4, 1, 3), True, [3], [2], [2], True, [1], 2),  # 1-d transposed, groups, dilation
     ((1, 2, 3, 4, 3), (2, 3, 2, 3, 2), True, [2, 1, 2], [0, 1, 1], [1, 1, 1], True, [1, 0, 0], 1),
-    ((2, 6, 8, 7), (6, 2, 3, 3), False, [1, 2], [2, 3], [1, 1], False, [0, 0], 3),  # padding > kernel
+    (
+        (2, 6, 8, 7),
+        (6, 2, 3, 3),
+        False,
+        [1, 2],
+        [2, 3],
+        [1, 1],
+        False,
+        [0, 0],
+        3,
+    ),  # padding > kernel
     ((1, 3, 6, 5), (3, 2, 3, 3), True, [1, 1], [3, 2], [1, 1], True, [0, 0], 1),  # transposed crop
     ((0, 4, 6, 6), (4, 4, 3, 3), True, [1, 1], [1, 1], [1, 1], False, [0, 0], 1),  # empty batch
     ((1, 16, 5, 7), (16, 4, 1, 1), True, [1, 1], [0, 0], [1, 1], False, [0, 0], 4),  # 1x1, grouped
@@ -78,8 +112,20 @@ _CONVOLUTIONS: list[tuple[Any, ...]] = [
 _LONG_SUMS = ((2, 64, 6, 6), (8, 64, 3, 3), True, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
 
 
-def _convolution_call(op: str, dtype: DType, case: tuple[Any, ...], seed: int, *extra: Any) -> AtenCall:
-    input_shape, weight_shape, has_bias, stride, padding, dilation, transposed, output_padding, groups = case
+def _convolution_call(
+    op: str, dtype: DType, case: tuple[Any, ...], seed: int, *extra: Any
+) -> AtenCall:
+    (
+        input_shape,
+        weight_shape,
+        has_bias,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+    ) = case
     x = random_tensor(input_shape, dtype, seed)
     w = random_tensor(weight_shape, dtype, seed + 1)
     bias_channels = weight_shape[1] * groups if transposed else weight_shape[0]
@@ -89,10 +135,24 @@ def _convolution_call(op: str, dtype: DType, case: tuple[Any, ...], seed: int, *
     else:
         import torch
 
-        forward = torch.ops.aten.convolution.default(x, w, None, stride, padding, dilation, transposed, output_padding, groups)
+        forward = torch.ops.aten.convolution.default(
+            x, w, None, stride, padding, dilation, transposed, output_padding, groups
+        )
         grad = random_tensor(tuple(forward.shape), dtype, seed + 2)
         bias_sizes = [bias_channels] if has_bias else None
-        args = (grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, *extra)
+        args = (
+            grad,
+            x,
+            w,
+            bias_sizes,
+            stride,
+            padding,
+            dilation,
+            transposed,
+            output_padding,
+            groups,
+            *extra,
+        )
     return AtenCall(op, args, {}, origin="handwritten")
 
 
@@ -113,7 +173,9 @@ def _convolution(dtype: DType) -> Iterator[AtenCall]:
 @handwritten("aten.convolution_backward.default", FLOATS)
 def _convolution_backward(dtype: DType) -> Iterator[AtenCall]:
     for index, case in enumerate([_LONG_SUMS, *_rotating(dtype, _CONVOLUTIONS, 3)]):
-        yield _convolution_call("aten.convolution_backward.default", dtype, case, 40 + index, [True, True, True])
+        yield _convolution_call(
+            "aten.convolution_backward.default", dtype, case, 40 + index, [True, True, True]
+        )
 
 
 # -- col2im ------------------------------------------------------------------------------------------
@@ -131,4 +193,9 @@ _COL2IM: list[tuple[Any, ...]] = [
 @handwritten("aten.col2im.default", (DType.bool, *FLOATS, *COMPLEX))
 def _col2im(dtype: DType) -> Iterator[AtenCall]:
     for index, (shape, *rest) in enumerate(_rotating(dtype, _COL2IM, 3)):
-        yield AtenCall("aten.col2im.default", (random_tensor(shape, dtype, 60 + index), *rest), {}, origin="handwritten")
+        yield AtenCall(
+            "aten.col2im.default",
+            (random_tensor(shape, dtype, 60 + index), *rest),
+            {},
+            origin="handwritten",
+        )

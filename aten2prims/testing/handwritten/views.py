@@ -17,17 +17,16 @@ from typing import Any
 
 import numpy as np
 
+from ...frontends.torch_interop import to_numpy
 from ...ir.dtypes import DType
 from ..compare import Comparison, compare
 from ..record import AtenCall
 from ..runner import statistical_check
 from ..samples import handwritten
-from ..torch_interop import to_numpy
 from .common import ALL, COMPLEX, FLOATS, INTS, torch_dtype
 
 NUMERIC = (*INTS, *FLOATS, *COMPLEX)  # no bool: torch's reflection/replication kernels refuse it
 INT64_MAX = 2**63 - 1  # the "to the end" sentinel exported slices carry
-
 
 
 def _tensor(shape: Sequence[int], dtype: DType) -> Any:
@@ -180,9 +179,13 @@ def _cat(dtype: DType) -> Iterator[AtenCall]:
     if dtype is DType.bool:
         other = dtype  # a bool first operand next to another dtype is filed under that dtype
     legacy_empty = torch.zeros(0, dtype=torch_dtype(other))
-    yield _call("aten.cat.default", [_tensor((2, 3), dtype), legacy_empty, _tensor((2, 1), dtype)], -1)
+    yield _call(
+        "aten.cat.default", [_tensor((2, 3), dtype), legacy_empty, _tensor((2, 1), dtype)], -1
+    )
     yield _call("aten.cat.default", [_tensor((2, 3), dtype), _tensor((1, 3), other)])
-    if dtype is DType.float32:  # legacy empty operands only: a [0] tensor of the promoted dtype (f64)
+    if (
+        dtype is DType.float32
+    ):  # legacy empty operands only: a [0] tensor of the promoted dtype (f64)
         yield _call("aten.cat.default", [torch.zeros(0), torch.zeros(0, dtype=torch.float64)], 0)
 
 
@@ -214,7 +217,7 @@ def _fill_for(dtype: DType) -> Any:
 def _constant_pad_nd(dtype: DType) -> Iterator[AtenCall]:
     cases = [
         ((2, 3), ([1, -1, 2, 0], _fill_for(dtype))),  # a negative pad crops
-        ((2, 3, 4), ([-2, -1],  _fill_for(dtype))),  # crops only: nothing to fill
+        ((2, 3, 4), ([-2, -1], _fill_for(dtype))),  # crops only: nothing to fill
         ((3, 2), ([0, 2], _fill_for(dtype))),
         ((2, 2, 2), ([1, 1, -1, 0, 0, 1], _fill_for(dtype))),
     ]
@@ -232,7 +235,11 @@ _REFLECTION_CASES = {
     3: [((1, 2, 3, 4), ([1, 2, 2, 0, -1, 1],)), ((2, 1, 2, 3, 3), ([2, 1, 1, 1, 1, 0],))],
 }
 _REPLICATION_CASES = {
-    2: [((2, 3, 4), ([2, 5, 1, -1],)), ((2, 1, 3, 2), ([-2, 3, 0, 2],)), ((0, 1, 2, 3), ([1, 1, 1, 1],))],
+    2: [
+        ((2, 3, 4), ([2, 5, 1, -1],)),
+        ((2, 1, 3, 2), ([-2, 3, 0, 2],)),
+        ((0, 1, 2, 3), ([1, 1, 1, 1],)),
+    ],
     3: [((1, 2, 3, 4), ([1, 2, 3, 0, -1, 2],)), ((2, 1, 2, 1, 3), ([0, 1, 2, 1, 1, 1],))],
 }
 
@@ -259,15 +266,21 @@ def _value_for(dtype: DType) -> Any:
 @handwritten("aten.full.default", ALL)
 def _full(dtype: DType) -> Iterator[AtenCall]:
     yield _call("aten.full.default", [2, 3], _value_for(dtype), dtype=torch_dtype(dtype))
-    yield _call("aten.full.default", [3, 1], _value_for(dtype))  # dtype=None: from the value's Python type
-    if dtype.is_integral and dtype is not DType.bool:  # a float fill truncates into an integer dtype
+    yield _call(
+        "aten.full.default", [3, 1], _value_for(dtype)
+    )  # dtype=None: from the value's Python type
+    if (
+        dtype.is_integral and dtype is not DType.bool
+    ):  # a float fill truncates into an integer dtype
         yield _call("aten.full.default", [4], 7.9, dtype=torch_dtype(dtype))
 
 
 @handwritten("aten.full_like.default", ALL)
 def _full_like(dtype: DType) -> Iterator[AtenCall]:
     yield _call("aten.full_like.default", _tensor((2, 3), dtype), _value_for(dtype))
-    yield _call("aten.full_like.default", _tensor((0, 2), dtype), 1, dtype=torch_dtype(DType.float64))
+    yield _call(
+        "aten.full_like.default", _tensor((0, 2), dtype), 1, dtype=torch_dtype(DType.float64)
+    )
 
 
 _FLOAT_RANGES = [
@@ -281,7 +294,15 @@ _FLOAT_RANGES = [
 ]
 # Integer dtypes truncate start and step to int64 (0.4 -> 0: start repeated), but count in double
 # (in int64 for int64 results, where a step truncated to 0 is an error).
-_INT_RANGES = [(0, 10, 3), (10, -5, -4), (-3, 30, 7), (0.5, 10.7, 1.5), (5, 5, 1), (2, -9.5, -2.5), (1.5, 4, 0.4)]
+_INT_RANGES = [
+    (0, 10, 3),
+    (10, -5, -4),
+    (-3, 30, 7),
+    (0.5, 10.7, 1.5),
+    (5, 5, 1),
+    (2, -9.5, -2.5),
+    (1.5, 4, 0.4),
+]
 
 
 @handwritten("aten.arange.start_step", (*INTS, *FLOATS))
@@ -294,8 +315,13 @@ def _arange(dtype: DType) -> Iterator[AtenCall]:
         yield _call("aten.arange.start_step", *bounds, dtype=torch_dtype(dtype))
     if dtype is DType.uint8:  # values past 255 wrap
         yield _call("aten.arange.start_step", -5, 300, 1, dtype=torch_dtype(dtype))
-    if dtype in (DType.float16, DType.int64):  # dtype=None: int64 for integer arguments, else float32
-        yield _call("aten.arange.start_step", *((True, 7, 2) if dtype is DType.int64 else (1, 2.5, 0.3)))
+    if dtype in (
+        DType.float16,
+        DType.int64,
+    ):  # dtype=None: int64 for integer arguments, else float32
+        yield _call(
+            "aten.arange.start_step", *((True, 7, 2) if dtype is DType.int64 else (1, 2.5, 0.3))
+        )
 
 
 @statistical_check("aten.arange.start_step")
@@ -340,7 +366,11 @@ def _check_resize(call: AtenCall, ours: list[Any], expected: list[Any]) -> Compa
     if not isinstance(our, np.ndarray) or our.dtype != their.dtype or our.shape != their.shape:
         return compare(our, their, what="output 0")
     defined = min(call.args[0].numel(), their.size)
-    return compare(our.reshape(-1)[:defined], their.reshape(-1)[:defined], what=f"output 0 (first {defined} elements)")
+    return compare(
+        our.reshape(-1)[:defined],
+        their.reshape(-1)[:defined],
+        what=f"output 0 (first {defined} elements)",
+    )
 
 
 # -- metadata --------------------------------------------------------------------------------------------
@@ -384,4 +414,6 @@ def _sym_is_contiguous(dtype: DType) -> Iterator[AtenCall]:
     import torch
 
     for shape, memory_format in _rotating(dtype, _CONTIGUITY_CASES, 4):
-        yield _call("aten.sym_is_contiguous.default", _tensor(shape, dtype), getattr(torch, memory_format))
+        yield _call(
+            "aten.sym_is_contiguous.default", _tensor(shape, dtype), getattr(torch, memory_format)
+        )

@@ -48,16 +48,27 @@ def tolerance(dtype: DType) -> tuple[float, float]:
 
 
 def compare(
-    actual: Any, expected: Any, *, reference: Any = None, what: str = "result", against: str = "torch"
+    actual: Any,
+    expected: Any,
+    *,
+    reference: Any = None,
+    what: str = "result",
+    against: str = "torch",
 ) -> Comparison:
     """Compare our `actual` array with the `expected` one (torch's, or the named source's)."""
     if not isinstance(expected, np.ndarray) or not isinstance(actual, np.ndarray):
         return _compare_scalars(actual, expected, what, against)
     if actual.dtype != expected.dtype:
-        return Comparison(False, "dtype", f"{what}: dtype {actual.dtype} differs from {against}'s {expected.dtype}")
+        return Comparison(
+            False,
+            "dtype",
+            f"{what}: dtype {actual.dtype} differs from {against}'s {expected.dtype}",
+        )
     if actual.shape != expected.shape:
         return Comparison(
-            False, "shape", f"{what}: shape {list(actual.shape)} differs from {against}'s {list(expected.shape)}"
+            False,
+            "shape",
+            f"{what}: shape {list(actual.shape)} differs from {against}'s {list(expected.shape)}",
         )
     dtype = DType.from_numpy(actual.dtype)
     if dtype.is_integral:
@@ -86,7 +97,9 @@ def compare(
         finite = np.isfinite(ours) & np.isfinite(theirs)
         error = float(np.max(np.abs(ours - theirs)[finite], initial=0.0))
     if count == 0:
-        return Comparison(True, "", f"{what}: close (max abs error {error:.3g})", max_abs_error=error)
+        return Comparison(
+            True, "", f"{what}: close (max abs error {error:.3g})", max_abs_error=error
+        )
     index = tuple(int(i) for i in np.argwhere(bad)[0])
     return Comparison(
         False,
@@ -103,7 +116,9 @@ def _outside(ours: np.ndarray, theirs: np.ndarray, rtol: float, atol: float) -> 
     """Elementwise: not within tolerance, with NaN == NaN and exact infinities."""
     with np.errstate(invalid="ignore", over="ignore"):
         if np.iscomplexobj(ours):
-            return _outside(ours.real, theirs.real, rtol, atol) | _outside(ours.imag, theirs.imag, rtol, atol)
+            return _outside(ours.real, theirs.real, rtol, atol) | _outside(
+                ours.imag, theirs.imag, rtol, atol
+            )
         both_nan = np.isnan(ours) & np.isnan(theirs)
         exact = ours == theirs
         close = np.abs(ours - theirs) <= atol + rtol * np.abs(theirs)
@@ -111,7 +126,9 @@ def _outside(ours: np.ndarray, theirs: np.ndarray, rtol: float, atol: float) -> 
         return ~(both_nan | exact | close)
 
 
-def _worse_than_torch(ours: np.ndarray, theirs: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> np.ndarray:
+def _worse_than_torch(
+    ours: np.ndarray, theirs: np.ndarray, ref: np.ndarray, rtol: float, atol: float
+) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore"):
         our_error = np.abs(ours - ref)
         torch_error = np.abs(theirs - ref)
@@ -131,10 +148,14 @@ def _worse_than_torch(ours: np.ndarray, theirs: np.ndarray, ref: np.ndarray, rto
 def _compare_scalars(actual: Any, expected: Any, what: str, against: str) -> Comparison:
     if type(actual) is not type(expected):
         return Comparison(
-            False, "dtype", f"{what}: {type(actual).__name__} {actual!r} vs {against}'s {type(expected).__name__} {expected!r}"
+            False,
+            "dtype",
+            f"{what}: {type(actual).__name__} {actual!r} vs {against}'s {type(expected).__name__} {expected!r}",
         )
     if isinstance(actual, float | complex):
-        ok = not _outside(np.asarray(actual), np.asarray(expected), *TOLERANCES[DType.float64]).any()
+        ok = not _outside(
+            np.asarray(actual), np.asarray(expected), *TOLERANCES[DType.float64]
+        ).any()
     else:
         ok = actual == expected
     if ok:

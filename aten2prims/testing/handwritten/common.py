@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...frontends.torch_interop import torch_dtype
 from ...ir.dtypes import DType
-from ..torch_interop import torch_dtype
 
 # Dtype groups, each in DType's order (sample modules rotate variants by a dtype's position).
 FLOATS = (DType.float16, DType.bfloat16, DType.float32, DType.float64)
@@ -20,7 +20,13 @@ INF = float("inf")
 
 
 def random_tensor(
-    shape: Sequence[int], dtype: DType, seed: int = 0, *, low: int = -4, high: int = 5, positive: bool = False
+    shape: Sequence[int],
+    dtype: DType,
+    seed: int = 0,
+    *,
+    low: int = -4,
+    high: int = 5,
+    positive: bool = False,
 ) -> Any:
     """Reproducible values of `dtype`: small integers in [low, high) for integral dtypes (so ties
     and duplicates occur; uint8 from 0), half True for bool, normal values otherwise (|normal| + 0.5
@@ -42,4 +48,14 @@ def random_tensor(
     return values.to(torch_dtype(dtype))
 
 
-__all__ = ["ALL", "COMPLEX", "FLOATS", "INF", "INTS", "NAN", "ORDERED", "random_tensor", "torch_dtype"]
+__all__ = [
+    "ALL",
+    "COMPLEX",
+    "FLOATS",
+    "INF",
+    "INTS",
+    "NAN",
+    "ORDERED",
+    "random_tensor",
+    "torch_dtype",
+]

@@ -21,6 +21,7 @@ from .samples import sample_dtypes, samples
 FAST_BUDGET = 4
 FULL_BUDGET = 64
 
+
 @attrs.frozen
 class KnownFailure:
     """A failure we record deliberately (shown in docs/coverage.md): `dtypes` (None = all) and
@@ -73,7 +74,12 @@ class OpReport:
         return passed, run
 
     def failures(self) -> list[tuple[DType, Outcome]]:
-        return [(d, o) for d, items in self.outcomes.items() for o in items if o.status.counts_as_run and not o.passed]
+        return [
+            (d, o)
+            for d, items in self.outcomes.items()
+            for o in items
+            if o.status.counts_as_run and not o.passed
+        ]
 
     def known_failure(self, dtype: DType, outcome: Outcome) -> KnownFailure | None:
         """The recorded known failure covering a failed sample, if any."""
@@ -92,7 +98,9 @@ class OpReport:
 
     @property
     def extension_prims(self) -> frozenset[str]:
-        return frozenset().union(*(o.extension_prims for items in self.outcomes.values() for o in items))
+        return frozenset().union(
+            *(o.extension_prims for items in self.outcomes.values() for o in items)
+        )
 
 
 def check_op(
@@ -111,7 +119,8 @@ def check_op(
     report = OpReport(op, has_rule=op in (RULES if registry is None else registry))
     for dtype in dtypes if dtypes is not None else sample_dtypes(op, cache_dir):
         report.outcomes[dtype] = [
-            run_call(call, registry=registry) for call in samples(op, dtype, budget=budget, cache_dir=cache_dir)
+            run_call(call, registry=registry)
+            for call in samples(op, dtype, budget=budget, cache_dir=cache_dir)
         ]
     report.seconds = time.perf_counter() - start
     return report

@@ -54,7 +54,9 @@ def check_ops(
     except ValueError as error:
         raise HarnessUsageError(str(error)) from None
     if coverage_path is not None and (len(ops) != len(CORE_ATEN_OPS) or wanted is not None):
-        raise HarnessUsageError("--coverage needs every overload and every dtype: drop the REGEX and --dtype")
+        raise HarnessUsageError(
+            "--coverage needs every overload and every dtype: drop the REGEX and --dtype"
+        )
     budget = FULL_BUDGET if full_budget else FAST_BUDGET
     reports: list[OpReport] = []
     start = time.perf_counter()
@@ -62,7 +64,9 @@ def check_ops(
     not_passing = 0
     for op in ops:
         progress.show(op, not_passing=not_passing)
-        reports.append(check_op(op, dtypes=wanted, budget=budget, cache_dir=cache_dir, registry=registry))
+        reports.append(
+            check_op(op, dtypes=wanted, budget=budget, cache_dir=cache_dir, registry=registry)
+        )
         not_passing += reports[-1].verdict is not Verdict.PASS
     progress.clear()
     elapsed = time.perf_counter() - start
@@ -79,7 +83,9 @@ def check_ops(
     return 1 if any(r.verdict in (Verdict.FAILING, Verdict.NO_RULE) for r in reports) else 0
 
 
-def print_summary(reports: Sequence[OpReport], dtypes: Sequence[DType] | None, elapsed: float, out: TextIO) -> None:
+def print_summary(
+    reports: Sequence[OpReport], dtypes: Sequence[DType] | None, elapsed: float, out: TextIO
+) -> None:
     """One line per overload with a column per dtype, then failing samples, then totals."""
     shown = list(dtypes) if dtypes else [d for d in DType if any(r.counts(d)[1] for r in reports)]
     cells = [[_cell(r.counts(d)) for d in shown] for r in reports]
@@ -106,8 +112,11 @@ def print_summary(reports: Sequence[OpReport], dtypes: Sequence[DType] | None, e
         if not unexpected:
             print(f"  {report.op}: no sample ran", file=out)
         for dtype, outcome in unexpected[:FAILURES_SHOWN]:
-            print(f"  {report.op} [{dtype.short}] {outcome.status.value}: {outcome.call.describe()}"
-                  f"  ({outcome.call.origin or 'no origin'})", file=out)
+            print(
+                f"  {report.op} [{dtype.short}] {outcome.status.value}: {outcome.call.describe()}"
+                f"  ({outcome.call.origin or 'no origin'})",
+                file=out,
+            )
             print(f"      {_one_line(outcome.message)}", file=out)
         if len(unexpected) > FAILURES_SHOWN:
             print(f"  {report.op}: … and {len(unexpected) - FAILURES_SHOWN} more", file=out)
@@ -156,14 +165,20 @@ def details_json(reports: Sequence[OpReport], *, budget: int, elapsed: float) ->
                 "status": report.verdict.value,
                 "passed": report.totals[0],
                 "run": report.totals[1],
-                "dtypes": {d.short: dict(zip(("passed", "run"), report.counts(d))) for d in report.outcomes},
+                "dtypes": {
+                    d.short: dict(zip(("passed", "run"), report.counts(d))) for d in report.outcomes
+                },
                 "extension_prims": sorted(report.extension_prims),
                 "seconds": round(report.seconds, 3),
             }
         )
         for dtype, outcomes in report.outcomes.items():
             for index, outcome in enumerate(outcomes):
-                known = report.known_failure(dtype, outcome) if outcome.status.counts_as_run and not outcome.passed else None
+                known = (
+                    report.known_failure(dtype, outcome)
+                    if outcome.status.counts_as_run and not outcome.passed
+                    else None
+                )
                 samples.append(
                     {
                         "op": report.op,
@@ -205,7 +220,7 @@ class _Progress:
         elapsed = time.perf_counter() - self.start
         flag = f" {not_passing} not passing" if not_passing else ""
         text = f"[{'#' * filled}{'.' * (width - filled)}] {self.index}/{self.total} {elapsed:5.0f}s{flag} {op}"
-        sys.stderr.write("\r\x1b[K" + text[:_terminal_width() - 1])
+        sys.stderr.write("\r\x1b[K" + text[: _terminal_width() - 1])
         sys.stderr.flush()
 
     def clear(self) -> None:

@@ -18,10 +18,6 @@ from ..samples import handwritten
 from .common import ALL, COMPLEX, FLOATS, INF, INTS, NAN, ORDERED, random_tensor, torch_dtype
 
 
-
-
-
-
 def _with_nans_and_ties(dtype: DType) -> Any:
     """A [4, 6] tensor whose rows hold: a repeated maximum and minimum, NaNs (floats only) after
     and before the extremes, and all-equal values."""
@@ -53,9 +49,15 @@ def _sum_samples(dtype: DType) -> Iterator[AtenCall]:
         wrapping = torch.full((3, 40), 100, dtype=torch.int8)
         yield _call("aten.sum.dim_IntList", wrapping, [1], False, dtype=torch.int8)  # wraps around
     if dtype is DType.float32:
-        yield _call("aten.sum.dim_IntList", random_tensor((3, 4), dtype), [0], dtype=torch.float16)  # rounds first
-        yield _call("aten.sum.dim_IntList", random_tensor((3, 4), dtype) * 3, None, dtype=torch.int32)  # truncates first
-    yield _call("aten.sum.dim_IntList", random_tensor((4, 0, 3), dtype), [1, 2], True)  # empty: zeros
+        yield _call(
+            "aten.sum.dim_IntList", random_tensor((3, 4), dtype), [0], dtype=torch.float16
+        )  # rounds first
+        yield _call(
+            "aten.sum.dim_IntList", random_tensor((3, 4), dtype) * 3, None, dtype=torch.int32
+        )  # truncates first
+    yield _call(
+        "aten.sum.dim_IntList", random_tensor((4, 0, 3), dtype), [1, 2], True
+    )  # empty: zeros
 
 
 @handwritten("aten.prod.dim_int", ALL)
@@ -64,7 +66,13 @@ def _prod_samples(dtype: DType) -> Iterator[AtenCall]:
 
     yield _call("aten.prod.dim_int", random_tensor((3, 0), dtype), 1)  # empty: ones
     if dtype is DType.int16:
-        yield _call("aten.prod.dim_int", torch.full((2, 5), 7, dtype=torch.int16), -1, True, dtype=torch.int16)
+        yield _call(
+            "aten.prod.dim_int",
+            torch.full((2, 5), 7, dtype=torch.int16),
+            -1,
+            True,
+            dtype=torch.int16,
+        )
 
 
 @handwritten("aten.mean.dim", (*ALL,))
@@ -104,7 +112,13 @@ def _var_dim_samples(dtype: DType) -> Iterator[AtenCall]:
 @handwritten("aten.var.correction", (*FLOATS, *COMPLEX))
 def _var_correction_samples(dtype: DType) -> Iterator[AtenCall]:
     # Values far from zero: a one-pass formula would lose them.
-    yield _call("aten.var.correction", random_tensor((5, 64), dtype) + 100, [1], correction=0.5, keepdim=True)
+    yield _call(
+        "aten.var.correction",
+        random_tensor((5, 64), dtype) + 100,
+        [1],
+        correction=0.5,
+        keepdim=True,
+    )
 
 
 # -- amax, amin, any ------------------------------------------------------------------------------
@@ -174,11 +188,22 @@ for _op in ("aten.max.dim", "aten.min.dim"):
 def _cumsum_samples(dtype: DType) -> Iterator[AtenCall]:
     import torch
 
-    if dtype in (DType.float16, DType.float32, DType.int32, DType.bfloat16, DType.float64, DType.complex64):
-        yield _call("aten.cumsum.default", random_tensor((5000,), dtype), 0)  # a long sequential sum
+    if dtype in (
+        DType.float16,
+        DType.float32,
+        DType.int32,
+        DType.bfloat16,
+        DType.float64,
+        DType.complex64,
+    ):
+        yield _call(
+            "aten.cumsum.default", random_tensor((5000,), dtype), 0
+        )  # a long sequential sum
         yield _call("aten.cumsum.default", random_tensor((3, 1000), dtype, seed=1), -1)
     if dtype is DType.int8:
-        yield _call("aten.cumsum.default", torch.full((2, 9), 100, dtype=torch.int8), 1, dtype=torch.int8)  # wraps
+        yield _call(
+            "aten.cumsum.default", torch.full((2, 9), 100, dtype=torch.int8), 1, dtype=torch.int8
+        )  # wraps
     if dtype is DType.bool:
         yield _call("aten.cumsum.default", random_tensor((4, 7), dtype), 1)
     yield _call("aten.cumsum.default", random_tensor((0, 3), dtype), 0)  # empty

@@ -39,7 +39,9 @@ class AtenCall:
         return digest.hexdigest()
 
     def describe(self) -> str:
-        parts = [_short(a) for a in self.args] + [f"{k}={_short(v)}" for k, v in self.kwargs.items()]
+        parts = [_short(a) for a in self.args] + [
+            f"{k}={_short(v)}" for k, v in self.kwargs.items()
+        ]
         return f"{self.op}({', '.join(parts)})"
 
 
@@ -96,7 +98,9 @@ def clone_arguments(value: Any) -> Any:
 
 
 # Ops returning uninitialized memory.
-_UNINITIALIZED = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"})
+_UNINITIALIZED = frozenset(
+    {"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"}
+)
 
 
 def _initialized(name: str, result: Any) -> Any:
@@ -108,7 +112,9 @@ def _initialized(name: str, result: Any) -> Any:
     return result
 
 
-def record_core_calls(fn: Callable[[], Any], *, origin: str = "", decompose: bool = True) -> list[AtenCall]:
+def record_core_calls(
+    fn: Callable[[], Any], *, origin: str = "", decompose: bool = True
+) -> list[AtenCall]:
     """Run fn() and return the Core ATen calls it dispatched (arguments copied before the call)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -117,7 +123,9 @@ def record_core_calls(fn: Callable[[], Any], *, origin: str = "", decompose: boo
     calls: list[AtenCall] = []
 
     class Recorder(TorchDispatchMode):
-        def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
+        ) -> Any:
             kwargs = kwargs or {}
             name = overload_name(func)
             if name in RECORDED_OPS:

@@ -1,4 +1,4 @@
-"""Moving values between torch and NumPy (torch imported lazily: only the harness, the fx
+"""Moving values between torch and NumPy (torch imported lazily: only the testing harness, the fx
 importer and the tests call this). bfloat16 crosses as its bit pattern, since torch's .numpy()
 refuses it."""
 

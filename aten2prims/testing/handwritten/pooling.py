@@ -24,8 +24,6 @@ from ..samples import handwritten
 from .common import FLOATS, INF, INTS, NAN, torch_dtype
 
 
-
-
 def _tensor(shape: Sequence[int], dtype: DType, *, seed: int = 0) -> Any:
     """Deterministic values: small integers for integral dtypes (ties occur; uint8 covers its whole
     range), normal ones otherwise."""
@@ -36,7 +34,9 @@ def _tensor(shape: Sequence[int], dtype: DType, *, seed: int = 0) -> Any:
         return torch.randint(0, 256, tuple(shape), generator=generator).to(torch.uint8)
     if dtype.is_integral:
         return torch.randint(-9, 10, tuple(shape), generator=generator).to(torch_dtype(dtype))
-    return torch.randn(tuple(shape), generator=generator, dtype=torch.float64).to(torch_dtype(dtype))
+    return torch.randn(tuple(shape), generator=generator, dtype=torch.float64).to(
+        torch_dtype(dtype)
+    )
 
 
 def _call(op: str, *args: Any) -> AtenCall:
@@ -62,7 +62,9 @@ def _with_nans_ties_and_lowest(shape: Sequence[int], dtype: DType) -> Any:
     valid position."""
     import torch
 
-    x = torch.randint(-3, 4, tuple(shape), generator=torch.Generator().manual_seed(7)).to(torch.float64)
+    x = torch.randint(-3, 4, tuple(shape), generator=torch.Generator().manual_seed(7)).to(
+        torch.float64
+    )
     flat = x.view(-1)
     if dtype.is_floating:
         flat[3::11] = NAN
@@ -179,7 +181,9 @@ def _adaptive_avg_pool1d_samples(dtype: DType) -> Iterator[AtenCall]:
 def _adaptive_avg_pool2d_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten._adaptive_avg_pool2d.default"
     yield _call(op, _tensor((2, 3, 7, 10), dtype), [3, 4])
-    yield _call(op, _tensor((3, 3, 5), dtype), [7, 5])  # unbatched; one dim grows, one keeps its size
+    yield _call(
+        op, _tensor((3, 3, 5), dtype), [7, 5]
+    )  # unbatched; one dim grows, one keeps its size
 
 
 @handwritten("aten._adaptive_avg_pool3d.default", FLOATS)
@@ -192,7 +196,12 @@ def _adaptive_avg_pool3d_samples(dtype: DType) -> Iterator[AtenCall]:
 @handwritten("aten._adaptive_avg_pool2d_backward.default", FLOATS)
 def _adaptive_avg_pool2d_backward_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten._adaptive_avg_pool2d_backward.default"
-    for shape, output in (((2, 3, 7, 10), (3, 4)), ((3, 3, 5), (7, 5)), ((1, 2, 9, 4), (9, 1)), ((2, 1, 6, 6), (4, 4))):
+    for shape, output in (
+        ((2, 3, 7, 10), (3, 4)),
+        ((3, 3, 5), (7, 5)),
+        ((1, 2, 9, 4), (9, 1)),
+        ((2, 1, 6, 6), (4, 4)),
+    ):
         yield _call(op, _tensor((*shape[:-2], *output), dtype, seed=2), _tensor(shape, dtype))
 
 
@@ -247,7 +256,9 @@ def _grid(shape: Sequence[int], dtype: DType, seed: int) -> Any:
     generator = torch.Generator().manual_seed(seed)
     grid = torch.rand(tuple(shape), generator=generator, dtype=torch.float64) * 3.2 - 1.6
     flat = grid.view(-1, 2)
-    flat[:4] = torch.tensor([[-1.0, -1.0], [1.0, 1.0], [0.0, 0.0], [-1.0, 1.0]], dtype=torch.float64)
+    flat[:4] = torch.tensor(
+        [[-1.0, -1.0], [1.0, 1.0], [0.0, 0.0], [-1.0, 1.0]], dtype=torch.float64
+    )
     return grid.to(torch_dtype(dtype))
 
 

@@ -31,7 +31,9 @@ HandwrittenSamples = Callable[[DType], Iterable[AtenCall]]
 _HANDWRITTEN: dict[str, list[tuple[frozenset[DType], HandwrittenSamples]]] = {}
 
 
-def handwritten(op: str, dtypes: Iterable[DType]) -> Callable[[HandwrittenSamples], HandwrittenSamples]:
+def handwritten(
+    op: str, dtypes: Iterable[DType]
+) -> Callable[[HandwrittenSamples], HandwrittenSamples]:
     """Register a generator of hand-written samples of `op` for each of `dtypes`:
     `fn(dtype) -> iterable of AtenCall`."""
 
@@ -113,7 +115,11 @@ def _samples_of(opinfo: Any, dtype: DType) -> Iterator[Any]:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 if iterator is None:
-                    iterator = iter(opinfo.sample_inputs("cpu", getattr(torch, dtype.torch_name), requires_grad=False))
+                    iterator = iter(
+                        opinfo.sample_inputs(
+                            "cpu", getattr(torch, dtype.torch_name), requires_grad=False
+                        )
+                    )
                 sample = next(iterator)
         except Exception:  # StopIteration, or a sample generator torch itself fails in
             return
@@ -142,7 +148,11 @@ def call_dtype(call: AtenCall) -> DType | None:
     tensor = first_tensor(call.args)
     # Only a condition or mask argument is skipped: a bool `self` or `weight` (gather, scatter,
     # embedding of a bool tensor) is the data.
-    if tensor is not None and tensor.dtype == torch.bool and _first_argument(call.op) in ("condition", "mask"):
+    if (
+        tensor is not None
+        and tensor.dtype == torch.bool
+        and _first_argument(call.op) in ("condition", "mask")
+    ):
         values = first_tensor(call.args, skip_bool=True)
         tensor = tensor if values is None else values
     if tensor is None:
@@ -176,7 +186,11 @@ def discover(cache_dir: str | os.PathLike[str] | None = None) -> dict[str, list[
 
     # The map depends on torch and on which overloads a recording keeps.
     recorded = hashlib.sha1(" ".join(sorted(RECORDED_OPS)).encode()).hexdigest()[:10]
-    cache_file = Path(cache_dir) / f"opinfo-map-{torch.__version__}-{recorded}.json" if cache_dir is not None else None
+    cache_file = (
+        Path(cache_dir) / f"opinfo-map-{torch.__version__}-{recorded}.json"
+        if cache_dir is not None
+        else None
+    )
     if cache_file is not None and cache_file.exists():
         _DISCOVERED = json.loads(cache_file.read_text())
         return _DISCOVERED
@@ -194,7 +208,9 @@ def discover(cache_dir: str | os.PathLike[str] | None = None) -> dict[str, list[
     _DISCOVERED = {op: sorted(labels) for op, labels in sorted(reach.items())}
     if cache_file is not None:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=cache_file.parent, delete=False, suffix=".tmp") as handle:
+        with tempfile.NamedTemporaryFile(
+            "w", dir=cache_file.parent, delete=False, suffix=".tmp"
+        ) as handle:
             json.dump(_DISCOVERED, handle)
         os.replace(handle.name, cache_file)
     return _DISCOVERED
@@ -256,6 +272,8 @@ def samples(
         if dtype not in supported_dtypes(opinfo):
             continue
         for index, sample in enumerate(_samples_of(opinfo, dtype)):
-            yield from fresh(_run_opinfo_sample(opinfo, sample, f"opinfo:{label} {dtype.short} #{index}"))
+            yield from fresh(
+                _run_opinfo_sample(opinfo, sample, f"opinfo:{label} {dtype.short} #{index}")
+            )
             if budget is not None and produced >= budget:
                 return
