@@ -22,11 +22,37 @@ def _convert_meta(a: Value, dtype: DType) -> TensorMeta:
     return TensorMeta(a.shape, dtype)
 
 
+# Integer width through which torch's CPU casts a float to each integer dtype: int8/int16 go
+# through int32 and uint8 through int64, keeping the low bits (300.0 -> uint8 44).
+_FLOAT_TO_INT_WIDTH = {
+    DType.uint8: np.dtype(np.int64),
+    DType.int8: np.dtype(np.int32),
+    DType.int16: np.dtype(np.int32),
+    DType.int32: np.dtype(np.int32),
+    DType.int64: np.dtype(np.int64),
+}
+
+
+def float_to_integer(a: np.ndarray, dtype: DType) -> np.ndarray:
+    """A float array cast to an integer dtype as x86-64's truncating conversions (cvtt*) do:
+    toward zero, with NaN, ±inf and values outside the intermediate width becoming that width's
+    minimum ("integer indefinite"), then narrowed by keeping the low bits. NumPy's own cast of
+    those values is undefined behaviour (its result differs between CPUs and code paths), so
+    they never reach it."""
+    wide = _FLOAT_TO_INT_WIDTH[dtype]
+    # float64 holds every float16/bfloat16/float32 value exactly, so the bounds test is exact.
+    x = np.trunc(a.astype(np.float64))
+    bits = 8 * wide.itemsize
+    valid = (x >= -(2.0 ** (bits - 1))) & (x < 2.0 ** (bits - 1))
+    result = np.where(valid, x, 0.0).astype(wide)
+    result[~valid] = np.iinfo(wide).min
+    return result.astype(dtype.numpy)
+
+
 def convert_array(a: np.ndarray, dtype: DType) -> np.ndarray:
     """Cast as torch's CPU casts do: complex to real keeps the real part; anything to
     float16/bfloat16 goes through float32 (torch rounds twice, NumPy's direct casts once);
-    float to integer truncates (out-of-range and NaN values are undefined in C; both libraries
-    give the x86 results)."""
+    float to integer as `float_to_integer` (defined for every value, NaN and ±inf included)."""
     source = a.dtype
     if source == dtype.numpy:
         return a.copy()
@@ -37,12 +63,8 @@ def convert_array(a: np.ndarray, dtype: DType) -> np.ndarray:
             a = a.real
         if dtype.is_low_precision and source not in (np.float32, np.dtype(np.bool_)):
             return a.astype(np.float32).astype(dtype.numpy)
-        if a.dtype.kind in "fV" and dtype.is_integer and dtype.itemsize < 4:
-            # torch converts to a machine-width integer and keeps the low bits (300.0 -> uint8
-            # 44): uint8 through int64, int8/int16 through int32. Out-of-range values become
-            # that width's minimum first (x86's cvtt* result), as NumPy's casts do too.
-            wide = np.int64 if dtype is DType.uint8 else np.int32
-            return a.astype(wide).astype(dtype.numpy)
+        if dtype.is_integer and a.dtype.kind in "fV":
+            return float_to_integer(a, dtype)
         return a.astype(dtype.numpy)
 
 
@@ -56,7 +78,8 @@ register(
     kernel=_convert_kernel,
     doc=(
         "torch's CPU casts: complex to real keeps the real part, to bool tests != 0; to f16/bf16 "
-        "through f32; float to u8 through int64 and to i8/i16 through int32 (x86's results out of range)"
+        "through f32; float to integer truncates, NaN/±inf/out-of-range give the x86-64 'integer indefinite' "
+        "(u8 through int64, i8/i16 through int32, keeping the low bits)"
     ),
 )
 

@@ -935,3 +935,38 @@ def test_incomplete_gamma_of_huge_a_against_torch(name: str, dtype: DType) -> No
     x = np.array([p[1] for p in HUGE_A]).astype(dtype.numpy)
     result = compare(run_ours(name, [a, x]), run_torch(name, [a, x]))
     assert result, result.message
+
+
+# Float to integer casts of NaN, ±inf and out-of-range values are undefined behaviour in C and in
+# NumPy's casts; ours are defined as x86-64's truncating conversions (the "integer indefinite" is
+# the intermediate width's minimum, narrowed by keeping the low bits), pinned here bit for bit so
+# that every CPU and NumPy build gives the same results.
+_EDGE_FLOATS = [np.nan, np.inf, -np.inf, 3e9, -3e9, 300.0, -1.5, 2.5, 70000.0, 1e19, -9.3e18]
+_I32_MIN, _I64_MIN = -(2**31), -(2**63)
+_PINNED_FLOAT_TO_INT = {
+    DType.uint8: [0, 0, 0, 0, 0, 44, 255, 2, 112, 0, 0],
+    DType.int8: [0, 0, 0, 0, 0, 44, -1, 2, 112, 0, 0],
+    DType.int16: [0, 0, 0, 0, 0, 300, -1, 2, 4464, 0, 0],
+    DType.int32: [_I32_MIN] * 5 + [300, -1, 2, 70000, _I32_MIN, _I32_MIN],
+    DType.int64: [_I64_MIN] * 3
+    + [3_000_000_000, -3_000_000_000, 300, -1, 2, 70000]
+    + [_I64_MIN] * 2,
+}
+
+
+@pytest.mark.parametrize("source", [DType.float64, DType.float32], ids=lambda d: d.short)
+@pytest.mark.parametrize("target", list(_PINNED_FLOAT_TO_INT), ids=lambda d: d.short)
+def test_float_to_integer_edge_values_are_pinned(source: DType, target: DType) -> None:
+    operand = np.array(_EDGE_FLOATS, source.numpy)
+    for layout in (operand, operand[::-1].copy()[::-1]):  # contiguous and negatively strided
+        ours = run_ours("convert_element_type", [layout], dtype=target)
+        assert ours.dtype == target.numpy
+        assert ours.tolist() == _PINNED_FLOAT_TO_INT[target]
+
+
+@pytest.mark.parametrize("source", [DType.float16, DType.bfloat16], ids=lambda d: d.short)
+def test_low_precision_nan_and_inf_to_integer_are_pinned(source: DType) -> None:
+    operand = np.array([np.nan, np.inf, -np.inf, -np.nan], np.float32).astype(source.numpy)
+    for target, indefinite in [(DType.int32, _I32_MIN), (DType.int64, _I64_MIN), (DType.uint8, 0)]:
+        ours = run_ours("convert_element_type", [operand], dtype=target)
+        assert ours.tolist() == [indefinite] * 4, f"{source.short} -> {target.short}"

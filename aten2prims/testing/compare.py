@@ -1,5 +1,4 @@
-"""The tolerance rule of DESIGN §11, torch-free, shared by the test suite, the harness and
-`aten2prims check`.
+"""The tolerance rule, torch-free, shared by the test suite, the harness and `aten2prims check`.
 
 A result passes when its dtype and shape equal the expected ones and its values are
 1. within torch's `assert_close` default tolerance for the dtype (exact for integers and bool;
@@ -141,8 +140,10 @@ def _worse_than_torch(
         floor = float(np.max(torch_error[finite], initial=0.0))
         allowed = CLOSER_THAN_FACTOR * floor + atol + rtol * np.abs(ref)
         worse = ~(our_error <= allowed)
-        # Where the reference itself is NaN/inf, only the plain comparison can judge.
-        return worse | ~np.isfinite(ref)
+        # Where the reference itself is NaN/inf, only the plain comparison can judge, except
+        # that an element equal to the reference is right whatever torch gave (e.g. torch's
+        # vectorized float16 gelu(inf) is NaN on some CPUs; the exact value is inf).
+        return (worse | ~np.isfinite(ref)) & ~(ours == ref)
 
 
 def _compare_scalars(actual: Any, expected: Any, what: str, against: str) -> Comparison:
