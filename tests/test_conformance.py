@@ -16,13 +16,8 @@ import pytest
 import prims
 from aten2prims.ir.dtypes import DType
 from aten2prims.schema.core_aten import CORE_ATEN_OPS
-from aten2prims.testing.conformance import (
-    FAST_BUDGET,
-    FULL_BUDGET,
-    Verdict,
-    check_op,
-    unexpected_failures,
-)
+from aten2prims.testing.budgets import FAST_BUDGET, FULL_BUDGET
+from aten2prims.testing.conformance import Verdict, check_op, unexpected_failures
 from aten2prims.testing.coverage_report import documented_overloads
 from aten2prims.testing.runner import STATISTICAL_CHECKS, Status
 from aten2prims.testing.samples import samples

@@ -11,7 +11,8 @@ import attrs
 import pytest
 
 from aten2prims.ir.dtypes import DType
-from aten2prims.testing.conformance import FAST_BUDGET, FULL_BUDGET, KnownFailure, OpReport
+from aten2prims.testing.budgets import FAST_BUDGET, FULL_BUDGET
+from aten2prims.testing.conformance import OpReport
 from aten2prims.testing.coverage_report import (
     Registries,
     documented_overloads,
@@ -20,6 +21,7 @@ from aten2prims.testing.coverage_report import (
     render,
     sections,
 )
+from aten2prims.testing.known_failures import KnownFailure
 from aten2prims.testing.record import AtenCall
 from aten2prims.testing.runner import Outcome, Status
 

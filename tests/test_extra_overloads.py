@@ -15,7 +15,8 @@ import torch.nn.functional as F
 import aten2prims
 from aten2prims.frontends.torch_interop import to_numpy
 from aten2prims.schema.registry import EXTRA_COMPUTING_OPS
-from aten2prims.testing.conformance import FAST_BUDGET, FULL_BUDGET, check_op, unexpected_failures
+from aten2prims.testing.budgets import FAST_BUDGET, FULL_BUDGET
+from aten2prims.testing.conformance import check_op, unexpected_failures
 
 EXTRA = sorted(EXTRA_COMPUTING_OPS - {"aten._native_batch_norm_legit_functional.default"})
 

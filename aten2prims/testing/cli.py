@@ -16,7 +16,9 @@ from typing import Any, TextIO
 
 from ..ir.dtypes import DType
 from ..schema.core_aten import CORE_ATEN_OPS
-from .conformance import FAST_BUDGET, FULL_BUDGET, OpReport, Verdict, check_op, unexpected_failures
+from .budgets import FAST_BUDGET, FULL_BUDGET
+from .conformance import OpReport, Verdict, check_op, unexpected_failures
+from .coverage_report import write as write_coverage
 
 # Failing samples shown per overload in the summary.
 FAILURES_SHOWN = 3
@@ -76,9 +78,7 @@ def check_ops(
             json.dump(details_json(reports, budget=budget, elapsed=elapsed), handle, indent=1)
             handle.write("\n")
     if coverage_path:
-        from .coverage_report import write
-
-        write(coverage_path, reports, budget=budget)
+        write_coverage(coverage_path, reports, budget=budget)
         print(f"wrote {coverage_path}", file=out)
     return 1 if any(r.verdict in (Verdict.FAILING, Verdict.NO_RULE) for r in reports) else 0
 

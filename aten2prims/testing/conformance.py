@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import enum
 import os
-import re
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -13,29 +12,13 @@ from typing import Any
 
 import attrs
 
+from decompositions import RULES
+
 from ..ir.dtypes import DType
+from .budgets import FAST_BUDGET
+from .known_failures import KNOWN_FAILURES, KnownFailure
 from .runner import Outcome, Status, run_call
 from .samples import sample_dtypes, samples
-
-# Default sample budgets per (overload, dtype).
-FAST_BUDGET = 4
-FULL_BUDGET = 64
-
-
-@attrs.frozen
-class KnownFailure:
-    """A failure we record deliberately (shown in docs/coverage.md): `dtypes` (None = all) and
-    `pattern` (a regex searched in the call's description, None = every call)."""
-
-    op: str
-    reason: str
-    dtypes: frozenset[DType] | None = None
-    pattern: str | None = None
-
-    def covers(self, outcome: Outcome, dtype: DType) -> bool:
-        if self.dtypes is not None and dtype not in self.dtypes:
-            return False
-        return self.pattern is None or re.search(self.pattern, outcome.call.describe()) is not None
 
 
 class Verdict(enum.Enum):
@@ -113,8 +96,6 @@ def check_op(
 ) -> OpReport:
     """Run the samples of `op` (every dtype that has some, or `dtypes`) through torch and through
     lower → execute with the rules of `registry` (default: all of ours)."""
-    from decompositions import RULES
-
     start = time.perf_counter()
     report = OpReport(op, has_rule=op in (RULES if registry is None else registry))
     for dtype in dtypes if dtypes is not None else sample_dtypes(op, cache_dir):
@@ -127,8 +108,6 @@ def check_op(
 
 
 def known_failures(op: str) -> list[KnownFailure]:
-    from .known_failures import KNOWN_FAILURES
-
     return [k for k in KNOWN_FAILURES if k.op == op]
 
 

@@ -10,24 +10,27 @@ be checked by running them: that is the conformance tests' job.
 Regenerate (about the time of one full-budget harness run):
 
     aten2prims check --ops --full-budget --coverage docs/coverage.md
-    python -m aten2prims.testing.coverage_report          # the same
 """
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import re
-import sys
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
 
+from decompositions import RULES
+from prims.registry import PRIMS
+from prims.torch_prims import TORCH_PRIMS
+
 from ..ir.dtypes import DType
 from ..schema.core_aten import CORE_ATEN_OPS
-from .conformance import FAST_BUDGET, FULL_BUDGET, KnownFailure, OpReport, Verdict
+from .budgets import FAST_BUDGET, FULL_BUDGET
+from .conformance import OpReport, Verdict
+from .known_failures import KNOWN_FAILURES, KnownFailure
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "docs" / "coverage.md"
 
@@ -66,12 +69,6 @@ class Registries:
     @classmethod
     def current(cls) -> Registries:
         import torch
-
-        from decompositions import RULES
-        from prims.registry import PRIMS
-        from prims.torch_prims import TORCH_PRIMS
-
-        from .known_failures import KNOWN_FAILURES
 
         def prim_status(name: str) -> str:
             definition = PRIMS.get(name)
@@ -451,29 +448,3 @@ def out_of_date(text: str, registries: Registries) -> list[str]:
 
 def write(path: str | Path, reports: Iterable[OpReport], *, budget: int) -> None:
     Path(path).write_text(render(reports, Registries.current(), budget=budget))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m aten2prims.testing.coverage_report",
-        description="Run the conformance harness over every Core ATen overload and write docs/coverage.md "
-        "(the same as `aten2prims check --ops --full-budget --coverage docs/coverage.md`).",
-    )
-    parser.add_argument(
-        "path", nargs="?", default=str(DEFAULT_PATH), help="where to write (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--fast-budget",
-        action="store_true",
-        help=f"{FAST_BUDGET} samples per dtype, not {FULL_BUDGET}",
-    )
-    args = parser.parse_args(argv)
-    from .cli import check_ops
-
-    return check_ops(
-        ".*", dtypes=None, json_path=None, full_budget=not args.fast_budget, coverage_path=args.path
-    )
-
-
-if __name__ == "__main__":
-    sys.exit(main())

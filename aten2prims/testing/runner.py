@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable
 from typing import Any
 
 import attrs
 import numpy as np
+
+from prims.registry import PRIMS
 
 from ..errors import (
     Error,
@@ -23,12 +24,15 @@ from ..errors import (
     ResultShapeError,
     UnsupportedOpError,
 )
+from ..executor import execute
 from ..frontends.torch_interop import to_numpy
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.values import Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, Value
+from ..passes.lower import lower
 from .compare import Comparison, compare
 from .record import AtenCall, clone_arguments
+from .statistics import STATISTICAL_CHECKS
 
 
 class Status(enum.Enum):
@@ -67,18 +71,6 @@ class Unrepresentable(Exception):
 
 # Outputs whose values torch leaves undefined: only dtype and shape are compared.
 UNDEFINED_VALUES = frozenset({"aten.empty.memory_format", "aten.empty_strided.default"})
-
-# Random ops: checked by a registered statistical check instead of value equality.
-StatisticalCheck = Callable[[AtenCall, list[Any], list[Any]], Comparison]
-STATISTICAL_CHECKS: dict[str, StatisticalCheck] = {}
-
-
-def statistical_check(op: str) -> Callable[[StatisticalCheck], StatisticalCheck]:
-    def decorate(check: StatisticalCheck) -> StatisticalCheck:
-        STATISTICAL_CHECKS[op] = check
-        return check
-
-    return decorate
 
 
 def torch_outputs(call: AtenCall) -> list[Any]:
@@ -178,11 +170,6 @@ def float64_reference(call: AtenCall) -> list[Any] | None:
 
 def run_call(call: AtenCall, *, registry: Any = None, seed: int = 0) -> Outcome:
     """Run the call through torch and through lower → execute, and classify."""
-    from prims.registry import PRIMS
-
-    from ..executor import execute
-    from ..passes.lower import lower
-
     try:
         outputs = torch_outputs(call)
     except Exception as error:
@@ -257,7 +244,3 @@ def _compare_layout(ours: Any, theirs: Any, what: str) -> Comparison:
             False, "shape", f"{what}: shape {list(ours.shape)} vs torch's {list(theirs.shape)}"
         )
     return Comparison(True, "", f"{what}: values undefined; dtype and shape equal")
-
-
-# The checks of random and unstable-order ops register themselves in STATISTICAL_CHECKS.
-from . import statistics as _statistics  # noqa: E402,F401

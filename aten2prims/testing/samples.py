@@ -16,41 +16,18 @@ import os
 import tempfile
 import warnings
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ..ir.dtypes import DType
+from ..schema.registry import aten_schema
+from .handwritten import HANDWRITTEN
 from .record import RECORDED_OPS, AtenCall, record_core_calls
 
 # Dtypes tried, in order, to find one an OpInfo supports for discovery.
 _DISCOVERY_DTYPES = ("float32", "int64", "bool", "complex64", "float64", "int32", "uint8")
 _DISCOVERY_SAMPLES = 6
-
-HandwrittenSamples = Callable[[DType], Iterable[AtenCall]]
-_HANDWRITTEN: dict[str, list[tuple[frozenset[DType], HandwrittenSamples]]] = {}
-
-
-def handwritten(
-    op: str, dtypes: Iterable[DType]
-) -> Callable[[HandwrittenSamples], HandwrittenSamples]:
-    """Register a generator of hand-written samples of `op` for each of `dtypes`:
-    `fn(dtype) -> iterable of AtenCall`."""
-
-    def decorate(function: HandwrittenSamples) -> HandwrittenSamples:
-        _HANDWRITTEN.setdefault(op, []).append((frozenset(dtypes), function))
-        return function
-
-    return decorate
-
-
-def handwritten_ops() -> set[str]:
-    _load_handwritten()
-    return set(_HANDWRITTEN)
-
-
-def _load_handwritten() -> None:
-    from . import handwritten  # noqa: F401 - registers the samples
 
 
 def _opinfo_label(opinfo: Any) -> str:
@@ -167,8 +144,6 @@ def call_dtype(call: AtenCall) -> DType | None:
 
 
 def _first_argument(op: str) -> str | None:
-    from ..schema.registry import aten_schema
-
     schema = aten_schema(op)
     return schema.argument_names[0] if schema is not None and schema.argument_names else None
 
@@ -227,9 +202,8 @@ def opinfo_dtypes(op: str, cache_dir: str | os.PathLike[str] | None = None) -> l
 
 def sample_dtypes(op: str, cache_dir: str | os.PathLike[str] | None = None) -> list[DType]:
     """Every dtype we have samples of `op` for (OpInfo and hand-written)."""
-    _load_handwritten()
     found = set(opinfo_dtypes(op, cache_dir))
-    for dtypes, _ in _HANDWRITTEN.get(op, []):
+    for dtypes, _ in HANDWRITTEN.get(op, []):
         found.update(dtypes)
     return [d for d in DType if d in found]
 
@@ -243,7 +217,6 @@ def samples(
 ) -> Iterator[AtenCall]:
     """Distinct calls of `op` with tensors of `dtype` (hand-written first, then OpInfo's), at
     most `budget` of them."""
-    _load_handwritten()
     seen: set[str] = set()
     produced = 0
 
@@ -261,7 +234,7 @@ def samples(
             if budget is not None and produced >= budget:
                 return
 
-    for dtypes, generate in _HANDWRITTEN.get(op, []):
+    for dtypes, generate in HANDWRITTEN.get(op, []):
         if dtype in dtypes:
             yield from fresh(generate(dtype))
             if budget is not None and produced >= budget:

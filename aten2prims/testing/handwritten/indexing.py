@@ -18,8 +18,8 @@ from typing import Any
 
 from ...ir.dtypes import DType
 from ..record import AtenCall
-from ..samples import handwritten
 from .common import ALL, COMPLEX, FLOATS, NAN, ORDERED, random_tensor, torch_dtype
+from .registry import handwritten
 
 Case = Callable[[DType], AtenCall | None]
 

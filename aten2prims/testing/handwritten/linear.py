@@ -23,8 +23,8 @@ from typing import Any
 
 from ...ir.dtypes import DType
 from ..record import AtenCall
-from ..samples import handwritten
 from .common import COMPLEX, FLOATS, INTS, random_tensor
+from .registry import handwritten
 
 
 def _rotating(dtype: DType, cases: Sequence[Any], count: int) -> list[Any]:

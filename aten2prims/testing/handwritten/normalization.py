@@ -28,10 +28,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ...ir.dtypes import DType
-from ..conformance import FAST_BUDGET
+from ..budgets import FAST_BUDGET
 from ..record import AtenCall
-from ..samples import handwritten
 from .common import FLOATS, random_tensor, torch_dtype
+from .registry import handwritten
 
 LOW = (DType.float16, DType.bfloat16)
 WIDE = (DType.float32, DType.float64)  # torch's CPU cdist, pdist and FFTs

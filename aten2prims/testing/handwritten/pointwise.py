@@ -19,8 +19,8 @@ from typing import Any
 
 from ...ir.dtypes import DType
 from ..record import AtenCall
-from ..samples import handwritten
 from .common import ALL, FLOATS, torch_dtype
+from .registry import handwritten
 
 REAL = tuple(d for d in DType if not d.is_complex)
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from ...ir.dtypes import DType
 from ..record import AtenCall
-from ..samples import handwritten
 from .common import FLOATS, INF, INTS, NAN, torch_dtype
+from .registry import handwritten
 
 
 def _tensor(shape: Sequence[int], dtype: DType, *, seed: int = 0) -> Any:

@@ -14,8 +14,8 @@ from typing import Any
 
 from ...ir.dtypes import DType
 from ..record import AtenCall
-from ..samples import handwritten
 from .common import ALL, COMPLEX, FLOATS, INF, INTS, NAN, ORDERED, random_tensor, torch_dtype
+from .registry import handwritten
 
 
 def _with_nans_and_ties(dtype: DType) -> Any:

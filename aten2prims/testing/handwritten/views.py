@@ -21,9 +21,9 @@ from ...frontends.torch_interop import to_numpy
 from ...ir.dtypes import DType
 from ..compare import Comparison, compare
 from ..record import AtenCall
-from ..runner import statistical_check
-from ..samples import handwritten
+from ..statistics import statistical_check
 from .common import ALL, COMPLEX, FLOATS, INTS, torch_dtype
+from .registry import handwritten
 
 NUMERIC = (*INTS, *FLOATS, *COMPLEX)  # no bool: torch's reflection/replication kernels refuse it
 INT64_MAX = 2**63 - 1  # the "to the end" sentinel exported slices carry
