@@ -235,12 +235,15 @@ register(
     "collapse(Tensor a, int start, int end) -> Tensor",
     meta=_collapse_meta,
     kernel=_collapse_kernel,
+    reshape=True,
     doc="a copy of a with dims start..end (end inclusive) merged into one",
 )
 register(
     "collapse_view(Tensor(a) a, int start, int end) -> Tensor(a)",
     meta=_collapse_meta,
     kernel=_collapse_view_kernel,
+    reshape=True,
+    element_view=True,
     view=True,
     doc="collapse as a view; torch rejects strides that do not nest, which a stride-free graph "
     "cannot see, so the kernel copies when NumPy cannot view",
@@ -274,6 +277,8 @@ register(
     "split_dim(Tensor(a) a, int dim, SymInt outer_length) -> Tensor(a)",
     meta=_split_dim_meta,
     kernel=_split_dim_kernel,
+    reshape=True,
+    element_view=True,
     view=True,
     doc="dim (length l) becomes two dims (outer_length, l // outer_length)",
 )
@@ -299,6 +304,8 @@ register(
     "squeeze(Tensor(a) a, int[] dimensions) -> Tensor(a)",
     meta=_squeeze_meta,
     kernel=_squeeze_kernel,
+    reshape=True,
+    element_view=True,
     view=True,
     doc="removes the listed dimensions, each of length 1 (a dimension may be listed twice)",
 )
@@ -321,6 +328,7 @@ register(
     "transpose(Tensor(a) a, int[] permutation) -> Tensor(a)",
     meta=_transpose_meta,
     kernel=_transpose_kernel,
+    element_view=True,
     view=True,
     doc="output dim i is input dim permutation[i]",
 )
@@ -342,6 +350,7 @@ register(
     "view_of(Tensor(a) a) -> Tensor(a)",
     meta=_view_of_meta,
     kernel=_view_of_kernel,
+    element_view=True,
     view=True,
     doc="a view of a",
 )
@@ -409,6 +418,7 @@ register(
     "reshape(Tensor a, SymInt[] shape) -> Tensor",
     meta=_reshape_meta,
     kernel=_reshape_kernel,
+    reshape=True,
     doc="a copy of a's elements (row-major) with the given shape",
 )
 

@@ -419,7 +419,7 @@ def test_graphs_use_only_the_four_extension_prims() -> None:
 def test_lowered_indexing_graphs_print_parse_verify_and_run() -> None:
     from aten2prims.ir.graph import graphs_equal
     from aten2prims.ir.parser import parse
-    from aten2prims.ir.verifier import verify
+    from aten2prims.passes.verify import verify
 
     cases = [
         (

@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 
 import prims as prims_package  # noqa: F401 - registers every prim
-from prims.registry import PRIMS
+from prims.registry import lookup
 
 from ..errors import ExecutionError
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
@@ -124,7 +124,7 @@ def node_step(node: Node, slots: Slots) -> Step:
 
     if node.namespace != "prims":
         raise ExecutionError(f"{node.op} is not a prim; lower the graph before executing it")
-    definition = PRIMS.get(node.op[len("prims.") :])
+    definition = lookup(node.op)
     if definition is None or definition.kernel is None:
         reason = definition.omitted_reason if definition is not None else "unknown prim"
         raise ExecutionError(f"{node.op} cannot be executed: {reason}")
@@ -136,12 +136,7 @@ def node_step(node: Node, slots: Slots) -> Step:
         kernel, operands = special.kernel, special.operands
         result_kind, elementwise = special.result.value, special.elementwise
     else:
-        operand_iter = iter(node.args)
-        kernel = definition.kernel
-        operands = [
-            next(operand_iter) if argument.type.is_tensor_like else node.kwargs[argument.name]
-            for argument in definition.schema.arguments
-        ]
+        kernel, operands = definition.kernel, definition.bind(node.args, node.kwargs)
     arguments = slots.arguments(operands)
     out_slots = tuple(slots.assign(result) for result in node.results)
     return Step((node,), kernel, arguments, out_slots, out_metas, random=definition.random, result_kind=result_kind,
