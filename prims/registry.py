@@ -82,10 +82,6 @@ class PrimDef:
     def implemented(self) -> bool:
         return self.kernel is not None and self.meta is not None
 
-    @property
-    def result_count(self) -> int:
-        return len(self.schema.returns)
-
     def binding_problem(self, operands: Sequence[Any], attributes: Mapping[str, Any]) -> str | None:
         """Why a node's operands and attributes do not fit this prim's schema, or None."""
         if len(operands) != len(self.operand_indices):

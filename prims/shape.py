@@ -1,10 +1,11 @@
 """Shape and view prims: as_strided(_scatter), collapse(_view), split_dim, squeeze, transpose,
 view_of(_dtype), reshape, rev, cat, clone, copy_strided.
 
-Strides are not part of value semantics here (DESIGN §3), so a tensor's *storage* is its
-row-major element sequence: `as_strided(a, ...)` windows into `a`'s elements in row-major order,
-whatever the NumPy layout of the array that happens to hold them. View prims return NumPy views
-when the layout allows it (always for contiguous operands) and otherwise a copy.
+Strides are not part of value semantics here (graphs hold values, not memory layouts), so a
+tensor's *storage* is its row-major element sequence: `as_strided(a, ...)` windows into `a`'s
+elements in row-major order, whatever the NumPy layout of the array that happens to hold them.
+View prims return NumPy views when the layout allows it (always for contiguous operands) and
+otherwise a copy.
 
 Like torch's prims, these take dimensions already canonical (0 <= dim < rank; torch's
 `validate_idx` also accepts 0 for a 0-dim tensor): negative dims are the business of the

@@ -22,7 +22,6 @@ slots at run time), tuples of them, or literals.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -32,6 +31,7 @@ import prims as prims_package  # noqa: F401 - registers every prim
 from prims.registry import lookup
 
 from ..errors import ExecutionError
+from ..ir.building import collector_paused
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.values import Value
 
@@ -172,15 +172,8 @@ def resolve(structure: Any, values: Sequence[Any]) -> Any:
 def build_plan(graph: Graph, overridden: frozenset[str] = frozenset()) -> Plan:
     """The plan of a prims graph for callers overriding the stored data of the inputs named in
     `overridden` (every other input with data is read from the graph)."""
-    # Planning makes many small objects and frees few: the cyclic collector's scans find nothing
-    # (as in lowering, passes/lower.py).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _build_plan(graph, overridden)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:

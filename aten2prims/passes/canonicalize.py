@@ -1,4 +1,4 @@
-"""Canonicalization (DESIGN §9): a table of small rules, each `rule(node, graph_so_far)` returning
+"""Canonicalization: a table of small rules, each `rule(node, graph_so_far)` returning
 a replacement or None. A replacement is either an existing value (the node's only result is
 replaced by it everywhere and the node disappears) or a new node computing the same results
 (same Value objects, same metas) from other operands.

@@ -178,7 +178,7 @@ def float64_reference(call: AtenCall) -> list[Any] | None:
 
 def run_call(call: AtenCall, *, registry: Any = None, seed: int = 0) -> Outcome:
     """Run the call through torch and through lower → execute, and classify."""
-    from prims.registry import PRIMS
+    from prims.registry import lookup
 
     from ..executor import execute
     from ..passes.lower import lower
@@ -207,7 +207,9 @@ def run_call(call: AtenCall, *, registry: Any = None, seed: int = 0) -> Outcome:
             call, Status.NOT_LOWERED, f"left in the graph: {', '.join(leftovers)}", lowered=lowered
         )
     extensions = frozenset(
-        node.op for node in lowered.nodes if PRIMS[node.op.removeprefix("prims.")].extension
+        node.op
+        for node in lowered.nodes
+        if (definition := lookup(node.op)) is not None and definition.extension
     )
     try:
         ours = execute(lowered, arrays, check=True, seed=seed)
