@@ -3,7 +3,7 @@ properties passes and the executor read from it (view, random, reshape, …).
 
 Calling conventions (checked at registration):
 - `meta(*bound)` and `kernel(*bound)` take every schema argument in schema order, with the
-  parameter names of the schema. For `meta`, tensor operands are `Value`s (symbolic tensors) or
+  parameter names of the schema (`bound = definition.bind(node.args, node.kwargs)` for a node). For `meta`, tensor operands are `Value`s (symbolic tensors) or
   Python numbers; for `kernel`, NumPy arrays or Python numbers. Scalar values produced at run time
   arrive as Python scalars.
 - `meta` returns a `TensorMeta`/`ScalarMeta`, or a tuple of them for multi-result prims, and
