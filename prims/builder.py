@@ -1,5 +1,5 @@
 """Building graphs by calling prims: `prims.add(a, b)` appends a node to the current builder and
-returns a symbolic tensor (a `Value`) whose meta comes from the prim's meta rule (DESIGN §6).
+returns a symbolic tensor (a `Value`) whose meta comes from the prim's meta rule.
 
     with Builder() as b:
         x = b.add_input("x", TensorMeta((2, 3), f32))

@@ -11,7 +11,7 @@ import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
-from aten2prims.ir.values import ScalarMeta, TensorMeta, Value
+from aten2prims.ir.values import Value, is_tensor
 
 # dtype domains (what a prim accepts on CPU, as probed against torch 2.13 eager)
 BOOL = frozenset({DType.bool})
@@ -22,10 +22,6 @@ COMPLEX = frozenset({DType.complex64, DType.complex128})
 ALL = BOOL | INTS | FLOATS | COMPLEX
 
 _NUMBER_TYPES = (bool, int, float, complex)
-
-
-def is_tensor(x: Any) -> bool:
-    return type(x) is Value and type(x.meta) is TensorMeta
 
 
 def is_number(x: Any) -> bool:
@@ -104,13 +100,6 @@ def number_as(x: Number, dtype: DType) -> np.ndarray:
     return np.asarray(x).astype(dtype.numpy)
 
 
-def result_dtype_of(arrays: Sequence[Any]) -> DType:
-    for a in arrays:
-        if isinstance(a, np.ndarray | np.generic):
-            return DType.from_numpy(a.dtype)
-    raise DTypeError("no tensor operand")
-
-
 def opmath_call(fn: Callable[..., Any], arrays: Sequence[Any], dtype: DType) -> Any:
     """Call fn on the operands, computing float16/bfloat16 in float32 and rounding back, as
     torch's CPU kernels do."""
@@ -120,7 +109,3 @@ def opmath_call(fn: Callable[..., Any], arrays: Sequence[Any], dtype: DType) -> 
         ]
         return np.asarray(fn(*upcast)).astype(dtype.numpy)
     return fn(*arrays)
-
-
-def scalar_meta(kind: type) -> ScalarMeta:
-    return ScalarMeta(kind)

@@ -131,6 +131,7 @@ register(
     "broadcast_in_dim(Tensor(a) a, SymInt[] shape, int[] broadcast_dimensions) -> Tensor(a)",
     meta=_broadcast_in_dim_meta,
     kernel=_broadcast_in_dim_kernel,
+    element_view=True,
     view=True,
     doc="input dim i becomes output dim broadcast_dimensions[i]; other output dims are new",
 )

@@ -222,6 +222,7 @@ register(
     "full_like(Tensor a, Scalar fill_value, *, ScalarType dtype, Device device, bool requires_grad) -> Tensor",
     meta=_full_like_meta,
     kernel=_full_like_kernel,
+    meta_only_operands=True,
     doc="full with a's shape (the dtype is given explicitly)",
 )
 
@@ -240,6 +241,7 @@ register(
     "fill(Tensor self, Scalar value) -> Tensor",
     meta=_fill_meta,
     kernel=_fill_kernel,
+    meta_only_operands=True,
     doc="a tensor like self holding value everywhere",
 )
 

@@ -348,14 +348,14 @@ def _pow_number(a: np.ndarray, exponent: Any) -> np.ndarray:
             raise ValueError("integers to negative integer powers are not allowed (torch.pow)")
         return _integer_pow(a, number_as(exponent, dtype))
     if dtype is not DType.float16:
-        special_case = {0.5: _sqrt, -0.5: _rsqrt, -1: _reciprocal}.get(exponent)
+        special_case = {0.5: _sqrt, -0.5: rsqrt_of, -1: reciprocal_of}.get(exponent)
         if special_case is not None:
             return opmath_call(special_case, [a], dtype)
         if exponent in (2, 3, -2):
             square = opmath_call(_mul, [a, a], dtype)
             if exponent == 3:
                 return opmath_call(_mul, [square, a], dtype)
-            return opmath_call(_reciprocal, [square], dtype) if exponent == -2 else square
+            return opmath_call(reciprocal_of, [square], dtype) if exponent == -2 else square
     return opmath_call(_pow, [a, number_as(exponent, dtype)], dtype)
 
 
@@ -422,7 +422,7 @@ def _signbit(a: np.ndarray) -> np.ndarray:
     return np.signbit(a)
 
 
-def _sign(a: np.ndarray) -> np.ndarray:
+def sign_of(a: np.ndarray) -> np.ndarray:
     """(0 < a) - (a < 0): zero (of either sign) and NaN give +0."""
     if a.dtype == np.bool_:
         return a.copy()
@@ -440,7 +440,7 @@ def _integer_identity_or(
     return apply
 
 
-def _isfinite(a: np.ndarray) -> np.ndarray:
+def isfinite_of(a: np.ndarray) -> np.ndarray:
     if a.dtype.kind in "iub":
         return np.ones(a.shape, dtype=np.bool_)
     return np.isfinite(a)
@@ -455,12 +455,12 @@ def _sqrt(a: np.ndarray) -> np.ndarray:
     return np.sqrt(a)
 
 
-def _reciprocal(a: np.ndarray) -> np.ndarray:
+def reciprocal_of(a: np.ndarray) -> np.ndarray:
     return np.asarray(1, a.dtype) / a
 
 
-def _rsqrt(a: np.ndarray) -> np.ndarray:
-    return _reciprocal(_sqrt(a))
+def rsqrt_of(a: np.ndarray) -> np.ndarray:
+    return reciprocal_of(_sqrt(a))
 
 
 def _complex_log1p(z: np.ndarray) -> np.ndarray:
@@ -559,7 +559,7 @@ ORDERED = BOOL | INTS | FLOATS
 # -- unary -------------------------------------------------------------------------------------
 unary("abs", NUMERIC, np.abs, ResultKind.REAL)
 unary("neg", NUMERIC, np.negative)
-unary("sign", ORDERED, _sign, doc="0 for zeros and NaN")
+unary("sign", ORDERED, sign_of, doc="0 for zeros and NaN")
 unary(
     "signbit",
     ORDERED,
@@ -567,7 +567,7 @@ unary(
     ResultKind.BOOL,
     doc="torch's meta keeps the operand dtype; its CPU kernel (and this prim) return bool",
 )
-unary("isfinite", ALL, _isfinite, ResultKind.BOOL)
+unary("isfinite", ALL, isfinite_of, ResultKind.BOOL)
 unary("bitwise_not", BOOL | INTS, np.invert)
 unary("ceil", INTS | FLOATS, _integer_identity_or(np.ceil))
 unary("floor", INTS | FLOATS, _integer_identity_or(np.floor))
@@ -577,7 +577,7 @@ for _name, _fn in {
     "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin, "asinh": np.arcsinh,
     "atan": np.arctan, "atanh": np.arctanh, "cos": np.cos, "cosh": np.cosh, "exp": np.exp,
     "exp2": _exp2, "expm1": np.expm1, "log": np.log, "log10": np.log10, "log1p": _log1p,
-    "log2": np.log2, "reciprocal": _reciprocal, "rsqrt": _rsqrt, "sin": np.sin, "sinh": np.sinh,
+    "log2": np.log2, "reciprocal": reciprocal_of, "rsqrt": rsqrt_of, "sin": np.sin, "sinh": np.sinh,
     "sqrt": _sqrt, "tan": np.tan, "tanh": np.tanh,
 }.items():  # fmt: skip
     unary(_name, FLOAT_COMPLEX, _fn)
@@ -638,85 +638,6 @@ binary("fmin", ORDERED, np.fmin, opmath=False, doc="ignores NaN")
 binary("fmod", INTS | FLOATS, _fmod, doc="result takes the dividend's sign")
 binary("remainder", INTS | FLOATS, _remainder, doc="result takes the divisor's sign")
 binary("pow", NUMERIC, _pow, number_other=_pow_number)
-
-
-# -- direct kernels: the plain NumPy call a kernel makes for standard dtypes ----------------------------
-# For operands of one dtype that NumPy computes natively (no float16/bfloat16 opmath, no complex
-# special case of the function), a kernel above reduces to one call of its table function on the
-# operands, Python numbers converted with `number_as` to that dtype first; that function's result
-# already has the prim's result dtype. The executor calls it directly, its numbers converted once
-# at plan time (tests/test_executor.py checks every entry bit for bit against the kernel).
-
-REAL_STANDARD = BOOL | INTS | F32_F64
-STANDARD = REAL_STANDARD | COMPLEX
-
-# prim name -> (function, operand dtypes for which it is the kernel's whole computation)
-DIRECT_KERNELS: dict[str, tuple[Callable[..., Any], frozenset[DType]]] = {
-    "add": (np.add, REAL_STANDARD),
-    "sub": (np.subtract, REAL_STANDARD),
-    "mul": (np.multiply, REAL_STANDARD),
-    "div": (np.true_divide, F32_F64),
-    "eq": (np.equal, STANDARD),
-    "ne": (np.not_equal, STANDARD),
-    "ge": (np.greater_equal, REAL_STANDARD),
-    "gt": (np.greater, REAL_STANDARD),
-    "le": (np.less_equal, REAL_STANDARD),
-    "lt": (np.less, REAL_STANDARD),
-    "maximum": (np.maximum, REAL_STANDARD),
-    "minimum": (np.minimum, REAL_STANDARD),
-    "fmax": (np.fmax, REAL_STANDARD),
-    "fmin": (np.fmin, REAL_STANDARD),
-    "bitwise_and": (np.bitwise_and, BOOL | INTS),
-    "bitwise_or": (np.bitwise_or, BOOL | INTS),
-    "bitwise_xor": (np.bitwise_xor, BOOL | INTS),
-    "bitwise_not": (np.invert, BOOL | INTS),
-    "neg": (np.negative, INTS | F32_F64 | COMPLEX),
-    "abs": (np.abs, INTS | F32_F64 | COMPLEX),
-    "sign": (_sign, REAL_STANDARD),
-    "isfinite": (_isfinite, STANDARD),
-    "ceil": (np.ceil, F32_F64),
-    "floor": (np.floor, F32_F64),
-    "round": (np.rint, F32_F64),
-    "trunc": (np.trunc, F32_F64),
-    "exp2": (np.exp2, F32_F64),
-    "log1p": (np.log1p, F32_F64),
-    "reciprocal": (_reciprocal, F32_F64 | COMPLEX),
-    "rsqrt": (_rsqrt, F32_F64 | COMPLEX),
-    "sqrt": (np.sqrt, F32_F64 | COMPLEX),
-    **{
-        name: (function, F32_F64 | COMPLEX)
-        for name, function in {
-            "acos": np.arccos,
-            "acosh": np.arccosh,
-            "asin": np.arcsin,
-            "asinh": np.arcsinh,
-            "atan": np.arctan,
-            "atanh": np.arctanh,
-            "cos": np.cos,
-            "cosh": np.cosh,
-            "exp": np.exp,
-            "expm1": np.expm1,
-            "log": np.log,
-            "log10": np.log10,
-            "log2": np.log2,
-            "sin": np.sin,
-            "sinh": np.sinh,
-            "tan": np.tan,
-            "tanh": np.tanh,
-        }.items()
-    },
-    "where": (np.where, STANDARD),
-}
-
-
-def direct_kernel(name: str, dtype: DType) -> Callable[..., Any] | None:
-    """The function that computes prims.<name> on operands of `dtype` (numbers converted with
-    `number_as` first) exactly as its kernel does, or None. For `where`, `dtype` is that of a
-    and b (the predicate is bool)."""
-    entry = DIRECT_KERNELS.get(name)
-    if entry is None or dtype not in entry[1]:
-        return None
-    return entry[0]
 
 
 # -- where ----------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""Extension prims (DESIGN §4): reading and writing elements at computed positions, sorting, and
-the one data-dependent shape. torch's prims cannot express these without absurd cost; four prims
-cover every Core ATen op that needs them (docs/prims.md, "Extension prims"):
+"""Extension prims (ours, not torch's): reading and writing elements at computed positions,
+sorting, and the one data-dependent shape. torch's prims cannot express these without absurd
+cost; four prims cover every Core ATen op that needs them (docs/prims.md, "Extension prims"):
 
 - `gather_nd(a, indices)`: result[p] = a[indices[0][p], ..., indices[n-1][p]];
 - `scatter_nd(a, indices, values, reduce)`: a copy of `a` in which each values[p] is written to

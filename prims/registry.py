@@ -1,8 +1,9 @@
-"""The registry of prims: one definition per prim = schema + meta rule + NumPy kernel (DESIGN §4).
+"""The registry of prims: one definition per prim = schema + meta rule + NumPy kernel, and the
+properties passes and the executor read from it (view, random, reshape, …).
 
 Calling conventions (checked at registration):
 - `meta(*bound)` and `kernel(*bound)` take every schema argument in schema order, with the
-  parameter names of the schema. For `meta`, tensor operands are `Value`s (symbolic tensors) or
+  parameter names of the schema (`bound = definition.bind(node.args, node.kwargs)` for a node). For `meta`, tensor operands are `Value`s (symbolic tensors) or
   Python numbers; for `kernel`, NumPy arrays or Python numbers. Scalar values produced at run time
   arrive as Python scalars.
 - `meta` returns a `TensorMeta`/`ScalarMeta`, or a tuple of them for multi-result prims, and
@@ -11,16 +12,20 @@ Calling conventions (checked at registration):
   scalars; the executor wraps them), never writes into its operands, and may return views of
   them only when the prim is registered with `view=True`.
 - Random prims (`random=True`) get the executor's `numpy.random.Generator` as keyword `rng`.
+
+Every property of a prim is a field of its `PrimDef`, set where the prim is registered; code
+elsewhere reads `definition.<property>` (found with `lookup(node.op)`) and keeps no lists of names.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from aten2prims.errors import SchemaError
 from aten2prims.schema.parser import Schema, parse_schema
 
 MetaRule = Callable[..., Any]
@@ -35,8 +40,17 @@ class PrimDef:
     kernel: Kernel | None
     doc: str = ""
     extension: bool = False
+    # The result may share memory with an operand (the kernel may return a view of it).
     view: bool = False
+    # The kernel draws from the executor's random generator: never folded, merged or reordered.
     random: bool = False
+    # The result is the operand's elements in row-major order, in another shape (a copy or a view).
+    reshape: bool = False
+    # A view whose result holds its operand's elements whole (none reinterpreted, none dropped):
+    # reading the result reads the operand, element for element.
+    element_view: bool = False
+    # The result depends on the metas of the tensor operands only, never on their values.
+    meta_only_operands: bool = False
     # Why a prim of torch's has no implementation here (docs/prims.md lists these).
     omitted_reason: str | None = None
     # Indices of the Tensor-typed schema arguments: a node's positional operands.
@@ -68,9 +82,26 @@ class PrimDef:
     def implemented(self) -> bool:
         return self.kernel is not None and self.meta is not None
 
-    @property
-    def result_count(self) -> int:
-        return len(self.schema.returns)
+    def binding_problem(self, operands: Sequence[Any], attributes: Mapping[str, Any]) -> str | None:
+        """Why a node's operands and attributes do not fit this prim's schema, or None."""
+        if len(operands) != len(self.operand_indices):
+            return f"takes {len(self.operand_indices)} tensor operand(s), got {len(operands)}"
+        if tuple(attributes) != self.attribute_names:
+            return f"attributes must be {list(self.attribute_names)}, got {list(attributes)}"
+        return None
+
+    def bind(self, operands: Sequence[Any], attributes: Mapping[str, Any]) -> list[Any]:
+        """The arguments of `meta` and `kernel`, in schema order, from a node's positional tensor
+        operands and its attributes by name (both as a node holds them)."""
+        problem = self.binding_problem(operands, attributes)
+        if problem is not None:
+            raise SchemaError(f"{self.qualified_name}: {problem}")
+        bound: list[Any] = [None] * len(self.schema.arguments)
+        for index, operand in zip(self.operand_indices, operands):
+            bound[index] = operand
+        for name, index in self.attribute_positions:
+            bound[index] = attributes[name]
+        return bound
 
 
 PRIMS: dict[str, PrimDef] = {}
@@ -85,14 +116,21 @@ def register(
     extension: bool = False,
     view: bool = False,
     random: bool = False,
+    reshape: bool = False,
+    element_view: bool = False,
+    meta_only_operands: bool = False,
     omitted_reason: str | None = None,
 ) -> PrimDef:
     """Register one prim. Duplicate names and functions whose parameters do not match the
-    schema's argument names are rejected."""
+    schema's argument names are rejected, and so are properties that contradict each other."""
     parsed = parse_schema(schema)
     name = parsed.name
     if name in PRIMS:
         raise ValueError(f"prims.{name} is registered twice")
+    if element_view and not view:
+        raise ValueError(f"prims.{name}: an element view must be registered as a view")
+    if reshape and view and not element_view:
+        raise ValueError(f"prims.{name}: a reshaping view reads its operand element for element")
     expected = list(parsed.argument_names)
     for role, function in (("meta", meta), ("kernel", kernel)):
         if function is None:
@@ -115,6 +153,9 @@ def register(
         extension=extension,
         view=view,
         random=random,
+        reshape=reshape,
+        element_view=element_view,
+        meta_only_operands=meta_only_operands,
         omitted_reason=omitted_reason,
     )
     PRIMS[name] = definition
@@ -126,10 +167,9 @@ def omit(schema: str, reason: str) -> PrimDef:
     return register(schema, meta=None, kernel=None, omitted_reason=reason)
 
 
-def lookup(op: str) -> PrimDef:
-    """'prims.add' or 'add' -> its definition."""
-    name = op.removeprefix("prims.")
-    try:
-        return PRIMS[name]
-    except KeyError:
-        raise KeyError(f"unknown prim {op!r}") from None
+def lookup(op: str) -> PrimDef | None:
+    """The definition of the prim a node's op names ('prims.add'), or None when the op is no
+    registered prim (an aten op, an unknown name)."""
+    if not op.startswith("prims."):
+        return None
+    return PRIMS.get(op[len("prims.") :])

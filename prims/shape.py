@@ -1,10 +1,11 @@
 """Shape and view prims: as_strided(_scatter), collapse(_view), split_dim, squeeze, transpose,
 view_of(_dtype), reshape, rev, cat, clone, copy_strided.
 
-Strides are not part of value semantics here (DESIGN §3), so a tensor's *storage* is its
-row-major element sequence: `as_strided(a, ...)` windows into `a`'s elements in row-major order,
-whatever the NumPy layout of the array that happens to hold them. View prims return NumPy views
-when the layout allows it (always for contiguous operands) and otherwise a copy.
+Strides are not part of value semantics here (graphs hold values, not memory layouts), so a
+tensor's *storage* is its row-major element sequence: `as_strided(a, ...)` windows into `a`'s
+elements in row-major order, whatever the NumPy layout of the array that happens to hold them.
+View prims return NumPy views when the layout allows it (always for contiguous operands) and
+otherwise a copy.
 
 Like torch's prims, these take dimensions already canonical (0 <= dim < rank; torch's
 `validate_idx` also accepts 0 for a 0-dim tensor): negative dims are the business of the
@@ -235,12 +236,15 @@ register(
     "collapse(Tensor a, int start, int end) -> Tensor",
     meta=_collapse_meta,
     kernel=_collapse_kernel,
+    reshape=True,
     doc="a copy of a with dims start..end (end inclusive) merged into one",
 )
 register(
     "collapse_view(Tensor(a) a, int start, int end) -> Tensor(a)",
     meta=_collapse_meta,
     kernel=_collapse_view_kernel,
+    reshape=True,
+    element_view=True,
     view=True,
     doc="collapse as a view; torch rejects strides that do not nest, which a stride-free graph "
     "cannot see, so the kernel copies when NumPy cannot view",
@@ -274,6 +278,8 @@ register(
     "split_dim(Tensor(a) a, int dim, SymInt outer_length) -> Tensor(a)",
     meta=_split_dim_meta,
     kernel=_split_dim_kernel,
+    reshape=True,
+    element_view=True,
     view=True,
     doc="dim (length l) becomes two dims (outer_length, l // outer_length)",
 )
@@ -299,6 +305,8 @@ register(
     "squeeze(Tensor(a) a, int[] dimensions) -> Tensor(a)",
     meta=_squeeze_meta,
     kernel=_squeeze_kernel,
+    reshape=True,
+    element_view=True,
     view=True,
     doc="removes the listed dimensions, each of length 1 (a dimension may be listed twice)",
 )
@@ -321,6 +329,7 @@ register(
     "transpose(Tensor(a) a, int[] permutation) -> Tensor(a)",
     meta=_transpose_meta,
     kernel=_transpose_kernel,
+    element_view=True,
     view=True,
     doc="output dim i is input dim permutation[i]",
 )
@@ -342,6 +351,7 @@ register(
     "view_of(Tensor(a) a) -> Tensor(a)",
     meta=_view_of_meta,
     kernel=_view_of_kernel,
+    element_view=True,
     view=True,
     doc="a view of a",
 )
@@ -409,6 +419,7 @@ register(
     "reshape(Tensor a, SymInt[] shape) -> Tensor",
     meta=_reshape_meta,
     kernel=_reshape_kernel,
+    reshape=True,
     doc="a copy of a's elements (row-major) with the given shape",
 )
 

@@ -20,6 +20,7 @@ import aten2prims
 import prims
 from aten2prims.executor import execute, plan_for
 from aten2prims.executor.codegen import compile_steps
+from aten2prims.executor.direct_kernels import DIRECT_KERNELS, direct_kernel
 from aten2prims.executor.gather import OrthogonalGather
 from aten2prims.executor.reference import run_reference
 from aten2prims.executor.specialize import basic_index
@@ -28,7 +29,7 @@ from aten2prims.ir.graph import Graph, GraphOutput, InputKind, Node
 from aten2prims.ir.values import CPU, TensorMeta, Value
 from prims.builder import Builder
 from prims.common import number_as
-from prims.elementwise import DIRECT_KERNELS, ELEMENTWISE, direct_kernel
+from prims.elementwise import ELEMENTWISE
 from prims.registry import PRIMS
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

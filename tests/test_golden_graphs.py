@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from aten2prims.ir import parse
-from aten2prims.ir.verifier import verify
 from aten2prims.passes.lower import lower
+from aten2prims.passes.verify import verify
 
 GOLDEN: dict[str, tuple[str, str]] = {
     # Promotion to float32 converts the int64 operand (before broadcasting it: fewer elements).

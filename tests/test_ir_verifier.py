@@ -18,7 +18,7 @@ from aten2prims.ir import (
     Value,
     parse,
 )
-from aten2prims.ir.verifier import verify
+from aten2prims.passes.verify import verify
 from prims import Builder
 
 F32 = TensorMeta((2, 3), DType.float32)

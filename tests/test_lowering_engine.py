@@ -23,8 +23,8 @@ from aten2prims.ir import (
     parse,
 )
 from aten2prims.ir.dtypes import f32
-from aten2prims.ir.verifier import verify
 from aten2prims.passes.lower import lower
+from aten2prims.passes.verify import verify
 from decompositions.registry import RuleRegistry, aten
 
 

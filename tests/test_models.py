@@ -22,7 +22,7 @@ from torch.utils._pytree import tree_leaves
 import aten2prims
 from aten2prims.frontends.torch_interop import to_numpy
 from aten2prims.ir import Graph, format_graph, graph_difference
-from aten2prims.ir.verifier import verify
+from aten2prims.passes.verify import verify
 from aten2prims.testing.compare import compare
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))

@@ -21,7 +21,6 @@ from aten2prims.executor.reference import run_reference
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.graph import Graph, InputKind
 from aten2prims.ir.values import CPU, TensorMeta, Value
-from aten2prims.ir.verifier import verify
 from aten2prims.passes import (
     canonicalize,
     eliminate_common_subexpressions,
@@ -40,6 +39,7 @@ from aten2prims.passes.canonicalize import (
     reshape_round_trip,
     transpose_chain,
 )
+from aten2prims.passes.verify import verify
 from prims.builder import Builder
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

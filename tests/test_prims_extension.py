@@ -26,7 +26,7 @@ from aten2prims.passes.lower import lower
 from aten2prims.testing.compare import compare
 from aten2prims.testing.record import AtenCall
 from aten2prims.testing.runner import build_graph, torch_outputs
-from prims.registry import PRIMS
+from prims.registry import PRIMS, lookup
 
 EXTENSIONS = ("gather_nd", "scatter_nd", "sort", "nonzero")
 ORDERED = tuple(d for d in DTYPES if not d.is_complex)
@@ -402,16 +402,10 @@ def test_graphs_use_only_the_four_extension_prims() -> None:
     for op, args, *_ in OUT_OF_RANGE:
         graph, _ = _lowered(op, *args)
         used |= {
-            node.op.removeprefix("prims.")
-            for node in graph.nodes
-            if PRIMS[node.op.removeprefix("prims.")].extension
+            node.op.removeprefix("prims.") for node in graph.nodes if lookup(node.op).extension
         }
     graph, _ = _lowered("aten.topk.default", torch.ones(5), 2)
-    used |= {
-        node.op.removeprefix("prims.")
-        for node in graph.nodes
-        if PRIMS[node.op.removeprefix("prims.")].extension
-    }
+    used |= {node.op.removeprefix("prims.") for node in graph.nodes if lookup(node.op).extension}
     assert used <= set(EXTENSIONS) and {"gather_nd", "scatter_nd", "sort"} <= used
     assert {name for name, prim in PRIMS.items() if prim.extension} >= set(EXTENSIONS)
 
@@ -419,7 +413,7 @@ def test_graphs_use_only_the_four_extension_prims() -> None:
 def test_lowered_indexing_graphs_print_parse_verify_and_run() -> None:
     from aten2prims.ir.graph import graphs_equal
     from aten2prims.ir.parser import parse
-    from aten2prims.ir.verifier import verify
+    from aten2prims.passes.verify import verify
 
     cases = [
         (

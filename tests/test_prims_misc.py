@@ -35,7 +35,7 @@ from aten2prims.ir.dtypes import DType
 from aten2prims.ir.graph import graphs_equal
 from aten2prims.ir.parser import parse
 from aten2prims.ir.values import CPU, Device, MemoryFormat, ScalarMeta, TensorMeta
-from aten2prims.ir.verifier import verify
+from aten2prims.passes.verify import verify
 from prims import Builder
 from prims.common import COMPLEX, F32_F64, FLOATS
 from prims.registry import PRIMS

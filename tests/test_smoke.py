@@ -18,7 +18,7 @@ def test_packages_import_without_torch() -> None:
     code = (
         "import sys; sys.modules['torch'] = None\n"
         "import aten2prims, prims, decompositions\n"
-        "import aten2prims.executor, aten2prims.ir.verifier\n"
+        "import aten2prims.executor, aten2prims.passes.verify\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -45,6 +45,7 @@ import attrs
 import numpy as np
 
 from prims.common import number_as
+from prims.registry import lookup
 
 from ..ir.dtypes import DType
 from ..ir.values import Value
@@ -692,14 +693,17 @@ class _Buffers:
 
 # -- the fusion rule ---------------------------------------------------------------------------
 
-# Prims that only give the contiguous result of the contraction another shape (row-major order
-# kept), and elementwise prims applied in place on it, may follow the sum in the fused group
-# (an epilogue: a convolution's or a linear layer's bias, addmm's alpha). The group then ends at
-# the last of them (its step runs there) and its kernel returns one fresh array, never a view.
-_RESHAPES = frozenset(
-    {"prims.collapse_view", "prims.collapse", "prims.split_dim", "prims.squeeze", "prims.reshape"}
-)
+# Reshapes (prims registered with `reshape=True`: the contiguous result of the contraction in
+# another shape, row-major order kept), and elementwise prims applied in place on it, may follow
+# the sum in the fused group (an epilogue: a convolution's or a linear layer's bias, addmm's
+# alpha). The group then ends at the last of them (its step runs there) and its kernel returns
+# one fresh array, never a view.
 _IN_PLACE: dict[str, np.ufunc] = {"prims.add": np.add, "prims.mul": np.multiply}
+
+
+def _is_reshape(op: str) -> bool:
+    definition = lookup(op)
+    return definition is not None and definition.reshape
 
 
 @attrs.frozen
@@ -912,7 +916,7 @@ def _group(context: FusionContext, sum_index: int, chain: list[int]) -> FusedGro
     for position in chain:
         step = context.node(position)
         shape = step.results[0].shape
-        if step.op in _RESHAPES:
+        if _is_reshape(step.op):
             epilogue.append(_Epilogue(shape))
         else:
             other = next(a for a in step.args if a is not previous)
@@ -936,7 +940,7 @@ def _next_in_chain(context: FusionContext, index: int) -> int | None:
     if result in context.outputs or len(readers) != 1 or readers[0] in context.claimed:
         return None
     reader = context.node(readers[0])
-    if reader.op in _RESHAPES:
+    if _is_reshape(reader.op):
         return readers[0]
     if reader.op not in _IN_PLACE or result.dtype.is_complex or result.dtype.is_low_precision:
         return None  # complex add/mul have their own semantics (prims/elementwise.py)

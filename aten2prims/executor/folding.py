@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from prims.registry import PRIMS
+from prims.registry import PrimDef, lookup
 
 from ..ir.graph import Graph, GraphInput, InputKind, Node
 from ..ir.values import TensorMeta, Value
@@ -47,11 +47,6 @@ FOLD_ELEMENTS = 1 << 16
 # fastest of all, as (W @ x^T)^T with W row-major (85-110 us; contraction.SWAP_ROWS).
 SMALL_BYTES = 256 << 10
 REUSED_BYTES = 4 << 20
-# Prims through which a folded value is read again, element for element (its uses are theirs).
-_VIEWS = frozenset({"prims.broadcast_in_dim", "prims.transpose", "prims.squeeze", "prims.split_dim",
-                    "prims.collapse_view", "prims.view_of"})  # fmt: skip
-# Prims whose result depends on their tensor operand's meta only, never on its values.
-META_ONLY_OPERANDS = frozenset({"prims.full_like", "prims.fill"})
 
 
 @attrs.frozen
@@ -93,12 +88,12 @@ def fold_constants(
 
 def _foldable(node: Node, source_size: dict[Value, int]) -> int | None:
     """The largest stored tensor the node's result is computed from, if the node folds."""
-    definition = PRIMS.get(node.op.removeprefix("prims.")) if node.namespace == "prims" else None
+    definition = lookup(node.op)
     if definition is None or definition.kernel is None or definition.random or not node.results:
         return None
     if any(type(result.meta) is not TensorMeta for result in node.results):
         return None
-    meta_only = node.op in META_ONLY_OPERANDS
+    meta_only = definition.meta_only_operands
     largest = 0
     for value in node.operand_values():
         if value in source_size:
@@ -127,13 +122,14 @@ def _evaluate(graph: Graph, folded: set[int], outputs: set[Value]) -> tuple[Grap
     with np.errstate(all="ignore"):
         for index in sorted(folded):
             node = graph.nodes[index]
-            if any(
-                v not in environment and node.op not in META_ONLY_OPERANDS
-                for v in node.operand_values()
+            definition = lookup(node.op)
+            assert definition is not None  # only prims are chosen to fold
+            if not definition.meta_only_operands and any(
+                v not in environment for v in node.operand_values()
             ):
                 continue  # an operand failed to fold
             try:
-                results = _run(node, environment)
+                results = _run(node, definition, environment)
             except Exception:
                 continue
             environment.update(zip(node.results, results))
@@ -188,27 +184,22 @@ def _evaluate(graph: Graph, folded: set[int], outputs: set[Value]) -> tuple[Grap
 
 
 def _uses(value: Value, readers: dict[Value, list[Node]]) -> int:
-    """How many nodes read `value`'s elements, through views of it."""
+    """How many nodes read `value`'s elements, through views that hold them whole (a read of
+    such a view is a read of `value`)."""
     count = 0
     for reader in readers.get(value, ()):
+        definition = lookup(reader.op)
+        through_view = definition is not None and definition.element_view
         count += (
-            _uses(reader.results[0], readers)
-            if reader.op in _VIEWS and len(reader.results) == 1
-            else 1
+            _uses(reader.results[0], readers) if through_view and len(reader.results) == 1 else 1
         )
     return count
 
 
-def _run(node: Node, environment: dict[Value, Any]) -> tuple[Any, ...]:
-    definition = PRIMS[node.op.removeprefix("prims.")]
-    operands = iter(node.args)
-    arguments = [
-        _resolve(next(operands), environment)
-        if argument.type.is_tensor_like
-        else node.kwargs[argument.name]
-        for argument in definition.schema.arguments
-    ]
-    assert definition.kernel is not None
+def _run(node: Node, definition: PrimDef, environment: dict[Value, Any]) -> tuple[Any, ...]:
+    operands = [_resolve(operand, environment) for operand in node.args]
+    arguments = definition.bind(operands, node.kwargs)
+    assert definition.kernel is not None  # _foldable chose only prims with kernels
     result = definition.kernel(*arguments)
     results = (result,) if len(node.results) == 1 else tuple(result)
     return tuple(np.asarray(r) for r in results)

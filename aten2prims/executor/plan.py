@@ -22,16 +22,16 @@ slots at run time), tuples of them, or literals.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
 
 import prims as prims_package  # noqa: F401 - registers every prim
-from prims.registry import PRIMS
+from prims.registry import lookup
 
 from ..errors import ExecutionError
+from ..ir.building import collector_paused
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.values import Value
 
@@ -124,7 +124,7 @@ def node_step(node: Node, slots: Slots) -> Step:
 
     if node.namespace != "prims":
         raise ExecutionError(f"{node.op} is not a prim; lower the graph before executing it")
-    definition = PRIMS.get(node.op[len("prims.") :])
+    definition = lookup(node.op)
     if definition is None or definition.kernel is None:
         reason = definition.omitted_reason if definition is not None else "unknown prim"
         raise ExecutionError(f"{node.op} cannot be executed: {reason}")
@@ -136,12 +136,7 @@ def node_step(node: Node, slots: Slots) -> Step:
         kernel, operands = special.kernel, special.operands
         result_kind, elementwise = special.result.value, special.elementwise
     else:
-        operand_iter = iter(node.args)
-        kernel = definition.kernel
-        operands = [
-            next(operand_iter) if argument.type.is_tensor_like else node.kwargs[argument.name]
-            for argument in definition.schema.arguments
-        ]
+        kernel, operands = definition.kernel, definition.bind(node.args, node.kwargs)
     arguments = slots.arguments(operands)
     out_slots = tuple(slots.assign(result) for result in node.results)
     return Step((node,), kernel, arguments, out_slots, out_metas, random=definition.random, result_kind=result_kind,
@@ -177,15 +172,8 @@ def resolve(structure: Any, values: Sequence[Any]) -> Any:
 def build_plan(graph: Graph, overridden: frozenset[str] = frozenset()) -> Plan:
     """The plan of a prims graph for callers overriding the stored data of the inputs named in
     `overridden` (every other input with data is read from the graph)."""
-    # Planning makes many small objects and frees few: the cyclic collector's scans find nothing
-    # (as in lowering, passes/lower.py).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _build_plan(graph, overridden)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:

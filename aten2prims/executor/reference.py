@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from prims.registry import PRIMS
+from prims.registry import lookup
 
 from ..errors import ExecutionError
 from ..ir.graph import Graph
@@ -32,16 +32,11 @@ def run_reference(
     rng = np.random.default_rng(seed)
     with np.errstate(all="ignore"):
         for node in graph.nodes:
-            definition = PRIMS.get(node.op.removeprefix("prims."))
-            if node.namespace != "prims" or definition is None or definition.kernel is None:
+            definition = lookup(node.op)
+            if definition is None or definition.kernel is None:
                 raise ExecutionError(f"run_reference: {node.op} is not an executable prim")
-            operands = iter(node.args)
-            arguments = [
-                _resolve(next(operands), environment)
-                if argument.type.is_tensor_like
-                else node.kwargs[argument.name]
-                for argument in definition.schema.arguments
-            ]
+            operands = [_resolve(operand, environment) for operand in node.args]
+            arguments = definition.bind(operands, node.kwargs)
             result = (
                 definition.kernel(*arguments, rng=rng)
                 if definition.random

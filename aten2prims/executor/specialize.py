@@ -5,7 +5,7 @@ the tensor dtype, broadcast shapes, window decompositions); each choice here is 
 computation with that work done once.
 
 - elementwise prims on standard dtypes: the function the kernel would end up calling
-  (`prims.elementwise.direct_kernel`), Python-number operands converted once;
+  (`direct_kernels.direct_kernel`), Python-number operands converted once;
 - shape prims whose kernel is a reshape or a transpose (`squeeze`, `split_dim`, `collapse_view`,
   `transpose`, and `broadcast_in_dim` that only inserts size-1 dims): that method with the
   shape computed once;
@@ -32,11 +32,12 @@ import attrs
 import numpy as np
 
 from prims.common import is_number, number_as
-from prims.elementwise import ELEMENTWISE, direct_kernel
-from prims.registry import PRIMS
+from prims.elementwise import ELEMENTWISE
+from prims.registry import PRIMS, lookup
 
 from ..ir.graph import Node
 from ..ir.values import TensorMeta, Value
+from .direct_kernels import direct_kernel
 from .plan import SlotRef, Step
 
 
@@ -259,9 +260,10 @@ def _row_major(node: Node) -> Specialized | None:
     operand = node.args[0]
     if type(operand) is not Value or not operand.is_tensor:
         return None
-    definition = PRIMS[node.op[len("prims.") :]]
-    generic = definition.kernel
-    assert generic is not None
+    definition = lookup(node.op)
+    generic = definition.kernel if definition is not None else None
+    if definition is None or generic is None:
+        return None
     shape = node.results[0].shape
     attributes = tuple(node.kwargs[name] for name in definition.attribute_names)
 

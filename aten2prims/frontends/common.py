@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from ..errors import LoadError, VerificationError
 from ..ir.graph import Graph
-from ..ir.verifier import verify
+from ..passes.verify import verify
 from ..schema.registry import aten_schema
 
 # What the text form can print and parse back after `%`.

@@ -1,4 +1,5 @@
-"""The IR: dtypes, metas, values, nodes, graphs, the text form and the verifier (DESIGN §3)."""
+"""The IR, data only: dtypes, metas, values, nodes, graphs and their text form. Checking a graph
+against schemas and prims is a pass (`aten2prims.passes.verify`)."""
 
 from .dtypes import ALL_DTYPES, Category, DType
 from .graph import (

@@ -1,15 +1,19 @@
-"""Graph and Node: an ordered list of SSA nodes over named, role-tagged inputs (DESIGN §3).
+"""Graph and Node: an ordered list of SSA nodes over named, role-tagged inputs.
 
 The ordered node list is the source of truth; `Graph.to_networkx()` gives a view for graph
 algorithms. Passes build new graphs rather than rewriting one in place, so an error can never
 leave a graph half-rewritten.
+
+The text form (`str(graph)`, `repr(node)`) is written by printer.py, which depends on this
+module: it installs its formatters here when the package is imported, so this module never
+imports it.
 """
 
 from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -31,6 +35,29 @@ class Provenance:
 
 
 NO_PROVENANCE = Provenance()
+
+
+@attrs.define(slots=True)
+class _TextForm:
+    """The printer's formatters (set by `install_text_form`)."""
+
+    node: Callable[[Node], str] | None = None
+    graph: Callable[..., str] | None = None
+
+
+_text_form = _TextForm()
+
+
+def install_text_form(format_node: Callable[[Node], str], format_graph: Callable[..., str]) -> None:
+    """Make `repr(node)`, `str(graph)` and `graph.format()` use the printer's text form."""
+    _text_form.node = format_node
+    _text_form.graph = format_graph
+
+
+def _formatter(function: Callable[..., str] | None) -> Callable[..., str]:
+    if function is None:
+        raise RuntimeError("the IR's text form is not installed: import aten2prims.ir")
+    return function
 
 
 @attrs.define(eq=False, slots=True, repr=False)
@@ -65,9 +92,7 @@ class Node:
                 yield from iter_values(arg)
 
     def __repr__(self) -> str:
-        from .printer import format_node
-
-        return format_node(self)
+        return _formatter(_text_form.node)(self)
 
 
 class InputKind(enum.Enum):
@@ -176,17 +201,13 @@ class Graph:
 
     # -- text form ---------------------------------------------------------------------------
     def __str__(self) -> str:
-        from .printer import format_graph
-
-        return format_graph(self)
+        return _formatter(_text_form.graph)(self)
 
     def __repr__(self) -> str:
         return f"<Graph {self.name}: {len(self.inputs)} inputs, {len(self.nodes)} nodes, {len(self.outputs)} outputs>"
 
     def format(self, *, nested: bool = False) -> str:
-        from .printer import format_graph
-
-        return format_graph(self, nested=nested)
+        return _formatter(_text_form.graph)(self, nested=nested)
 
 
 def graphs_equal(a: Graph, b: Graph, *, compare_data: bool = False) -> bool:

@@ -8,7 +8,16 @@ import math
 from typing import Any
 
 from .dtypes import DType
-from .graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
+from .graph import (
+    Graph,
+    GraphInput,
+    GraphOutput,
+    InputKind,
+    Node,
+    OutputKind,
+    Provenance,
+    install_text_form,
+)
 from .values import Device, Layout, MemoryFormat, Meta, Value
 
 # Headers longer than this put one input per line.
@@ -195,3 +204,6 @@ def format_nested(aten_graph: Graph, lowered: Graph) -> str:
 def _format_bare(node: Node) -> str:
     """A node's line without its provenance: beneath its aten node, the provenance is the parent."""
     return format_node(Node(node.op, node.args, node.kwargs, node.results))
+
+
+install_text_form(format_node, format_graph)

@@ -145,8 +145,9 @@ LITERAL_TYPES: tuple[type, ...] = (
 )
 
 
-def is_literal(x: Any) -> bool:
-    return isinstance(x, LITERAL_TYPES)
+def is_tensor(x: Any) -> bool:
+    """`x` is a symbolic tensor (not a number, not a scalar value)."""
+    return type(x) is Value and type(x.meta) is TensorMeta
 
 
 def iter_values(operand: Operand):

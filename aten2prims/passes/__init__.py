@@ -1,5 +1,6 @@
 """Graph passes: lowering to prims, canonicalization, common subexpression elimination, dead code
 elimination. Each is a plain function from a graph to a graph that never modifies its input.
+`verify` checks a graph against the aten schemas and the prims' meta rules.
 
 `lower` does not run the others: the lowered graph stays exactly what the rules emitted (the
 printed and `--nested` views, the golden graphs and the harness read it that way). The executor
@@ -14,6 +15,7 @@ from .canonicalize import canonicalize
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .lower import lower
+from .verify import verify
 
 
 def optimize(graph: Graph) -> Graph:
@@ -28,4 +30,5 @@ __all__ = [
     "eliminate_dead_code",
     "lower",
     "optimize",
+    "verify",
 ]

@@ -1,4 +1,4 @@
-"""Canonicalization (DESIGN §9): a table of small rules, each `rule(node, graph_so_far)` returning
+"""Canonicalization: a table of small rules, each `rule(node, graph_so_far)` returning
 a replacement or None. A replacement is either an existing value (the node's only result is
 replaced by it everywhere and the node disappears) or a new node computing the same results
 (same Value objects, same metas) from other operands.
@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+from prims.registry import lookup
 
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphOutput, Node
@@ -164,12 +166,10 @@ def identity_view(node: Node, producers: dict[Value, Node]) -> Replacement | Non
     return None
 
 
-_RESHAPE_VIEWS = frozenset({"prims.squeeze", "prims.split_dim", "prims.collapse_view"})
-
-
 def _is_reshape(node: Node) -> bool:
-    """A node whose result is its operand's elements, in row-major order, in another shape."""
-    if node.op in _RESHAPE_VIEWS:
+    """A view whose result is its operand's elements, in row-major order, in another shape."""
+    definition = lookup(node.op)
+    if definition is not None and definition.reshape and definition.view:
         return True
     if node.op == "prims.broadcast_in_dim":
         return node.results[0].numel == node.args[0].numel  # type: ignore[union-attr]

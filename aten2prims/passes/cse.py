@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prims.registry import PRIMS
+from prims.registry import lookup
 
 from ..ir.graph import Graph, GraphOutput, Node
 from ..ir.values import Value, map_values
@@ -39,11 +39,8 @@ def _key(node: Node) -> Any:
     """What makes two nodes compute the same results, or None for nodes never merged."""
     if not node.results:
         return None
-    if node.namespace == "prims":
-        definition = PRIMS.get(node.op[len("prims.") :])
-        if definition is None or definition.random:
-            return None
-    else:
+    definition = lookup(node.op)
+    if definition is None or definition.random:
         return None  # aten ops may be random or impure; only prims are known to be pure
     metas = tuple(result.meta for result in node.results)
     return (

@@ -1,4 +1,4 @@
-"""`lower(graph)`: expand every aten node into prims by its decomposition rule (DESIGN §6).
+"""`lower(graph)`: expand every aten node into prims by its decomposition rule.
 
 The input graph is never modified: lowering builds a new graph. Each aten node's rule runs in a
 builder whose provenance names that node, so every prim it emits records the aten op and result
@@ -10,15 +10,16 @@ like the original one.
 
 from __future__ import annotations
 
-import gc
 from collections import Counter
 from typing import Any
 
 import prims
+from decompositions import RULES, active_registry
 from decompositions.registry import lowering_node
 from prims.builder import Builder
 
 from ..errors import Error, LoweringError, ResultDTypeError, ResultShapeError, UnsupportedOpError
+from ..ir.building import collector_paused
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node, Provenance
 from ..ir.values import ScalarMeta, TensorMeta, Value, map_values
@@ -31,23 +32,12 @@ def lower(graph: Graph, *, strict: bool = True, registry: Any = None, dce: bool 
     `strict=True` raises UnsupportedOpError naming every op without a rule (all of them, with
     counts) before doing anything; `strict=False` leaves such nodes in place. `dce` removes nodes
     whose results nobody uses (e.g. the unused statistics of a normalization)."""
-    from decompositions import RULES
-
     registry = RULES if registry is None else registry
-    # Lowering allocates many small objects and frees almost none: the cyclic collector's
-    # repeated scans of the growing graph cost a quarter of the time and find nothing.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _lower(graph, strict=strict, registry=registry, dce=dce)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _lower(graph: Graph, *, strict: bool, registry: Any, dce: bool) -> Graph:
-    from decompositions import active_registry
-
     missing = Counter(
         node.op for node in graph.nodes if node.namespace != "prims" and node.op not in registry
     )

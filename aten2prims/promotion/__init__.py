@@ -1,4 +1,4 @@
-"""Type promotion and broadcasting: torch's rules, the single source of truth (DESIGN §5).
+"""Type promotion and broadcasting: torch's rules, the single source of truth.
 
 Pure rules (`rules`): `result_type`, `elementwise_dtypes`, `opmath_dtype`, `broadcast_shapes`,
 `reduction_dtypes`, `sum_dtype`, `mean_dtypes`. Emitting helpers (`emit`, inside a

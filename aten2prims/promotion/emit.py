@@ -5,7 +5,7 @@ where a dtype does, a broadcast_in_dim only where a shape does.
 The pipeline of one elementwise call (`elementwise`) is: dtypes from the promoting operands →
 convert each promoting operand to the computation dtype → broadcast every tensor to the common
 shape → the prim → convert the result to the result dtype. Converting *before* broadcasting
-(DESIGN §6 broadcasts first) runs the convert on the smaller, un-broadcast tensor.
+(rather than broadcasting first) runs the convert on the smaller, un-broadcast tensor.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import prims
 
 from ..errors import DTypeError
 from ..ir.dtypes import DType
-from ..ir.values import ScalarMeta, TensorMeta, Value
+from ..ir.values import ScalarMeta, Value, is_tensor
 from .rules import (
     COMPLEX32,
     PromotionKind,
@@ -29,10 +29,6 @@ from .rules import (
 )
 
 _NUMBER_TYPES = (bool, int, float, complex)
-
-
-def _is_tensor(x: Any) -> bool:
-    return type(x) is Value and type(x.meta) is TensorMeta
 
 
 def _is_runtime_scalar(x: Any) -> bool:
@@ -60,7 +56,7 @@ def convert(x: Any, dtype: DType) -> Any:
     """`x` as `dtype`: a tensor through `prims.convert_element_type` (none if the dtype is
     already right); a runtime scalar as a 0-dim tensor through `prims.scalar_tensor`; a Python
     number as the Python type of the dtype's category (see `convert_number`)."""
-    if _is_tensor(x):
+    if is_tensor(x):
         return x if x.dtype is dtype else prims.convert_element_type(x, dtype)
     if type(x) in _NUMBER_TYPES:
         return convert_number(x, dtype)
@@ -74,7 +70,7 @@ def convert(x: Any, dtype: DType) -> Any:
 def broadcast_to(x: Value, shape: Sequence[int]) -> Value:
     """`x` broadcast to `shape` the NumPy/torch way (right-aligned; size-1 dims stretch; leading
     dims are new) as one `prims.broadcast_in_dim`; `x` itself if its shape is already `shape`."""
-    if not _is_tensor(x):
+    if not is_tensor(x):
         raise DTypeError(f"broadcast_to: expected a tensor value, got {x!r}")
     shape = tuple(shape)
     if x.shape == shape:
@@ -84,8 +80,8 @@ def broadcast_to(x: Value, shape: Sequence[int]) -> Value:
 
 def broadcast(*operands: Any) -> tuple[Any, ...]:
     """Every tensor operand broadcast to the operands' common shape; other operands unchanged."""
-    shape = broadcast_shapes(*(x.shape for x in operands if _is_tensor(x)))
-    return tuple(broadcast_to(x, shape) if _is_tensor(x) else x for x in operands)
+    shape = broadcast_shapes(*(x.shape for x in operands if is_tensor(x)))
+    return tuple(broadcast_to(x, shape) if is_tensor(x) else x for x in operands)
 
 
 def promote(
@@ -115,13 +111,13 @@ def promote(
             raise complex32_error(chosen)
         computation = promoted  # type: ignore[assignment]
     # Check the shapes before emitting anything, so an error leaves no stray node behind.
-    shape = broadcast_shapes(*(x.shape for x in operands if _is_tensor(x)))
+    shape = broadcast_shapes(*(x.shape for x in operands if is_tensor(x)))
     converted = list(operands)
     for i in indices:
         if operands[i] is not None:
             converted[i] = convert(operands[i], computation)
     return (
-        tuple(broadcast_to(x, shape) if _is_tensor(x) else x for x in converted),
+        tuple(broadcast_to(x, shape) if is_tensor(x) else x for x in converted),
         computation,
         result,
     )
@@ -137,7 +133,7 @@ def elementwise(
     `elementwise(prims.add, x, 2.5)`. See `promote` for the operands; the prim's result is
     converted to the result dtype if it differs."""
     converted, _, result_dtype = promote(*operands, kind=kind, promoting=promoting)
-    if not any(_is_tensor(x) for x in converted):
+    if not any(is_tensor(x) for x in converted):
         raise DTypeError(f"{_prim_name(prim)}: needs at least one tensor operand, got {operands!r}")
     return convert(prim(*converted), result_dtype)
 

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from ..errors import DTypeError, ShapeError
 from ..ir.dtypes import Category, DType
-from ..ir.values import ScalarMeta, TensorMeta, Value
+from ..ir.values import ScalarMeta, Value, is_tensor
 
 Shape = tuple[int, ...]
 
@@ -109,10 +109,6 @@ def _higher(a: Promoted | None, b: Promoted) -> Promoted:
 # -- operands -------------------------------------------------------------------------------------
 
 
-def _is_tensor(x: Any) -> bool:
-    return type(x) is Value and type(x.meta) is TensorMeta
-
-
 def _scalar_kind(x: Any) -> type | None:
     """The Python type a scalar operand promotes as (None for tensors)."""
     if type(x) in _CATEGORY_OF_PYTHON_TYPE:
@@ -123,7 +119,7 @@ def _scalar_kind(x: Any) -> type | None:
 
 
 def _check_operand(x: Any) -> None:
-    if not _is_tensor(x) and _scalar_kind(x) is None:
+    if not is_tensor(x) and _scalar_kind(x) is None:
         raise DTypeError(
             f"type promotion: operand {x!r} is not a tensor value, a scalar value or a Python bool/int/float/complex"
         )
@@ -132,7 +128,7 @@ def _check_operand(x: Any) -> None:
 def _describe(operands: Sequence[Any]) -> str:
     parts = []
     for x in operands:
-        if _is_tensor(x):
+        if is_tensor(x):
             parts.append(str(x.meta))
         elif type(x) is Value:
             parts.append(f"runtime {x.meta.kind.__name__}")
@@ -160,7 +156,7 @@ def promoted_dtype(*operands: Any) -> Promoted:
     dim_tensors: Promoted | None = None
     zero_dim_tensors: Promoted | None = None
     for x in present:
-        if not _is_tensor(x):
+        if not is_tensor(x):
             continue
         dtype: Promoted = x.dtype
         if category is Category.COMPLEX:

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from prims.registry import PRIMS
+from prims.registry import lookup
 
 from ..errors import (
     Error,
@@ -194,7 +194,9 @@ def run_call(call: AtenCall, *, registry: Any = None, seed: int = 0) -> Outcome:
             call, Status.NOT_LOWERED, f"left in the graph: {', '.join(leftovers)}", lowered=lowered
         )
     extensions = frozenset(
-        node.op for node in lowered.nodes if PRIMS[node.op.removeprefix("prims.")].extension
+        node.op
+        for node in lowered.nodes
+        if (definition := lookup(node.op)) is not None and definition.extension
     )
     try:
         ours = execute(lowered, arrays, check=True, seed=seed)

@@ -16,21 +16,18 @@ Checked, for every graph:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from ..errors import DTypeError, SchemaError, ShapeError, VerificationError
-from .graph import Graph, Node
-from .values import LITERAL_TYPES, ScalarMeta, TensorMeta, Value
+from prims.registry import PrimDef, lookup
 
-SchemaLookup = Callable[[str], Any]
+from ..errors import DTypeError, SchemaError, ShapeError, VerificationError
+from ..ir.graph import Graph, Node
+from ..ir.values import LITERAL_TYPES, ScalarMeta, TensorMeta, Value
+from ..schema.parser import Schema, check_argument
+from ..schema.registry import aten_schema
 
 
 def verify(graph: Graph, *, allow_unknown_ops: bool = False) -> None:
-    from prims.registry import PRIMS
-
-    from ..schema.registry import aten_schema
-
     defined: set[Value] = set()
     names: set[str] = set()
 
@@ -60,7 +57,7 @@ def verify(graph: Graph, *, allow_unknown_ops: bool = False) -> None:
         for operand in (*node.args, *node.kwargs.values()):
             _check_operand(operand, defined, where)
         if node.namespace == "prims":
-            definition = PRIMS.get(node.op[len("prims.") :])
+            definition = lookup(node.op)
             if definition is None:
                 raise VerificationError(f"{where}: unknown prim")
             _check_prim_node(node, definition, where)
@@ -96,30 +93,19 @@ def _check_operand(operand: Any, defined: set[Value], where: str) -> None:
         )
 
 
-def _check_arguments(schema: Any, bound: list[Any], where: str) -> None:
-    from ..schema.parser import check_argument
-
+def _check_arguments(schema: Schema, bound: list[Any], where: str) -> None:
     for argument, value in zip(schema.arguments, bound):
         problem = check_argument(argument.type, value)
         if problem is not None:
             raise VerificationError(f"{where}: argument {argument.name!r} expects {problem}")
 
 
-def _check_prim_node(node: Node, definition: Any, where: str) -> None:
-    schema = definition.schema
-    if len(node.args) != len(definition.operand_indices):
-        raise VerificationError(
-            f"{where}: takes {len(definition.operand_indices)} tensor operand(s), got {len(node.args)}"
-        )
-    if tuple(node.kwargs) != definition.attribute_names:
-        raise VerificationError(
-            f"{where}: attributes must be {list(definition.attribute_names)}, got {list(node.kwargs)}"
-        )
-    bound: list[Any] = [None] * len(schema.arguments)
-    operands = iter(node.args)
-    for i, argument in enumerate(schema.arguments):
-        bound[i] = next(operands) if argument.type.is_tensor_like else node.kwargs[argument.name]
-    _check_arguments(schema, bound, where)
+def _check_prim_node(node: Node, definition: PrimDef, where: str) -> None:
+    problem = definition.binding_problem(node.args, node.kwargs)
+    if problem is not None:
+        raise VerificationError(f"{where}: {problem}")
+    bound = definition.bind(node.args, node.kwargs)
+    _check_arguments(definition.schema, bound, where)
     if definition.meta is None:
         raise VerificationError(
             f"{where}: this prim is not supported ({definition.omitted_reason})"
@@ -137,7 +123,7 @@ def _check_prim_node(node: Node, definition: Any, where: str) -> None:
         )
 
 
-def _check_aten_node(node: Node, schema: Any, where: str) -> None:
+def _check_aten_node(node: Node, schema: Schema, where: str) -> None:
     try:
         bound = schema.bind(node.args, node.kwargs, op=node.op)
     except SchemaError as error:

@@ -1,0 +1,91 @@
+"""Direct kernels: the plain NumPy call an elementwise prim's kernel makes for standard dtypes.
+
+For operands of one dtype that NumPy computes natively (no float16/bfloat16 opmath, no complex
+special case of the function), an elementwise kernel reduces to one call of its table function
+on the operands, Python numbers converted with `number_as` to that dtype first; that function's
+result already has the prim's result dtype. The executor calls it directly, its numbers
+converted once at plan time (tests/test_executor.py checks every entry bit for bit against the
+kernel)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from prims.common import BOOL, COMPLEX, F32_F64, INTS
+from prims.elementwise import isfinite_of, reciprocal_of, rsqrt_of, sign_of
+
+from ..ir.dtypes import DType
+
+REAL_STANDARD = BOOL | INTS | F32_F64
+STANDARD = REAL_STANDARD | COMPLEX
+
+# prim name -> (function, operand dtypes for which it is the kernel's whole computation)
+DIRECT_KERNELS: dict[str, tuple[Callable[..., Any], frozenset[DType]]] = {
+    "add": (np.add, REAL_STANDARD),
+    "sub": (np.subtract, REAL_STANDARD),
+    "mul": (np.multiply, REAL_STANDARD),
+    "div": (np.true_divide, F32_F64),
+    "eq": (np.equal, STANDARD),
+    "ne": (np.not_equal, STANDARD),
+    "ge": (np.greater_equal, REAL_STANDARD),
+    "gt": (np.greater, REAL_STANDARD),
+    "le": (np.less_equal, REAL_STANDARD),
+    "lt": (np.less, REAL_STANDARD),
+    "maximum": (np.maximum, REAL_STANDARD),
+    "minimum": (np.minimum, REAL_STANDARD),
+    "fmax": (np.fmax, REAL_STANDARD),
+    "fmin": (np.fmin, REAL_STANDARD),
+    "bitwise_and": (np.bitwise_and, BOOL | INTS),
+    "bitwise_or": (np.bitwise_or, BOOL | INTS),
+    "bitwise_xor": (np.bitwise_xor, BOOL | INTS),
+    "bitwise_not": (np.invert, BOOL | INTS),
+    "neg": (np.negative, INTS | F32_F64 | COMPLEX),
+    "abs": (np.abs, INTS | F32_F64 | COMPLEX),
+    "sign": (sign_of, REAL_STANDARD),
+    "isfinite": (isfinite_of, STANDARD),
+    "ceil": (np.ceil, F32_F64),
+    "floor": (np.floor, F32_F64),
+    "round": (np.rint, F32_F64),
+    "trunc": (np.trunc, F32_F64),
+    "exp2": (np.exp2, F32_F64),
+    "log1p": (np.log1p, F32_F64),
+    "reciprocal": (reciprocal_of, F32_F64 | COMPLEX),
+    "rsqrt": (rsqrt_of, F32_F64 | COMPLEX),
+    "sqrt": (np.sqrt, F32_F64 | COMPLEX),
+    **{
+        name: (function, F32_F64 | COMPLEX)
+        for name, function in {
+            "acos": np.arccos,
+            "acosh": np.arccosh,
+            "asin": np.arcsin,
+            "asinh": np.arcsinh,
+            "atan": np.arctan,
+            "atanh": np.arctanh,
+            "cos": np.cos,
+            "cosh": np.cosh,
+            "exp": np.exp,
+            "expm1": np.expm1,
+            "log": np.log,
+            "log10": np.log10,
+            "log2": np.log2,
+            "sin": np.sin,
+            "sinh": np.sinh,
+            "tan": np.tan,
+            "tanh": np.tanh,
+        }.items()
+    },
+    "where": (np.where, STANDARD),
+}
+
+
+def direct_kernel(name: str, dtype: DType) -> Callable[..., Any] | None:
+    """The function that computes prims.<name> on operands of `dtype` (numbers converted with
+    `number_as` first) exactly as its kernel does, or None. For `where`, `dtype` is that of a
+    and b (the predicate is bool)."""
+    entry = DIRECT_KERNELS.get(name)
+    if entry is None or dtype not in entry[1]:
+        return None
+    return entry[0]
