@@ -4,6 +4,7 @@ promotion and every broadcast is made explicit."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,7 @@ def _convert_meta(a: Value, dtype: DType) -> TensorMeta:
 
 # Integer width through which torch's CPU casts a float to each integer dtype: int8/int16 go
 # through int32 and uint8 through int64, keeping the low bits (300.0 -> uint8 44).
-_FLOAT_TO_INT_WIDTH = {
+_FLOAT_TO_INT_WIDTH: dict[DType, np.dtype[Any]] = {
     DType.uint8: np.dtype(np.int64),
     DType.int8: np.dtype(np.int32),
     DType.int16: np.dtype(np.int32),

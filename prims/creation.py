@@ -41,7 +41,7 @@ def _overflows(value: bool | int | float | complex, dtype: DType) -> bool:
     """torch's `c10::overflows<dtype>(value)` for a Python scalar."""
     if dtype.is_bool or type(value) is bool:
         return False
-    if type(value) is complex:
+    if isinstance(value, complex):
         if not dtype.is_complex and value.imag != 0:
             return True
         return _overflows(value.real, dtype) or (dtype.is_complex and _overflows(value.imag, dtype))

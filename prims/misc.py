@@ -19,10 +19,10 @@ def dtype_limits(dtype: DType) -> tuple[bool | int | float, bool | int | float]:
     if dtype.is_bool:
         return False, True
     if dtype.is_integer:
-        info = np.iinfo(dtype.numpy)
-        return int(info.min), int(info.max)
-    info = ml_dtypes.finfo(dtype.real.numpy)
-    return float(info.min), float(info.max)
+        bounds = np.iinfo(dtype.numpy)
+        return int(bounds.min), int(bounds.max)
+    float_bounds = ml_dtypes.finfo(dtype.real.numpy)
+    return float(float_bounds.min), float(float_bounds.max)
 
 
 # -- item --------------------------------------------------------------------------------------------

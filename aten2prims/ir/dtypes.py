@@ -7,6 +7,7 @@ it raises a DTypeError naming the op (see docs/ir.md).
 
 from __future__ import annotations
 
+import builtins
 import enum
 from typing import Any
 
@@ -54,39 +55,39 @@ class DType(enum.Enum):
     # -- categories -------------------------------------------------------------------------
     @property
     def category(self) -> Category:
-        return (
-            self._category
-        )  # set below, once the table exists (a dict lookup would hash the enum)
+        # Set below, once the table exists (a dict lookup would hash the enum).
+        category: Category = self._category  # type: ignore[attr-defined]
+        return category
 
     @property
-    def is_bool(self) -> bool:
+    def is_bool(self) -> builtins.bool:
         return self is DType.bool
 
     @property
-    def is_integer(self) -> bool:
+    def is_integer(self) -> builtins.bool:
         """Integral, bool excluded (torch's is_integer_dtype)."""
         return self.category is Category.INTEGER
 
     @property
-    def is_integral(self) -> bool:
+    def is_integral(self) -> builtins.bool:
         """Integral, bool included."""
         return self.category <= Category.INTEGER
 
     @property
-    def is_floating(self) -> bool:
+    def is_floating(self) -> builtins.bool:
         return self.category is Category.FLOATING
 
     @property
-    def is_complex(self) -> bool:
+    def is_complex(self) -> builtins.bool:
         return self.category is Category.COMPLEX
 
     @property
-    def is_low_precision(self) -> bool:
+    def is_low_precision(self) -> builtins.bool:
         """float16 and bfloat16: computed in float32 (opmath)."""
         return self in (DType.float16, DType.bfloat16)
 
     @property
-    def is_signed(self) -> bool:
+    def is_signed(self) -> builtins.bool:
         return self not in (DType.bool, DType.uint8)
 
     @property
@@ -166,7 +167,7 @@ _CATEGORY = {
     DType.complex128: Category.COMPLEX,
 }
 for _dtype, _category in _CATEGORY.items():
-    _dtype._category = _category
+    _dtype._category = _category  # type: ignore[attr-defined]
 _PYTHON_TYPE = {
     Category.BOOL: bool,
     Category.INTEGER: int,

@@ -229,20 +229,20 @@ def graph_difference(a: Graph, b: Graph, *, compare_data: bool = False) -> str |
             return f"data of input %{x.name} differs"
     if len(a.nodes) != len(b.nodes):
         return f"node counts differ: {len(a.nodes)} vs {len(b.nodes)}"
-    for index, (x, y) in enumerate(zip(a.nodes, b.nodes)):
-        if x.op != y.op or x.provenance != y.provenance:
-            return f"node {index} differs: {x!r} vs {y!r}"
-        if [(r.name, r.meta) for r in x.results] != [(r.name, r.meta) for r in y.results]:
-            return f"node {index} results differ: {x!r} vs {y!r}"
-        if not _operands_equal(x.args, y.args) or list(x.kwargs) != list(y.kwargs):
-            return f"node {index} operands differ: {x!r} vs {y!r}"
-        if not all(_operands_equal(x.kwargs[k], y.kwargs[k]) for k in x.kwargs):
-            return f"node {index} operands differ: {x!r} vs {y!r}"
+    for index, (m, n) in enumerate(zip(a.nodes, b.nodes)):
+        if m.op != n.op or m.provenance != n.provenance:
+            return f"node {index} differs: {m!r} vs {n!r}"
+        if [(r.name, r.meta) for r in m.results] != [(r.name, r.meta) for r in n.results]:
+            return f"node {index} results differ: {m!r} vs {n!r}"
+        if not _operands_equal(m.args, n.args) or list(m.kwargs) != list(n.kwargs):
+            return f"node {index} operands differ: {m!r} vs {n!r}"
+        if not all(_operands_equal(m.kwargs[k], n.kwargs[k]) for k in m.kwargs):
+            return f"node {index} operands differ: {m!r} vs {n!r}"
     if len(a.outputs) != len(b.outputs):
         return f"output counts differ: {len(a.outputs)} vs {len(b.outputs)}"
-    for x, y in zip(a.outputs, b.outputs):
-        if (x.value.name, x.kind, x.target) != (y.value.name, y.kind, y.target):
-            return f"output %{x.value.name} differs from %{y.value.name}"
+    for p, q in zip(a.outputs, b.outputs):
+        if (p.value.name, p.kind, p.target) != (q.value.name, q.kind, q.target):
+            return f"output %{p.value.name} differs from %{q.value.name}"
     return None
 
 

@@ -161,6 +161,7 @@ def format_nested(aten_graph: Graph, lowered: Graph) -> str:
     children: dict[int, list[Node]] = {id(node): [] for node in aten_graph.nodes}
     strays: list[Node] = []
     for node in lowered.nodes:
+        owner: Node | None
         same = owner_of.get(node.results[0].name) if node.results else None
         if same is not None and same.op == node.op:
             owner = same

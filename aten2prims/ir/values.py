@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Iterable
 from typing import Any, TypeAlias
 
 import attrs
@@ -22,11 +23,15 @@ from .dtypes import DType
 Shape: TypeAlias = tuple[int, ...]
 
 
+def as_shape(sizes: Iterable[int]) -> Shape:
+    return tuple(sizes)
+
+
 @attrs.frozen(slots=True)
 class TensorMeta:
     """Shape and dtype of a tensor value. Sizes are ints (symbolic sizes: a later extension)."""
 
-    shape: Shape = attrs.field(converter=tuple)
+    shape: Shape = attrs.field(converter=as_shape)
     dtype: DType
 
     @shape.validator

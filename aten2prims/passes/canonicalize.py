@@ -94,7 +94,7 @@ def identity_convert(node: Node, producers: dict[Value, Node]) -> Replacement | 
 def convert_chain(node: Node, producers: dict[Value, Node]) -> Replacement | None:
     if node.op != "prims.convert_element_type":
         return None
-    inner = producers.get(node.args[0])  # type: ignore[arg-type]
+    inner = producers.get(node.args[0])
     if inner is None or inner.op != "prims.convert_element_type":
         return None
     source = inner.args[0]
@@ -119,7 +119,7 @@ def identity_broadcast(node: Node, producers: dict[Value, Node]) -> Replacement 
 def broadcast_chain(node: Node, producers: dict[Value, Node]) -> Replacement | None:
     if node.op != "prims.broadcast_in_dim":
         return None
-    inner = producers.get(node.args[0])  # type: ignore[arg-type]
+    inner = producers.get(node.args[0])
     if inner is None or inner.op != "prims.broadcast_in_dim":
         return None
     outer_dims = node.kwargs["broadcast_dimensions"]
@@ -132,14 +132,14 @@ def identity_transpose(node: Node, producers: dict[Value, Node]) -> Replacement 
     if node.op == "prims.transpose" and tuple(node.kwargs["permutation"]) == tuple(
         range(len(node.kwargs["permutation"]))
     ):
-        return node.args[0]  # type: ignore[return-value]
+        return node.args[0]
     return None
 
 
 def transpose_chain(node: Node, producers: dict[Value, Node]) -> Replacement | None:
     if node.op != "prims.transpose":
         return None
-    inner = producers.get(node.args[0])  # type: ignore[arg-type]
+    inner = producers.get(node.args[0])
     if inner is None or inner.op != "prims.transpose":
         return None
     outer, first = node.kwargs["permutation"], inner.kwargs["permutation"]
@@ -172,7 +172,7 @@ def _is_reshape(node: Node) -> bool:
     if definition is not None and definition.reshape and definition.view:
         return True
     if node.op == "prims.broadcast_in_dim":
-        return node.results[0].numel == node.args[0].numel  # type: ignore[union-attr]
+        return node.results[0].numel == node.args[0].numel
     return False
 
 
@@ -221,7 +221,7 @@ def canonicalize(graph: Graph, rules: list[Rule] | None = None) -> Graph:
             replacement = _first_match(current, rules, producers)
             if replacement is None:
                 break
-            if type(replacement) is Value:
+            if isinstance(replacement, Value):
                 result = current.results[0]
                 if replacement.meta != result.meta:
                     raise AssertionError(

@@ -130,7 +130,7 @@ def _describe(operands: Sequence[Any]) -> str:
     for x in operands:
         if is_tensor(x):
             parts.append(str(x.meta))
-        elif type(x) is Value:
+        elif type(x) is Value and isinstance(x.meta, ScalarMeta):
             parts.append(f"runtime {x.meta.kind.__name__}")
         else:
             parts.append(repr(x))
@@ -239,7 +239,7 @@ def broadcast_shapes(*shapes: Sequence[int] | int) -> Shape:
     """The common shape of the given shapes, as torch.broadcast_shapes: aligned from the right, a
     size 1 stretches, any other mismatch raises ShapeError naming the shapes. A bare int n stands
     for the shape (n,), as in torch."""
-    normalized = [(shape,) if type(shape) is int else tuple(shape) for shape in shapes]
+    normalized = [(shape,) if isinstance(shape, int) else tuple(shape) for shape in shapes]
     for shape in normalized:
         if any(type(size) is not int or size < 0 for size in shape):
             raise ShapeError(f"broadcast_shapes: shape {list(shape)} must hold non-negative ints")
