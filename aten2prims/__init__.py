@@ -8,6 +8,7 @@ outs = aten2prims.execute(lg, {"x": x})    # list of NumPy arrays
 
 from __future__ import annotations
 
+import os
 from os import PathLike
 
 from .errors import (
@@ -75,7 +76,7 @@ def load(path: str | PathLike[str]) -> Graph:
     IR file. Raises LoadError naming the file and the archive entry at fault."""
     from .frontends import load as load_file
 
-    return load_file(path)
+    return load_file(os.fspath(path))
 
 
 def from_fx(obj: object, *, name: str = "graph") -> Graph:

@@ -216,14 +216,17 @@ def run_call(call: AtenCall, *, registry: Any = None, seed: int = 0) -> Outcome:
             _compare_layout(o, e, f"output {i}") for i, (o, e) in enumerate(zip(ours, expected))
         ]
     else:
-        reference = None
+        reference: list[Any] | None = None
         verdicts = []
         for index, (our, their) in enumerate(zip(ours, expected)):
             verdict = compare(our, their, what=f"output {index}")
-            if not verdict and verdict.reason == "value" and reference is None:
-                reference = float64_reference(call) or []
-            if not verdict and verdict.reason == "value" and index < len(reference or []):
-                verdict = compare(our, their, reference=reference[index], what=f"output {index}")
+            if not verdict and verdict.reason == "value":
+                if reference is None:
+                    reference = float64_reference(call) or []
+                if index < len(reference):
+                    verdict = compare(
+                        our, their, reference=reference[index], what=f"output {index}"
+                    )
             verdicts.append(verdict)
     for verdict in verdicts:
         if not verdict:

@@ -264,7 +264,9 @@ def _scatter_add_samples(dtype: DType) -> Iterator[AtenCall]:
 @handwritten("aten.scatter_reduce.two", ORDERED + COMPLEX)
 def _scatter_reduce_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.scatter_reduce.two"
-    modes = ("sum", "prod", "mean") if dtype.is_complex else ("sum", "prod", "mean", "amax", "amin")
+    modes: tuple[str, ...] = (
+        ("sum", "prod", "mean") if dtype.is_complex else ("sum", "prod", "mean", "amax", "amin")
+    )
     if dtype is DType.bool:
         modes = ("sum", "prod", "amax", "amin")  # torch has no bool mean
     index = _ints(
@@ -356,7 +358,11 @@ def _nonzero_samples(dtype: DType) -> Iterator[AtenCall]:
 def _ties_and_nans(dtype: DType) -> Any:
     import torch
 
-    rows = [[1, 3, NAN, 3, 0, 1, 3, NAN], [2, 2, 2, 2, 2, 2, 2, 2], [NAN, 0, 5, -1, 5, 0, NAN, 5]]
+    rows: list[list[float]] = [
+        [1, 3, NAN, 3, 0, 1, 3, NAN],
+        [2, 2, 2, 2, 2, 2, 2, 2],
+        [NAN, 0, 5, -1, 5, 0, NAN, 5],
+    ]
     if not dtype.is_floating:
         rows = [
             [0 if v != v else abs(v) if dtype is DType.uint8 else v for v in row] for row in rows

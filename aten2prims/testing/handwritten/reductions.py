@@ -23,7 +23,7 @@ def _with_nans_and_ties(dtype: DType) -> Any:
     and before the extremes, and all-equal values."""
     import torch
 
-    rows = [
+    rows: list[list[float]] = [
         [1, 3, 0, 3, 0, 2],
         [2, NAN, 1, NAN, 4, 0],
         [NAN, 0, 5, 1, 5, 0],
