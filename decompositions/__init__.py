@@ -1,4 +1,5 @@
-"""Decomposition rules: every Core ATen overload expressed in prims (DESIGN §6).
+"""Decomposition rules: every Core ATen overload (and a few non-core ones torch.export keeps)
+expressed in prims.
 
 Importing this package registers every rule in `RULES`, one module per part of an op family."""
 

@@ -10,12 +10,11 @@ The rules reproduce how torch's CPU kernels compute, not only what they compute:
 - Exact operations (comparisons, min/max, selections, rounding, negation, bitwise ops) run in
   the operands' own dtype: computing them in float32 would give the same values with more nodes.
 - Functions with several prims (sigmoid, gelu, elu, …) promote once, run their math in the
-  computation dtype and convert the result once (`_float_math`).
+  computation dtype and convert the result once.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -42,7 +41,7 @@ from aten2prims.promotion import (
 )
 
 from .common import full, scalar
-from .registry import RULES, register
+from .registry import register
 
 Kind = PromotionKind
 Prim = Callable[..., Value]
@@ -160,72 +159,192 @@ def _can_cast(source: DType, target: DType) -> bool:
     return source is DType.bool or target.category >= source.category
 
 
-# -- factories -------------------------------------------------------------------------------------
-
-
-def _unary(name: str, prim: Prim, kind: Kind) -> None:
-    """aten.<name>.default as one promoted prim."""
-    RULES.add(f"aten.{name}.default", lambda self: elementwise(prim, self, kind=kind))
-
-
-def _exact_unary(name: str, prim: Prim) -> None:
-    """aten.<name>.default as the prim in the operand's own dtype (exact in every dtype; the prim
-    rejects the dtypes torch rejects)."""
-    RULES.add(f"aten.{name}.default", lambda self: prim(self))
-
-
-def _binary(
-    name: str,
-    prim: Prim,
-    kind: Kind,
-    overloads: tuple[str, ...] = ("Tensor", "Scalar"),
-    *,
-    exact_other: bool = False,
-) -> None:
-    """aten.<name>.<overload> for each overload, as one promoted prim."""
-
-    def rule(self: Any, other: Any) -> Value:
-        return _pointwise(prim, self, other, kind=kind, exact_other=exact_other)
-
-    for overload in overloads:
-        RULES.add(f"aten.{name}.{overload}", rule)
-
-
-def _float_math(
-    op: str, *, kind: Kind = Kind.INT_TO_FLOAT, floating_only: bool = False
-) -> Callable[[Callable[..., Value]], Callable[..., Value]]:
-    """Register `math(x, *parameters)` as the rule of `op`: x is `self` promoted and converted to
-    the computation dtype; the math's result is converted to the result dtype once.
-    `floating_only`: torch's kernel accepts floating dtypes only (activations)."""
-
-    def decorate(math_fn: Callable[..., Value]) -> Callable[..., Value]:
-        @functools.wraps(math_fn)
-        def rule(self: Value, *parameters: Any) -> Value:
-            if floating_only:
-                _require(op, self.dtype.is_floating, "a floating-point tensor", self.dtype)
-            (x,), _, result = promote(self, kind=kind)
-            return convert(math_fn(x, *parameters), result)
-
-        RULES.add(op, rule, check_names=False)  # parameters after `self` in schema order
-        return math_fn
-
-    return decorate
-
-
 # -- unary math --------------------------------------------------------------------------------------
-
-for _name in (
-    "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "erf", "exp", "expm1", "log",
-    "log10", "log1p", "log2", "reciprocal", "rsqrt", "sin", "sinh", "sqrt", "tan", "tanh",
-):  # fmt: skip
-    _unary(_name, getattr(prims, _name), Kind.INT_TO_FLOAT)
-for _name in ("abs", "neg", "sign", "ceil", "floor", "round", "trunc", "bitwise_not"):
-    _exact_unary(_name, getattr(prims, _name))
+# Functions of one operand computed in floating point: an integer or bool operand promotes to the
+# default float dtype (INT_TO_FLOAT), float16/bfloat16 compute in float32.
 
 
-@_float_math("aten.sigmoid.default")
-def sigmoid(x: Value) -> Value:
-    return prims.reciprocal(prims.add(prims.exp(prims.neg(x)), 1))
+@register("aten.acos.default")
+def acos(self: Value) -> Value:
+    return elementwise(prims.acos, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.acosh.default")
+def acosh(self: Value) -> Value:
+    return elementwise(prims.acosh, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.asin.default")
+def asin(self: Value) -> Value:
+    return elementwise(prims.asin, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.asinh.default")
+def asinh(self: Value) -> Value:
+    return elementwise(prims.asinh, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.atan.default")
+def atan(self: Value) -> Value:
+    return elementwise(prims.atan, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.atanh.default")
+def atanh(self: Value) -> Value:
+    return elementwise(prims.atanh, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.cos.default")
+def cos(self: Value) -> Value:
+    return elementwise(prims.cos, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.cosh.default")
+def cosh(self: Value) -> Value:
+    return elementwise(prims.cosh, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.erf.default")
+def erf(self: Value) -> Value:
+    return elementwise(prims.erf, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.exp.default")
+def exp(self: Value) -> Value:
+    return elementwise(prims.exp, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.expm1.default")
+def expm1(self: Value) -> Value:
+    return elementwise(prims.expm1, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.log.default")
+def log(self: Value) -> Value:
+    return elementwise(prims.log, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.log10.default")
+def log10(self: Value) -> Value:
+    return elementwise(prims.log10, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.log1p.default")
+def log1p(self: Value) -> Value:
+    return elementwise(prims.log1p, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.log2.default")
+def log2(self: Value) -> Value:
+    return elementwise(prims.log2, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.reciprocal.default")
+def reciprocal(self: Value) -> Value:
+    return elementwise(prims.reciprocal, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.rsqrt.default")
+def rsqrt(self: Value) -> Value:
+    return elementwise(prims.rsqrt, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.sin.default")
+def sin(self: Value) -> Value:
+    return elementwise(prims.sin, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.sinh.default")
+def sinh(self: Value) -> Value:
+    return elementwise(prims.sinh, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.sqrt.default")
+def sqrt(self: Value) -> Value:
+    return elementwise(prims.sqrt, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.tan.default")
+def tan(self: Value) -> Value:
+    return elementwise(prims.tan, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.tanh.default")
+def tanh(self: Value) -> Value:
+    return elementwise(prims.tanh, self, kind=Kind.INT_TO_FLOAT)
+
+
+# Not Core ATen, but torch.export keeps them (aten2prims.schema.EXTRA_ATEN_SCHEMAS).
+
+
+@register("aten.erfinv.default")
+def erfinv(self: Value) -> Value:
+    return elementwise(prims.erf_inv, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.lgamma.default")
+def lgamma(self: Value) -> Value:
+    return elementwise(prims.lgamma, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.digamma.default")
+def digamma(self: Value) -> Value:
+    return elementwise(prims.digamma, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.i0.default")
+def i0(self: Value) -> Value:
+    return elementwise(prims.bessel_i0, self, kind=Kind.INT_TO_FLOAT)
+
+
+# Exact in every dtype, so computed in the operand's own dtype; the prim rejects the dtypes torch
+# rejects.
+
+
+@register("aten.abs.default")
+def abs_default(self: Value) -> Value:
+    return prims.abs(self)
+
+
+@register("aten.neg.default")
+def neg(self: Value) -> Value:
+    return prims.neg(self)
+
+
+@register("aten.sign.default")
+def sign(self: Value) -> Value:
+    return prims.sign(self)
+
+
+@register("aten.ceil.default")
+def ceil(self: Value) -> Value:
+    return prims.ceil(self)
+
+
+@register("aten.floor.default")
+def floor(self: Value) -> Value:
+    return prims.floor(self)
+
+
+@register("aten.round.default")
+def round_default(self: Value) -> Value:
+    return prims.round(self)
+
+
+@register("aten.trunc.default")
+def trunc(self: Value) -> Value:
+    return prims.trunc(self)
+
+
+@register("aten.bitwise_not.default")
+def bitwise_not(self: Value) -> Value:
+    return prims.bitwise_not(self)
+
+
+@register("aten.sigmoid.default")
+def sigmoid(self: Value) -> Value:
+    (x,), _, result = promote(self, kind=Kind.INT_TO_FLOAT)
+    return convert(prims.reciprocal(prims.add(prims.exp(prims.neg(x)), 1)), result)
 
 
 @register("aten.round.decimals")
@@ -260,28 +379,72 @@ def isinf(self: Value) -> Value:
 
 # -- binary arithmetic -------------------------------------------------------------------------------
 
-_binary("mul", prims.mul, Kind.DEFAULT, exact_other=True)
-_binary("div", prims.div, Kind.INT_TO_FLOAT, exact_other=True)
-_binary("fmod", prims.fmod, Kind.DEFAULT)
-_binary("remainder", prims.remainder, Kind.DEFAULT)
-_binary("atan2", prims.atan2, Kind.INT_TO_FLOAT, ("default",))
-_binary("maximum", prims.maximum, Kind.NO_OPMATH, ("default",))
-_binary("minimum", prims.minimum, Kind.NO_OPMATH, ("default",))
-for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
-    _binary(_name, getattr(prims, _name), Kind.NO_OPMATH)
+
+@register("aten.mul.Tensor", "aten.mul.Scalar")
+def mul(self: Any, other: Any) -> Value:
+    return _pointwise(prims.mul, self, other, exact_other=True)
+
+
+@register("aten.div.Tensor", "aten.div.Scalar")
+def div(self: Any, other: Any) -> Value:
+    return _pointwise(prims.div, self, other, kind=Kind.INT_TO_FLOAT, exact_other=True)
+
+
+@register("aten.fmod.Tensor", "aten.fmod.Scalar")
+def fmod(self: Any, other: Any) -> Value:
+    return _pointwise(prims.fmod, self, other)
+
+
+@register("aten.remainder.Tensor", "aten.remainder.Scalar")
+def remainder(self: Any, other: Any) -> Value:
+    return _pointwise(prims.remainder, self, other)
+
+
+@register("aten.atan2.default")
+def atan2(self: Value, other: Value) -> Value:
+    return _pointwise(prims.atan2, self, other, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.maximum.default")
+def maximum(self: Value, other: Value) -> Value:
+    return _pointwise(prims.maximum, self, other, kind=Kind.NO_OPMATH)
+
+
+@register("aten.minimum.default")
+def minimum(self: Value, other: Value) -> Value:
+    return _pointwise(prims.minimum, self, other, kind=Kind.NO_OPMATH)
+
+
+@register("aten.bitwise_and.Tensor", "aten.bitwise_and.Scalar")
+def bitwise_and(self: Any, other: Any) -> Value:
+    return _pointwise(prims.bitwise_and, self, other, kind=Kind.NO_OPMATH)
+
+
+@register("aten.bitwise_or.Tensor", "aten.bitwise_or.Scalar")
+def bitwise_or(self: Any, other: Any) -> Value:
+    return _pointwise(prims.bitwise_or, self, other, kind=Kind.NO_OPMATH)
+
+
+@register("aten.bitwise_xor.Tensor", "aten.bitwise_xor.Scalar")
+def bitwise_xor(self: Any, other: Any) -> Value:
+    return _pointwise(prims.bitwise_xor, self, other, kind=Kind.NO_OPMATH)
+
+
 # Not Core ATen, but torch.export keeps them (aten2prims.schema.EXTRA_ATEN_SCHEMAS).
-for _name, _prim in (
-    ("erfinv", prims.erf_inv),
-    ("lgamma", prims.lgamma),
-    ("digamma", prims.digamma),
-    ("i0", prims.bessel_i0),
-):
-    _unary(_name, _prim, Kind.INT_TO_FLOAT)
-_binary("hypot", prims.hypot, Kind.DEFAULT, ("default",))
-_binary("nextafter", prims.nextafter, Kind.NO_OPMATH, ("default",))
 
 
-def _copysign(self: Any, other: Any) -> Value:
+@register("aten.hypot.default")
+def hypot(self: Value, other: Value) -> Value:
+    return _pointwise(prims.hypot, self, other)
+
+
+@register("aten.nextafter.default")
+def nextafter(self: Value, other: Value) -> Value:
+    return _pointwise(prims.nextafter, self, other, kind=Kind.NO_OPMATH)
+
+
+@register("aten.copysign.Tensor", "aten.copysign.Scalar")
+def copysign(self: Any, other: Any) -> Value:
     """|self| with the sign bit of other (NaN and -0.0 included): a select on `signbit`."""
     (a, b), _, result = promote(self, other, kind=Kind.INT_TO_FLOAT)
     magnitude = prims.abs(a)
@@ -295,15 +458,42 @@ def _copysign(self: Any, other: Any) -> Value:
     return convert(prims.where(prims.signbit(b), prims.neg(magnitude), magnitude), result)
 
 
-RULES.add("aten.copysign.Tensor", _copysign)
-RULES.add("aten.copysign.Scalar", _copysign)
-# `x << n`, `x >> n`: not Core ATen, but torch.export keeps them (aten2prims.schema.EXTRA_ATEN_SCHEMAS).
-# Integers only (bool promotes with the shift amount); torch's shifts give 0, or the sign for
-# >>, when the amount is negative or at least the bit width, as the prims do.
-_binary("__lshift__", prims.shift_left, Kind.NO_OPMATH)
-_binary("__rshift__", prims.shift_right_arithmetic, Kind.NO_OPMATH)
-for _name in ("ge", "gt", "le", "lt"):
-    _binary(_name, getattr(prims, _name), Kind.ALWAYS_BOOL)
+# `x << n`, `x >> n`: not Core ATen, but torch.export keeps them. Integers only (bool promotes
+# with the shift amount); torch's shifts give 0, or the sign for >>, when the amount is negative
+# or at least the bit width, as the prims do.
+
+
+@register("aten.__lshift__.Tensor", "aten.__lshift__.Scalar")
+def shift_left(self: Value, other: Any) -> Value:
+    return _pointwise(prims.shift_left, self, other, kind=Kind.NO_OPMATH)
+
+
+@register("aten.__rshift__.Tensor", "aten.__rshift__.Scalar")
+def shift_right(self: Value, other: Any) -> Value:
+    return _pointwise(prims.shift_right_arithmetic, self, other, kind=Kind.NO_OPMATH)
+
+
+# -- comparisons: computed in the promoted dtype, not in float32 ---------------------------------------
+
+
+@register("aten.ge.Tensor", "aten.ge.Scalar")
+def ge(self: Any, other: Any) -> Value:
+    return _pointwise(prims.ge, self, other, kind=Kind.ALWAYS_BOOL)
+
+
+@register("aten.gt.Tensor", "aten.gt.Scalar")
+def gt(self: Any, other: Any) -> Value:
+    return _pointwise(prims.gt, self, other, kind=Kind.ALWAYS_BOOL)
+
+
+@register("aten.le.Tensor", "aten.le.Scalar")
+def le(self: Any, other: Any) -> Value:
+    return _pointwise(prims.le, self, other, kind=Kind.ALWAYS_BOOL)
+
+
+@register("aten.lt.Tensor", "aten.lt.Scalar")
+def lt(self: Any, other: Any) -> Value:
+    return _pointwise(prims.lt, self, other, kind=Kind.ALWAYS_BOOL)
 
 
 def _half_parts(x: Any) -> tuple[Any, Any]:
@@ -318,29 +508,30 @@ def _half_parts(x: Any) -> tuple[Any, Any]:
     return _rounded(z.real, DType.float16), _rounded(z.imag, DType.float16)
 
 
-def _equality(prim: Prim, same: bool, combine: Prim) -> Callable[[Any, Any], Value]:
+def _equality(self: Any, other: Any, *, prim: Prim, same: bool, combine: Prim) -> Value:
     """eq (same=True) and ne. A float16 tensor meeting a complex operand compares in complex32,
     which NumPy lacks: the parts are compared in float16 instead (exactly what complex32's
     comparison does) and combined."""
-
-    def rule(self: Any, other: Any) -> Value:
-        if promoted_dtype(self, other) is not COMPLEX32:
-            return elementwise(prim, self, other, kind=Kind.ALWAYS_BOOL)
-        shape = _shape_of(self, other)
-        halves = []
-        for x, y in zip(_half_parts(self), _half_parts(other)):
-            if _is_tensor(x) or _is_tensor(y):
-                halves.append(broadcast_to(elementwise(prim, x, y, kind=Kind.ALWAYS_BOOL), shape))
-            else:
-                halves.append(full(shape, (x == y) == same, DType.bool))
-        return combine(*halves)
-
-    return rule
+    if promoted_dtype(self, other) is not COMPLEX32:
+        return elementwise(prim, self, other, kind=Kind.ALWAYS_BOOL)
+    shape = _shape_of(self, other)
+    halves = []
+    for x, y in zip(_half_parts(self), _half_parts(other)):
+        if _is_tensor(x) or _is_tensor(y):
+            halves.append(broadcast_to(elementwise(prim, x, y, kind=Kind.ALWAYS_BOOL), shape))
+        else:
+            halves.append(full(shape, (x == y) == same, DType.bool))
+    return combine(*halves)
 
 
-for _overload in ("Tensor", "Scalar"):
-    RULES.add(f"aten.eq.{_overload}", _equality(prims.eq, True, prims.bitwise_and))
-    RULES.add(f"aten.ne.{_overload}", _equality(prims.ne, False, prims.bitwise_or))
+@register("aten.eq.Tensor", "aten.eq.Scalar")
+def eq(self: Any, other: Any) -> Value:
+    return _equality(self, other, prim=prims.eq, same=True, combine=prims.bitwise_and)
+
+
+@register("aten.ne.Tensor", "aten.ne.Scalar")
+def ne(self: Any, other: Any) -> Value:
+    return _equality(self, other, prim=prims.ne, same=False, combine=prims.bitwise_or)
 
 
 def _check_alpha(op: str, alpha: Any, result: DType) -> None:
@@ -536,20 +727,26 @@ def _truth(x: Any) -> Any:
     return bool(x)
 
 
-def _logical(prim: Prim) -> Callable[[Any, Any], Value]:
+def _logical(prim: Prim, self: Any, other: Any) -> Value:
     """A logical binary op: both operands promoted (so a value that rounds to zero in the common
     dtype is false), each made a truth value, combined by `prim`."""
-
-    def rule(self: Any, other: Any) -> Value:
-        (a, b), _, _ = promote(self, other, kind=Kind.ALWAYS_BOOL)
-        return prim(_truth(a), _truth(b))
-
-    return rule
+    (a, b), _, _ = promote(self, other, kind=Kind.ALWAYS_BOOL)
+    return prim(_truth(a), _truth(b))
 
 
-RULES.add("aten.logical_and.default", _logical(prims.bitwise_and))
-RULES.add("aten.logical_or.default", _logical(prims.bitwise_or))
-RULES.add("aten.logical_xor.default", _logical(prims.ne))
+@register("aten.logical_and.default")
+def logical_and(self: Any, other: Any) -> Value:
+    return _logical(prims.bitwise_and, self, other)
+
+
+@register("aten.logical_or.default")
+def logical_or(self: Any, other: Any) -> Value:
+    return _logical(prims.bitwise_or, self, other)
+
+
+@register("aten.logical_xor.default")
+def logical_xor(self: Any, other: Any) -> Value:
+    return _logical(prims.ne, self, other)
 
 
 @register("aten.logical_not.default")
@@ -641,16 +838,21 @@ def relu(self: Value) -> Value:
 # -- activations ---------------------------------------------------------------------------------------------
 
 
-@_float_math("aten.leaky_relu.default", floating_only=True)
-def leaky_relu(x: Value, negative_slope: Any) -> Value:
-    return prims.where(prims.gt(x, 0), x, prims.mul(x, _literal("aten.leaky_relu", negative_slope)))
+@register("aten.leaky_relu.default")
+def leaky_relu(self: Value, negative_slope: Any) -> Value:
+    _require("aten.leaky_relu", self.dtype.is_floating, "a floating-point tensor", self.dtype)
+    (x,), _, result = promote(self, kind=Kind.INT_TO_FLOAT)
+    slope = _literal("aten.leaky_relu", negative_slope)
+    return convert(prims.where(prims.gt(x, 0), x, prims.mul(x, slope)), result)
 
 
-@_float_math("aten.elu.default", floating_only=True)
-def elu(x: Value, alpha: Any, scale: Any, input_scale: Any) -> Value:
+@register("aten.elu.default")
+def elu(self: Value, alpha: Any, scale: Any, input_scale: Any) -> Value:
+    _require("aten.elu", self.dtype.is_floating, "a floating-point tensor", self.dtype)
+    (x,), _, result = promote(self, kind=Kind.INT_TO_FLOAT)
     alpha, scale, input_scale = (_literal("aten.elu", v) for v in (alpha, scale, input_scale))
     negative = prims.mul(prims.expm1(prims.mul(x, float(input_scale))), float(alpha * scale))
-    return prims.where(prims.gt(x, 0), prims.mul(x, float(scale)), negative)
+    return convert(prims.where(prims.gt(x, 0), prims.mul(x, float(scale)), negative), result)
 
 
 _SQRT_HALF = math.sqrt(0.5)

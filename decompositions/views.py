@@ -412,18 +412,29 @@ def _edge_pad(op: str, x: Value, padding: Sequence[int], count: int, reflect: bo
     return x
 
 
-def _padding_rule(op: str, count: int, reflect: bool) -> None:
-    def rule(self: Value, padding: Sequence[int]) -> Value:
-        return _edge_pad(op, self, padding, count, reflect)
-
-    rule.__name__ = rule.__qualname__ = op.split(".")[1]
-    register(op)(rule)
+@register("aten.reflection_pad1d.default")
+def reflection_pad1d(self: Value, padding: Sequence[int]) -> Value:
+    return _edge_pad("aten.reflection_pad1d.default", self, padding, 1, reflect=True)
 
 
-for _count in (1, 2, 3):
-    _padding_rule(f"aten.reflection_pad{_count}d.default", _count, reflect=True)
-for _count in (2, 3):
-    _padding_rule(f"aten.replication_pad{_count}d.default", _count, reflect=False)
+@register("aten.reflection_pad2d.default")
+def reflection_pad2d(self: Value, padding: Sequence[int]) -> Value:
+    return _edge_pad("aten.reflection_pad2d.default", self, padding, 2, reflect=True)
+
+
+@register("aten.reflection_pad3d.default")
+def reflection_pad3d(self: Value, padding: Sequence[int]) -> Value:
+    return _edge_pad("aten.reflection_pad3d.default", self, padding, 3, reflect=True)
+
+
+@register("aten.replication_pad2d.default")
+def replication_pad2d(self: Value, padding: Sequence[int]) -> Value:
+    return _edge_pad("aten.replication_pad2d.default", self, padding, 2, reflect=False)
+
+
+@register("aten.replication_pad3d.default")
+def replication_pad3d(self: Value, padding: Sequence[int]) -> Value:
+    return _edge_pad("aten.replication_pad3d.default", self, padding, 3, reflect=False)
 
 
 # -- creation ------------------------------------------------------------------------------------------
