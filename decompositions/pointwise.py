@@ -24,7 +24,7 @@ import numpy as np
 import prims
 from aten2prims.errors import DTypeError, LoweringError
 from aten2prims.ir.dtypes import Category, DType
-from aten2prims.ir.values import Layout, ScalarMeta, TensorMeta, Value
+from aten2prims.ir.values import Layout, Value
 from aten2prims.promotion import (
     COMPLEX32,
     DEFAULT_FLOAT,
@@ -40,7 +40,7 @@ from aten2prims.promotion import (
     result_type,
 )
 
-from .common import full, scalar
+from .common import FLOATS, check_dtype, full, is_number, is_tensor, scalar, scalar_kind
 from .registry import register
 
 Kind = PromotionKind
@@ -48,37 +48,19 @@ Prim = Callable[..., Value]
 
 # -- operands --------------------------------------------------------------------------------------
 
-_NUMBER_TYPES = (bool, int, float, complex)
 # A Python number's own dtype: torch wraps a Scalar argument as a 0-dim tensor of the widest
 # dtype of its kind.
 _WIDEST = {bool: DType.bool, int: DType.int64, float: DType.float64, complex: DType.complex128}
 
 
-def _is_tensor(x: Any) -> bool:
-    return type(x) is Value and type(x.meta) is TensorMeta
-
-
-def _is_number(x: Any) -> bool:
-    return type(x) in _NUMBER_TYPES
-
-
-def _scalar_kind(x: Any) -> type | None:
-    """bool/int/float/complex for a Python number or a runtime scalar; None for a tensor."""
-    if _is_number(x):
-        return type(x)
-    if type(x) is Value and type(x.meta) is ScalarMeta:
-        return x.meta.kind
-    return None
-
-
 def _dtype_of(x: Any) -> DType:
-    kind = _scalar_kind(x)
+    kind = scalar_kind(x)
     return x.dtype if kind is None else DType.from_python_type(kind)
 
 
 def _single_element(x: Any) -> bool:
     """What TensorIterator treats as a CPU scalar: a number, or a tensor whose every dim is 1."""
-    return not _is_tensor(x) or all(size == 1 for size in x.shape)
+    return not is_tensor(x) or all(size == 1 for size in x.shape)
 
 
 def _rounded(x: bool | int | float, dtype: DType) -> float:
@@ -90,7 +72,7 @@ def _rounded(x: bool | int | float, dtype: DType) -> float:
 
 def _cast(x: Any, dtype: DType) -> Any:
     """x as TensorIterator hands it to a kernel whose common dtype is `dtype`."""
-    if _is_number(x):
+    if is_number(x):
         return _rounded(x, dtype) if dtype.is_low_precision and type(x) is not complex else x
     return convert(x, dtype)
 
@@ -119,13 +101,13 @@ def _pointwise(
 def _tensor(x: Any, dtype: DType, shape: tuple[int, ...]) -> Value:
     """x as a tensor of `dtype` broadcast to `shape`; a Python number becomes a 0-dim tensor of its
     own widest dtype, converted (wrapping or rounding as torch's casts do)."""
-    if _is_number(x):
+    if is_number(x):
         x = scalar(x, _WIDEST[type(x)])
     return broadcast_to(convert(x, dtype), shape)
 
 
 def _shape_of(*operands: Any) -> tuple[int, ...]:
-    return broadcast_shapes(*(x.shape for x in operands if _is_tensor(x)))
+    return broadcast_shapes(*(x.shape for x in operands if is_tensor(x)))
 
 
 def _copy(x: Value, dtype: DType) -> Value:
@@ -352,7 +334,7 @@ def round_decimals(self: Value, decimals: int) -> Value:
     """Not Core ATen (torch.export keeps it). torch's CPU kernel, in opmath: round-half-even of
     x·10^d, divided by 10^d; for negative d, of x / 10^-d, times 10^-d (10^|d| computed in
     double, then rounded to opmath). Floating dtypes only."""
-    _require("round.decimals", self.dtype.is_floating, "a floating-point tensor", self.dtype)
+    check_dtype("aten.round.decimals", self, FLOATS, "self")
     compute = opmath_dtype(self.dtype)
     scale = float(compute.numpy.type(10.0 ** abs(decimals)))
     x = convert(self, compute)
@@ -448,7 +430,7 @@ def copysign(self: Any, other: Any) -> Value:
     """|self| with the sign bit of other (NaN and -0.0 included): a select on `signbit`."""
     (a, b), _, result = promote(self, other, kind=Kind.INT_TO_FLOAT)
     magnitude = prims.abs(a)
-    if _is_number(b):  # the sign is known now
+    if is_number(b):  # the sign is known now
         return convert(
             prims.neg(magnitude)
             if math.copysign(1.0, _real_scalar("copysign", b)) < 0
@@ -498,11 +480,11 @@ def lt(self: Any, other: Any) -> Value:
 
 def _half_parts(x: Any) -> tuple[Any, Any]:
     """x's real and imaginary parts rounded to float16: the halves of a complex32 value."""
-    if _is_tensor(x):
+    if is_tensor(x):
         if x.dtype.is_complex:
             return convert(prims.real(x), DType.float16), convert(prims.imag(x), DType.float16)
         return convert(x, DType.float16), 0.0
-    if not _is_number(x):
+    if not is_number(x):
         raise DTypeError(f"a comparison in complex32 needs literal scalars, got {x!r}")
     z = complex(x)
     return _rounded(z.real, DType.float16), _rounded(z.imag, DType.float16)
@@ -517,7 +499,7 @@ def _equality(self: Any, other: Any, *, prim: Prim, same: bool, combine: Prim) -
     shape = _shape_of(self, other)
     halves = []
     for x, y in zip(_half_parts(self), _half_parts(other)):
-        if _is_tensor(x) or _is_tensor(y):
+        if is_tensor(x) or is_tensor(y):
             halves.append(broadcast_to(elementwise(prim, x, y, kind=Kind.ALWAYS_BOOL), shape))
         else:
             halves.append(full(shape, (x == y) == same, DType.bool))
@@ -536,7 +518,7 @@ def ne(self: Any, other: Any) -> Value:
 
 def _check_alpha(op: str, alpha: Any, result: DType) -> None:
     """torch's alpha_check against the result dtype."""
-    kind = _scalar_kind(alpha)
+    kind = scalar_kind(alpha)
     if kind is None:
         raise DTypeError(f"{op}: alpha must be a scalar, got {alpha!r}")
     if kind is bool and result is not DType.bool:
@@ -556,18 +538,18 @@ def _plus_scaled(op: str, self: Any, other: Any, alpha: Any, *, negate: bool) ->
     _check_alpha(op, alpha, result)
     self, other, alpha = _cast_operands((self, other, alpha), result)
     (a, b), computation, result = promote(self, other)
-    if _is_number(alpha) and alpha == 1:
+    if is_number(alpha) and alpha == 1:
         return convert((prims.sub if negate else prims.add)(a, b), result)
     shape = _shape_of(a, b)
-    if _is_number(alpha):
+    if is_number(alpha):
         scale = convert(-alpha if negate else alpha, computation)
     else:
         scale = _tensor(alpha, computation, shape)
         scale = prims.neg(scale) if negate else scale
-    if _is_number(b) and _is_number(scale):
+    if is_number(b) and is_number(scale):
         scaled = convert(b * scale, computation)  # both literals: fold
     else:
-        scaled = prims.mul(b if _is_tensor(b) else _tensor(b, computation, shape), scale)
+        scaled = prims.mul(b if is_tensor(b) else _tensor(b, computation, shape), scale)
     total = _complex_add(a, scaled, shape) if computation.is_complex else prims.add(a, scaled)
     return convert(total, result)
 
@@ -576,7 +558,7 @@ def _complex_add(a: Any, b: Any, shape: tuple[int, ...]) -> Value:
     """a + b as a plain complex sum. prims.add computes a + 1 * b, like torch's add, and that
     complex product turns an infinite part of b into a NaN in its other part; torch's
     add(a, b, alpha=...) adds its alpha * b without it. So the parts are added as reals."""
-    if _is_number(b):
+    if is_number(b):
         return prims.add(a, b)
     dtype = b.dtype
     a = _tensor(a, dtype, shape)
@@ -684,7 +666,7 @@ def pow_tensor_scalar(self: Value, exponent: Any) -> Value:
     if self.dtype.is_integral and type(exponent) is int and exponent < 0:
         raise DTypeError("aten.pow: integers to negative integer powers are not allowed")
     result = result_type(self, exponent)
-    if _is_number(exponent):
+    if is_number(exponent):
         if exponent == 0:  # x ** 0 is 1, NaN included
             return full(self.shape, 1, result)
         if exponent == 1:
@@ -703,7 +685,7 @@ def _float16_pow(self: Value, exponent: Any) -> Value:
     float16, computed in float32. A literal exponent would take prims.pow's own fast paths, so a
     fast-path exponent goes in as a tensor."""
     x, exponent = _cast_operands((self, exponent), DType.float16)
-    if _is_number(exponent) and exponent in _POW_FAST_PATHS:
+    if is_number(exponent) and exponent in _POW_FAST_PATHS:
         exponent = _tensor(exponent, DType.float16, self.shape)
     return elementwise(prims.pow, x, exponent)
 
@@ -711,9 +693,7 @@ def _float16_pow(self: Value, exponent: Any) -> Value:
 @register("aten.pow.Scalar")
 def pow_scalar(self: Any, exponent: Value) -> Value:
     result = result_type(self, exponent)
-    if (
-        _scalar_kind(self) is not bool and _is_number(self) and self == 1
-    ):  # 1 ** x is 1 even for NaN
+    if scalar_kind(self) is not bool and is_number(self) and self == 1:  # 1 ** x is 1 even for NaN
         return full(exponent.shape, 1, result)
     return _pointwise(prims.pow, self, exponent)
 
@@ -722,7 +702,7 @@ def pow_scalar(self: Any, exponent: Value) -> Value:
 
 
 def _truth(x: Any) -> Any:
-    if _is_tensor(x):
+    if is_tensor(x):
         return convert(x, DType.bool)  # nonzero (NaN included) is true
     return bool(x)
 
@@ -784,7 +764,7 @@ def _clamp_scalars(op: str, self: Value, low: Any, high: Any, result: DType) -> 
             x.shape, math.nan, result
         )  # torch fills NaN when both bounds are given and one is NaN
     low, high = (
-        None if b is None else convert(b, result) if _is_number(b) else _tensor(b, result, x.shape)
+        None if b is None else convert(b, result) if is_number(b) else _tensor(b, result, x.shape)
         for b in (low, high)
     )
     return _clamp(x, low, high)
@@ -821,10 +801,9 @@ def hardtanh(self: Value, min_val: Any, max_val: Any) -> Value:
         # Integer tensors take the limits truncated to integers (no promotion); a run-time
         # limit is truncated by its conversion to the tensor's dtype.
         min_val, max_val = (
-            int(_real_scalar("aten.hardtanh", v)) if _is_number(v) else v
-            for v in (min_val, max_val)
+            int(_real_scalar("aten.hardtanh", v)) if is_number(v) else v for v in (min_val, max_val)
         )
-        if not self.dtype.is_signed and any(_is_number(v) and v < 0 for v in (min_val, max_val)):
+        if not self.dtype.is_signed and any(is_number(v) and v < 0 for v in (min_val, max_val)):
             raise DTypeError("aten.hardtanh: an unsigned tensor cannot take negative limits")
     return _clamp_scalars("aten.hardtanh", self, min_val, max_val, self.dtype)
 
@@ -840,7 +819,7 @@ def relu(self: Value) -> Value:
 
 @register("aten.leaky_relu.default")
 def leaky_relu(self: Value, negative_slope: Any) -> Value:
-    _require("aten.leaky_relu", self.dtype.is_floating, "a floating-point tensor", self.dtype)
+    check_dtype("aten.leaky_relu", self, FLOATS, "self")
     (x,), _, result = promote(self, kind=Kind.INT_TO_FLOAT)
     slope = _literal("aten.leaky_relu", negative_slope)
     return convert(prims.where(prims.gt(x, 0), x, prims.mul(x, slope)), result)
@@ -848,7 +827,7 @@ def leaky_relu(self: Value, negative_slope: Any) -> Value:
 
 @register("aten.elu.default")
 def elu(self: Value, alpha: Any, scale: Any, input_scale: Any) -> Value:
-    _require("aten.elu", self.dtype.is_floating, "a floating-point tensor", self.dtype)
+    check_dtype("aten.elu", self, FLOATS, "self")
     (x,), _, result = promote(self, kind=Kind.INT_TO_FLOAT)
     alpha, scale, input_scale = (_literal("aten.elu", v) for v in (alpha, scale, input_scale))
     negative = prims.mul(prims.expm1(prims.mul(x, float(input_scale))), float(alpha * scale))
@@ -878,7 +857,7 @@ def _gelu(x: Value, approximate: str, *, onednn: bool) -> Value:
 
 @register("aten.gelu.default")
 def gelu(self: Value, approximate: str) -> Value:
-    _require("aten.gelu", self.dtype.is_floating, "a floating-point tensor", self.dtype)
+    check_dtype("aten.gelu", self, FLOATS, "self")
     (x,), _, result = promote(self, kind=Kind.INT_TO_FLOAT)
     return convert(_gelu(x, approximate, onednn=result in _ONEDNN_GELU), result)
 

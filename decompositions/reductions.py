@@ -27,7 +27,17 @@ from aten2prims.promotion import (
     sum_dtype,
 )
 
-from .common import canonical_dim, full, index_ramp, keep_dims, reduction_dims, slice_in_dim
+from .common import (
+    FLOATS,
+    canonical_dim,
+    check_dtype,
+    full,
+    index_ramp,
+    keep_dims,
+    reduction_dims,
+    slice_in_dim,
+    spread,
+)
 from .registry import register
 
 Reducer = Callable[..., Value]  # a reduction prim: prims.sum, prims.amax, ...
@@ -37,14 +47,6 @@ Reducer = Callable[..., Value]  # a reduction prim: prims.sum, prims.amax, ...
 
 def _kept(result: Value, dims: Sequence[int], x: Value, keepdim: bool) -> Value:
     return keep_dims(result, dims, x.ndim) if keepdim else result
-
-
-def _spread(reduced: Value, dims: Sequence[int], x: Value) -> Value:
-    """A reduction over `dims` broadcast back to x's shape (to combine it with x elementwise)."""
-    if not dims:
-        return reduced
-    kept = [d for d in range(x.ndim) if d not in dims]
-    return prims.broadcast_in_dim(reduced, list(x.shape), kept)
 
 
 def _reduced_shape(x: Value, dims: Sequence[int]) -> list[int]:
@@ -58,11 +60,6 @@ def _require_elements(op: str, x: Value, dims: Sequence[int]) -> None:
             raise ShapeError(
                 f"{op}: expected reduction dim {d} to have non-zero size (input shape {list(x.shape)})"
             )
-
-
-def _require_floating(op: str, x: Value) -> None:
-    if not x.dtype.is_floating:
-        raise DTypeError(f"{op}: expected a floating-point tensor, got {x.dtype.short}")
 
 
 # -- sum, prod ------------------------------------------------------------------------------------------
@@ -204,7 +201,7 @@ def _first_extreme(reduce: Reducer, x: Value, d: int) -> tuple[Value, Value]:
     occurs, so its first index wins; without a scan prim the index is the smallest position
     whose element equals the extreme (or is NaN)."""
     values = reduce(x, [d])
-    hit = prims.eq(x, _spread(values, (d,), x))
+    hit = prims.eq(x, spread(values, x.shape, (d,)))
     if x.dtype.is_floating:
         hit = prims.bitwise_or(hit, prims.ne(x, x))  # x != x: NaN
     candidates = prims.where(hit, index_ramp(x.shape, d), x.shape[d])
@@ -317,12 +314,12 @@ def cumprod(self: Value, dim: int, dtype: DType | None = None) -> Value:
 
 def _softmax_finish(shifted: Value, dims: Sequence[int]) -> Value:
     exponentials = prims.exp(shifted)
-    return prims.div(exponentials, _spread(prims.sum(exponentials, list(dims)), dims, shifted))
+    return prims.div(exponentials, spread(prims.sum(exponentials, list(dims)), shifted.shape, dims))
 
 
 def _log_softmax_finish(shifted: Value, dims: Sequence[int]) -> Value:
     log_total = prims.log(prims.sum(prims.exp(shifted), list(dims)))
-    return prims.sub(shifted, _spread(log_total, dims, shifted))
+    return prims.sub(shifted, spread(log_total, shifted.shape, dims))
 
 
 def _softmax_like(
@@ -334,7 +331,7 @@ def _softmax_like(
 ) -> Value:
     """softmax-like ops over one dim, computed in opmath on x - max(x) so exp cannot overflow.
     `half_to_float` returns the float32 computation of a float16/bfloat16 input unrounded."""
-    _require_floating(op, x)
+    check_dtype(op, x, FLOATS)
     if half_to_float and not x.dtype.is_low_precision:
         raise DTypeError(
             f"{op}: half_to_float=True expects a float16 or bfloat16 input, got {x.dtype.short}"
@@ -345,7 +342,7 @@ def _softmax_like(
     x = convert(x, computation)
     if x.numel == 0:
         return convert(x, result)
-    shifted = prims.sub(x, _spread(prims.amax(x, list(dims)), dims, x))
+    shifted = prims.sub(x, spread(prims.amax(x, list(dims)), x.shape, dims))
     return convert(finish(shifted, dims), result)
 
 

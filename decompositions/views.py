@@ -17,10 +17,18 @@ from typing import Any
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
-from aten2prims.ir.values import CPU, MemoryFormat, ScalarMeta, Value
+from aten2prims.ir.values import CPU, MemoryFormat, Value
 from aten2prims.promotion import DEFAULT_FLOAT, convert, result_type
 
-from .common import canonical_dim, full, iota, row_major_strides, slice_in_dim
+from .common import (
+    canonical_dim,
+    full,
+    iota,
+    row_major_strides,
+    scalar_kind,
+    slice_bounds,
+    slice_in_dim,
+)
 from .registry import register
 
 # -- shared helpers ------------------------------------------------------------------------------------
@@ -179,25 +187,12 @@ def unsqueeze(self: Value, dim: int) -> Value:
     return prims.broadcast_in_dim(self, shape, [d for d in range(len(shape)) if d != dim])
 
 
-def _clamp_bound(bound: int | None, default: int, size: int) -> int:
-    """A slice bound as aten clamps it: None -> default, negative counts from the end, then into [0, size]."""
-    if bound is None:
-        return default
-    if bound < 0:
-        bound += size
-    return min(max(bound, 0), size)
-
-
 @register("aten.slice.Tensor")
 def slice_tensor(self: Value, dim: int, start: int | None, end: int | None, step: int) -> Value:
     if self.ndim == 0:
         raise ShapeError("aten.slice: cannot slice a 0-dim tensor")
-    if step <= 0:
-        raise ShapeError(f"aten.slice: step must be positive, got {step}")
     dim = canonical_dim(dim, self.ndim)
-    size = self.shape[dim]
-    first = _clamp_bound(start, 0, size)
-    last = max(_clamp_bound(end, size, size), first)
+    first, last = slice_bounds("aten.slice", start, end, step, self.shape[dim])
     return slice_in_dim(self, first, last, step, dim)
 
 
@@ -440,15 +435,9 @@ def replication_pad3d(self: Value, padding: Sequence[int]) -> Value:
 # -- creation ------------------------------------------------------------------------------------------
 
 
-def _scalar_kind(value: Any) -> type:
-    return (
-        value.meta.kind if type(value) is Value and type(value.meta) is ScalarMeta else type(value)
-    )
-
-
 def _dtype_of_scalar(value: Any) -> DType:
     """torch's dtype for a fill value when none is given: bool, int64, default float, its complex."""
-    kind = _scalar_kind(value)
+    kind = scalar_kind(value)
     return {
         bool: DType.bool,
         int: DType.int64,
