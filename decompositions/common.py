@@ -32,6 +32,7 @@ __all__ = [
     "is_number",
     "is_tensor",
     "keep_dims",
+    "per_spatial_dim",
     "reduction_dims",
     "row_major_strides",
     "scalar",
@@ -83,6 +84,17 @@ def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
     for i in range(len(shape) - 2, -1, -1):
         strides[i] = strides[i + 1] * max(shape[i + 1], 1)
     return tuple(strides)
+
+
+def per_spatial_dim(op: str, name: str, values: Sequence[int], rank: int) -> list[int]:
+    """aten's `int[rank]` argument of pooling and convolution (kernel size, stride, padding, ...):
+    one value per spatial dim, a single value standing for all of them."""
+    values = list(values)
+    if len(values) == 1:
+        values = values * rank
+    if len(values) != rank:
+        raise ShapeError(f"{op}: {name} must be a single int or {rank} ints, got {values}")
+    return values
 
 
 def spread(reduced: Value, shape: Sequence[int], dims: Sequence[int]) -> Value:

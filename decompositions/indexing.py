@@ -1,4 +1,5 @@
-"""Family S: gather/scatter, index/index_put, embedding, masked_scatter, sorting, topk, nonzero and random ops.
+"""Family S: gather/scatter, index/index_put, embeddings (embedding, embedding bags, the embedding
+gradient), select/slice/masked scatters, sorting, topk, nonzero and random ops.
 
 Every op that reads or writes elements at computed positions becomes one `prims.gather_nd` or
 `prims.scatter_nd` (prims/indexing.py): the rule builds one int index tensor per dimension of the
@@ -161,7 +162,7 @@ def embedding(
     return prims.gather_nd(weight, [_place(indices, shape, 0), index_ramp(shape, len(shape) - 1)])
 
 
-# -- embedding bags, embedding gradient -----------------------------------------------------------------------------------------
+# -- embedding bags, embedding gradient ------------------------------------------------------------
 
 _SUM, _MEAN, _MAX = 0, 1, 2
 
@@ -679,15 +680,7 @@ def scatter_reduce(
     )
     if self.dtype.is_floating or self.dtype.is_complex:
         return elementwise(prims.div, total, counts)
-    return _floor_divide(total, counts)
-
-
-def _floor_divide(a: Value, b: Value) -> Value:
-    """Integer a // b (rounding down) for b > 0, without overflow: truncate, then step down
-    where the remainder is negative."""
-    truncated = prims.div(a, b)
-    remainder = prims.sub(a, prims.mul(truncated, b))
-    return prims.sub(truncated, convert(prims.lt(remainder, 0), a.dtype))
+    return aten.div.Tensor_mode(total, counts, rounding_mode="floor")
 
 
 # -- select_scatter, slice_scatter, masked_scatter --------------------------------------------------------------

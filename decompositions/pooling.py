@@ -35,6 +35,7 @@ from .common import (
     full,
     index_ramp,
     iota,
+    per_spatial_dim,
     row_major_strides,
     sequential_sum,
 )
@@ -53,16 +54,6 @@ def _check_rank(op: str, x: Value, rank: int) -> None:
         raise ShapeError(
             f"{op}: expected non-empty non-batch dimensions, got shape {list(x.shape)}"
         )
-
-
-def _per_dim(op: str, name: str, values: Sequence[int], rank: int) -> list[int]:
-    """aten's `int[rank]` pooling argument: one value per spatial dim, a single value for all."""
-    values = list(values)
-    if len(values) == 1:
-        values = values * rank
-    if len(values) != rank:
-        raise ShapeError(f"{op}: {name} must be a single int or {rank} ints, got {values}")
-    return values
 
 
 # -- pooling geometry -----------------------------------------------------------------------------
@@ -118,10 +109,10 @@ def _windows(
     ceil_mode: bool,
 ) -> list[Window]:
     """The per-dim geometry of a pooling over the last `rank` dims of x, checked as ATen checks it."""
-    kernel = _per_dim(op, "kernel_size", kernel_size, rank)
-    stride = kernel if len(stride) == 0 else _per_dim(op, "stride", stride, rank)
-    padding = _per_dim(op, "padding", padding, rank)
-    dilation = _per_dim(op, "dilation", dilation, rank)
+    kernel = per_spatial_dim(op, "kernel_size", kernel_size, rank)
+    stride = kernel if len(stride) == 0 else per_spatial_dim(op, "stride", stride, rank)
+    padding = per_spatial_dim(op, "padding", padding, rank)
+    dilation = per_spatial_dim(op, "dilation", dilation, rank)
     if any(k <= 0 for k in kernel) or any(s <= 0 for s in stride) or any(d <= 0 for d in dilation):
         raise ShapeError(
             f"{op}: kernel_size, stride and dilation must be positive, got {kernel}, {stride} and {dilation}"

@@ -1,4 +1,5 @@
-"""Family E: reductions (sum, prod, mean, var, amax/amin, any, argmax/argmin, max/min.dim), cumsum and softmax.
+"""Family E: reductions (sum, prod, mean, var, amax/amin, any, argmax/argmin, max/min.dim), scans
+(cumsum, cumprod), softmax/log_softmax and the vector norm.
 
 Every rule follows torch's CPU kernels: the input is first converted to the result dtype where
 torch converts it (`sum(x, dtype=...)`), reduced in that dtype's opmath (float16/bfloat16 in
@@ -253,7 +254,7 @@ def min_dim(self: Value, dim: int, keepdim: bool = False) -> tuple[Value, Value]
     return _along_dim("min", prims.amin, self, dim, keepdim)
 
 
-# -- cumsum -------------------------------------------------------------------------------------------
+# -- cumsum, cumprod -------------------------------------------------------------------------------------
 
 # torch's CPU cumsum accumulates sequentially in acc_type: float32 in float64, float16/bfloat16 in
 # float32, complex64 in complex128. Integers wrap the same whatever width they accumulate in.
