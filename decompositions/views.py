@@ -613,7 +613,7 @@ def sym_size_int(self: Value, dim: int) -> int:
 
 @register("aten.sym_stride.int")
 def sym_stride_int(self: Value, dim: int) -> int:
-    """The row-major stride: values carry no strides of their own (DESIGN §3)."""
+    """The row-major stride: values carry no strides of their own (they are functional)."""
     return row_major_strides(self.shape)[_strict_dim("aten.sym_stride", dim, self.ndim)]
 
 
