@@ -438,6 +438,8 @@ def replication_pad3d(self: Value, padding: Sequence[int]) -> Value:
 def _dtype_of_scalar(value: Any) -> DType:
     """torch's dtype for a fill value when none is given: bool, int64, default float, its complex."""
     kind = scalar_kind(value)
+    if kind is None:
+        raise DTypeError(f"expected a number as the fill value, got {value!r}")
     return {
         bool: DType.bool,
         int: DType.int64,

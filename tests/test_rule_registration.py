@@ -24,7 +24,7 @@ class Registration:
     line: int
 
 
-def _is_register(call: ast.expr) -> bool:
+def _is_register(call: ast.AST) -> bool:
     if not isinstance(call, ast.Call):
         return False
     func = call.func
@@ -54,7 +54,7 @@ def _source_registrations() -> tuple[list[Registration], list[str]]:
                         continue
                     registrations.append(Registration(arg.value, path, node.name, decorator.lineno))
         for node in ast.walk(tree):
-            if _is_register(node) and id(node) not in decorators:
+            if isinstance(node, ast.Call) and _is_register(node) and id(node) not in decorators:
                 stray.append(f"{path.name}:{node.lineno}: register(...) outside a decorator")
             if isinstance(node, ast.Attribute) and node.attr in ("add", "_add", "_rules"):
                 if isinstance(node.value, ast.Name) and node.value.id == "RULES":
