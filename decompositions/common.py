@@ -17,6 +17,8 @@ import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.values import CPU, ScalarMeta, Value
+
+# One definition shared with the prims: dtype sets, the dim wrap, what counts as a tensor or a number.
 from prims.common import FLOATS, INTS, canonical_dim, is_number, is_tensor
 
 __all__ = [
