@@ -1,5 +1,6 @@
-"""Small helpers shared by the decomposition rules of every family: aten's dimension
-conventions, keepdim, slicing, index ramps and constants, all built from prims.
+"""Small helpers shared by the decomposition rules of every family: dtype checks, aten's dimension
+conventions, keepdim and broadcasting back, slicing, index ramps and constants, all built from
+prims. Rules import these from here rather than keeping their own copies.
 
 Tensors are functional values: `as_strided` windows into a tensor's row-major element sequence
 (see prims/shape.py), so a slice of any value is one `prims.as_strided` with the value's
@@ -9,23 +10,59 @@ row-major strides.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import prims
-from aten2prims.errors import ShapeError
+from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
-from aten2prims.ir.values import CPU, Value
+from aten2prims.ir.values import CPU, ScalarMeta, Value
+
+# One definition shared with the prims: dtype sets, the dim wrap, what counts as a tensor or a number.
+from prims.common import FLOATS, INTS, canonical_dim, is_number, is_tensor
+
+__all__ = [
+    "FLOATS",
+    "INDEX_DTYPES",
+    "INTS",
+    "along",
+    "canonical_dim",
+    "check_dtype",
+    "full",
+    "index_ramp",
+    "iota",
+    "is_number",
+    "is_tensor",
+    "keep_dims",
+    "per_spatial_dim",
+    "reduction_dims",
+    "row_major_strides",
+    "scalar",
+    "scalar_kind",
+    "sequential_sum",
+    "slice_bounds",
+    "slice_in_dim",
+    "spread",
+]
+
+INDEX_DTYPES = (DType.int32, DType.int64)  # what aten's indexing ops accept as indices
 
 
-def canonical_dim(dim: int, ndim: int) -> int:
-    """aten's wrap of a possibly negative dim (a 0-dim tensor accepts -1 and 0)."""
-    bound = max(ndim, 1)
-    if not -bound <= dim < bound:
-        raise ShapeError(
-            f"dimension {dim} is out of range for a tensor of rank {ndim} (expected [{-bound}, {bound - 1}])"
+def scalar_kind(x: Any) -> type | None:
+    """bool/int/float/complex for a Python number or a runtime scalar; None for a tensor."""
+    if is_number(x):
+        return type(x)
+    if type(x) is Value and type(x.meta) is ScalarMeta:
+        return x.meta.kind
+    return None
+
+
+def check_dtype(op: str, x: Value, allowed: frozenset[DType], what: str = "input") -> None:
+    if x.dtype not in allowed:
+        names = " ".join(d.short for d in DType if d in allowed)
+        raise DTypeError(
+            f"{op}: {what} of dtype {x.dtype.short} is not supported (expected one of {names})"
         )
-    return dim % bound
 
 
 def reduction_dims(dim: Sequence[int] | int | None, ndim: int) -> tuple[int, ...]:
@@ -51,6 +88,32 @@ def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(strides)
 
 
+def per_spatial_dim(op: str, name: str, values: Sequence[int], rank: int) -> list[int]:
+    """aten's `int[rank]` argument of pooling and convolution (kernel size, stride, padding, ...):
+    one value per spatial dim, a single value standing for all of them."""
+    values = list(values)
+    if len(values) == 1:
+        values = values * rank
+    if len(values) != rank:
+        raise ShapeError(f"{op}: {name} must be a single int or {rank} ints, got {values}")
+    return values
+
+
+def spread(reduced: Value, shape: Sequence[int], dims: Sequence[int]) -> Value:
+    """A reduction over `dims` broadcast back to `shape` (to combine it with the reduced tensor
+    elementwise)."""
+    if not dims:
+        return reduced
+    kept = [d for d in range(len(shape)) if d not in dims]
+    return prims.broadcast_in_dim(reduced, list(shape), kept)
+
+
+def along(x: Value, shape: Sequence[int], dims: Sequence[int]) -> Value:
+    """x broadcast to `shape`, its dims landing on `dims` (a per-channel vector along dim 1, an
+    index vector along the rows, ...)."""
+    return prims.broadcast_in_dim(x, list(shape), list(dims))
+
+
 def keep_dims(x: Value, dims: Sequence[int], ndim: int) -> Value:
     """Re-insert the reduced `dims` (of an `ndim`-rank input) as size-1 dims: keepdim=True."""
     if not dims:
@@ -60,6 +123,22 @@ def keep_dims(x: Value, dims: Sequence[int], ndim: int) -> Value:
     for position, d in enumerate(kept):
         shape[d] = x.shape[position]
     return prims.broadcast_in_dim(x, shape, kept)
+
+
+def slice_bounds(
+    op: str, start: int | None, end: int | None, step: int, size: int
+) -> tuple[int, int]:
+    """aten.slice's start/end: None means the whole dim, negatives count from the end, both clamp
+    to [0, size] and end never precedes start; the step must be positive."""
+    if step <= 0:
+        raise ShapeError(f"{op}: step must be positive, got {step}")
+    start = 0 if start is None else start
+    end = size if end is None else end
+    start = start + size if start < 0 else start
+    end = end + size if end < 0 else end
+    start = min(max(start, 0), size)
+    end = min(max(end, start), size)
+    return start, end
 
 
 def slice_in_dim(x: Value, start: int, stop: int, step: int, dim: int) -> Value:
@@ -98,3 +177,12 @@ def full(shape: Sequence[int], value: Any, dtype: DType) -> Value:
 def scalar(value: Any, dtype: DType) -> Value:
     """A 0-dim tensor holding a Python number."""
     return prims.full([], value, dtype=dtype, device=CPU, requires_grad=False)
+
+
+def sequential_sum(terms: Iterable[Value]) -> Value:
+    """((t0 + t1) + t2) + …: ATen's sequential accumulation order."""
+    total = None
+    for term in terms:
+        total = term if total is None else prims.add(total, term)
+    assert total is not None
+    return total

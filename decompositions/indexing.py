@@ -1,4 +1,5 @@
-"""Family S: gather/scatter, index/index_put, embedding, masked_scatter, sorting, topk, nonzero and random ops.
+"""Family S: gather/scatter, index/index_put, embeddings (embedding, embedding bags, the embedding
+gradient), select/slice/masked scatters, sorting, topk, nonzero and random ops.
 
 Every op that reads or writes elements at computed positions becomes one `prims.gather_nd` or
 `prims.scatter_nd` (prims/indexing.py): the rule builds one int index tensor per dimension of the
@@ -27,13 +28,25 @@ from aten2prims.promotion import (
     convert,
     convert_number,
     elementwise,
+    opmath_dtype,
 )
 from prims.misc import dtype_limits
 
-from .common import canonical_dim, full, index_ramp, row_major_strides, slice_in_dim
+from .common import (
+    FLOATS,
+    INDEX_DTYPES,
+    along,
+    canonical_dim,
+    check_dtype,
+    full,
+    index_ramp,
+    iota,
+    row_major_strides,
+    slice_bounds,
+    slice_in_dim,
+)
 from .registry import aten, declared_result_metas, register
 
-INDEX_DTYPES = (DType.int32, DType.int64)
 MASK_DTYPES = (DType.bool, DType.uint8)
 
 
@@ -147,6 +160,203 @@ def embedding(
     indices = _index_operand("embedding", indices)
     shape = (*indices.shape, weight.shape[1])
     return prims.gather_nd(weight, [_place(indices, shape, 0), index_ramp(shape, len(shape) - 1)])
+
+
+# -- embedding bags, embedding gradient ------------------------------------------------------------
+
+_SUM, _MEAN, _MAX = 0, 1, 2
+
+
+def _bag_of_each_index(offsets: Value, bags: int, count: int) -> Value:
+    """offset2bag: the bag each of `count` indices belongs to (int64). Bag b starts at
+    offsets[b] and runs to the next start; the last one runs to the end of the indices (also
+    with include_last_offset, whose last offset torch's offset2bag ignores). A 1 at each later
+    bag's start, summed from the left, counts the starts at or before each position."""
+    if bags <= 1 or count == 0:
+        return full([count], 0, DType.int64)
+    starts = convert(slice_in_dim(offsets, 1, bags, 1, 0), DType.int64)
+    marks = prims.scatter_nd(
+        full([count + 1], 0, DType.int64), [starts], full([bags - 1], 1, DType.int64), "sum"
+    )
+    return slice_in_dim(aten.cumsum.default(marks, 0), 0, count, 1, 0)
+
+
+@register("aten._embedding_bag.default")
+def _embedding_bag(
+    weight: Value,
+    indices: Value,
+    offsets: Value,
+    scale_grad_by_freq: bool = False,
+    mode: int = 0,
+    sparse: bool = False,
+    per_sample_weights: Value | None = None,
+    include_last_offset: bool = False,
+    padding_idx: int = -1,
+) -> tuple[Value, Value, Value, Value]:
+    """(output, offset2bag, bag_size, max_indices) with the contents torch's CPU kernel gives
+    them. Bags reduce the weight rows their indices select, skipping padding_idx (< 0: none):
+    sum (times per_sample_weights), mean (empty bags 0), max (empty bags 0). The auxiliary results:
+
+    - offset2bag: each index's bag, but empty ([0]) where torch's fast sum path skips it (a
+      float32/float16/bfloat16 weight, mode sum, no padding_idx);
+    - bag_size: the non-padding count of each bag for mean and max, zeros for sum;
+    - max_indices: zeros[bags] for sum, bag_size for mean, for max the weight row each maximum
+      came from (0 in empty bags).
+
+    They are int32 when indices and offsets both are, else int64. scale_grad_by_freq and sparse
+    only shape the gradient."""
+    op = "aten._embedding_bag"
+    check_dtype(op, weight, FLOATS, "weight")
+    if weight.ndim != 2:
+        raise ShapeError(f"{op}: expected a 2-D weight, got shape {list(weight.shape)}")
+    for name, x in (("indices", indices), ("offsets", offsets)):
+        if x.ndim != 1 or x.dtype not in INDEX_DTYPES:
+            raise ShapeError(
+                f"{op}: expected 1-D int32/int64 {name}, got {x.dtype.short}{list(x.shape)}"
+            )
+    if mode not in (_SUM, _MEAN, _MAX):
+        raise ShapeError(f"{op}: mode must be 0 (sum), 1 (mean) or 2 (max), got {mode}")
+    if per_sample_weights is not None:
+        if mode != _SUM:
+            raise ShapeError(
+                f"{op}: per_sample_weights are only supported with mode 0 (sum), got mode {mode}"
+            )
+        if (
+            per_sample_weights.shape != indices.shape
+            or per_sample_weights.dtype is not weight.dtype
+        ):
+            raise ShapeError(
+                f"{op}: expected per_sample_weights {weight.dtype.short}{list(indices.shape)}, got "
+                f"{per_sample_weights.dtype.short}{list(per_sample_weights.shape)}"
+            )
+    bags = offsets.shape[0] - (1 if include_last_offset else 0)
+    if bags < 0:
+        raise ShapeError(f"{op}: include_last_offset needs at least one offset")
+    aux = DType.int32 if indices.dtype is offsets.dtype is DType.int32 else DType.int64
+    count, width = indices.shape[0], weight.shape[1]
+    bag = _bag_of_each_index(offsets, bags, count)
+    kept = prims.ne(indices, padding_idx) if padding_idx >= 0 else None
+    shape = [count, width]
+    columns = index_ramp(shape, 1)
+    rows = prims.gather_nd(weight, [along(indices, shape, [0]), columns])
+    slots = [along(bag, shape, [0]), columns]  # where each element of rows lands
+    if mode == _MAX:
+        output, max_indices = _bag_max(rows, indices, bag, kept, slots, bags)
+        sizes = _bag_sizes(bag, kept, bags)
+    else:
+        compute = opmath_dtype(weight.dtype)
+        values = convert(rows, compute)
+        if per_sample_weights is not None:
+            values = prims.mul(values, along(convert(per_sample_weights, compute), shape, [0]))
+        if kept is not None:
+            values = prims.where(along(kept, shape, [0]), values, 0.0)
+        total = prims.scatter_nd(full([bags, width], 0.0, compute), slots, values, "sum")
+        if mode == _MEAN:
+            sizes = _bag_sizes(bag, kept, bags)
+            divisor = prims.maximum(
+                convert(sizes, compute), full([], 1.0, compute)
+            )  # empty bags stay 0
+            output = convert(prims.div(total, along(divisor, total.shape, [0])), weight.dtype)
+            max_indices = sizes
+        else:
+            output = convert(total, weight.dtype)
+            sizes = max_indices = full([bags], 0, DType.int64)
+    fast_sum = mode == _SUM and padding_idx < 0 and weight.dtype is not DType.float64
+    offset2bag = full([0], 0, aux) if fast_sum else convert(bag, aux)
+    return output, offset2bag, convert(sizes, aux), convert(max_indices, aux)
+
+
+def _bag_sizes(bag: Value, kept: Value | None, bags: int) -> Value:
+    """The number of non-padding indices in each bag (int64)."""
+    ones = full(bag.shape, 1, DType.int64) if kept is None else convert(kept, DType.int64)
+    return prims.scatter_nd(full([bags], 0, DType.int64), [bag], ones, "sum")
+
+
+def _bag_max(
+    rows: Value, indices: Value, bag: Value, kept: Value | None, slots: list[Value], bags: int
+) -> tuple[Value, Value]:
+    """The max of each bag and the weight row it came from, as torch's sequential scan: the first
+    element starts the bag, a later one replaces it only when strictly greater, so a leading NaN
+    wins, later NaNs are ignored and ties keep the first. Positions past the data (count) mark
+    "no element"."""
+    count, width = rows.shape
+    shape = [bags, width]
+    if count == 0:
+        return full(shape, 0.0, rows.dtype), full(shape, 0, DType.int64)
+    valid = full(rows.shape, True, DType.bool) if kept is None else along(kept, rows.shape, [0])
+    position = index_ramp(rows.shape, 0)
+    first = prims.scatter_nd(
+        full([bags], count, DType.int64), [bag], _first_candidates(kept, count), "amin"
+    )
+    present = prims.lt(first, count)
+    leading = prims.gather_nd(
+        rows, [along(prims.where(present, first, 0), shape, [0]), index_ramp(shape, 1)]
+    )
+    not_nan = prims.eq(rows, rows)
+    finite_best = prims.scatter_nd(
+        full(shape, -math.inf, rows.dtype),
+        slots,
+        prims.where(prims.bitwise_and(valid, not_nan), rows, -math.inf),
+        "amax",
+    )
+    best = prims.where(prims.ne(leading, leading), leading, finite_best)
+    at_bag = prims.gather_nd(best, slots)
+    hit = prims.bitwise_or(
+        prims.eq(rows, at_bag), prims.bitwise_and(prims.ne(rows, rows), prims.ne(at_bag, at_bag))
+    )
+    where_best = prims.scatter_nd(
+        full(shape, count, DType.int64),
+        slots,
+        prims.where(prims.bitwise_and(valid, hit), position, count),
+        "amin",
+    )
+    has = along(present, shape, [0])
+    source = prims.gather_nd(indices, [prims.where(has, where_best, 0)])
+    output = prims.where(has, best, 0.0)
+    return output, prims.where(has, convert(source, DType.int64), 0)
+
+
+def _first_candidates(kept: Value | None, count: int) -> Value:
+    """Each index's position, or `count` (no element) where it is padding."""
+    ramp = iota(count)
+    return ramp if kept is None else prims.where(kept, ramp, count)
+
+
+@register("aten.embedding_dense_backward.default")
+def embedding_dense_backward(
+    grad_output: Value, indices: Value, num_weights: int, padding_idx: int, scale_grad_by_freq: bool
+) -> Value:
+    """The weight gradient of embedding: each row of grad_output added into the row its index
+    names (in opmath), except for padding_idx (< 0: none). scale_grad_by_freq multiplies each row
+    by 1/count of its index rounded to grad_output's dtype, as torch's kernel does, so integer
+    gradients keep the rows of indices that occur once and zero the others."""
+    op = "aten.embedding_dense_backward"
+    if indices.dtype not in INDEX_DTYPES:
+        raise DTypeError(f"{op}: expected int32/int64 indices, got {indices.dtype.short}")
+    if grad_output.ndim != indices.ndim + 1 or grad_output.shape[:-1] != indices.shape:
+        raise ShapeError(
+            f"{op}: expected grad_output of shape {[*indices.shape, '*']} for indices of shape {list(indices.shape)}, "
+            f"got {list(grad_output.shape)}"
+        )
+    count, width = indices.numel, grad_output.shape[-1]
+    compute = opmath_dtype(grad_output.dtype)
+    shape = [count, width]
+    grads = convert(prims.reshape(grad_output, shape), compute)
+    flat = prims.reshape(indices, [count])
+    if scale_grad_by_freq:
+        frequency = prims.scatter_nd(
+            full([num_weights], 0, DType.int64), [flat], full([count], 1, DType.int64), "sum"
+        )
+        reciprocal = prims.reciprocal(convert(prims.gather_nd(frequency, [flat]), DType.float64))
+        scale = convert(convert(reciprocal, grad_output.dtype), compute)
+        grads = prims.mul(grads, along(scale, shape, [0]))
+    if padding_idx >= 0:
+        grads = prims.where(
+            along(prims.ne(flat, padding_idx), shape, [0]), grads, full([], 0, compute)
+        )
+    slots = [along(flat, shape, [0]), index_ramp(shape, 1)]
+    total = prims.scatter_nd(full([num_weights, width], 0, compute), slots, grads, "sum")
+    return convert(total, grad_output.dtype)
 
 
 # -- index, index_put: advanced indexing --------------------------------------------------------------------
@@ -470,15 +680,7 @@ def scatter_reduce(
     )
     if self.dtype.is_floating or self.dtype.is_complex:
         return elementwise(prims.div, total, counts)
-    return _floor_divide(total, counts)
-
-
-def _floor_divide(a: Value, b: Value) -> Value:
-    """Integer a // b (rounding down) for b > 0, without overflow: truncate, then step down
-    where the remainder is negative."""
-    truncated = prims.div(a, b)
-    remainder = prims.sub(a, prims.mul(truncated, b))
-    return prims.sub(truncated, convert(prims.lt(remainder, 0), a.dtype))
+    return aten.div.Tensor_mode(total, counts, rounding_mode="floor")
 
 
 # -- select_scatter, slice_scatter, masked_scatter --------------------------------------------------------------
@@ -511,20 +713,6 @@ def select_scatter(self: Value, src: Value, dim: int, index: int) -> Value:
     return _embed("select_scatter", self, src, window, window_strides, (index % size) * strides[d])
 
 
-def _slice_bounds(start: int | None, end: int | None, step: int, size: int) -> tuple[int, int]:
-    """aten.slice's start/end: None means the whole dim, negatives count from the end, both clamp
-    to [0, size] and end never precedes start."""
-    if step <= 0:
-        raise ShapeError(f"slice step must be positive, got {step}")
-    start = 0 if start is None else start
-    end = size if end is None else end
-    start = start + size if start < 0 else start
-    end = end + size if end < 0 else end
-    start = min(max(start, 0), size)
-    end = min(max(end, start), size)
-    return start, end
-
-
 @register("aten.slice_scatter.default")
 def slice_scatter(
     self: Value,
@@ -537,7 +725,7 @@ def slice_scatter(
     d = canonical_dim(dim, self.ndim)
     if self.ndim == 0:
         raise ShapeError("slice_scatter: self must have at least one dimension")
-    first, last = _slice_bounds(start, end, step, self.shape[d])
+    first, last = slice_bounds("aten.slice_scatter", start, end, step, self.shape[d])
     strides = row_major_strides(self.shape)
     window = list(self.shape)
     window[d] = math.ceil((last - first) / step)

@@ -9,11 +9,12 @@ accumulate.
 
 A convolution contracts a zero-copy window view of its (padded) input,
 `as_strided(padded, [N, G, C/G, *out, *kernel])`, with the weight split by groups. A transposed
-convolution is the convolution of the input spread out by the stride (zeros in between, padded by
-dilation·(K-1)-padding) with the spatially flipped weight. The backward pass is made of the same
-pieces: grad_input is the transposed convolution of grad_output (and vice versa for a transposed
-forward); grad_weight contracts the input's windows with grad_output over batch and positions;
-grad_bias sums grad_output.
+convolution is computed by stride phases (`_PhaseDim`): each output phase is an ordinary
+correlation of the input with the kernel taps that land on it, all phases in one contraction
+whose result is interleaved and cropped, so no product touches an inserted zero. The backward
+pass is made of the same pieces: grad_input is the transposed convolution of grad_output (and
+vice versa for a transposed forward); grad_weight contracts the input's windows with
+grad_output over batch and positions; grad_bias sums grad_output.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from aten2prims.ir.dtypes import DType
 from aten2prims.ir.values import Value
 from aten2prims.promotion import convert, opmath_dtype
 
-from .common import full, row_major_strides
+from .common import full, per_spatial_dim, row_major_strides
 from .registry import register
 
 # -- einsum over prims -----------------------------------------------------------------------
@@ -410,16 +411,6 @@ def _positions(
     return positions
 
 
-def _expand_param(op: str, name: str, values: Sequence[int], rank: int) -> list[int]:
-    """A per-spatial-dim parameter; a single value stands for every dim, as in aten."""
-    values = list(values)
-    if len(values) == 1 and rank > 1:
-        values = values * rank
-    if len(values) != rank:
-        raise ShapeError(f"{op}: {name} has {len(values)} entries for {rank} spatial dims")
-    return values
-
-
 def _conv_params(
     op: str,
     input: Value,
@@ -437,11 +428,11 @@ def _conv_params(
             f"{op}: expected input [N, C, *spatial] and weight of the same rank >= 3, got {list(input.shape)} "
             f"and {list(weight.shape)}"
         )
-    stride = _expand_param(op, "stride", stride, rank)
-    padding = _expand_param(op, "padding", padding, rank)
-    dilation = _expand_param(op, "dilation", dilation, rank)
+    stride = per_spatial_dim(op, "stride", stride, rank)
+    padding = per_spatial_dim(op, "padding", padding, rank)
+    dilation = per_spatial_dim(op, "dilation", dilation, rank)
     output_padding = (
-        _expand_param(op, "output_padding", output_padding, rank) if transposed else [0] * rank
+        per_spatial_dim(op, "output_padding", output_padding, rank) if transposed else [0] * rank
     )
     if any(s <= 0 for s in stride) or any(d <= 0 for d in dilation) or any(p < 0 for p in padding):
         raise ShapeError(f"{op}: stride and dilation must be positive and padding non-negative")

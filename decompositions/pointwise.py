@@ -10,12 +10,11 @@ The rules reproduce how torch's CPU kernels compute, not only what they compute:
 - Exact operations (comparisons, min/max, selections, rounding, negation, bitwise ops) run in
   the operands' own dtype: computing them in float32 would give the same values with more nodes.
 - Functions with several prims (sigmoid, gelu, elu, …) promote once, run their math in the
-  computation dtype and convert the result once (`_float_math`).
+  computation dtype and convert the result once.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -25,7 +24,7 @@ import numpy as np
 import prims
 from aten2prims.errors import DTypeError, LoweringError
 from aten2prims.ir.dtypes import Category, DType
-from aten2prims.ir.values import Layout, ScalarMeta, TensorMeta, Value
+from aten2prims.ir.values import Layout, Value
 from aten2prims.promotion import (
     COMPLEX32,
     DEFAULT_FLOAT,
@@ -41,45 +40,27 @@ from aten2prims.promotion import (
     result_type,
 )
 
-from .common import full, scalar
-from .registry import RULES, register
+from .common import FLOATS, check_dtype, full, is_number, is_tensor, scalar, scalar_kind
+from .registry import register
 
 Kind = PromotionKind
 Prim = Callable[..., Value]
 
 # -- operands --------------------------------------------------------------------------------------
 
-_NUMBER_TYPES = (bool, int, float, complex)
 # A Python number's own dtype: torch wraps a Scalar argument as a 0-dim tensor of the widest
 # dtype of its kind.
 _WIDEST = {bool: DType.bool, int: DType.int64, float: DType.float64, complex: DType.complex128}
 
 
-def _is_tensor(x: Any) -> bool:
-    return type(x) is Value and type(x.meta) is TensorMeta
-
-
-def _is_number(x: Any) -> bool:
-    return type(x) in _NUMBER_TYPES
-
-
-def _scalar_kind(x: Any) -> type | None:
-    """bool/int/float/complex for a Python number or a runtime scalar; None for a tensor."""
-    if _is_number(x):
-        return type(x)
-    if type(x) is Value and type(x.meta) is ScalarMeta:
-        return x.meta.kind
-    return None
-
-
 def _dtype_of(x: Any) -> DType:
-    kind = _scalar_kind(x)
+    kind = scalar_kind(x)
     return x.dtype if kind is None else DType.from_python_type(kind)
 
 
 def _single_element(x: Any) -> bool:
     """What TensorIterator treats as a CPU scalar: a number, or a tensor whose every dim is 1."""
-    return not _is_tensor(x) or all(size == 1 for size in x.shape)
+    return not is_tensor(x) or all(size == 1 for size in x.shape)
 
 
 def _rounded(x: bool | int | float, dtype: DType) -> float:
@@ -91,7 +72,7 @@ def _rounded(x: bool | int | float, dtype: DType) -> float:
 
 def _cast(x: Any, dtype: DType) -> Any:
     """x as TensorIterator hands it to a kernel whose common dtype is `dtype`."""
-    if _is_number(x):
+    if is_number(x):
         return _rounded(x, dtype) if dtype.is_low_precision and type(x) is not complex else x
     return convert(x, dtype)
 
@@ -120,13 +101,13 @@ def _pointwise(
 def _tensor(x: Any, dtype: DType, shape: tuple[int, ...]) -> Value:
     """x as a tensor of `dtype` broadcast to `shape`; a Python number becomes a 0-dim tensor of its
     own widest dtype, converted (wrapping or rounding as torch's casts do)."""
-    if _is_number(x):
+    if is_number(x):
         x = scalar(x, _WIDEST[type(x)])
     return broadcast_to(convert(x, dtype), shape)
 
 
 def _shape_of(*operands: Any) -> tuple[int, ...]:
-    return broadcast_shapes(*(x.shape for x in operands if _is_tensor(x)))
+    return broadcast_shapes(*(x.shape for x in operands if is_tensor(x)))
 
 
 def _copy(x: Value, dtype: DType) -> Value:
@@ -160,72 +141,192 @@ def _can_cast(source: DType, target: DType) -> bool:
     return source is DType.bool or target.category >= source.category
 
 
-# -- factories -------------------------------------------------------------------------------------
-
-
-def _unary(name: str, prim: Prim, kind: Kind) -> None:
-    """aten.<name>.default as one promoted prim."""
-    RULES.add(f"aten.{name}.default", lambda self: elementwise(prim, self, kind=kind))
-
-
-def _exact_unary(name: str, prim: Prim) -> None:
-    """aten.<name>.default as the prim in the operand's own dtype (exact in every dtype; the prim
-    rejects the dtypes torch rejects)."""
-    RULES.add(f"aten.{name}.default", lambda self: prim(self))
-
-
-def _binary(
-    name: str,
-    prim: Prim,
-    kind: Kind,
-    overloads: tuple[str, ...] = ("Tensor", "Scalar"),
-    *,
-    exact_other: bool = False,
-) -> None:
-    """aten.<name>.<overload> for each overload, as one promoted prim."""
-
-    def rule(self: Any, other: Any) -> Value:
-        return _pointwise(prim, self, other, kind=kind, exact_other=exact_other)
-
-    for overload in overloads:
-        RULES.add(f"aten.{name}.{overload}", rule)
-
-
-def _float_math(
-    op: str, *, kind: Kind = Kind.INT_TO_FLOAT, floating_only: bool = False
-) -> Callable[[Callable[..., Value]], Callable[..., Value]]:
-    """Register `math(x, *parameters)` as the rule of `op`: x is `self` promoted and converted to
-    the computation dtype; the math's result is converted to the result dtype once.
-    `floating_only`: torch's kernel accepts floating dtypes only (activations)."""
-
-    def decorate(math_fn: Callable[..., Value]) -> Callable[..., Value]:
-        @functools.wraps(math_fn)
-        def rule(self: Value, *parameters: Any) -> Value:
-            if floating_only:
-                _require(op, self.dtype.is_floating, "a floating-point tensor", self.dtype)
-            (x,), _, result = promote(self, kind=kind)
-            return convert(math_fn(x, *parameters), result)
-
-        RULES.add(op, rule, check_names=False)  # parameters after `self` in schema order
-        return math_fn
-
-    return decorate
-
-
 # -- unary math --------------------------------------------------------------------------------------
-
-for _name in (
-    "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "erf", "exp", "expm1", "log",
-    "log10", "log1p", "log2", "reciprocal", "rsqrt", "sin", "sinh", "sqrt", "tan", "tanh",
-):  # fmt: skip
-    _unary(_name, getattr(prims, _name), Kind.INT_TO_FLOAT)
-for _name in ("abs", "neg", "sign", "ceil", "floor", "round", "trunc", "bitwise_not"):
-    _exact_unary(_name, getattr(prims, _name))
+# Functions of one operand computed in floating point: an integer or bool operand promotes to the
+# default float dtype (INT_TO_FLOAT), float16/bfloat16 compute in float32.
 
 
-@_float_math("aten.sigmoid.default")
-def sigmoid(x: Value) -> Value:
-    return prims.reciprocal(prims.add(prims.exp(prims.neg(x)), 1))
+@register("aten.acos.default")
+def acos(self: Value) -> Value:
+    return elementwise(prims.acos, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.acosh.default")
+def acosh(self: Value) -> Value:
+    return elementwise(prims.acosh, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.asin.default")
+def asin(self: Value) -> Value:
+    return elementwise(prims.asin, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.asinh.default")
+def asinh(self: Value) -> Value:
+    return elementwise(prims.asinh, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.atan.default")
+def atan(self: Value) -> Value:
+    return elementwise(prims.atan, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.atanh.default")
+def atanh(self: Value) -> Value:
+    return elementwise(prims.atanh, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.cos.default")
+def cos(self: Value) -> Value:
+    return elementwise(prims.cos, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.cosh.default")
+def cosh(self: Value) -> Value:
+    return elementwise(prims.cosh, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.erf.default")
+def erf(self: Value) -> Value:
+    return elementwise(prims.erf, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.exp.default")
+def exp(self: Value) -> Value:
+    return elementwise(prims.exp, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.expm1.default")
+def expm1(self: Value) -> Value:
+    return elementwise(prims.expm1, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.log.default")
+def log(self: Value) -> Value:
+    return elementwise(prims.log, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.log10.default")
+def log10(self: Value) -> Value:
+    return elementwise(prims.log10, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.log1p.default")
+def log1p(self: Value) -> Value:
+    return elementwise(prims.log1p, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.log2.default")
+def log2(self: Value) -> Value:
+    return elementwise(prims.log2, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.reciprocal.default")
+def reciprocal(self: Value) -> Value:
+    return elementwise(prims.reciprocal, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.rsqrt.default")
+def rsqrt(self: Value) -> Value:
+    return elementwise(prims.rsqrt, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.sin.default")
+def sin(self: Value) -> Value:
+    return elementwise(prims.sin, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.sinh.default")
+def sinh(self: Value) -> Value:
+    return elementwise(prims.sinh, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.sqrt.default")
+def sqrt(self: Value) -> Value:
+    return elementwise(prims.sqrt, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.tan.default")
+def tan(self: Value) -> Value:
+    return elementwise(prims.tan, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.tanh.default")
+def tanh(self: Value) -> Value:
+    return elementwise(prims.tanh, self, kind=Kind.INT_TO_FLOAT)
+
+
+# Not Core ATen, but torch.export keeps them (aten2prims.schema.EXTRA_ATEN_SCHEMAS).
+
+
+@register("aten.erfinv.default")
+def erfinv(self: Value) -> Value:
+    return elementwise(prims.erf_inv, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.lgamma.default")
+def lgamma(self: Value) -> Value:
+    return elementwise(prims.lgamma, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.digamma.default")
+def digamma(self: Value) -> Value:
+    return elementwise(prims.digamma, self, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.i0.default")
+def i0(self: Value) -> Value:
+    return elementwise(prims.bessel_i0, self, kind=Kind.INT_TO_FLOAT)
+
+
+# Exact in every dtype, so computed in the operand's own dtype; the prim rejects the dtypes torch
+# rejects.
+
+
+@register("aten.abs.default")
+def abs_default(self: Value) -> Value:
+    return prims.abs(self)
+
+
+@register("aten.neg.default")
+def neg(self: Value) -> Value:
+    return prims.neg(self)
+
+
+@register("aten.sign.default")
+def sign(self: Value) -> Value:
+    return prims.sign(self)
+
+
+@register("aten.ceil.default")
+def ceil(self: Value) -> Value:
+    return prims.ceil(self)
+
+
+@register("aten.floor.default")
+def floor(self: Value) -> Value:
+    return prims.floor(self)
+
+
+@register("aten.round.default")
+def round_default(self: Value) -> Value:
+    return prims.round(self)
+
+
+@register("aten.trunc.default")
+def trunc(self: Value) -> Value:
+    return prims.trunc(self)
+
+
+@register("aten.bitwise_not.default")
+def bitwise_not(self: Value) -> Value:
+    return prims.bitwise_not(self)
+
+
+@register("aten.sigmoid.default")
+def sigmoid(self: Value) -> Value:
+    (x,), _, result = promote(self, kind=Kind.INT_TO_FLOAT)
+    return convert(prims.reciprocal(prims.add(prims.exp(prims.neg(x)), 1)), result)
 
 
 @register("aten.round.decimals")
@@ -233,7 +334,7 @@ def round_decimals(self: Value, decimals: int) -> Value:
     """Not Core ATen (torch.export keeps it). torch's CPU kernel, in opmath: round-half-even of
     x·10^d, divided by 10^d; for negative d, of x / 10^-d, times 10^-d (10^|d| computed in
     double, then rounded to opmath). Floating dtypes only."""
-    _require("round.decimals", self.dtype.is_floating, "a floating-point tensor", self.dtype)
+    check_dtype("aten.round.decimals", self, FLOATS, "self")
     compute = opmath_dtype(self.dtype)
     scale = float(compute.numpy.type(10.0 ** abs(decimals)))
     x = convert(self, compute)
@@ -260,32 +361,76 @@ def isinf(self: Value) -> Value:
 
 # -- binary arithmetic -------------------------------------------------------------------------------
 
-_binary("mul", prims.mul, Kind.DEFAULT, exact_other=True)
-_binary("div", prims.div, Kind.INT_TO_FLOAT, exact_other=True)
-_binary("fmod", prims.fmod, Kind.DEFAULT)
-_binary("remainder", prims.remainder, Kind.DEFAULT)
-_binary("atan2", prims.atan2, Kind.INT_TO_FLOAT, ("default",))
-_binary("maximum", prims.maximum, Kind.NO_OPMATH, ("default",))
-_binary("minimum", prims.minimum, Kind.NO_OPMATH, ("default",))
-for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
-    _binary(_name, getattr(prims, _name), Kind.NO_OPMATH)
+
+@register("aten.mul.Tensor", "aten.mul.Scalar")
+def mul(self: Any, other: Any) -> Value:
+    return _pointwise(prims.mul, self, other, exact_other=True)
+
+
+@register("aten.div.Tensor", "aten.div.Scalar")
+def div(self: Any, other: Any) -> Value:
+    return _pointwise(prims.div, self, other, kind=Kind.INT_TO_FLOAT, exact_other=True)
+
+
+@register("aten.fmod.Tensor", "aten.fmod.Scalar")
+def fmod(self: Any, other: Any) -> Value:
+    return _pointwise(prims.fmod, self, other)
+
+
+@register("aten.remainder.Tensor", "aten.remainder.Scalar")
+def remainder(self: Any, other: Any) -> Value:
+    return _pointwise(prims.remainder, self, other)
+
+
+@register("aten.atan2.default")
+def atan2(self: Value, other: Value) -> Value:
+    return _pointwise(prims.atan2, self, other, kind=Kind.INT_TO_FLOAT)
+
+
+@register("aten.maximum.default")
+def maximum(self: Value, other: Value) -> Value:
+    return _pointwise(prims.maximum, self, other, kind=Kind.NO_OPMATH)
+
+
+@register("aten.minimum.default")
+def minimum(self: Value, other: Value) -> Value:
+    return _pointwise(prims.minimum, self, other, kind=Kind.NO_OPMATH)
+
+
+@register("aten.bitwise_and.Tensor", "aten.bitwise_and.Scalar")
+def bitwise_and(self: Any, other: Any) -> Value:
+    return _pointwise(prims.bitwise_and, self, other, kind=Kind.NO_OPMATH)
+
+
+@register("aten.bitwise_or.Tensor", "aten.bitwise_or.Scalar")
+def bitwise_or(self: Any, other: Any) -> Value:
+    return _pointwise(prims.bitwise_or, self, other, kind=Kind.NO_OPMATH)
+
+
+@register("aten.bitwise_xor.Tensor", "aten.bitwise_xor.Scalar")
+def bitwise_xor(self: Any, other: Any) -> Value:
+    return _pointwise(prims.bitwise_xor, self, other, kind=Kind.NO_OPMATH)
+
+
 # Not Core ATen, but torch.export keeps them (aten2prims.schema.EXTRA_ATEN_SCHEMAS).
-for _name, _prim in (
-    ("erfinv", prims.erf_inv),
-    ("lgamma", prims.lgamma),
-    ("digamma", prims.digamma),
-    ("i0", prims.bessel_i0),
-):
-    _unary(_name, _prim, Kind.INT_TO_FLOAT)
-_binary("hypot", prims.hypot, Kind.DEFAULT, ("default",))
-_binary("nextafter", prims.nextafter, Kind.NO_OPMATH, ("default",))
 
 
-def _copysign(self: Any, other: Any) -> Value:
+@register("aten.hypot.default")
+def hypot(self: Value, other: Value) -> Value:
+    return _pointwise(prims.hypot, self, other)
+
+
+@register("aten.nextafter.default")
+def nextafter(self: Value, other: Value) -> Value:
+    return _pointwise(prims.nextafter, self, other, kind=Kind.NO_OPMATH)
+
+
+@register("aten.copysign.Tensor", "aten.copysign.Scalar")
+def copysign(self: Any, other: Any) -> Value:
     """|self| with the sign bit of other (NaN and -0.0 included): a select on `signbit`."""
     (a, b), _, result = promote(self, other, kind=Kind.INT_TO_FLOAT)
     magnitude = prims.abs(a)
-    if _is_number(b):  # the sign is known now
+    if is_number(b):  # the sign is known now
         return convert(
             prims.neg(magnitude)
             if math.copysign(1.0, _real_scalar("copysign", b)) < 0
@@ -295,57 +440,85 @@ def _copysign(self: Any, other: Any) -> Value:
     return convert(prims.where(prims.signbit(b), prims.neg(magnitude), magnitude), result)
 
 
-RULES.add("aten.copysign.Tensor", _copysign)
-RULES.add("aten.copysign.Scalar", _copysign)
-# `x << n`, `x >> n`: not Core ATen, but torch.export keeps them (aten2prims.schema.EXTRA_ATEN_SCHEMAS).
-# Integers only (bool promotes with the shift amount); torch's shifts give 0, or the sign for
-# >>, when the amount is negative or at least the bit width, as the prims do.
-_binary("__lshift__", prims.shift_left, Kind.NO_OPMATH)
-_binary("__rshift__", prims.shift_right_arithmetic, Kind.NO_OPMATH)
-for _name in ("ge", "gt", "le", "lt"):
-    _binary(_name, getattr(prims, _name), Kind.ALWAYS_BOOL)
+# `x << n`, `x >> n`: not Core ATen, but torch.export keeps them. Integers only (bool promotes
+# with the shift amount); torch's shifts give 0, or the sign for >>, when the amount is negative
+# or at least the bit width, as the prims do.
+
+
+@register("aten.__lshift__.Tensor", "aten.__lshift__.Scalar")
+def shift_left(self: Value, other: Any) -> Value:
+    return _pointwise(prims.shift_left, self, other, kind=Kind.NO_OPMATH)
+
+
+@register("aten.__rshift__.Tensor", "aten.__rshift__.Scalar")
+def shift_right(self: Value, other: Any) -> Value:
+    return _pointwise(prims.shift_right_arithmetic, self, other, kind=Kind.NO_OPMATH)
+
+
+# -- comparisons: computed in the promoted dtype, not in float32 ---------------------------------------
+
+
+@register("aten.ge.Tensor", "aten.ge.Scalar")
+def ge(self: Any, other: Any) -> Value:
+    return _pointwise(prims.ge, self, other, kind=Kind.ALWAYS_BOOL)
+
+
+@register("aten.gt.Tensor", "aten.gt.Scalar")
+def gt(self: Any, other: Any) -> Value:
+    return _pointwise(prims.gt, self, other, kind=Kind.ALWAYS_BOOL)
+
+
+@register("aten.le.Tensor", "aten.le.Scalar")
+def le(self: Any, other: Any) -> Value:
+    return _pointwise(prims.le, self, other, kind=Kind.ALWAYS_BOOL)
+
+
+@register("aten.lt.Tensor", "aten.lt.Scalar")
+def lt(self: Any, other: Any) -> Value:
+    return _pointwise(prims.lt, self, other, kind=Kind.ALWAYS_BOOL)
 
 
 def _half_parts(x: Any) -> tuple[Any, Any]:
     """x's real and imaginary parts rounded to float16: the halves of a complex32 value."""
-    if _is_tensor(x):
+    if is_tensor(x):
         if x.dtype.is_complex:
             return convert(prims.real(x), DType.float16), convert(prims.imag(x), DType.float16)
         return convert(x, DType.float16), 0.0
-    if not _is_number(x):
+    if not is_number(x):
         raise DTypeError(f"a comparison in complex32 needs literal scalars, got {x!r}")
     z = complex(x)
     return _rounded(z.real, DType.float16), _rounded(z.imag, DType.float16)
 
 
-def _equality(prim: Prim, same: bool, combine: Prim) -> Callable[[Any, Any], Value]:
+def _equality(self: Any, other: Any, *, prim: Prim, same: bool, combine: Prim) -> Value:
     """eq (same=True) and ne. A float16 tensor meeting a complex operand compares in complex32,
     which NumPy lacks: the parts are compared in float16 instead (exactly what complex32's
     comparison does) and combined."""
-
-    def rule(self: Any, other: Any) -> Value:
-        if promoted_dtype(self, other) is not COMPLEX32:
-            return elementwise(prim, self, other, kind=Kind.ALWAYS_BOOL)
-        shape = _shape_of(self, other)
-        halves = []
-        for x, y in zip(_half_parts(self), _half_parts(other)):
-            if _is_tensor(x) or _is_tensor(y):
-                halves.append(broadcast_to(elementwise(prim, x, y, kind=Kind.ALWAYS_BOOL), shape))
-            else:
-                halves.append(full(shape, (x == y) == same, DType.bool))
-        return combine(*halves)
-
-    return rule
+    if promoted_dtype(self, other) is not COMPLEX32:
+        return elementwise(prim, self, other, kind=Kind.ALWAYS_BOOL)
+    shape = _shape_of(self, other)
+    halves = []
+    for x, y in zip(_half_parts(self), _half_parts(other)):
+        if is_tensor(x) or is_tensor(y):
+            halves.append(broadcast_to(elementwise(prim, x, y, kind=Kind.ALWAYS_BOOL), shape))
+        else:
+            halves.append(full(shape, (x == y) == same, DType.bool))
+    return combine(*halves)
 
 
-for _overload in ("Tensor", "Scalar"):
-    RULES.add(f"aten.eq.{_overload}", _equality(prims.eq, True, prims.bitwise_and))
-    RULES.add(f"aten.ne.{_overload}", _equality(prims.ne, False, prims.bitwise_or))
+@register("aten.eq.Tensor", "aten.eq.Scalar")
+def eq(self: Any, other: Any) -> Value:
+    return _equality(self, other, prim=prims.eq, same=True, combine=prims.bitwise_and)
+
+
+@register("aten.ne.Tensor", "aten.ne.Scalar")
+def ne(self: Any, other: Any) -> Value:
+    return _equality(self, other, prim=prims.ne, same=False, combine=prims.bitwise_or)
 
 
 def _check_alpha(op: str, alpha: Any, result: DType) -> None:
     """torch's alpha_check against the result dtype."""
-    kind = _scalar_kind(alpha)
+    kind = scalar_kind(alpha)
     if kind is None:
         raise DTypeError(f"{op}: alpha must be a scalar, got {alpha!r}")
     if kind is bool and result is not DType.bool:
@@ -365,18 +538,18 @@ def _plus_scaled(op: str, self: Any, other: Any, alpha: Any, *, negate: bool) ->
     _check_alpha(op, alpha, result)
     self, other, alpha = _cast_operands((self, other, alpha), result)
     (a, b), computation, result = promote(self, other)
-    if _is_number(alpha) and alpha == 1:
+    if is_number(alpha) and alpha == 1:
         return convert((prims.sub if negate else prims.add)(a, b), result)
     shape = _shape_of(a, b)
-    if _is_number(alpha):
+    if is_number(alpha):
         scale = convert(-alpha if negate else alpha, computation)
     else:
         scale = _tensor(alpha, computation, shape)
         scale = prims.neg(scale) if negate else scale
-    if _is_number(b) and _is_number(scale):
+    if is_number(b) and is_number(scale):
         scaled = convert(b * scale, computation)  # both literals: fold
     else:
-        scaled = prims.mul(b if _is_tensor(b) else _tensor(b, computation, shape), scale)
+        scaled = prims.mul(b if is_tensor(b) else _tensor(b, computation, shape), scale)
     total = _complex_add(a, scaled, shape) if computation.is_complex else prims.add(a, scaled)
     return convert(total, result)
 
@@ -385,7 +558,7 @@ def _complex_add(a: Any, b: Any, shape: tuple[int, ...]) -> Value:
     """a + b as a plain complex sum. prims.add computes a + 1 * b, like torch's add, and that
     complex product turns an infinite part of b into a NaN in its other part; torch's
     add(a, b, alpha=...) adds its alpha * b without it. So the parts are added as reals."""
-    if _is_number(b):
+    if is_number(b):
         return prims.add(a, b)
     dtype = b.dtype
     a = _tensor(a, dtype, shape)
@@ -493,7 +666,7 @@ def pow_tensor_scalar(self: Value, exponent: Any) -> Value:
     if self.dtype.is_integral and type(exponent) is int and exponent < 0:
         raise DTypeError("aten.pow: integers to negative integer powers are not allowed")
     result = result_type(self, exponent)
-    if _is_number(exponent):
+    if is_number(exponent):
         if exponent == 0:  # x ** 0 is 1, NaN included
             return full(self.shape, 1, result)
         if exponent == 1:
@@ -512,7 +685,7 @@ def _float16_pow(self: Value, exponent: Any) -> Value:
     float16, computed in float32. A literal exponent would take prims.pow's own fast paths, so a
     fast-path exponent goes in as a tensor."""
     x, exponent = _cast_operands((self, exponent), DType.float16)
-    if _is_number(exponent) and exponent in _POW_FAST_PATHS:
+    if is_number(exponent) and exponent in _POW_FAST_PATHS:
         exponent = _tensor(exponent, DType.float16, self.shape)
     return elementwise(prims.pow, x, exponent)
 
@@ -520,9 +693,7 @@ def _float16_pow(self: Value, exponent: Any) -> Value:
 @register("aten.pow.Scalar")
 def pow_scalar(self: Any, exponent: Value) -> Value:
     result = result_type(self, exponent)
-    if (
-        _scalar_kind(self) is not bool and _is_number(self) and self == 1
-    ):  # 1 ** x is 1 even for NaN
+    if scalar_kind(self) is not bool and is_number(self) and self == 1:  # 1 ** x is 1 even for NaN
         return full(exponent.shape, 1, result)
     return _pointwise(prims.pow, self, exponent)
 
@@ -531,25 +702,31 @@ def pow_scalar(self: Any, exponent: Value) -> Value:
 
 
 def _truth(x: Any) -> Any:
-    if _is_tensor(x):
+    if is_tensor(x):
         return convert(x, DType.bool)  # nonzero (NaN included) is true
     return bool(x)
 
 
-def _logical(prim: Prim) -> Callable[[Any, Any], Value]:
+def _logical(prim: Prim, self: Any, other: Any) -> Value:
     """A logical binary op: both operands promoted (so a value that rounds to zero in the common
     dtype is false), each made a truth value, combined by `prim`."""
-
-    def rule(self: Any, other: Any) -> Value:
-        (a, b), _, _ = promote(self, other, kind=Kind.ALWAYS_BOOL)
-        return prim(_truth(a), _truth(b))
-
-    return rule
+    (a, b), _, _ = promote(self, other, kind=Kind.ALWAYS_BOOL)
+    return prim(_truth(a), _truth(b))
 
 
-RULES.add("aten.logical_and.default", _logical(prims.bitwise_and))
-RULES.add("aten.logical_or.default", _logical(prims.bitwise_or))
-RULES.add("aten.logical_xor.default", _logical(prims.ne))
+@register("aten.logical_and.default")
+def logical_and(self: Any, other: Any) -> Value:
+    return _logical(prims.bitwise_and, self, other)
+
+
+@register("aten.logical_or.default")
+def logical_or(self: Any, other: Any) -> Value:
+    return _logical(prims.bitwise_or, self, other)
+
+
+@register("aten.logical_xor.default")
+def logical_xor(self: Any, other: Any) -> Value:
+    return _logical(prims.ne, self, other)
 
 
 @register("aten.logical_not.default")
@@ -587,7 +764,7 @@ def _clamp_scalars(op: str, self: Value, low: Any, high: Any, result: DType) -> 
             x.shape, math.nan, result
         )  # torch fills NaN when both bounds are given and one is NaN
     low, high = (
-        None if b is None else convert(b, result) if _is_number(b) else _tensor(b, result, x.shape)
+        None if b is None else convert(b, result) if is_number(b) else _tensor(b, result, x.shape)
         for b in (low, high)
     )
     return _clamp(x, low, high)
@@ -624,10 +801,9 @@ def hardtanh(self: Value, min_val: Any, max_val: Any) -> Value:
         # Integer tensors take the limits truncated to integers (no promotion); a run-time
         # limit is truncated by its conversion to the tensor's dtype.
         min_val, max_val = (
-            int(_real_scalar("aten.hardtanh", v)) if _is_number(v) else v
-            for v in (min_val, max_val)
+            int(_real_scalar("aten.hardtanh", v)) if is_number(v) else v for v in (min_val, max_val)
         )
-        if not self.dtype.is_signed and any(_is_number(v) and v < 0 for v in (min_val, max_val)):
+        if not self.dtype.is_signed and any(is_number(v) and v < 0 for v in (min_val, max_val)):
             raise DTypeError("aten.hardtanh: an unsigned tensor cannot take negative limits")
     return _clamp_scalars("aten.hardtanh", self, min_val, max_val, self.dtype)
 
@@ -641,16 +817,21 @@ def relu(self: Value) -> Value:
 # -- activations ---------------------------------------------------------------------------------------------
 
 
-@_float_math("aten.leaky_relu.default", floating_only=True)
-def leaky_relu(x: Value, negative_slope: Any) -> Value:
-    return prims.where(prims.gt(x, 0), x, prims.mul(x, _literal("aten.leaky_relu", negative_slope)))
+@register("aten.leaky_relu.default")
+def leaky_relu(self: Value, negative_slope: Any) -> Value:
+    check_dtype("aten.leaky_relu", self, FLOATS, "self")
+    (x,), _, result = promote(self, kind=Kind.INT_TO_FLOAT)
+    slope = _literal("aten.leaky_relu", negative_slope)
+    return convert(prims.where(prims.gt(x, 0), x, prims.mul(x, slope)), result)
 
 
-@_float_math("aten.elu.default", floating_only=True)
-def elu(x: Value, alpha: Any, scale: Any, input_scale: Any) -> Value:
+@register("aten.elu.default")
+def elu(self: Value, alpha: Any, scale: Any, input_scale: Any) -> Value:
+    check_dtype("aten.elu", self, FLOATS, "self")
+    (x,), _, result = promote(self, kind=Kind.INT_TO_FLOAT)
     alpha, scale, input_scale = (_literal("aten.elu", v) for v in (alpha, scale, input_scale))
     negative = prims.mul(prims.expm1(prims.mul(x, float(input_scale))), float(alpha * scale))
-    return prims.where(prims.gt(x, 0), prims.mul(x, float(scale)), negative)
+    return convert(prims.where(prims.gt(x, 0), prims.mul(x, float(scale)), negative), result)
 
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -676,7 +857,7 @@ def _gelu(x: Value, approximate: str, *, onednn: bool) -> Value:
 
 @register("aten.gelu.default")
 def gelu(self: Value, approximate: str) -> Value:
-    _require("aten.gelu", self.dtype.is_floating, "a floating-point tensor", self.dtype)
+    check_dtype("aten.gelu", self, FLOATS, "self")
     (x,), _, result = promote(self, kind=Kind.INT_TO_FLOAT)
     return convert(_gelu(x, approximate, onednn=result in _ONEDNN_GELU), result)
 

@@ -1,5 +1,4 @@
-"""Family N: pooling (max, average, adaptive; forward and backward) and resampling (upsampling,
-grid sampling).
+"""Family N: pooling (max, average, adaptive; forward and backward).
 
 Pooling windows are zero-copy views: the input is padded once (only where a window reaches past
 it), and for each kernel offset, in row-major order, `as_strided` gives the element at that
@@ -9,9 +8,7 @@ runs ATen's scan (an offset is taken where its value is greater than the running
 NaN), which also yields ATen's indices; the backward passes spread the gradient and sum windows
 again (or scatter to the saved indices). Adaptive windows vary in size, but outputs whose index
 differs by out/gcd(in, out) have windows shifted by in/gcd(in, out): each such residue class is
-one strided view, summed exactly. Resampling computes ATen's source indices and weights from
-`iota` with ATen's float arithmetic (grid sampling in the input dtype, as ATen's vectorized
-kernel does), then gathers (`prims.gather_nd`) and blends.
+one strided view, summed exactly.
 Every rule mirrors ATen's CPU kernel (aten/src/ATen/native/cpu); docs/decompositions.md lists
 the deliberate differences.
 """
@@ -20,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 import numpy as np
@@ -31,22 +28,20 @@ from aten2prims.ir.dtypes import DType
 from aten2prims.ir.values import Value
 from aten2prims.promotion import convert, opmath_dtype
 
-from .common import full, index_ramp, iota, row_major_strides
+from .common import (
+    FLOATS,
+    INTS,
+    check_dtype,
+    full,
+    index_ramp,
+    iota,
+    per_spatial_dim,
+    row_major_strides,
+    sequential_sum,
+)
 from .registry import aten, register
 
-FLOATS = frozenset({DType.float16, DType.bfloat16, DType.float32, DType.float64})
-INTEGERS = frozenset({DType.uint8, DType.int8, DType.int16, DType.int32, DType.int64})
-
-
 # -- arguments ------------------------------------------------------------------------------------
-
-
-def _check_dtype(op: str, x: Value, allowed: frozenset[DType], what: str = "input") -> None:
-    if x.dtype not in allowed:
-        names = " ".join(d.short for d in DType if d in allowed)
-        raise DTypeError(
-            f"{op}: {what} of dtype {x.dtype.short} is not supported (expected one of {names})"
-        )
 
 
 def _check_rank(op: str, x: Value, rank: int) -> None:
@@ -59,16 +54,6 @@ def _check_rank(op: str, x: Value, rank: int) -> None:
         raise ShapeError(
             f"{op}: expected non-empty non-batch dimensions, got shape {list(x.shape)}"
         )
-
-
-def _per_dim(op: str, name: str, values: Sequence[int], rank: int) -> list[int]:
-    """aten's `int[rank]` pooling argument: one value per spatial dim, a single value for all."""
-    values = list(values)
-    if len(values) == 1:
-        values = values * rank
-    if len(values) != rank:
-        raise ShapeError(f"{op}: {name} must be a single int or {rank} ints, got {values}")
-    return values
 
 
 # -- pooling geometry -----------------------------------------------------------------------------
@@ -124,10 +109,10 @@ def _windows(
     ceil_mode: bool,
 ) -> list[Window]:
     """The per-dim geometry of a pooling over the last `rank` dims of x, checked as ATen checks it."""
-    kernel = _per_dim(op, "kernel_size", kernel_size, rank)
-    stride = kernel if len(stride) == 0 else _per_dim(op, "stride", stride, rank)
-    padding = _per_dim(op, "padding", padding, rank)
-    dilation = _per_dim(op, "dilation", dilation, rank)
+    kernel = per_spatial_dim(op, "kernel_size", kernel_size, rank)
+    stride = kernel if len(stride) == 0 else per_spatial_dim(op, "stride", stride, rank)
+    padding = per_spatial_dim(op, "padding", padding, rank)
+    dilation = per_spatial_dim(op, "dilation", dilation, rank)
     if any(k <= 0 for k in kernel) or any(s <= 0 for s in stride) or any(d <= 0 for d in dilation):
         raise ShapeError(
             f"{op}: kernel_size, stride and dilation must be positive, got {kernel}, {stride} and {dilation}"
@@ -177,15 +162,6 @@ def _offset_views(
             continue
         start = origin + sum(k * w.dilation * s for k, w, s in zip(offsets, windows, spatial))
         yield prims.as_strided(x, shape, view_strides, start)
-
-
-def _sum(terms: Iterable[Value]) -> Value:
-    """((t0 + t1) + t2) + …: ATen's sequential accumulation order."""
-    total = None
-    for term in terms:
-        total = term if total is None else prims.add(total, term)
-    assert total is not None
-    return total
 
 
 def _outer(vectors: Sequence[Value], combine: Callable[[Value, Value], Value]) -> Value:
@@ -244,7 +220,7 @@ def _max_pool(
     value) never does. The running value is the NaN-propagating `maximum`; offsets being scanned
     in increasing order, the offset taken last is the `maximum` of k·taken_k. Each offset's
     elements are copied out of the strided view once (`clone`), since they are read three times."""
-    _check_dtype(op, x, FLOATS | INTEGERS)
+    check_dtype(op, x, FLOATS | INTS)
     _check_rank(op, x, rank)
     windows = _windows(op, x, rank, kernel_size, stride, padding, dilation, ceil_mode)
     shape = [*x.shape[:-rank], *(w.positions for w in windows)]
@@ -317,13 +293,13 @@ def max_pool2d_with_indices_backward(
     """Each gradient is added at its saved index (a flat position in its input plane); windows
     sharing a maximum sum their gradients there."""
     op = "aten.max_pool2d_with_indices_backward"
-    _check_dtype(op, self, FLOATS, "self")
+    check_dtype(op, self, FLOATS, "self")
     _check_rank(op, self, 2)
     if grad_output.dtype is not self.dtype:
         raise DTypeError(
             f"{op}: grad_output has dtype {grad_output.dtype.short}, self {self.dtype.short}"
         )
-    _check_dtype(op, indices, frozenset({DType.int64}), "indices")
+    check_dtype(op, indices, frozenset({DType.int64}), "indices")
     windows = _windows(op, self, 2, kernel_size, stride, padding, dilation, ceil_mode)
     shape = (*self.shape[:-2], *(w.positions for w in windows))
     for name, t in (("grad_output", grad_output), ("indices", indices)):
@@ -381,7 +357,7 @@ def _avg_pool_arguments(
     ceil_mode: bool,
     divisor_override: int | None,
 ) -> list[Window]:
-    _check_dtype(op, x, dtypes)
+    check_dtype(op, x, dtypes)
     _check_rank(op, x, rank)
     if divisor_override is not None and divisor_override == 0:
         raise ShapeError(f"{op}: divisor_override must not be zero")
@@ -397,7 +373,9 @@ def _avg_pool(
     shape = [*x.shape[:-rank], *(w.positions for w in windows)]
     if math.prod(shape) == 0:
         return full(shape, 0, x.dtype)
-    total = _sum(_offset_views(_padded(convert(x, opmath_dtype(x.dtype)), windows, 0), windows))
+    total = sequential_sum(
+        _offset_views(_padded(convert(x, opmath_dtype(x.dtype)), windows, 0), windows)
+    )
     return convert(_divide(total, _divisors(windows, count_include_pad, divisor_override)), x.dtype)
 
 
@@ -515,7 +493,7 @@ def _spread_sum(shares: Value, windows: Sequence[Window]) -> Value:
     # Input position i sits at i + padding of the canvas; its covering windows' shares lie in
     # the kernel-sized stretch that starts there (in increasing window order, as ATen adds them).
     stretches = [Window(n, w.kernel, 1, 0, 1, w.size) for n, w in zip(lengths, windows)]
-    return _sum(_offset_views(canvas, stretches, first=[w.padding for w in windows]))
+    return sequential_sum(_offset_views(canvas, stretches, first=[w.padding for w in windows]))
 
 
 # -- adaptive average pooling ---------------------------------------------------------------------
@@ -550,7 +528,9 @@ def _adaptive_sum(x: Value, dim: int, outputs: int) -> Value:
             view_strides = [*strides[:dim], period * strides[dim], *strides[dim + 1 :]]
             offsets = range(start * strides[dim], stop * strides[dim], strides[dim])
             parts.append(
-                _sum(prims.as_strided(x, shape, view_strides, offset) for offset in offsets)
+                sequential_sum(
+                    prims.as_strided(x, shape, view_strides, offset) for offset in offsets
+                )
             )
             continue
         shape = [*x.shape[:dim], common, stop - start, *x.shape[dim + 1 :]]
@@ -586,7 +566,7 @@ def _divide_by_lengths(x: Value, sizes: Sequence[tuple[int, int]]) -> Value:
 
 
 def _adaptive_avg_pool(op: str, x: Value, output_size: Sequence[int], rank: int) -> Value:
-    _check_dtype(op, x, FLOATS)
+    check_dtype(op, x, FLOATS)
     _check_rank(op, x, rank)
     outputs = list(output_size)
     if len(outputs) != rank or any(o < 0 for o in outputs):
@@ -622,7 +602,7 @@ def _adaptive_avg_pool2d_backward(grad_output: Value, self: Value) -> Value:
     is covered by outputs [floor(i·out/in), ceil((i+1)·out/in)): the adaptive windows with the
     roles of input and output swapped, so the same residue-class sums apply."""
     op = "aten._adaptive_avg_pool2d_backward"
-    _check_dtype(op, self, FLOATS, "self")
+    check_dtype(op, self, FLOATS, "self")
     _check_rank(op, self, 2)
     if grad_output.dtype is not self.dtype:
         raise DTypeError(
@@ -680,7 +660,7 @@ def _adaptive_max_pool(
     over the K dims, and the flat input positions of the slots reduced to the first maximum
     (`amin` where equal) and the last NaN (`amax` where NaN): the positions increase along the
     scan, duplicates included."""
-    _check_dtype(op, x, FLOATS)
+    check_dtype(op, x, FLOATS)
     _check_rank(op, x, rank)
     outputs = list(output_size)
     if len(outputs) != rank or any(o < 0 for o in outputs):
@@ -703,7 +683,7 @@ def _adaptive_max_pool(
     kept = [d for d in range(len(window_shape)) if d not in slots]
     values = prims.amax(windows, slots)
     plane = row_major_strides(spatial)
-    flat = _sum(
+    flat = sequential_sum(
         prims.broadcast_in_dim(
             prims.mul(table, stride) if stride != 1 else table, blocks, [2 * d, 2 * d + 1]
         )
@@ -724,396 +704,3 @@ def adaptive_max_pool2d(self: Value, output_size: Sequence[int]) -> tuple[Value,
 @register("aten.adaptive_max_pool3d.default")
 def adaptive_max_pool3d(self: Value, output_size: Sequence[int]) -> tuple[Value, Value]:
     return _adaptive_max_pool("aten.adaptive_max_pool3d", self, output_size, 3)
-
-
-# -- resampling: shared pieces --------------------------------------------------------------------
-
-
-def _gather_plane(x: Value, flat: Value, dims: Sequence[int], shape: Sequence[int]) -> Value:
-    """A tensor of `shape` = [*lead, *positions] holding x[*lead, p] for x = [*lead, H, W] seen as
-    [*lead, H·W]: p = flat (int64 positions row · W + column) broadcast to `shape` along `dims`.
-    One gather, indexed by the lead dims and the flat position only."""
-    plane = prims.collapse_view(x, x.ndim - 2, x.ndim - 1)
-    lead = [index_ramp(shape, d) for d in range(x.ndim - 2)]
-    return prims.gather_nd(plane, [*lead, prims.broadcast_in_dim(flat, list(shape), list(dims))])
-
-
-def _separable_gather(x: Value, indices: Sequence[Value]) -> Value:
-    """x[indices[0][i0], indices[1][i1], ...] over every combination: one int64 vector of
-    positions per dim of x, each broadcast along its own dim (the executor runs such a gather as
-    one take along each dim whose positions are not the identity, executor/gather.py)."""
-    shape = [index.shape[0] for index in indices]
-    return prims.gather_nd(
-        x, [prims.broadcast_in_dim(index, shape, [d]) for d, index in enumerate(indices)]
-    )
-
-
-def _along(x: Value, dim: int, index: Value) -> Value:
-    """x = [B, H, W] resampled along `dim` (1: rows, 2: columns) at the int64 positions `index`."""
-    return _separable_gather(x, [index if d == dim else iota(n) for d, n in enumerate(x.shape)])
-
-
-# -- upsampling ------------------------------------------------------------------------------------
-
-
-def _upsample_sizes(
-    op: str, x: Value, output_size: Sequence[int] | None, scale_factors: Sequence[float] | None
-) -> tuple[list[int], list[float | None]]:
-    """ATen's compute_output_size for the two spatial dims of an NCHW input: exactly one of
-    output_size and scale_factors; a scale factor gives floor(size · scale) (in double) and is
-    passed on to the index computation, an output size is not."""
-    if x.ndim != 4:
-        raise ShapeError(f"{op}: expected a 4-D input [N, C, H, W], got shape {list(x.shape)}")
-    if (output_size is None) == (scale_factors is None):
-        raise ShapeError(f"{op}: must specify exactly one of output_size and scale_factors")
-    if output_size is not None:
-        sizes, scales = list(output_size), [None, None]
-        if len(sizes) != 2:
-            raise ShapeError(f"{op}: output_size must have 2 entries, got {sizes}")
-    else:
-        scales = list(scale_factors)
-        if len(scales) != 2:
-            raise ShapeError(f"{op}: scale_factors must have 2 entries, got {scales}")
-        sizes = [int(n * s) for n, s in zip(x.shape[2:], scales)]
-    if any(n <= 0 for n in x.shape[2:]) or any(n <= 0 for n in sizes):
-        raise ShapeError(
-            f"{op}: input and output sizes must be greater than 0, got input {list(x.shape[2:])} and output {sizes}"
-        )
-    return sizes, scales
-
-
-def _float_scale(inputs: int, outputs: int, scale: float | None, dtype: DType) -> float:
-    """ATen's compute_scales_value in `dtype`: 1/scale if a positive scale factor was given, else
-    inputs/outputs (each rounded to dtype, as the C++ computes it)."""
-    kind = dtype.numpy.type
-    if scale is not None and scale > 0:
-        return float(kind(1.0 / scale))
-    return float(kind(inputs) / kind(outputs))
-
-
-def _nearest_source(inputs: int, outputs: int, scale: float | None) -> Value:
-    """int64[outputs]: ATen's nearest_idx — the identity and halving shortcuts, else
-    min(floor(o · scale), inputs - 1) in float32."""
-    index = iota(outputs)
-    if outputs == inputs:
-        return index
-    if outputs == 2 * inputs:
-        return prims.shift_right_arithmetic(index, 1)
-    scaled = prims.mul(
-        convert(index, DType.float32), _float_scale(inputs, outputs, scale, DType.float32)
-    )
-    return prims.minimum(convert(prims.floor(scaled), DType.int64), inputs - 1)
-
-
-@register("aten.upsample_nearest2d.vec")
-def upsample_nearest2d(
-    input: Value, output_size: Sequence[int] | None, scale_factors: Sequence[float] | None
-) -> Value:
-    op = "aten.upsample_nearest2d"
-    _check_dtype(op, input, FLOATS | {DType.uint8})
-    sizes, scales = _upsample_sizes(op, input, output_size, scale_factors)
-    if input.numel == 0:
-        return full([*input.shape[:2], *sizes], 0, input.dtype)
-    rows, columns = (_nearest_source(n, o, s) for n, o, s in zip(input.shape[2:], sizes, scales))
-    images = prims.collapse_view(input, 0, 1)  # [N·C, H, W]
-    picked = _separable_gather(images, [iota(images.shape[0]), rows, columns])
-    return prims.split_dim(picked, 0, input.shape[0])
-
-
-def _linear_ratio(
-    inputs: int, outputs: int, align_corners: bool, scale: float | None, dtype: DType
-) -> float:
-    """ATen's area_pixel_compute_scale in `dtype`."""
-    if not align_corners:
-        return _float_scale(inputs, outputs, scale, dtype)
-    kind = dtype.numpy.type
-    return float(kind(inputs - 1) / kind(outputs - 1)) if outputs > 1 else 0.0
-
-
-def _linear_source(
-    inputs: int, outputs: int, align_corners: bool, scale: float | None, dtype: DType
-) -> tuple[Value, Value]:
-    """ATen's area_pixel_compute_source_index and guard_index_and_lambda along one dim, in `dtype`:
-    the int64 index of each output's left neighbour and its distance λ from it, in [0, 1]."""
-    ratio = _linear_ratio(inputs, outputs, align_corners, scale, dtype)
-    position = convert(iota(outputs), dtype)
-    if align_corners:
-        source = prims.mul(position, ratio)
-    else:
-        source = prims.maximum(prims.sub(prims.mul(prims.add(position, 0.5), ratio), 0.5), 0.0)
-    # ATen floors with floorf, i.e. after rounding a double source index to float.
-    left = prims.minimum(
-        convert(prims.floor(convert(source, DType.float32)), DType.int64), inputs - 1
-    )
-    distance = prims.minimum(prims.maximum(prims.sub(source, convert(left, dtype)), 0.0), 1.0)
-    return left, distance
-
-
-def _weighted(x: Value, weight: Value, dim: int) -> Value:
-    return prims.mul(x, prims.broadcast_in_dim(weight, list(x.shape), [dim]))
-
-
-def _bilinear_float(
-    x: Value, sizes: Sequence[int], align_corners: bool, scales: Sequence[float | None]
-) -> Value:
-    """ATen's generic kernel Σ_h λ_h · (Σ_w λ_w · x[h, w]) in opmath, computed separably (the
-    same operations): the width pass, then the height pass. A dim whose size does not change is
-    ATen's identity x·1 + x·0 (which turns inf into NaN, as ATen does)."""
-    compute = opmath_dtype(x.dtype)
-    values = prims.collapse_view(convert(x, compute), 0, 1)  # [N·C, H, W]
-    for dim in (2, 1):
-        inputs, outputs, scale = values.shape[dim], sizes[dim - 1], scales[dim - 1]
-        if inputs == outputs:
-            values = prims.add(values, prims.mul(values, 0.0))
-            continue
-        left, distance = _linear_source(inputs, outputs, align_corners, scale, compute)
-        right = prims.minimum(prims.add(left, 1), inputs - 1)
-        near = _weighted(_along(values, dim, left), prims.sub(1.0, distance), dim)
-        values = prims.add(near, _weighted(_along(values, dim, right), distance, dim))
-    return convert(prims.split_dim(values, 0, x.shape[0]), x.dtype)
-
-
-def _uint8_weight_precision(
-    inputs: int, outputs: int, align_corners: bool, scale: float | None
-) -> int:
-    """ATen's fixed-point precision for uint8 interpolation weights: the largest p < 22 such that
-    the largest weight times 2^(p+1) stays below 2^15 (weights recomputed here in double, exactly as
-    the graph computes them)."""
-    ratio = _linear_ratio(inputs, outputs, align_corners, scale, DType.float64)
-    largest = 0.0
-    for o in range(outputs):
-        source = ratio * o if align_corners else max(ratio * (o + 0.5) - 0.5, 0.0)
-        left = min(math.floor(np.float32(source)), inputs - 1)
-        distance = min(max(source - left, 0.0), 1.0)
-        near, far = 1.0 - distance, 1.0 - (1.0 - distance)
-        largest = max(largest, near + far if left == inputs - 1 else max(near, far))
-    precision = 0
-    while precision < 22 and int(0.5 + largest * (1 << (precision + 1))) < (1 << 15):
-        precision += 1
-    return precision
-
-
-def _bilinear_uint8_pass(
-    x: Value, dim: int, outputs: int, align_corners: bool, scale: float | None
-) -> Value:
-    """One separable pass of ATen's uint8 kernel along `dim` of x = [B, H, W]: int16 fixed-point
-    weights round(w · 2^p) of the two neighbours (1 - λ and 1 - (1 - λ), merged into one at the
-    last index), summed with the rounding bias 2^(p-1), shifted right by p, clamped to [0, 255]."""
-    inputs = x.shape[dim]
-    if inputs == outputs:
-        return x
-    precision = _uint8_weight_precision(inputs, outputs, align_corners, scale)
-    left, distance = _linear_source(inputs, outputs, align_corners, scale, DType.float64)
-    near = prims.sub(1.0, distance)
-    far = prims.sub(1.0, near)
-    last = prims.eq(left, inputs - 1)
-    near = prims.where(last, prims.add(near, far), near)
-    far = prims.where(last, 0.0, far)
-
-    def fixed(weight: Value) -> Value:
-        return convert(
-            prims.floor(prims.add(prims.mul(weight, float(1 << precision)), 0.5)), DType.int64
-        )
-
-    right = prims.minimum(prims.add(left, 1), inputs - 1)
-    terms = [
-        _weighted(convert(_along(x, dim, index), DType.int64), fixed(weight), dim)
-        for index, weight in ((left, near), (right, far))
-    ]
-    rounded = prims.shift_right_arithmetic(prims.add(_sum(terms), 1 << (precision - 1)), precision)
-    return convert(prims.minimum(prims.maximum(rounded, 0), 255), DType.uint8)
-
-
-@register("aten.upsample_bilinear2d.vec")
-def upsample_bilinear2d(
-    input: Value,
-    output_size: Sequence[int] | None,
-    align_corners: bool,
-    scale_factors: Sequence[float] | None,
-) -> Value:
-    op = "aten.upsample_bilinear2d"
-    _check_dtype(op, input, FLOATS | {DType.uint8})
-    sizes, scales = _upsample_sizes(op, input, output_size, scale_factors)
-    if input.numel == 0:
-        return full([*input.shape[:2], *sizes], 0, input.dtype)
-    if input.dtype is DType.uint8:
-        # ATen resamples uint8 images separably in fixed point: the width first, then the height.
-        images = prims.collapse_view(input, 0, 1)  # [N·C, H, W]
-        wide = _bilinear_uint8_pass(images, 2, sizes[1], align_corners, scales[1])
-        return prims.split_dim(
-            _bilinear_uint8_pass(wide, 1, sizes[0], align_corners, scales[0]), 0, input.shape[0]
-        )
-    return _bilinear_float(input, sizes, align_corners, scales)
-
-
-# -- grid sampling ---------------------------------------------------------------------------------
-
-BILINEAR, NEAREST, BICUBIC = 0, 1, 2
-ZEROS, BORDER, REFLECTION = 0, 1, 2
-CUBIC_A = -0.75  # the cubic convolution constant ATen's grid sampler uses
-
-
-@attrs.frozen
-class GridAxis:
-    """One spatial axis of grid_sampler_2d: ATen's vectorized ComputeLocation (unnormalization
-    and padding of source coordinates), in the input's dtype."""
-
-    size: int
-    padding_mode: int
-    align_corners: bool
-    dtype: DType
-
-    def _constant(self, value: float) -> float:
-        return float(self.dtype.numpy.type(value))
-
-    def unnormalize(self, coordinate: Value) -> Value:
-        """[-1, 1] → pixel coordinates: (c + 1)·(size-1)/2, or (c + 1)·size/2 - 0.5."""
-        if self.align_corners:
-            return prims.mul(prims.add(coordinate, 1.0), self._constant((self.size - 1) / 2))
-        return prims.sub(prims.mul(prims.add(coordinate, 1.0), self._constant(self.size / 2)), 0.5)
-
-    def clip(self, coordinate: Value) -> Value:
-        """Clamp to [0, size - 1], NaN to 0."""
-        positive = prims.where(prims.gt(coordinate, 0.0), coordinate, 0.0)
-        return prims.minimum(positive, float(self.size - 1))
-
-    def reflect(self, coordinate: Value) -> Value:
-        """Fold into [low, low + span] by reflecting at both ends, as ATen's vectorized kernel:
-        low = 0, span = size - 1 (align_corners) or low = -0.5, span = size."""
-        if self.align_corners and self.size <= 1:
-            return prims.mul(coordinate, 0.0)
-        low = 0.0 if self.align_corners else -0.5
-        twice_span = float(2 * (self.size - 1) if self.align_corners else 2 * self.size)
-        distance = prims.abs(prims.sub(coordinate, low) if low else coordinate)
-        flips = prims.trunc(prims.div(distance, twice_span))
-        extra = prims.sub(distance, prims.mul(flips, twice_span))
-        folded = prims.minimum(extra, prims.sub(twice_span, extra))
-        return prims.add(folded, low) if low else folded
-
-    def pad(self, coordinate: Value) -> Value:
-        """ATen's compute_coordinates: the padding mode applied to pixel coordinates."""
-        if self.padding_mode == BORDER:
-            return self.clip(coordinate)
-        if self.padding_mode == REFLECTION:
-            return self.clip(self.reflect(coordinate))
-        return coordinate
-
-    def inside(self, coordinate: Value) -> Value:
-        """Whether an integral coordinate indexes the input (out of range reads give 0)."""
-        return prims.bitwise_and(prims.gt(coordinate, -1.0), prims.lt(coordinate, float(self.size)))
-
-
-class _Sampler:
-    """Reads input[n, c, y, x] at integral float coordinates y, x of shape [N, H', W'], giving
-    [N, C, H', W'] with zeros where a coordinate lies outside the input."""
-
-    def __init__(
-        self, values: Value, rows: GridAxis, columns: GridAxis, positions: Sequence[int]
-    ) -> None:
-        self.values = values
-        self.rows, self.columns = rows, columns
-        self.shape = [*values.shape[:2], *positions]
-
-    def _spread(self, x: Value) -> Value:
-        return prims.broadcast_in_dim(x, self.shape, [0, 2, 3])
-
-    def read(self, y: Value, x: Value) -> Value:
-        inside = prims.bitwise_and(self.rows.inside(y), self.columns.inside(x))
-        row, column = (convert(prims.where(inside, c, 0.0), DType.int64) for c in (y, x))
-        flat = prims.add(prims.mul(row, self.values.shape[3]), column)
-        values = _gather_plane(self.values, flat, [0, 2, 3], self.shape)
-        return prims.where(self._spread(inside), values, 0.0)
-
-    def weighted(self, value: Value, weight: Value) -> Value:
-        return prims.mul(value, self._spread(weight))
-
-
-def _cubic_coefficients(t: Value) -> list[Value]:
-    """The four cubic convolution weights of the taps at -1, 0, 1, 2 for a fractional offset t,
-    evaluated as ATen's vectorized kernel evaluates its polynomials."""
-    a = CUBIC_A
-
-    def outer(x: Value) -> Value:  # 1 < |x| < 2
-        return prims.sub(
-            prims.mul(prims.add(prims.mul(prims.sub(prims.mul(x, a), 5 * a), x), 8 * a), x), 4 * a
-        )
-
-    def inner(x: Value) -> Value:  # |x| <= 1
-        return prims.add(prims.mul(prims.mul(prims.sub(prims.mul(x, a + 2), a + 3), x), x), 1.0)
-
-    return [outer(prims.add(t, 1.0)), inner(t), inner(prims.sub(1.0, t)), outer(prims.sub(2.0, t))]
-
-
-@register("aten.grid_sampler_2d.default")
-def grid_sampler_2d(
-    input: Value, grid: Value, interpolation_mode: int, padding_mode: int, align_corners: bool
-) -> Value:
-    """ATen's vectorized CPU grid sampler: grid (x, y) in [-1, 1] unnormalized to pixel
-    coordinates and padded (zeros: reads outside give 0; border: clamped; reflection: folded back,
-    then clamped), then bilinear (four neighbours), nearest (rounded half to even) or bicubic (4×4
-    taps, each tap coordinate padded), all computed in the input dtype."""
-    op = "aten.grid_sampler_2d"
-    _check_dtype(op, input, FLOATS)
-    if grid.dtype is not input.dtype:
-        raise DTypeError(f"{op}: grid has dtype {grid.dtype.short}, input {input.dtype.short}")
-    if input.ndim != 4 or grid.ndim != 4 or grid.shape[3] != 2 or grid.shape[0] != input.shape[0]:
-        raise ShapeError(
-            f"{op}: expected input [N, C, H, W] and grid [N, H', W', 2], got {list(input.shape)} and {list(grid.shape)}"
-        )
-    if 0 in input.shape[2:]:
-        raise ShapeError(
-            f"{op}: expected non-empty spatial dimensions, got input shape {list(input.shape)}"
-        )
-    if interpolation_mode not in (BILINEAR, NEAREST, BICUBIC) or padding_mode not in (
-        ZEROS,
-        BORDER,
-        REFLECTION,
-    ):
-        raise ShapeError(
-            f"{op}: unknown interpolation_mode {interpolation_mode} or padding_mode {padding_mode}"
-        )
-    batch, channels, height, width = input.shape
-    positions = list(grid.shape[1:3])
-    if batch * channels * math.prod(positions) == 0:
-        return full([batch, channels, *positions], 0, input.dtype)
-    # ATen's kernel runs in the input dtype itself, float16/bfloat16 included (each vector
-    # operation rounds to it), which prims on float16/bfloat16 tensors reproduce exactly.
-    rows, columns = (GridAxis(n, padding_mode, align_corners, input.dtype) for n in (height, width))
-    strides = row_major_strides(grid.shape)[:3]
-    gx, gy = (prims.as_strided(grid, [batch, *positions], list(strides), k) for k in (0, 1))
-    sampler = _Sampler(input, rows, columns, positions)
-    if interpolation_mode == BICUBIC:
-        return _bicubic(sampler, columns.unnormalize(gx), rows.unnormalize(gy))
-    x, y = columns.pad(columns.unnormalize(gx)), rows.pad(rows.unnormalize(gy))
-    if interpolation_mode == NEAREST:
-        return sampler.read(prims.round(y), prims.round(x))
-    return _bilinear(sampler, x, y)
-
-
-def _bilinear(sampler: _Sampler, x: Value, y: Value) -> Value:
-    """The four neighbours weighted by the opposite rectangles: nw·v + ne·v + sw·v + se·v."""
-    west, north = prims.floor(x), prims.floor(y)
-    east, south = prims.add(west, 1.0), prims.add(north, 1.0)
-    to_west, to_north = prims.sub(x, west), prims.sub(y, north)
-    to_east, to_south = prims.sub(1.0, to_west), prims.sub(1.0, to_north)
-    corners = [
-        (north, west, prims.mul(to_south, to_east)),
-        (north, east, prims.mul(to_south, to_west)),
-        (south, west, prims.mul(to_north, to_east)),
-        (south, east, prims.mul(to_north, to_west)),
-    ]
-    return _sum([sampler.weighted(sampler.read(r, c), w) for r, c, w in corners])
-
-
-def _bicubic(sampler: _Sampler, x: Value, y: Value) -> Value:
-    """Σ_i cy[i] · (Σ_j cx[j] · input[pad(y0 - 1 + i), pad(x0 - 1 + j)])."""
-    x0, y0 = prims.floor(x), prims.floor(y)
-    cx, cy = _cubic_coefficients(prims.sub(x, x0)), _cubic_coefficients(prims.sub(y, y0))
-    columns = [sampler.columns.pad(prims.add(x0, float(j - 1))) for j in range(4)]
-    lines = []
-    for i in range(4):
-        row = sampler.rows.pad(prims.add(y0, float(i - 1)))
-        lines.append(
-            _sum([sampler.weighted(sampler.read(row, columns[j]), cx[j]) for j in range(4)])
-        )
-    return _sum([sampler.weighted(lines[i], cy[i]) for i in range(4)])

@@ -1,4 +1,5 @@
-"""Family E: reductions (sum, prod, mean, var, amax/amin, any, argmax/argmin, max/min.dim), cumsum and softmax.
+"""Family E: reductions (sum, prod, mean, var, amax/amin, any, argmax/argmin, max/min.dim), scans
+(cumsum, cumprod), softmax/log_softmax and the vector norm.
 
 Every rule follows torch's CPU kernels: the input is first converted to the result dtype where
 torch converts it (`sum(x, dtype=...)`), reduced in that dtype's opmath (float16/bfloat16 in
@@ -27,7 +28,17 @@ from aten2prims.promotion import (
     sum_dtype,
 )
 
-from .common import canonical_dim, full, index_ramp, keep_dims, reduction_dims, slice_in_dim
+from .common import (
+    FLOATS,
+    canonical_dim,
+    check_dtype,
+    full,
+    index_ramp,
+    keep_dims,
+    reduction_dims,
+    slice_in_dim,
+    spread,
+)
 from .registry import register
 
 Reducer = Callable[..., Value]  # a reduction prim: prims.sum, prims.amax, ...
@@ -37,14 +48,6 @@ Reducer = Callable[..., Value]  # a reduction prim: prims.sum, prims.amax, ...
 
 def _kept(result: Value, dims: Sequence[int], x: Value, keepdim: bool) -> Value:
     return keep_dims(result, dims, x.ndim) if keepdim else result
-
-
-def _spread(reduced: Value, dims: Sequence[int], x: Value) -> Value:
-    """A reduction over `dims` broadcast back to x's shape (to combine it with x elementwise)."""
-    if not dims:
-        return reduced
-    kept = [d for d in range(x.ndim) if d not in dims]
-    return prims.broadcast_in_dim(reduced, list(x.shape), kept)
 
 
 def _reduced_shape(x: Value, dims: Sequence[int]) -> list[int]:
@@ -58,11 +61,6 @@ def _require_elements(op: str, x: Value, dims: Sequence[int]) -> None:
             raise ShapeError(
                 f"{op}: expected reduction dim {d} to have non-zero size (input shape {list(x.shape)})"
             )
-
-
-def _require_floating(op: str, x: Value) -> None:
-    if not x.dtype.is_floating:
-        raise DTypeError(f"{op}: expected a floating-point tensor, got {x.dtype.short}")
 
 
 # -- sum, prod ------------------------------------------------------------------------------------------
@@ -150,18 +148,20 @@ def var_dim(
 # -- amax, amin, any ------------------------------------------------------------------------------------
 
 
-def _extreme_rule(op: str, reduce: Reducer) -> Callable[..., Value]:
-    def rule(self: Value, dim: Sequence[int] = (), keepdim: bool = False) -> Value:
-        dims = reduction_dims(dim, self.ndim)
-        _require_elements(op, self, dims)
-        return _kept(reduce(self, list(dims)), dims, self, keepdim)
-
-    rule.__name__ = rule.__qualname__ = op
-    return rule
+def _extreme(op: str, reduce: Reducer, x: Value, dim: Sequence[int], keepdim: bool) -> Value:
+    dims = reduction_dims(dim, x.ndim)
+    _require_elements(op, x, dims)
+    return _kept(reduce(x, list(dims)), dims, x, keepdim)
 
 
-register("aten.amax.default")(_extreme_rule("amax", prims.amax))
-register("aten.amin.default")(_extreme_rule("amin", prims.amin))
+@register("aten.amax.default")
+def amax(self: Value, dim: Sequence[int] = (), keepdim: bool = False) -> Value:
+    return _extreme("amax", prims.amax, self, dim, keepdim)
+
+
+@register("aten.amin.default")
+def amin(self: Value, dim: Sequence[int] = (), keepdim: bool = False) -> Value:
+    return _extreme("amin", prims.amin, self, dim, keepdim)
 
 
 def _any(x: Value, dims: Sequence[int], keepdim: bool) -> Value:
@@ -202,7 +202,7 @@ def _first_extreme(reduce: Reducer, x: Value, d: int) -> tuple[Value, Value]:
     occurs, so its first index wins; without a scan prim the index is the smallest position
     whose element equals the extreme (or is NaN)."""
     values = reduce(x, [d])
-    hit = prims.eq(x, _spread(values, (d,), x))
+    hit = prims.eq(x, spread(values, x.shape, (d,)))
     if x.dtype.is_floating:
         hit = prims.bitwise_or(hit, prims.ne(x, x))  # x != x: NaN
     candidates = prims.where(hit, index_ramp(x.shape, d), x.shape[d])
@@ -219,39 +219,42 @@ def _along_dim(op: str, reduce: Reducer, x: Value, dim: int, keepdim: bool) -> t
     return _kept(values, (d,), x, keepdim), _kept(indices, (d,), x, keepdim)
 
 
-def _arg_rule(op: str, reduce: Reducer) -> Callable[..., Value]:
-    def rule(self: Value, dim: int | None = None, keepdim: bool = False) -> Value:
-        if self.dtype is DType.bool:
-            raise DTypeError(f"{op}: does not support bool input")
-        if dim is not None:
-            return _along_dim(op, reduce, self, dim, keepdim)[1]
-        if self.numel == 0:
-            raise ShapeError(
-                f"{op}: expected a non-empty tensor when dim is None (input shape {list(self.shape)})"
-            )
-        flat = self if self.ndim == 1 else prims.reshape(self, [self.numel])
-        index = _first_extreme(reduce, flat, 0)[1]
-        return keep_dims(index, range(self.ndim), self.ndim) if keepdim else index
-
-    rule.__name__ = rule.__qualname__ = op
-    return rule
+def _arg_extreme(op: str, reduce: Reducer, x: Value, dim: int | None, keepdim: bool) -> Value:
+    """argmax/argmin: the first index of the extreme along `dim`, or of the flattened x."""
+    if x.dtype is DType.bool:
+        raise DTypeError(f"{op}: does not support bool input")
+    if dim is not None:
+        return _along_dim(op, reduce, x, dim, keepdim)[1]
+    if x.numel == 0:
+        raise ShapeError(
+            f"{op}: expected a non-empty tensor when dim is None (input shape {list(x.shape)})"
+        )
+    flat = x if x.ndim == 1 else prims.reshape(x, [x.numel])
+    index = _first_extreme(reduce, flat, 0)[1]
+    return keep_dims(index, range(x.ndim), x.ndim) if keepdim else index
 
 
-def _values_indices_rule(op: str, reduce: Reducer) -> Callable[..., tuple[Value, Value]]:
-    def rule(self: Value, dim: int, keepdim: bool = False) -> tuple[Value, Value]:
-        return _along_dim(op, reduce, self, dim, keepdim)
-
-    rule.__name__ = rule.__qualname__ = op
-    return rule
+@register("aten.argmax.default")
+def argmax(self: Value, dim: int | None = None, keepdim: bool = False) -> Value:
+    return _arg_extreme("argmax", prims.amax, self, dim, keepdim)
 
 
-register("aten.argmax.default")(_arg_rule("argmax", prims.amax))
-register("aten.argmin.default")(_arg_rule("argmin", prims.amin))
-register("aten.max.dim")(_values_indices_rule("max", prims.amax))
-register("aten.min.dim")(_values_indices_rule("min", prims.amin))
+@register("aten.argmin.default")
+def argmin(self: Value, dim: int | None = None, keepdim: bool = False) -> Value:
+    return _arg_extreme("argmin", prims.amin, self, dim, keepdim)
 
 
-# -- cumsum -------------------------------------------------------------------------------------------
+@register("aten.max.dim")
+def max_dim(self: Value, dim: int, keepdim: bool = False) -> tuple[Value, Value]:
+    return _along_dim("max", prims.amax, self, dim, keepdim)
+
+
+@register("aten.min.dim")
+def min_dim(self: Value, dim: int, keepdim: bool = False) -> tuple[Value, Value]:
+    return _along_dim("min", prims.amin, self, dim, keepdim)
+
+
+# -- cumsum, cumprod -------------------------------------------------------------------------------------
 
 # torch's CPU cumsum accumulates sequentially in acc_type: float32 in float64, float16/bfloat16 in
 # float32, complex64 in complex128. Integers wrap the same whatever width they accumulate in.
@@ -312,39 +315,46 @@ def cumprod(self: Value, dim: int, dtype: DType | None = None) -> Value:
 
 def _softmax_finish(shifted: Value, dims: Sequence[int]) -> Value:
     exponentials = prims.exp(shifted)
-    return prims.div(exponentials, _spread(prims.sum(exponentials, list(dims)), dims, shifted))
+    return prims.div(exponentials, spread(prims.sum(exponentials, list(dims)), shifted.shape, dims))
 
 
 def _log_softmax_finish(shifted: Value, dims: Sequence[int]) -> Value:
     log_total = prims.log(prims.sum(prims.exp(shifted), list(dims)))
-    return prims.sub(shifted, _spread(log_total, dims, shifted))
+    return prims.sub(shifted, spread(log_total, shifted.shape, dims))
 
 
-def _softmax_rule(op: str, finish: Callable[[Value, Sequence[int]], Value]) -> Callable[..., Value]:
+def _softmax_like(
+    op: str,
+    finish: Callable[[Value, Sequence[int]], Value],
+    x: Value,
+    dim: int,
+    half_to_float: bool,
+) -> Value:
     """softmax-like ops over one dim, computed in opmath on x - max(x) so exp cannot overflow.
     `half_to_float` returns the float32 computation of a float16/bfloat16 input unrounded."""
-
-    def rule(self: Value, dim: int, half_to_float: bool) -> Value:
-        _require_floating(op, self)
-        if half_to_float and not self.dtype.is_low_precision:
-            raise DTypeError(
-                f"{op}: half_to_float=True expects a float16 or bfloat16 input, got {self.dtype.short}"
-            )
-        computation = opmath_dtype(self.dtype)
-        result = computation if half_to_float else self.dtype
-        dims = reduction_dims(dim, self.ndim)
-        x = convert(self, computation)
-        if x.numel == 0:
-            return convert(x, result)
-        shifted = prims.sub(x, _spread(prims.amax(x, list(dims)), dims, x))
-        return convert(finish(shifted, dims), result)
-
-    rule.__name__ = rule.__qualname__ = op
-    return rule
+    check_dtype(op, x, FLOATS)
+    if half_to_float and not x.dtype.is_low_precision:
+        raise DTypeError(
+            f"{op}: half_to_float=True expects a float16 or bfloat16 input, got {x.dtype.short}"
+        )
+    computation = opmath_dtype(x.dtype)
+    result = computation if half_to_float else x.dtype
+    dims = reduction_dims(dim, x.ndim)
+    x = convert(x, computation)
+    if x.numel == 0:
+        return convert(x, result)
+    shifted = prims.sub(x, spread(prims.amax(x, list(dims)), x.shape, dims))
+    return convert(finish(shifted, dims), result)
 
 
-register("aten._softmax.default")(_softmax_rule("_softmax", _softmax_finish))
-register("aten._log_softmax.default")(_softmax_rule("_log_softmax", _log_softmax_finish))
+@register("aten._softmax.default")
+def _softmax(self: Value, dim: int, half_to_float: bool) -> Value:
+    return _softmax_like("_softmax", _softmax_finish, self, dim, half_to_float)
+
+
+@register("aten._log_softmax.default")
+def _log_softmax(self: Value, dim: int, half_to_float: bool) -> Value:
+    return _softmax_like("_log_softmax", _log_softmax_finish, self, dim, half_to_float)
 
 
 # -- linalg_vector_norm (not Core ATen: torch.export keeps it, aten2prims.schema.EXTRA_ATEN_SCHEMAS) --

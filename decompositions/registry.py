@@ -1,6 +1,7 @@
-"""The registry of decomposition rules, keyed by exact overload name (DESIGN §6).
+"""The registry of decomposition rules, keyed by exact overload name.
 
-A rule is a plain function registered explicitly:
+A rule is a named function registered by one decorator that spells out its overloads, so that
+searching the sources for "aten.<op>.<overload>" finds the rule:
 
     @register("aten.add.Tensor", "aten.add.Scalar")
     def add(self, other, alpha):
@@ -47,16 +48,17 @@ class RuleRegistry:
         self._rules: dict[str, Rule] = {}
 
     def register(self, *ops: str) -> Callable[[RuleFunction], RuleFunction]:
+        """Decorate a rule function to register it for each of `ops` (exact overload names). Its
+        parameters must be the overload schema's argument names, in schema order."""
+
         def decorate(function: RuleFunction) -> RuleFunction:
             for op in ops:
-                self.add(op, function)
+                self._add(op, function)
             return function
 
         return decorate
 
-    def add(self, op: str, function: RuleFunction, *, check_names: bool = True) -> Rule:
-        """Register `function` for `op`. Its parameters must be the schema's argument names,
-        unless `check_names=False` (rules made by factories, taking `*args` in schema order)."""
+    def _add(self, op: str, function: RuleFunction) -> None:
         if op in self._rules:
             raise ValueError(f"a decomposition rule for {op} is already registered")
         schema = aten_schema(op)
@@ -67,14 +69,12 @@ class RuleRegistry:
             for p in inspect.signature(function).parameters.values()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
-        if check_names and parameters != list(schema.argument_names):
+        if parameters != list(schema.argument_names):
             raise TypeError(
                 f"rule {function.__qualname__} for {op}: parameters {parameters} do not match the schema's "
                 f"{list(schema.argument_names)}"
             )
-        rule = Rule(op, schema, function)
-        self._rules[op] = rule
-        return rule
+        self._rules[op] = Rule(op, schema, function)
 
     def get(self, op: str) -> Rule | None:
         return self._rules.get(op)

@@ -17,10 +17,18 @@ from typing import Any
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
-from aten2prims.ir.values import CPU, MemoryFormat, ScalarMeta, Value
+from aten2prims.ir.values import CPU, MemoryFormat, Value
 from aten2prims.promotion import DEFAULT_FLOAT, convert, result_type
 
-from .common import canonical_dim, full, iota, row_major_strides, slice_in_dim
+from .common import (
+    canonical_dim,
+    full,
+    iota,
+    row_major_strides,
+    scalar_kind,
+    slice_bounds,
+    slice_in_dim,
+)
 from .registry import register
 
 # -- shared helpers ------------------------------------------------------------------------------------
@@ -179,25 +187,12 @@ def unsqueeze(self: Value, dim: int) -> Value:
     return prims.broadcast_in_dim(self, shape, [d for d in range(len(shape)) if d != dim])
 
 
-def _clamp_bound(bound: int | None, default: int, size: int) -> int:
-    """A slice bound as aten clamps it: None -> default, negative counts from the end, then into [0, size]."""
-    if bound is None:
-        return default
-    if bound < 0:
-        bound += size
-    return min(max(bound, 0), size)
-
-
 @register("aten.slice.Tensor")
 def slice_tensor(self: Value, dim: int, start: int | None, end: int | None, step: int) -> Value:
     if self.ndim == 0:
         raise ShapeError("aten.slice: cannot slice a 0-dim tensor")
-    if step <= 0:
-        raise ShapeError(f"aten.slice: step must be positive, got {step}")
     dim = canonical_dim(dim, self.ndim)
-    size = self.shape[dim]
-    first = _clamp_bound(start, 0, size)
-    last = max(_clamp_bound(end, size, size), first)
+    first, last = slice_bounds("aten.slice", start, end, step, self.shape[dim])
     return slice_in_dim(self, first, last, step, dim)
 
 
@@ -412,32 +407,39 @@ def _edge_pad(op: str, x: Value, padding: Sequence[int], count: int, reflect: bo
     return x
 
 
-def _padding_rule(op: str, count: int, reflect: bool) -> None:
-    def rule(self: Value, padding: Sequence[int]) -> Value:
-        return _edge_pad(op, self, padding, count, reflect)
-
-    rule.__name__ = rule.__qualname__ = op.split(".")[1]
-    register(op)(rule)
+@register("aten.reflection_pad1d.default")
+def reflection_pad1d(self: Value, padding: Sequence[int]) -> Value:
+    return _edge_pad("aten.reflection_pad1d.default", self, padding, 1, reflect=True)
 
 
-for _count in (1, 2, 3):
-    _padding_rule(f"aten.reflection_pad{_count}d.default", _count, reflect=True)
-for _count in (2, 3):
-    _padding_rule(f"aten.replication_pad{_count}d.default", _count, reflect=False)
+@register("aten.reflection_pad2d.default")
+def reflection_pad2d(self: Value, padding: Sequence[int]) -> Value:
+    return _edge_pad("aten.reflection_pad2d.default", self, padding, 2, reflect=True)
+
+
+@register("aten.reflection_pad3d.default")
+def reflection_pad3d(self: Value, padding: Sequence[int]) -> Value:
+    return _edge_pad("aten.reflection_pad3d.default", self, padding, 3, reflect=True)
+
+
+@register("aten.replication_pad2d.default")
+def replication_pad2d(self: Value, padding: Sequence[int]) -> Value:
+    return _edge_pad("aten.replication_pad2d.default", self, padding, 2, reflect=False)
+
+
+@register("aten.replication_pad3d.default")
+def replication_pad3d(self: Value, padding: Sequence[int]) -> Value:
+    return _edge_pad("aten.replication_pad3d.default", self, padding, 3, reflect=False)
 
 
 # -- creation ------------------------------------------------------------------------------------------
 
 
-def _scalar_kind(value: Any) -> type:
-    return (
-        value.meta.kind if type(value) is Value and type(value.meta) is ScalarMeta else type(value)
-    )
-
-
 def _dtype_of_scalar(value: Any) -> DType:
     """torch's dtype for a fill value when none is given: bool, int64, default float, its complex."""
-    kind = _scalar_kind(value)
+    kind = scalar_kind(value)
+    if kind is None:
+        raise DTypeError(f"expected a number as the fill value, got {value!r}")
     return {
         bool: DType.bool,
         int: DType.int64,
@@ -613,7 +615,7 @@ def sym_size_int(self: Value, dim: int) -> int:
 
 @register("aten.sym_stride.int")
 def sym_stride_int(self: Value, dim: int) -> int:
-    """The row-major stride: values carry no strides of their own (DESIGN §3)."""
+    """The row-major stride: values carry no strides of their own (they are functional)."""
     return row_major_strides(self.shape)[_strict_dim("aten.sym_stride", dim, self.ndim)]
 
 

@@ -159,13 +159,13 @@ def test_scalar_results_fold_to_literals() -> None:
 
 def test_registry_rejects_duplicates_unknown_ops_and_wrong_parameters() -> None:
     rules = RuleRegistry()
-    rules.add("aten.neg.default", lambda self: self)
+    rules.register("aten.neg.default")(lambda self: self)
     with pytest.raises(ValueError, match="already registered"):
-        rules.add("aten.neg.default", lambda self: self)
+        rules.register("aten.neg.default")(lambda self: self)
     with pytest.raises(ValueError, match="no schema"):
-        rules.add("aten.not_an_op.default", lambda self: self)
+        rules.register("aten.not_an_op.default")(lambda self: self)
     with pytest.raises(TypeError, match="do not match"):
-        rules.add("aten.abs.default", lambda x: x)
+        rules.register("aten.abs.default")(lambda x: x)
 
 
 def test_rule_bugs_become_lowering_errors() -> None:

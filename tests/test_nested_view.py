@@ -95,7 +95,7 @@ def test_a_node_left_unlowered_says_so() -> None:
         "  return (%b)\n"
     )
     only_neg = RuleRegistry()
-    only_neg.add("aten.neg.default", RULES.get("aten.neg.default").function, check_names=False)
+    only_neg.register("aten.neg.default")(RULES.get("aten.neg.default").function)
     partial = lower(graph, strict=False, registry=only_neg)
     assert format_nested(graph, partial).splitlines()[1:] == [
         "  %a: f32[3] = aten.exp.default(%x)",
