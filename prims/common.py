@@ -49,7 +49,10 @@ def canonical_dim(dim: int, ndim: int) -> int:
     """Wrap a possibly negative dim into [0, ndim) (0-dim tensors accept -1 and 0)."""
     bound = max(ndim, 1)
     if not -bound <= dim < bound:
-        raise ShapeError(f"dimension {dim} is out of range for a tensor of rank {ndim}")
+        raise ShapeError(
+            f"dimension {dim} is out of range for a tensor of rank {ndim} "
+            f"(expected [{-bound}, {bound - 1}])"
+        )
     return dim + bound if dim < 0 else dim
 
 
