@@ -69,7 +69,7 @@ def reduction_dims(dim: Sequence[int] | int | None, ndim: int) -> tuple[int, ...
     """aten's `int[1]? dim` of reductions: None or [] means every dimension; duplicates are errors."""
     if dim is None:
         return tuple(range(ndim))
-    if type(dim) is int:
+    if isinstance(dim, int):
         dim = (dim,)
     if len(dim) == 0:
         return tuple(range(ndim))

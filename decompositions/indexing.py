@@ -605,9 +605,9 @@ def _scatter_along_dim(
 def scatter_src(self: Value, dim: int, index: Value, src: Value) -> Value:
     if index.numel == 0:
         return self
-    index, coordinates, src = _scatter_along_dim("scatter", self, dim, index, src)
-    assert src is not None
-    return _scatter(self, coordinates, src, None)
+    index, coordinates, source = _scatter_along_dim("scatter", self, dim, index, src)
+    assert source is not None
+    return _scatter(self, coordinates, source, None)
 
 
 @register("aten.scatter.value")
@@ -624,9 +624,9 @@ def scatter_value(self: Value, dim: int, index: Value, value: Any) -> Value:
 def scatter_add(self: Value, dim: int, index: Value, src: Value) -> Value:
     if index.numel == 0:
         return self
-    index, coordinates, src = _scatter_along_dim("scatter_add", self, dim, index, src)
-    assert src is not None
-    return _scatter(self, coordinates, src, "sum")
+    index, coordinates, source = _scatter_along_dim("scatter_add", self, dim, index, src)
+    assert source is not None
+    return _scatter(self, coordinates, source, "sum")
 
 
 def _identity(reduce: str, dtype: DType) -> bool | int | float | complex:
@@ -660,8 +660,8 @@ def scatter_reduce(
         raise DTypeError(f"scatter_reduce: reduce={reduce!r} is not defined for {self.dtype.short}")
     if index.numel == 0:
         return self
-    index, coordinates, src = _scatter_along_dim("scatter_reduce", self, dim, index, src)
-    assert src is not None
+    index, coordinates, source = _scatter_along_dim("scatter_reduce", self, dim, index, src)
+    assert source is not None
     base = self
     if not include_self:
         # Positions that receive values start from the reduction's identity instead of self.
@@ -669,8 +669,8 @@ def scatter_reduce(
             self, coordinates, full(index.shape, _identity(reduce, self.dtype), self.dtype), None
         )
     if reduce != "mean":
-        return _scatter(base, coordinates, src, reduce)
-    total = _scatter(base, coordinates, src, "sum")
+        return _scatter(base, coordinates, source, reduce)
+    total = _scatter(base, coordinates, source, "sum")
     # torch counts in self's dtype: 1 for self (if included) plus one per value received.
     one = convert_number(1, self.dtype)
     start = full(self.shape, one if include_self else convert_number(0, self.dtype), self.dtype)

@@ -61,8 +61,10 @@ def einsum(spec: str, a: Value, b: Value) -> Value:
             b, b_labels = _transposed(b, b_labels, _merge_orders(out, a_labels) or "")
             joint = _merge_orders(out, a_labels, b_labels)
     assert joint is not None
-    shape = [sizes[label] for label in joint]
-    product = prims.mul(_to_joint(a, a_labels, joint, shape), _to_joint(b, b_labels, joint, shape))
+    joint_shape = [sizes[label] for label in joint]
+    product = prims.mul(
+        _to_joint(a, a_labels, joint, joint_shape), _to_joint(b, b_labels, joint, joint_shape)
+    )
     reduced = [position for position, label in enumerate(joint) if label not in out]
     return prims.sum(product, reduced) if reduced else product
 
@@ -247,7 +249,7 @@ def _windows(
         *(s * d for s, d in zip(strides[2:], dilation)),
     ]
     if math.prod(size) == 0:
-        window = row_major_strides(size)
+        window = list(row_major_strides(size))
     return prims.as_strided(padded, size, window, 0)
 
 

@@ -233,7 +233,7 @@ def _max_pool(
         [prims.mul(_first_valid_offset(w), r) for w, r in zip(windows, radix)], prims.add
     )
     taken = _to_batch_shape(first, shape)
-    best = None
+    best: Value | None = None
     for k, view in enumerate(_offset_views(padded, windows)):
         value = prims.clone(view)
         if best is None:  # the padding's lowest value never beats the first offset's
@@ -248,6 +248,7 @@ def _max_pool(
     plane = row_major_strides(x.shape[-rank:])
     start = _outer([prims.mul(w.starts(), p) for w, p in zip(windows, plane)], prims.add)
     shift = prims.gather_nd(_offset_shifts(windows, plane), [taken])
+    assert best is not None  # every window has at least one offset
     return best, prims.add(_to_batch_shape(start, shape), shift)
 
 

@@ -63,15 +63,18 @@ def _upsample_sizes(
         raise ShapeError(f"{op}: expected a 4-D input [N, C, H, W], got shape {list(x.shape)}")
     if (output_size is None) == (scale_factors is None):
         raise ShapeError(f"{op}: must specify exactly one of output_size and scale_factors")
+    scales: list[float | None]
     if output_size is not None:
         sizes, scales = list(output_size), [None, None]
         if len(sizes) != 2:
             raise ShapeError(f"{op}: output_size must have 2 entries, got {sizes}")
     else:
-        scales = list(scale_factors)
-        if len(scales) != 2:
-            raise ShapeError(f"{op}: scale_factors must have 2 entries, got {scales}")
-        sizes = [int(n * s) for n, s in zip(x.shape[2:], scales)]
+        assert scale_factors is not None  # exactly one of the two is given (checked above)
+        factors = list(scale_factors)
+        if len(factors) != 2:
+            raise ShapeError(f"{op}: scale_factors must have 2 entries, got {factors}")
+        sizes = [int(n * s) for n, s in zip(x.shape[2:], factors)]
+        scales = list(factors)
     if any(n <= 0 for n in x.shape[2:]) or any(n <= 0 for n in sizes):
         raise ShapeError(
             f"{op}: input and output sizes must be greater than 0, got input {list(x.shape[2:])} and output {sizes}"
