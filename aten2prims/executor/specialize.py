@@ -37,7 +37,7 @@ from prims.registry import PRIMS
 
 from ..ir.graph import Node
 from ..ir.values import TensorMeta, Value
-from .plan import SlotRef, Step
+from .steps import SlotRef, Step
 
 
 class Result(enum.Enum):
