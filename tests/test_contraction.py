@@ -23,7 +23,7 @@ import torch
 
 import prims
 from aten2prims.executor import execute, plan, plan_for
-from aten2prims.executor.contraction import DEFAULT_TUNING, plan_contraction
+from aten2prims.executor.contraction import DEFAULT_TUNING, contract, plan_contraction
 from aten2prims.executor.contraction_fusion import ContractionFusion, ContractionKernel
 from aten2prims.executor.fusion import FusionRule
 from aten2prims.ir.dtypes import DType
@@ -570,6 +570,98 @@ def _mm(a: Value, b: Value) -> Value:
     from decompositions.registry import aten
 
     return aten.mm.default(a, b)
+
+
+def _random_operand(
+    generator: np.random.Generator, labels: list[int], sizes: list[int], dtype: type
+) -> np.ndarray:
+    """An operand of the labels' sizes in one of the layouts the engine must handle: row-major,
+    a transposed view, or a broadcast view (zero strides) along one of its labels."""
+    shape = [sizes[label] for label in labels]
+    layout = generator.integers(3)
+    if layout == 1 and len(shape) > 1:
+        return (generator.standard_normal(shape[::-1]) * 4).astype(dtype).T
+    if layout == 2 and shape:
+        axis = int(generator.integers(len(shape)))
+        narrow = [1 if i == axis else n for i, n in enumerate(shape)]
+        return np.broadcast_to((generator.standard_normal(narrow) * 4).astype(dtype), shape)
+    return (generator.standard_normal(shape) * 4).astype(dtype)
+
+
+def _einsum_by_joint_product(
+    a: np.ndarray,
+    a_labels: list[int],
+    b: np.ndarray,
+    b_labels: list[int],
+    out_labels: list[int],
+    sizes: list[int],
+) -> np.ndarray:
+    """The contraction the slow way: both operands broadcast to the joint shape, multiplied,
+    summed over the labels the output drops, then broadcast along the output's other labels."""
+
+    def joint(x: np.ndarray, labels: list[int]) -> np.ndarray:
+        order = sorted(range(len(labels)), key=lambda axis: labels[axis])
+        shape = [sizes[label] if label in labels else 1 for label in range(len(sizes))]
+        return np.broadcast_to(x.transpose(order).reshape(shape), sizes)
+
+    product = joint(a, a_labels) * joint(b, b_labels)
+    reduced = tuple(label for label in range(len(sizes)) if label not in out_labels)
+    summed = product.sum(axis=reduced, dtype=a.dtype)
+    kept = sorted(out_labels)
+    return np.ascontiguousarray(summed.transpose([kept.index(label) for label in out_labels]))
+
+
+@pytest.mark.parametrize("budget", [None, 64, 512])
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+def test_engine_agrees_with_the_joint_product(budget: int | None, dtype: type) -> None:
+    """The engine alone, on random label sets (batch, free, contracted and lone reduced labels,
+    output labels neither operand has, size-1 and zero-stride dims, transposed operands), with
+    the default tuning and with tiny chunks: its result equals the joint product's sum (exactly,
+    for integers), and the epilogue sees every output element exactly once."""
+    tuning = DEFAULT_TUNING
+    if budget is not None:
+        tuning = attrs.evolve(
+            DEFAULT_TUNING, copy_chunk_bytes=budget, output_chunk_bytes=budget, min_chunk_columns=4
+        )
+    generator = np.random.default_rng(0)
+    chunked = 0
+    for _ in range(150):
+        count = int(generator.integers(1, 6))
+        sizes = [int(generator.integers(1, 6)) for _ in range(count)]
+        a_labels = [
+            int(label) for label in generator.permutation(count) if generator.random() < 0.7
+        ]
+        b_labels = [
+            int(label) for label in generator.permutation(count) if generator.random() < 0.7
+        ]
+        out_labels = [
+            int(label) for label in generator.permutation(count) if generator.random() < 0.5
+        ]
+        a = _random_operand(generator, a_labels, sizes, dtype)
+        b = _random_operand(generator, b_labels, sizes, dtype)
+        expected = _einsum_by_joint_product(a, a_labels, b, b_labels, out_labels, sizes)
+        out = np.empty(expected.shape, dtype)
+        seen = np.zeros(expected.shape, np.int64)
+
+        def epilogue(
+            index: tuple[slice, ...], out: np.ndarray = out, seen: np.ndarray = seen
+        ) -> None:
+            seen[index] += 1
+            out[index] *= 3
+
+        recipe = plan_contraction(a, a_labels, b, b_labels, out_labels, sizes, with_epilogue=True,
+                                  tuning=tuning)  # fmt: skip
+        recipe.run(a, b, out, epilogue)
+        chunked += bool(recipe.levels)
+        assert (seen == 1).all()
+        if dtype is np.int64:
+            np.testing.assert_array_equal(out, 3 * expected)
+        else:
+            np.testing.assert_allclose(out, 3 * expected, rtol=1e-12, atol=1e-12)
+        # `contract` (plan and run, no epilogue) into a fresh array.
+        fresh = contract(a, a_labels, b, b_labels, out_labels, sizes, tuning=tuning)
+        np.testing.assert_allclose(fresh, expected, rtol=1e-12, atol=1e-12)
+    assert chunked or budget != 64  # the tiniest chunks split many of these contractions
 
 
 @pytest.mark.parametrize(("rows", "swapped"), [(8, True), (128, True), (256, False), (1, False)])

@@ -162,7 +162,8 @@ class ContractionRecipe:
     y_permutation: tuple[int, ...] = ()
     y_view: tuple[int, ...] = ()
     y_matrix: tuple[int, ...] = ()
-    out_matrix: tuple[int, ...] = ()  # the product (in its own order) as matrices
+    product_shape: tuple[int, ...] = ()  # the product: the present labels in its own order
+    out_matrix: tuple[int, ...] = ()  # the product as matrices
     batch_axes: int = 0  # len(P)
     rows_axes: int = 0  # len(M)
     contracted_axes: int = 0  # len(K)
@@ -195,16 +196,16 @@ class ContractionRecipe:
         x, y = (a, b) if self.x_is_a else (b, a)
         x = x.transpose(self.x_permutation)
         y = y.transpose(self.y_permutation)
-        if self.broadcast_shape is None:
-            target = out.reshape(self.present_shape)
-        else:
-            target = np.empty(self.present_shape, out.dtype)
+        # The product's target: the output (its labels neither operand has are size 1, so it
+        # has the present labels' row-major layout) or a buffer broadcast into it afterwards.
+        target = out if self.broadcast_shape is None else np.empty(self.present_shape, out.dtype)
         inner = epilogue if self.epilogue_per_chunk else None
         if self.reorder is None:
             self._product(x, y, target, inner)
         else:
             ordered = np.empty(self.reorder.ordered_shape, out.dtype)
-            self._product(x, y, ordered, self._copier(ordered, target, inner))
+            copier = self._copier(ordered, target.reshape(self.present_shape), inner)
+            self._product(x, y, ordered, copier)
         if self.broadcast_shape is not None:
             np.copyto(out, target.reshape(self.broadcast_shape))
         if self.scale != 1:
@@ -235,8 +236,9 @@ class ContractionRecipe:
         self, x: np.ndarray, y: np.ndarray, out: np.ndarray, epilogue: Epilogue | None
     ) -> None:
         """out[P..., M..., N...] = sum over K of X[P..., M..., K...] * Y[P..., K..., N...] for
-        the transposed operands x and y, then `epilogue(index)` on each finished chunk
-        `out[index]` while it is still in cache."""
+        the transposed operands x and y (`out` holds the product's elements in row-major order),
+        then `epilogue(index)` on each finished chunk `out[index]` (of `product_shape`) while it
+        is still in cache."""
         if not self.levels:  # one call; numpy copies what it must
             x = x.reshape(self.x_matrix)
             y = y.reshape(self.y_matrix)
@@ -248,8 +250,8 @@ class ContractionRecipe:
             if epilogue is not None:
                 epilogue(())
             return
-        _chunked_product(x.reshape(self.x_view), y.reshape(self.y_view), out, self.batch_axes,
-                         self.rows_axes, self.contracted_axes, self.levels, epilogue)  # fmt: skip
+        _chunked_product(x.reshape(self.x_view), y.reshape(self.y_view), out.reshape(self.product_shape),
+                         self.batch_axes, self.rows_axes, self.contracted_axes, self.levels, epilogue)  # fmt: skip
 
 
 def _copy(destination: np.ndarray, source: np.ndarray, tuning: ContractionTuning) -> None:
@@ -368,6 +370,7 @@ def plan_contraction(
         y_permutation=_permutation(y_labels, layout.p, k + layout.n),
         y_view=yv.shape,
         y_matrix=y_matrix,
+        product_shape=tuple(sizes[label] for label in layout.order),
         out_matrix=_merged_shape(tuple(sizes[label] for label in layout.order), np_, nm),
         batch_axes=np_,
         rows_axes=nm,
@@ -552,7 +555,7 @@ def _chunked_product(
             ys = _take(ys, level.y_axis, start, stop)
             if level.out_axis is not None:
                 index[level.out_axis] = slice(start, stop)
-        target = out[tuple(index)]
+        target = out[tuple(index)] if index else out  # (a 0-dim array indexed by () is a copy)
         x_mat = buffers.merged("x", xs, np_, nm)
         y_mat = buffers.merged("y", ys, np_, nk)
         # Output chunks are views: only P and outer free axes are chunked, so this never copies.

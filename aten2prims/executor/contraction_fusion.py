@@ -151,7 +151,7 @@ class _PlannedCall:
             steps.append((ufunc, other))
 
         def epilogue(index: tuple[slice, ...]) -> None:
-            part = out[index]
+            part = out[index] if index else out  # (a 0-dim array indexed by () is a copy)
             with np.errstate(all="ignore"):
                 for ufunc, other in steps:
                     ufunc(part, other[index] if other.ndim else other, out=part)
