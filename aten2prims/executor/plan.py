@@ -32,7 +32,6 @@ from prims.registry import PRIMS
 from ..errors import ExecutionError
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.values import Value
-from ..passes import optimize
 from .codegen import compile_steps
 from .contraction_fusion import ContractionFusion
 from .folding import fold_constants
@@ -114,6 +113,9 @@ def build_plan(graph: Graph, overridden: frozenset[str] = frozenset()) -> Plan:
 
 
 def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
+    # Lazy: the passes package also holds the lowering, which loads every decomposition rule.
+    from ..passes import optimize
+
     optimized = optimize(graph)
     folded, constants = fold_constants(optimized, overridden)
     slots = Slots()
