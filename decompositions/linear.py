@@ -2,10 +2,10 @@
 
 Every contraction here is `einsum(spec, a, b)`: both operands broadcast to one joint shape
 (`broadcast_in_dim`, zero-copy views), one `mul`, one `sum` over the contracted labels. Nothing
-else is needed: the executor's contraction fusion (aten2prims/executor/contraction.py) runs that
-pattern as BLAS matrix products without materializing the joint product. float16/bfloat16
-operands are converted to float32 first and the result rounded once, as torch's CPU kernels
-accumulate.
+else is needed: the executor's contraction fusion (aten2prims/executor/contraction_fusion.py)
+runs that pattern as BLAS matrix products without materializing the joint product.
+float16/bfloat16 operands are converted to float32 first and the result rounded once, as torch's
+CPU kernels accumulate.
 
 A convolution contracts a zero-copy window view of its (padded) input,
 `as_strided(padded, [N, G, C/G, *out, *kernel])`, with the weight split by groups. A transposed

@@ -1,6 +1,6 @@
-"""The executor's contraction fusion (aten2prims/executor/contraction.py): broadcast/mul/sum runs
-as BLAS matrix products. Checked on the graphs our matrix-product and convolution rules emit and
-on hand-built prims graphs: the fusion fires (the plan's steps say so), fused and unfused
+"""The executor's contraction fusion (aten2prims/executor/contraction_fusion.py, on the engine of
+contraction.py): broadcast/mul/sum runs as BLAS matrix products. Checked on the graphs our
+matrix-product and convolution rules emit and on hand-built prims graphs: the fusion fires (the plan's steps say so), fused and unfused
 execution agree (dtype and shape exactly, values within tolerance), values reaching outside the
 group stop it, and a 4096² matrix product stays within 3x its operands' memory.
 
@@ -13,16 +13,19 @@ import contextlib
 import itertools
 import math
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 import torch
 
 import prims
-from aten2prims.executor import execute, fusion, plan_for
-from aten2prims.executor.contraction import ContractionKernel
+from aten2prims.executor import execute, plan, plan_for
+from aten2prims.executor.contraction import DEFAULT_TUNING, contract, plan_contraction
+from aten2prims.executor.contraction_fusion import ContractionFusion, ContractionKernel
+from aten2prims.executor.fusion import FusionRule
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.graph import Graph, GraphInput, GraphOutput, Node
 from aten2prims.ir.values import TensorMeta, Value
@@ -34,17 +37,41 @@ from prims.builder import Builder
 
 
 @contextlib.contextmanager
-def fusion_disabled() -> Iterator[None]:
-    saved = list(fusion.FUSION_RULES)
-    fusion.FUSION_RULES.clear()
+def fusion_rules(rules: Sequence[FusionRule]) -> Iterator[None]:
+    """Plans built inside use these fusion rules (plans are cached per graph: use new graphs)."""
+    saved = plan.FUSION_RULES
+    plan.FUSION_RULES = tuple(rules)
     try:
         yield
     finally:
-        fusion.FUSION_RULES.extend(saved)
+        plan.FUSION_RULES = saved
+
+
+def fusion_disabled() -> contextlib.AbstractContextManager[None]:
+    return fusion_rules(())
+
+
+def small_chunks(budget: int) -> contextlib.AbstractContextManager[None]:
+    """The contraction fusion with copy and output chunks of about `budget` bytes (and at least 4
+    columns), so that small graphs take every chunking path."""
+    tuning = attrs.evolve(
+        DEFAULT_TUNING, copy_chunk_bytes=budget, output_chunk_bytes=budget, min_chunk_columns=4
+    )
+    return fusion_rules(
+        [
+            ContractionFusion(tuning) if isinstance(rule, ContractionFusion) else rule
+            for rule in plan.FUSION_RULES
+        ]
+    )
 
 
 def contraction_steps(graph: Graph) -> list[Any]:
     return [step for step in plan_for(graph).steps if isinstance(step.kernel, ContractionKernel)]
+
+
+def contraction_recipes(graph: Graph) -> list[Any]:
+    """The engine's recipes the graph's contraction steps have planned so far."""
+    return [recipe for step in contraction_steps(graph) for recipe in step.kernel.recipes()]
 
 
 def lowered_call(
@@ -192,14 +219,10 @@ def test_epilogues_join_the_group() -> None:
 
 
 @pytest.mark.parametrize("budget", [64, 2048, 1 << 16])
-def test_chunked_copies_agree(budget: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chunked_copies_agree(budget: int) -> None:
     """Small budgets force every chunking path (batch, free and contracted axes; epilogues run
     per output chunk)."""
-    from aten2prims.executor import contraction
-
-    monkeypatch.setattr(contraction, "COPY_CHUNK_BYTES", budget)
-    monkeypatch.setattr(contraction, "OUTPUT_CHUNK_BYTES", budget)
-    monkeypatch.setattr(contraction, "MIN_CHUNK_COLUMNS", 4)
+    chunked = False
     for make in (
         lambda: lowered_call(
             "aten.convolution.default",
@@ -237,8 +260,11 @@ def test_chunked_copies_agree(budget: int, monkeypatch: pytest.MonkeyPatch) -> N
         ),
     ):
         graph, inputs, _call = make()
-        fused, unfused = run_both_ways(graph, inputs)
+        with small_chunks(budget):
+            fused, unfused = run_both_ways(graph, inputs)
         assert_agree(fused, unfused, "unfused execution")
+        chunked |= any(recipe.levels for recipe in contraction_recipes(graph))
+    assert chunked or budget > 2048  # (the largest budget fits these small graphs whole)
 
 
 def test_convolution_backward_fuses_every_contraction() -> None:
@@ -546,48 +572,130 @@ def _mm(a: Value, b: Value) -> Value:
     return aten.mm.default(a, b)
 
 
+def _random_operand(
+    generator: np.random.Generator, labels: list[int], sizes: list[int], dtype: type
+) -> np.ndarray:
+    """An operand of the labels' sizes in one of the layouts the engine must handle: row-major,
+    a transposed view, or a broadcast view (zero strides) along one of its labels."""
+    shape = [sizes[label] for label in labels]
+    layout = generator.integers(3)
+    if layout == 1 and len(shape) > 1:
+        return (generator.standard_normal(shape[::-1]) * 4).astype(dtype).T
+    if layout == 2 and shape:
+        axis = int(generator.integers(len(shape)))
+        narrow = [1 if i == axis else n for i, n in enumerate(shape)]
+        return np.broadcast_to((generator.standard_normal(narrow) * 4).astype(dtype), shape)
+    return (generator.standard_normal(shape) * 4).astype(dtype)
+
+
+def _einsum_by_joint_product(
+    a: np.ndarray,
+    a_labels: list[int],
+    b: np.ndarray,
+    b_labels: list[int],
+    out_labels: list[int],
+    sizes: list[int],
+) -> np.ndarray:
+    """The contraction the slow way: both operands broadcast to the joint shape, multiplied,
+    summed over the labels the output drops, then broadcast along the output's other labels."""
+
+    def joint(x: np.ndarray, labels: list[int]) -> np.ndarray:
+        order = sorted(range(len(labels)), key=lambda axis: labels[axis])
+        shape = [sizes[label] if label in labels else 1 for label in range(len(sizes))]
+        return np.broadcast_to(x.transpose(order).reshape(shape), sizes)
+
+    product = joint(a, a_labels) * joint(b, b_labels)
+    reduced = tuple(label for label in range(len(sizes)) if label not in out_labels)
+    summed = product.sum(axis=reduced, dtype=a.dtype)
+    kept = sorted(out_labels)
+    return np.ascontiguousarray(summed.transpose([kept.index(label) for label in out_labels]))
+
+
+@pytest.mark.parametrize("budget", [None, 64, 512])
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+def test_engine_agrees_with_the_joint_product(budget: int | None, dtype: type) -> None:
+    """The engine alone, on random label sets (batch, free, contracted and lone reduced labels,
+    output labels neither operand has, size-1 and zero-stride dims, transposed operands), with
+    the default tuning and with tiny chunks: its result equals the joint product's sum (exactly,
+    for integers), and the epilogue sees every output element exactly once."""
+    tuning = DEFAULT_TUNING
+    if budget is not None:
+        tuning = attrs.evolve(
+            DEFAULT_TUNING, copy_chunk_bytes=budget, output_chunk_bytes=budget, min_chunk_columns=4
+        )
+    generator = np.random.default_rng(0)
+    chunked = 0
+    for _ in range(150):
+        count = int(generator.integers(1, 6))
+        sizes = [int(generator.integers(1, 6)) for _ in range(count)]
+        a_labels = [
+            int(label) for label in generator.permutation(count) if generator.random() < 0.7
+        ]
+        b_labels = [
+            int(label) for label in generator.permutation(count) if generator.random() < 0.7
+        ]
+        out_labels = [
+            int(label) for label in generator.permutation(count) if generator.random() < 0.5
+        ]
+        a = _random_operand(generator, a_labels, sizes, dtype)
+        b = _random_operand(generator, b_labels, sizes, dtype)
+        expected = _einsum_by_joint_product(a, a_labels, b, b_labels, out_labels, sizes)
+        out = np.empty(expected.shape, dtype)
+        seen = np.zeros(expected.shape, np.int64)
+
+        def epilogue(
+            index: tuple[slice, ...], out: np.ndarray = out, seen: np.ndarray = seen
+        ) -> None:
+            seen[index] += 1
+            out[index] *= 3
+
+        recipe = plan_contraction(a, a_labels, b, b_labels, out_labels, sizes, with_epilogue=True,
+                                  tuning=tuning)  # fmt: skip
+        recipe.run(a, b, out, epilogue)
+        chunked += bool(recipe.levels)
+        assert (seen == 1).all()
+        if dtype is np.int64:
+            np.testing.assert_array_equal(out, 3 * expected)
+        else:
+            np.testing.assert_allclose(out, 3 * expected, rtol=1e-12, atol=1e-12)
+        # `contract` (plan and run, no epilogue) into a fresh array.
+        fresh = contract(a, a_labels, b, b_labels, out_labels, sizes, tuning=tuning)
+        np.testing.assert_allclose(fresh, expected, rtol=1e-12, atol=1e-12)
+    assert chunked or budget != 64  # the tiniest chunks split many of these contractions
+
+
 @pytest.mark.parametrize(("rows", "swapped"), [(8, True), (128, True), (256, False), (1, False)])
 def test_small_batch_by_transposed_weight_runs_swapped(rows: int, swapped: bool) -> None:
     """x[M, K] @ W^T with W row-major (a linear layer's weight, float32) runs as (W @ x^T)^T for
     M up to SWAP_ROWS (OpenBLAS is faster with the long side first); the result is the same
     matrix product, into the row-major output, with the epilogue applied."""
-    from aten2prims.executor import contraction
-
     generator = np.random.default_rng(0)
     x = generator.standard_normal((rows, 64)).astype(np.float32)
     weight = generator.standard_normal((512, 64)).astype(np.float32)
-    contraction._RECIPES.clear()
-    result = contraction.contract(x, [0, 1], weight.T, [1, 2], [0, 2], [rows, 64, 512])
-    (recipe,) = [r for r in contraction._RECIPES.values() if r is not None]
-    assert recipe.swapped is swapped
-    assert result.flags.c_contiguous and result.shape == (rows, 512)
+    sizes = [rows, 64, 512]
+    recipe = plan_contraction(x, [0, 1], weight.T, [1, 2], [0, 2], sizes)
+    assert recipe.swapped is swapped and not recipe.levels
+    result = np.empty((rows, 512), np.float32)
+    recipe.run(x, weight.T, result)
     np.testing.assert_allclose(
         result, x.astype(np.float64) @ weight.T.astype(np.float64), rtol=1e-5, atol=1e-4
     )
     # float64 and row-major weights keep the direct product.
-    contraction._RECIPES.clear()
-    contraction.contract(
-        x.astype(np.float64), [0, 1], weight.T.astype(np.float64), [1, 2], [0, 2], [rows, 64, 512]
-    )
-    contraction.contract(x, [0, 1], np.ascontiguousarray(weight.T), [1, 2], [0, 2], [rows, 64, 512])
-    assert not any(r.swapped for r in contraction._RECIPES.values() if r is not None)
+    x64, weight64 = x.astype(np.float64), weight.T.astype(np.float64)
+    assert not plan_contraction(x64, [0, 1], weight64, [1, 2], [0, 2], sizes).swapped
+    row_major = np.ascontiguousarray(weight.T)
+    assert not plan_contraction(x, [0, 1], row_major, [1, 2], [0, 2], sizes).swapped
 
 
 def test_addmm_with_transposed_weight_matches_torch() -> None:
     """A linear layer as exported: addmm(bias, x, weight^T) with the weight row-major, so its
     transpose is a view: the swapped product with its bias epilogue, checked against torch."""
-    from aten2prims.executor import contraction
-
     x, weight, bias = randn(8, 96), randn(384, 96, seed=1), randn(384, seed=2)
     graph, inputs, _ = lowered_call("aten.addmm.default", bias, x, weight.t())
     (name,) = [n for n, a in inputs.items() if a.shape == (96, 384)]
     inputs[name] = weight.numpy().T  # the transposed view
-    contraction._RECIPES.clear()
     (ours,) = execute(graph, inputs)
-    (step,) = contraction_steps(graph)
-    assert [call.recipe.swapped for call in step.kernel._direct.values() if call is not None] == [
-        True
-    ]
+    assert [recipe.swapped for recipe in contraction_recipes(graph)] == [True]
     expected = torch.addmm(bias, x, weight.t()).numpy()
     verdict = compare(ours, expected)
     assert verdict.ok, verdict.message

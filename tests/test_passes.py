@@ -448,7 +448,7 @@ def test_folding_leaves_big_broadcasts_and_failing_nodes() -> None:
 @pytest.mark.parametrize(("dtype", "row_major"), [(DType.float32, False), (DType.float64, True)])
 def test_folded_transposed_weights(dtype: DType, row_major: bool) -> None:
     """A small folded view is stored row-major (a copy), except a float32 transposed matrix: the
-    contraction kernel multiplies by those fastest as they are (contraction.SWAP_ROWS)."""
+    contraction kernel multiplies by those fastest as they are (ContractionTuning.swap_rows)."""
     with Builder("g") as builder:
         x = builder.add_input("x", TensorMeta((32, 64), dtype))
         data = np.arange(64 * 32, dtype=dtype.numpy).reshape(64, 32)

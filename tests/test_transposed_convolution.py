@@ -13,7 +13,15 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from test_contraction import assert_agree, contraction_steps, lowered_call, randn, run_both_ways
+from test_contraction import (
+    assert_agree,
+    contraction_recipes,
+    contraction_steps,
+    lowered_call,
+    randn,
+    run_both_ways,
+    small_chunks,
+)
 
 from aten2prims.executor import execute, plan_for
 from aten2prims.testing.runner import run_call
@@ -123,21 +131,19 @@ def test_no_product_with_inserted_zeros(name: str) -> None:
 
 
 @pytest.mark.parametrize("budget", [64, 4096])
-def test_chunked_reordered_output_agrees(budget: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chunked_reordered_output_agrees(budget: int) -> None:
     """The phases are computed in a reordered layout and copied into the interleaved output chunk
     by chunk (executor/contraction.py); small budgets force many chunks and the bias epilogue
     runs on each."""
-    from aten2prims.executor import contraction
-
-    monkeypatch.setattr(contraction, "COPY_CHUNK_BYTES", budget)
-    monkeypatch.setattr(contraction, "OUTPUT_CHUNK_BYTES", budget)
-    monkeypatch.setattr(contraction, "MIN_CHUNK_COLUMNS", 4)
     for name in ("k2s2 (U-Net)", "k3s2p1op1", "3d"):
         graph, inputs, call = lowered_call(
             "aten.convolution.default", *_transposed_call(CONFIGS[name], torch.float64)
         )
-        fused, unfused = run_both_ways(graph, inputs)
+        with small_chunks(budget):
+            fused, unfused = run_both_ways(graph, inputs)
         assert_agree(fused, unfused, "unfused execution")
+        (recipe,) = contraction_recipes(graph)
+        assert recipe.reorder is not None and (recipe.levels or budget > 64)
         outcome = run_call(call)
         assert outcome.passed, f"{name}: {outcome.message}"
 
@@ -150,9 +156,8 @@ def test_small_phases_replay_one_recipe() -> None:
         "aten.convolution.default", *_transposed_call(CONFIGS["k2s2 (U-Net)"], torch.float32)
     )
     first = execute(graph, inputs)
-    (step,) = contraction_steps(graph)
-    (direct,) = step.kernel._direct.values()
-    assert direct is not None and direct.recipe.reorder is not None
+    (recipe,) = contraction_recipes(graph)
+    assert recipe.reorder is not None and not recipe.levels
     again = execute(graph, inputs)
     np.testing.assert_array_equal(again[0], first[0])
     outcome = run_call(call)

@@ -24,7 +24,7 @@ import attrs
 import numpy as np
 
 from ..ir.values import TensorMeta
-from .plan import SlotRef, Step, slot_refs
+from .steps import SlotRef, Step, slot_refs
 
 _COUNTER = itertools.count()
 

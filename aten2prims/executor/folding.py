@@ -44,7 +44,7 @@ FOLD_ELEMENTS = 1 << 16
 # layer's `permute` gives (OpenBLAS, 8x256 @ 256x1024: 133 against 180-240 us), and large
 # batches as fast either way, where a second copy of a big weight would only cost memory.
 # Except float32 transposed matrices: the contraction kernel multiplies small batches by those
-# fastest of all, as (W @ x^T)^T with W row-major (85-110 us; contraction.SWAP_ROWS).
+# fastest of all, as (W @ x^T)^T with W row-major (85-110 us; ContractionTuning.swap_rows).
 SMALL_BYTES = 256 << 10
 REUSED_BYTES = 4 << 20
 

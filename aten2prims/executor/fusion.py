@@ -2,25 +2,23 @@
 (e.g. broadcast + mul + sum as one BLAS-backed contraction), so the group's internal values are
 never materialized. The graph itself is untouched: fusion is an executor decision.
 
-A rule is `rule(context, index) -> FusedGroup | None`, tried at every unclaimed node. A group
-may also claim nodes after `index` (e.g. an epilogue following a contraction); its step runs at
-its last node, the anchor. A group's only live result is its anchor node's results; every other
+A rule is `rule(context, index) -> FusedGroup | None`, tried at every unclaimed node; the plan
+(`plan.FUSION_RULES`) lists the rules in the order they are tried. A group may also claim nodes
+after `index` (e.g. an epilogue following a contraction); its step runs at its last node, the
+anchor. A group's only live result is its anchor node's results; every other
 node of the group must have all its users inside the group and must not be a graph output
 (`FusionContext.internal` checks this).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 
 from ..ir.graph import Graph, Node
 from ..ir.values import Value
-
-if TYPE_CHECKING:
-    from .plan import Slots, Step
 
 
 @attrs.define(slots=True)
@@ -61,20 +59,17 @@ class FusedGroup:
     node_indices: tuple[int, ...]
     operands: tuple[Any, ...]
     kernel: Callable[..., Any]
+    # The kernel returns one new array, never a view (buffer reuse, inplace.py, may write into it).
+    fresh_result: bool = False
 
 
 FusionRule = Callable[[FusionContext, int], "FusedGroup | None"]
-FUSION_RULES: list[FusionRule] = []
 
 
-def register_fusion(rule: FusionRule) -> FusionRule:
-    FUSION_RULES.append(rule)
-    return rule
-
-
-def fuse(graph: Graph, slots: Slots) -> list[Step]:
-    from .plan import Step, node_step
-
+def find_groups(graph: Graph, rules: Sequence[FusionRule]) -> dict[int, FusedGroup]:
+    """The fused groups of `graph`, by the index of the node their step runs at (the group's last
+    node). At every node not yet claimed, the rules are tried in order and the first group found
+    claims its nodes."""
     producer: dict[Value, int] = {}
     users: dict[Value, list[int]] = {}
     for index, node in enumerate(graph.nodes):
@@ -88,34 +83,15 @@ def fuse(graph: Graph, slots: Slots) -> list[Step]:
         graph, producer, users, frozenset(o.value for o in graph.outputs), set()
     )
     groups: dict[int, FusedGroup] = {}
-    if FUSION_RULES:
-        for index in range(len(graph.nodes)):
-            if index in context.claimed:
-                continue
-            for rule in FUSION_RULES:
-                group = rule(context, index)
-                if group is not None:
-                    context.claimed.update(group.node_indices)
-                    groups[group.node_indices[-1]] = group  # the step runs at the group's last node
-                    break
-    steps: list[Step] = []
-    for index, node in enumerate(graph.nodes):
-        group = groups.get(index)
-        if group is not None:
-            arguments = slots.arguments(group.operands)
-            out_slots = tuple(slots.assign(result) for result in node.results)
-            members = tuple(graph.nodes[i] for i in group.node_indices)
-            kind = "fresh" if getattr(group.kernel, "fresh_result", False) else "view"
-            steps.append(
-                Step(
-                    members,
-                    group.kernel,
-                    arguments,
-                    out_slots,
-                    tuple(r.meta for r in node.results),
-                    result_kind=kind,
-                )
-            )
-        elif index not in context.claimed:
-            steps.append(node_step(node, slots))
-    return steps
+    if not rules:
+        return groups
+    for index in range(len(graph.nodes)):
+        if index in context.claimed:
+            continue
+        for rule in rules:
+            group = rule(context, index)
+            if group is not None:
+                context.claimed.update(group.node_indices)
+                groups[group.node_indices[-1]] = group
+                break
+    return groups

@@ -34,7 +34,7 @@ import numpy as np
 from prims.indexing import checked_index
 
 from ..ir.values import Value
-from .fusion import FusedGroup, FusionContext, register_fusion
+from .fusion import FusedGroup, FusionContext
 
 # A take copies one run of the trailing axes per index entry; a run costs about this many
 # elements' worth of copying on top of its length (measured on float32 takes along the last axis
@@ -61,8 +61,6 @@ class OrthogonalGather:
     """For each position of the batch dims (none: one slice): the slice of `a` at the batch
     axes, taken by the indices' slices at that position, in the order of `takes`, into the
     result's slice at that position."""
-
-    fresh_result = True  # returns one new array (inplace.py may then reuse it)
 
     sizes: tuple[int, ...]  # a's shape
     identity: tuple[bool, ...]  # index k is known to be arange(sizes[k]) (never taken)
@@ -114,7 +112,7 @@ def _at(position: tuple[int, ...], entries: tuple[int | None, ...]) -> tuple[Any
     return tuple(slice(None) if entry is None else position[entry] for entry in entries)
 
 
-def _orthogonal_gather_rule(context: FusionContext, index: int) -> FusedGroup | None:
+def orthogonal_gather_rule(context: FusionContext, index: int) -> FusedGroup | None:
     node = context.node(index)
     if node.op != "prims.gather_nd" or len(node.args) != 2 or type(node.args[1]) is not tuple:
         return None
@@ -153,7 +151,7 @@ def _orthogonal_gather_rule(context: FusionContext, index: int) -> FusedGroup | 
     kernel = _kernel(tuple(a.shape), tuple(shape), spans, identity)
     if kernel is None:
         return None
-    return FusedGroup(tuple(sorted(members)), (a, *sources), kernel)
+    return FusedGroup(tuple(sorted(members)), (a, *sources), kernel, fresh_result=True)
 
 
 def _kernel(
@@ -252,6 +250,3 @@ def _is_ramp(context: FusionContext, value: Value, length: int) -> bool:
             data = graph_input.data
             return data.dtype.kind in "iu" and bool(np.array_equal(data, np.arange(length)))
     return False
-
-
-register_fusion(_orthogonal_gather_rule)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.values import TensorMeta
-from .plan import SlotRef, Step
+from .steps import SlotRef, Step
 
 
 class _Memory:

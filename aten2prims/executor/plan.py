@@ -1,11 +1,12 @@
-"""Execution plans: a prims graph compiled once into a flat list of steps (DESIGN §7).
+"""Execution plans: a prims graph compiled once into a flat list of steps (`steps.py`).
 
 Planning, in order:
 1. the graph passes (`aten2prims.passes.optimize`: canonicalization, CSE, DCE) on a copy;
 2. constant folding (`folding.py`): nodes computed from stored parameters, buffers and constants
    alone are run once, at plan time (a plan is therefore specific to the set of data-carrying
    inputs the caller overrides);
-3. fusion (`fusion.py`): groups of nodes run as one kernel call (contractions,
+3. fusion (`fusion.py`): groups of nodes run as one kernel call, found by the rules of
+   `FUSION_RULES` in order (contractions, `contraction_fusion.py` on the engine of
    `contraction.py`; gathers along independent axes, `gather.py`);
 4. specialization (`specialize.py`): a kernel chosen for the node's static types where the
    generic one would re-derive at every call what the plan already knows, and broadcasts read
@@ -15,14 +16,11 @@ Planning, in order:
 7. code generation (`codegen.py`): the steps as one straight-line Python function.
 
 `reference.py` runs a graph node by node with none of this: the oracle the tests compare with.
-
-A step calls one kernel with positional `arguments`: `SlotRef`s (values fetched from numbered
-slots at run time), tuples of them, or literals.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -34,44 +32,17 @@ from ..errors import ExecutionError
 from ..ir.building import collector_paused
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.values import Value
+from .codegen import compile_steps
+from .contraction_fusion import ContractionFusion
+from .folding import fold_constants
+from .fusion import FusedGroup, FusionRule, find_groups
+from .gather import orthogonal_gather_rule
+from .inplace import reuse_dying_operands
+from .specialize import relax_broadcasts, specialized
+from .steps import Slots, Step
 
-
-class SlotRef(int):
-    """A slot number inside a step's arguments (tells slots from literal ints)."""
-
-
-@attrs.define(slots=True)
-class Step:
-    """One kernel call: `kernel(*arguments)` with every SlotRef replaced by its slot's value
-    (plus `rng=` for random prims); its results go to `out_slots`."""
-
-    nodes: tuple[Node, ...]
-    kernel: Callable[..., Any]
-    arguments: tuple[Any, ...]
-    out_slots: tuple[int, ...]
-    # The metas the step's outputs must have (checked when execute(check=True)).
-    out_metas: tuple[Any, ...] = ()
-    free_after: tuple[int, ...] = ()
-    random: bool = False
-    # A broadcast left to NumPy's broadcasting (specialize.py) holds its operand with size-1
-    # dims inserted rather than the full shape: that shape, checked instead of the meta's.
-    relaxed_shape: tuple[int, ...] | None = None
-    # What the results are memory-wise: specialize.Result's value ("fresh", "review", "view").
-    result_kind: str = "view"
-    # The kernel is a plain elementwise NumPy function of its arguments (specialize.py).
-    elementwise: bool = False
-    # The position of an argument whose array dies here and takes the result (`out=`,
-    # inplace.py), or None.
-    out_argument: int | None = None
-
-    @property
-    def node(self) -> Node:
-        """The node that names this step in errors (the last one of a fused group)."""
-        return self.nodes[-1]
-
-    def reads(self) -> list[int]:
-        """The slots this step reads, in argument order (with repeats)."""
-        return [int(slot) for slot in slot_refs(self.arguments)]
+# The fusion rules, in the order they are tried at each node (the first group found wins).
+FUSION_RULES: Sequence[FusionRule] = (ContractionFusion(), orthogonal_gather_rule)
 
 
 @attrs.define(slots=True)
@@ -99,29 +70,8 @@ class Plan:
     stored_ids: frozenset[int] = frozenset()
 
 
-class Slots:
-    """Slot numbers of values."""
-
-    def __init__(self) -> None:
-        self.slot_of: dict[Value, int] = {}
-
-    def assign(self, value: Value) -> int:
-        slot = len(self.slot_of)
-        self.slot_of[value] = slot
-        return slot
-
-    def __getitem__(self, value: Value) -> int:
-        return self.slot_of[value]
-
-    def arguments(self, operands: Sequence[Any]) -> tuple[Any, ...]:
-        """Operands (values, tuples of them, literals) with every value replaced by its SlotRef."""
-        return tuple(_slot_structure(operand, self) for operand in operands)
-
-
 def node_step(node: Node, slots: Slots) -> Step:
     """A step that runs one prim node's kernel (specialized where specialize.py knows how)."""
-    from .specialize import specialized
-
     if node.namespace != "prims":
         raise ExecutionError(f"{node.op} is not a prim; lower the graph before executing it")
     definition = lookup(node.op)
@@ -143,32 +93,6 @@ def node_step(node: Node, slots: Slots) -> Step:
                 elementwise=elementwise)  # fmt: skip
 
 
-def _slot_structure(operand: Any, slots: Slots) -> Any:
-    if type(operand) is Value:
-        return SlotRef(slots[operand])
-    if type(operand) is tuple:
-        return tuple(_slot_structure(item, slots) for item in operand)
-    return operand
-
-
-def slot_refs(structure: Any) -> Iterator[SlotRef]:
-    """The SlotRefs inside a step argument (nested tuples included), in order."""
-    if type(structure) is SlotRef:
-        yield structure
-    elif type(structure) is tuple:
-        for item in structure:
-            yield from slot_refs(item)
-
-
-def resolve(structure: Any, values: Sequence[Any]) -> Any:
-    """An argument structure with its SlotRefs replaced by the slots' values."""
-    if type(structure) is SlotRef:
-        return values[structure]
-    if type(structure) is tuple:
-        return tuple(resolve(item, values) for item in structure)
-    return structure
-
-
 def build_plan(graph: Graph, overridden: frozenset[str] = frozenset()) -> Plan:
     """The plan of a prims graph for callers overriding the stored data of the inputs named in
     `overridden` (every other input with data is read from the graph)."""
@@ -177,12 +101,8 @@ def build_plan(graph: Graph, overridden: frozenset[str] = frozenset()) -> Plan:
 
 
 def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
+    # Lazy: the passes package also holds the lowering, which loads every decomposition rule.
     from ..passes import optimize
-    from .codegen import compile_steps
-    from .folding import fold_constants
-    from .fusion import fuse
-    from .inplace import reuse_dying_operands
-    from .specialize import relax_broadcasts
 
     optimized = optimize(graph)
     folded, constants = fold_constants(optimized, overridden)
@@ -190,7 +110,7 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     input_slots = {
         graph_input.name: slots.assign(graph_input.value) for graph_input in folded.inputs
     }
-    steps = fuse(folded, slots)
+    steps = _steps(folded, slots, find_groups(folded, FUSION_RULES))
     output_slots = tuple(slots[o.value] for o in folded.outputs)
     meta_of = {slot: value.meta for value, slot in slots.slot_of.items()}
     relax_broadcasts(steps, output_slots, meta_of)
@@ -215,6 +135,28 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
         resident_bytes=constants.resident_bytes,
         stored_ids=frozenset(id(value) for value in initial if value is not None),
     )
+
+
+def _steps(graph: Graph, slots: Slots, groups: dict[int, FusedGroup]) -> list[Step]:
+    """One step per fused group (at the group's last node) and per node outside every group."""
+    claimed = {index for group in groups.values() for index in group.node_indices}
+    steps: list[Step] = []
+    for index, node in enumerate(graph.nodes):
+        group = groups.get(index)
+        if group is not None:
+            steps.append(
+                Step(
+                    tuple(graph.nodes[i] for i in group.node_indices),
+                    group.kernel,
+                    slots.arguments(group.operands),
+                    tuple(slots.assign(result) for result in node.results),
+                    tuple(r.meta for r in node.results),
+                    result_kind="fresh" if group.fresh_result else "view",
+                )
+            )
+        elif index not in claimed:
+            steps.append(node_step(node, slots))
+    return steps
 
 
 def _assign_last_uses(steps: list[Step], output_slots: tuple[int, ...]) -> None:

@@ -1,4 +1,4 @@
-"""`execute(graph, inputs)`: run a prims graph on NumPy (DESIGN §7).
+"""`execute(graph, inputs)`: run a prims graph on NumPy.
 
 Inputs are validated up front (names, shapes, dtypes); the plan is built once per graph and per
 set of overridden stored inputs, and cached; each intermediate is released after its last use;
@@ -19,7 +19,8 @@ from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, InputKind, OutputKind
 from ..ir.printer import format_provenance
 from ..ir.values import ScalarMeta, TensorMeta
-from .plan import Plan, Step, build_plan, resolve
+from .plan import Plan, build_plan
+from .steps import Step, resolve
 
 
 @attrs.define(slots=True)
@@ -60,6 +61,7 @@ def _planned(graph: Graph) -> tuple[_Planned, Graph]:
     if planned is None or planned.fingerprint != print_:
         lowered = None
         if any(node.namespace != "prims" for node in graph.nodes):
+            # Lazy: the lowering and its decomposition rules load only for graphs holding aten ops.
             from ..passes.lower import lower
 
             lowered = lower(graph)

@@ -38,7 +38,7 @@ from prims.registry import PRIMS, lookup
 from ..ir.graph import Node
 from ..ir.values import TensorMeta, Value
 from .direct_kernels import direct_kernel
-from .plan import SlotRef, Step
+from .steps import SlotRef, Step
 
 
 class Result(enum.Enum):

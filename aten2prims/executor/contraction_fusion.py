@@ -1,0 +1,286 @@
+"""The contraction fusion: `sum(mul(A, B), dims)` whose product is used by nothing else runs as
+one call of the contraction engine (`contraction.py`: BLAS-backed matrix products), so the joint
+product is never materialized.
+
+The pattern is the one every contraction lowers to, whoever wrote the graph:
+
+    A = broadcast_in_dim(a, joint, dims_a)      # optional, fused when only the mul reads it
+    B = broadcast_in_dim(b, joint, dims_b)      # optional, likewise
+    P = mul(A, B)                               # read only by the sum
+    S = sum(P, reduced)                         # the anchor
+
+Every joint dimension becomes a label of the engine; an operand's dims carry the joint dims they
+are broadcast to (size-1 dims index nothing).
+
+An epilogue may follow the sum in the same group: reshapes of the result and in-place add/mul
+with a same-shape or 0-dim tensor or a number (a bias, a scale). It runs on each finished output
+chunk while that is in cache, and the group returns one array of its own, never a view.
+
+Not fused (the nodes run as they are): float16/bfloat16 products (prims.mul rounds each product
+to the narrow type, which BLAS cannot reproduce; decompositions convert to float32 first), sums
+with an `output_dtype` other than the product's, sums that reduce nothing, and products with
+number or 0-dim operands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from prims.common import number_as
+from prims.registry import lookup
+
+from ..ir.dtypes import DType
+from ..ir.values import Value
+from .contraction import DEFAULT_TUNING, ContractionRecipe, ContractionTuning, plan_contraction
+from .fusion import FusedGroup, FusionContext
+
+# Reshapes (prims registered with `reshape=True`: the contiguous result of the contraction in
+# another shape, row-major order kept), and elementwise prims applied in place on it, may follow
+# the sum in the fused group (an epilogue: a convolution's or a linear layer's bias, addmm's
+# alpha). The group then ends at the last of them (its step runs there) and its kernel returns
+# one fresh array, never a view.
+_IN_PLACE: dict[str, np.ufunc] = {"prims.add": np.add, "prims.mul": np.multiply}
+
+
+def _is_reshape(op: str) -> bool:
+    definition = lookup(op)
+    return definition is not None and definition.reshape
+
+
+@attrs.frozen
+class _OperandSpec:
+    """A mul operand as the kernel receives it: the array is reshaped to `shape` (its size-1
+    dims dropped), whose dims carry `labels` (joint dims)."""
+
+    shape: tuple[int, ...]
+    labels: tuple[int, ...]
+
+
+@attrs.frozen
+class _Epilogue:
+    """One step after the sum: a reshape to `shape` (`ufunc` None), or `ufunc(result, other)` in
+    place, `other` being the kernel's extra operand number `operand` or the number `number`."""
+
+    shape: tuple[int, ...]
+    ufunc: np.ufunc | None = None
+    operand: int | None = None
+    number: Any = None
+
+
+@attrs.frozen
+class ContractionKernel:
+    """The fused kernel of one broadcast/mul/sum group and its epilogue: the engine's contraction
+    of the mul's operands into a fresh array of the group's result shape, then the epilogue in
+    place."""
+
+    operands: tuple[_OperandSpec, _OperandSpec]
+    out_labels: tuple[int, ...]
+    sizes: tuple[int, ...]
+    epilogue: tuple[_Epilogue, ...] = ()
+    tuning: ContractionTuning = DEFAULT_TUNING
+    # The calls planned so far, by operand layout (strides, dtype): filled by the calls themselves.
+    _calls: dict[tuple[Any, ...], _PlannedCall] = attrs.field(factory=dict, eq=False, repr=False)
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, *others: np.ndarray) -> np.ndarray:
+        key = (a.strides, b.strides, a.dtype)
+        call = self._calls.get(key)
+        if call is None:
+            call = self._calls[key] = _PlannedCall(self, a, b)
+        return call(a, b, others)
+
+    def recipes(self) -> list[ContractionRecipe]:
+        """The recipes planned by the calls so far (one per operand layout)."""
+        return [call.recipe for call in self._calls.values()]
+
+
+class _PlannedCall:
+    """A ContractionKernel call on operands of one layout: the engine's recipe run into a fresh
+    result, then the epilogue: on each output chunk when the recipe is chunked, else once on the
+    whole result."""
+
+    __slots__ = ("a_shape", "b_shape", "out_shape", "recipe", "result_shape", "steps")
+
+    def __init__(self, kernel: ContractionKernel, a: np.ndarray, b: np.ndarray) -> None:
+        (sa, sb) = kernel.operands
+        self.a_shape = sa.shape
+        self.b_shape = sb.shape
+        self.out_shape = tuple(kernel.sizes[label] for label in kernel.out_labels)
+        self.result_shape = kernel.epilogue[-1].shape if kernel.epilogue else self.out_shape
+        dtype = DType.from_numpy(a.dtype)
+        # (ufunc, extra operand index or None, the number (of the result's dtype) when it is None)
+        self.steps: tuple[tuple[np.ufunc, int | None, Any], ...] = tuple(
+            (
+                step.ufunc,
+                step.operand,
+                number_as(step.number, dtype) if step.operand is None else None,
+            )
+            for step in kernel.epilogue
+            if step.ufunc is not None
+        )
+        self.recipe = plan_contraction(a.reshape(sa.shape), sa.labels, b.reshape(sb.shape), sb.labels,
+                                       kernel.out_labels, kernel.sizes, with_epilogue=bool(self.steps),
+                                       tuning=kernel.tuning)  # fmt: skip
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, others: tuple[np.ndarray, ...]) -> np.ndarray:
+        result = np.empty(self.result_shape, a.dtype)
+        # The epilogue runs on the contraction's own shape: reshapes keep row-major order, so
+        # each in-place operand is reshaped (a view, for broadcast biases too) to that shape.
+        out = result.reshape(self.out_shape)
+        a = a.reshape(self.a_shape)
+        b = b.reshape(self.b_shape)
+        if self.steps and self.recipe.levels:
+            self.recipe.run(a, b, out, self._chunk_epilogue(out, others))
+            return result
+        self.recipe.run(a, b, out)
+        for ufunc, operand, number in self.steps:
+            if operand is None:
+                ufunc(out, number, out=out)
+            else:
+                other = others[operand]
+                ufunc(out, other if other.ndim == 0 else other.reshape(self.out_shape), out=out)
+        return result
+
+    def _chunk_epilogue(
+        self, out: np.ndarray, others: tuple[np.ndarray, ...]
+    ) -> Callable[[tuple[slice, ...]], None]:
+        steps: list[tuple[np.ufunc, Any]] = []
+        for ufunc, operand, number in self.steps:
+            other = number if operand is None else others[operand]
+            if other.ndim:
+                other = other.reshape(self.out_shape)
+            steps.append((ufunc, other))
+
+        def epilogue(index: tuple[slice, ...]) -> None:
+            part = out[index] if index else out  # (a 0-dim array indexed by () is a copy)
+            with np.errstate(all="ignore"):
+                for ufunc, other in steps:
+                    ufunc(part, other[index] if other.ndim else other, out=part)
+
+        return epilogue
+
+
+def _operand_spec(source: Value, joint: tuple[int, ...], dims: Sequence[int]) -> _OperandSpec:
+    """`source` seen in the joint shape, its dim i at joint dim dims[i]; size-1 dims index nothing."""
+    kept = [(size, joint_dim) for size, joint_dim in zip(source.shape, dims) if size != 1]
+    return _OperandSpec(tuple(size for size, _ in kept), tuple(joint_dim for _, joint_dim in kept))
+
+
+@attrs.frozen
+class ContractionFusion:
+    """The fusion rule: the broadcast/mul/sum group anchored at a `prims.sum` node, with its
+    epilogue, as one ContractionKernel with this tuning of the engine."""
+
+    tuning: ContractionTuning = DEFAULT_TUNING
+
+    def __call__(self, context: FusionContext, index: int) -> FusedGroup | None:
+        if context.node(index).op != "prims.sum":
+            return None
+        return _group(context, index, _chain_after(context, index), self.tuning)
+
+
+def _group(
+    context: FusionContext, sum_index: int, chain: list[int], tuning: ContractionTuning
+) -> FusedGroup | None:
+    """The broadcast/mul/sum group anchored at node `sum_index`, with the epilogue `chain`."""
+    node = context.node(sum_index)
+    if len(node.args) != 1:
+        return None
+    found = context.defining_node(node.args[0])
+    if found is None or found[1].op != "prims.mul":
+        return None
+    mul_index, mul = found
+    product = mul.results[0]
+    joint = product.shape
+    if product.dtype.is_low_precision or node.kwargs.get("output_dtype") not in (
+        None,
+        product.dtype,
+    ):
+        return None
+    dims = node.kwargs.get("dims")
+    reduced = set(range(len(joint))) if dims is None else {d for d in dims if d < len(joint)}
+    if not reduced:
+        return None
+    members = {mul_index, sum_index}
+    if not context.internal(mul_index, members):
+        return None
+    sources: list[Value] = []
+    specs: list[_OperandSpec] = []
+    for operand in mul.args:
+        if type(operand) is not Value or not operand.is_tensor or operand.ndim != len(joint):
+            return None
+        source, spec = operand, _operand_spec(operand, joint, range(len(joint)))
+        producer = context.defining_node(operand)
+        if producer is not None and producer[1].op == "prims.broadcast_in_dim":
+            broadcast_index, broadcast = producer
+            inner = broadcast.args[0]
+            if type(inner) is Value and context.internal(
+                broadcast_index, members | {broadcast_index}
+            ):
+                members.add(broadcast_index)
+                source = inner
+                spec = _operand_spec(inner, joint, broadcast.kwargs["broadcast_dimensions"])
+        sources.append(source)
+        specs.append(spec)
+    out_labels = tuple(d for d in range(len(joint)) if d not in reduced)
+    epilogue: list[_Epilogue] = []
+    previous = node.results[0]
+    for position in chain:
+        step = context.node(position)
+        shape = step.results[0].shape
+        if _is_reshape(step.op):
+            epilogue.append(_Epilogue(shape))
+        else:
+            other = next(a for a in step.args if a is not previous)
+            if type(other) is Value:
+                epilogue.append(_Epilogue(shape, _IN_PLACE[step.op], operand=len(sources) - 2))
+                sources.append(other)
+            else:
+                epilogue.append(_Epilogue(shape, _IN_PLACE[step.op], number=other))
+        previous = step.results[0]
+    members.update(chain)
+    kernel = ContractionKernel(
+        (specs[0], specs[1]), out_labels, tuple(joint), tuple(epilogue), tuning
+    )
+    return FusedGroup(tuple(sorted(members)), tuple(sources), kernel, fresh_result=True)
+
+
+def _next_in_chain(context: FusionContext, index: int) -> int | None:
+    """The epilogue node after node `index`: the only reader of its result, when that reader is a
+    reshape of it, or an add/mul of it with a number or a same-shape (or 0-dim) tensor that can
+    run in place."""
+    result = context.node(index).results[0]
+    readers = context.users.get(result, [])
+    if result in context.outputs or len(readers) != 1 or readers[0] in context.claimed:
+        return None
+    reader = context.node(readers[0])
+    if _is_reshape(reader.op):
+        return readers[0]
+    if reader.op not in _IN_PLACE or result.dtype.is_complex or result.dtype.is_low_precision:
+        return None  # complex add/mul have their own semantics (prims/elementwise.py)
+    others = [a for a in reader.args if a is not result]
+    if len(reader.args) != 2 or len(others) != 1 or reader.results[0].shape != result.shape:
+        return None
+    other = others[0]
+    if type(other) is Value:
+        if (
+            not other.is_tensor
+            or other.dtype is not result.dtype
+            or other.shape not in (result.shape, ())
+        ):
+            return None
+    elif type(other) not in (bool, int, float):
+        return None
+    return readers[0]
+
+
+def _chain_after(context: FusionContext, sum_index: int) -> list[int]:
+    chain: list[int] = []
+    current = _next_in_chain(context, sum_index)
+    while current is not None:
+        chain.append(current)
+        current = _next_in_chain(context, current)
+    return chain
