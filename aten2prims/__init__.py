@@ -55,6 +55,7 @@ def lower(graph: Graph, *, strict: bool = True) -> Graph:
 
     Raises UnsupportedOpError naming every op that has no rule (with counts), unless
     `strict=False`, which leaves those nodes in place. The input graph is never modified."""
+    # Lazy: every submodule import runs this package first, and the layers above ir import it.
     from .passes.lower import lower as _lower
 
     return _lower(graph, strict=strict)
@@ -65,6 +66,7 @@ def execute(graph: Graph, inputs=(), *, seed: int | None = None, check: bool = F
     holds aten nodes). `inputs` maps input names to arrays or lists the user inputs in order;
     parameters, buffers and constants with stored data are filled in. `seed` makes random ops
     reproducible; `check=True` verifies every intermediate's shape and dtype against its meta."""
+    # Lazy: every submodule import runs this package first, and the layers above ir import it.
     from .executor import execute as _execute
 
     return _execute(graph, inputs, seed=seed, check=check)
@@ -74,6 +76,7 @@ def load(path: str | PathLike[str]) -> Graph:
     """The graph in a `.pt2` archive written by `torch.export.save` (read without torch and
     without unpickling; parameters, buffers and constants come as GraphInput.data) or in a text
     IR file. Raises LoadError naming the file and the archive entry at fault."""
+    # Lazy: every submodule import runs this package first, and the layers above ir import it.
     from .frontends import load as load_file
 
     return load_file(os.fspath(path))
@@ -83,6 +86,7 @@ def from_fx(obj: object, *, name: str = "graph") -> Graph:
     """The graph of a `torch.export.ExportedProgram` or a `torch.fx.GraphModule` of Core ATen
     ops, identical to what `load` gives for the program saved with `torch.export.save`
     (imports torch)."""
+    # Lazy: the fx importer loads torch.
     from .frontends.fx import from_fx as import_fx
 
     return import_fx(obj, name=name)

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import decompositions
+from prims.registry import PRIMS
+from prims.torch_prims import TORCH_PRIMS
+
+from .schema.core_aten import CORE_ATEN_OPS
+from .schema.registry import EXTRA_COMPUTING_OPS
+
 
 def coverage_json() -> dict[str, Any]:
-    import decompositions
-    from prims.registry import PRIMS
-    from prims.torch_prims import TORCH_PRIMS
-
-    from .schema.core_aten import CORE_ATEN_OPS
-
     rules = decompositions.RULES
     names = sorted(set(TORCH_PRIMS) | set(PRIMS))
     return {
@@ -29,11 +30,6 @@ def coverage_json() -> dict[str, Any]:
 
 
 def coverage_text() -> str:
-    from prims.registry import PRIMS
-    from prims.torch_prims import TORCH_PRIMS
-
-    from .schema.core_aten import CORE_ATEN_OPS
-
     data = coverage_json()
     prims = data["prims"]
     extensions = sorted(f"prims.{name}" for name, d in PRIMS.items() if d.extension)
@@ -63,10 +59,6 @@ def coverage_text() -> str:
         lines.append(f"  family {family}: {done} / {len(ops)}")
         for op in ops:
             lines.append(f"    {op:52s} {'decomposed' if aten[op]['decomposed'] else '-'}")
-    import decompositions
-
-    from .schema.registry import EXTRA_COMPUTING_OPS
-
     lines += [
         "",
         "Also lowered: non-core overloads torch.export keeps in graphs (tests/test_extra_overloads.py)",
