@@ -45,6 +45,7 @@ __all__ = [
     "load",
     "lower",
     "parse",
+    "to_fx",
 ]
 __version__ = "0.1.0"
 
@@ -85,3 +86,11 @@ def from_fx(obj: object, *, name: str = "graph") -> Graph:
     from .frontends.fx import from_fx as import_fx
 
     return import_fx(obj, name=name)
+
+
+def to_fx(graph: Graph) -> object:
+    """A `torch.fx.GraphModule` whose nodes call `torch.ops.prims` (and `torch.ops.aten2prims` for
+    the four extension prims) computing a lowered graph in torch (imports torch)."""
+    from .backends.to_fx import to_fx as export_fx
+
+    return export_fx(graph)
