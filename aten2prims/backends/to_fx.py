@@ -94,6 +94,14 @@ def _emit(fx_graph: Any, node: Node, target: Any, args: list[Any], kwargs: dict[
     if name == "collapse_view":
         # torch refuses a collapse its strides cannot view; ours copies then (docs/prims.md).
         return fx_graph.call_function(torch.ops.prims.collapse.default, tuple(args), kwargs)
+    if name == "scalar_tensor":
+        # torch's prim cannot run without a dtype and a device; ours takes the dtype its meta
+        # gives a Python scalar (docs/prims.md).
+        kwargs = {
+            **kwargs,
+            "dtype": torch_dtype(node.results[0].dtype),
+            "device": kwargs.get("device") or torch.device("cpu"),
+        }
     if name in REDUCTIONS:
         return _emit_reduction(fx_graph, node, target, args, kwargs)
     if name in ("as_strided", "as_strided_scatter", "view_of_dtype"):
@@ -155,6 +163,7 @@ ADAPTERS: dict[str, str] = {
     "as_strided": "operand made contiguous first: ours addresses its row-major elements, torch its storage",
     "as_strided_scatter": "as as_strided",
     "view_of_dtype": "operand made contiguous first: torch refuses a non-contiguous last dim, ours copies",
+    "scalar_tensor": "dtype and device always passed (torch's prim cannot run without them)",
     "sum, prod, amax, amin": "output_dtype becomes a convert_element_type before (torch's eager prims crash on it); dims=None becomes every dim (torch's meta crashes); dims=[] becomes a clone (torch's eager kernels reduce everything); integer results are cast back to the declared dtype (torch's eager kernels return int64)",
     "xor_sum": "a fold of prims.bitwise_xor over torch.unbind (torch has no eager xor_sum)",
 }
