@@ -40,6 +40,7 @@ __all__ = [
     "UnsupportedOpError",
     "Value",
     "VerificationError",
+    "bisect",
     "execute",
     "from_fx",
     "load",
@@ -94,3 +95,11 @@ def to_fx(graph: Graph) -> object:
     from .backends.to_fx import to_fx as export_fx
 
     return export_fx(graph)
+
+
+def bisect(graph: Graph, inputs=(), rules=None, *, seed: int = 0) -> object:
+    """Run an aten graph in torch node by node and check each aten node's prims expansion on the
+    inputs torch used for it; the report names the first node that diverges (imports torch)."""
+    from .testing.bisect import bisect as run_bisect
+
+    return run_bisect(graph, inputs, rules, seed=seed)
