@@ -13,7 +13,7 @@ import torch
 
 import aten2prims
 from aten2prims.backends import extension_ops
-from aten2prims.backends.to_fx import ToFxError
+from aten2prims.backends.to_fx import ToFxError, to_fx
 from aten2prims.frontends.torch_interop import to_numpy, to_torch
 from aten2prims.ir.graph import InputKind
 from aten2prims.testing import runner
@@ -207,3 +207,100 @@ def test_extension_ops_refuse_out_of_range_indices_as_ours_do() -> None:
         torch.ops.aten2prims.gather_nd(torch.zeros(3, 4), [torch.tensor([0]), torch.tensor([4])])
     with pytest.raises(ValueError, match="declares 2 nonzero elements, the data hold 1"):
         torch.ops.aten2prims.nonzero(torch.tensor([0.0, 1.0]), 2)
+
+
+# -- where torch's prims differ from ours ---------------------------------------------------------
+
+# Each graph states a prim as our opset defines it. With the adapters (the default) to_fx computes
+# what our executor computes; calling torch's prim exactly as stated does not (strict xfail, the
+# reason naming torch's behaviour), so a torch that changes shows up here.
+DIFFERENCES = {
+    "collapse_view of a transposed tensor": (
+        """graph g(%x: f32[3, 4]) -> (f32[12]):
+  %t: f32[4, 3] = prims.transpose(%x, permutation=[1, 0])
+  %c: f32[12] = prims.collapse_view(%t, start=0, end=1)
+  return (%c)""",
+        "torch's collapse_view raises 'Attempting to view a collapsed tensor, but no such view "
+        "exists!' when strides do not nest; ours copies (a stride-free graph cannot see strides)",
+    ),
+    "as_strided of a transposed tensor": (
+        """graph g(%x: f32[3, 4]) -> (f32[2, 2]):
+  %t: f32[4, 3] = prims.transpose(%x, permutation=[1, 0])
+  %s: f32[2, 2] = prims.as_strided(%t, size=[2, 2], stride=[3, 1], storage_offset=1)
+  return (%s)""",
+        "torch's as_strided addresses the operand's storage (the untransposed x); ours addresses "
+        "the operand's own row-major elements",
+    ),
+    "sum over no dims": (
+        """graph g(%x: f32[3, 4]) -> (f32[3, 4]):
+  %s: f32[3, 4] = prims.sum(%x, dims=[], output_dtype=None)
+  return (%s)""",
+        "torch's eager prims.sum with dims=[] reduces every dim (its meta reduces none, as ours)",
+    ),
+    "sum over every dim as dims=None": (
+        """graph g(%x: f32[3, 4]) -> (f32[]):
+  %s: f32[] = prims.sum(%x, dims=None, output_dtype=None)
+  return (%s)""",
+        "torch's prims.sum meta crashes on dims=None (iterating None); ours reduces every dim",
+    ),
+    "int8 sum keeps int8": (
+        """graph g(%x: i8[3, 4]) -> (i8[3]):
+  %s: i8[3] = prims.sum(%x, dims=[1], output_dtype=None)
+  return (%s)""",
+        "torch's eager prims.sum of an integer tensor returns int64 (its meta says int8, as ours)",
+    ),
+    "sum with output_dtype": (
+        """graph g(%x: f16[3, 4]) -> (f32[3]):
+  %s: f32[3] = prims.sum(%x, dims=[1], output_dtype=f32)
+  return (%s)""",
+        "torch's eager prims.sum fails when given output_dtype; ours converts, then reduces",
+    ),
+    "xor_sum": (
+        """graph g(%x: i32[3, 4]) -> (i32[3]):
+  %s: i32[3] = prims.xor_sum(%x, dims=[1], output_dtype=None)
+  return (%s)""",
+        "torch's prims.xor_sum has no eager kernel (inductor only)",
+    ),
+    "scalar_tensor without dtype": (
+        """graph g(%x: f32[]) -> (f32[]):
+  %s: f32[] = prims.scalar_tensor(s=2.5, dtype=None, device=None)
+  %r: f32[] = prims.add(%x, %s)
+  return (%r)""",
+        "torch's prims.scalar_tensor meta requires a device argument and its kernel a dtype; ours "
+        "takes the dtype torch's meta gives a Python float",
+    ),
+}
+
+
+def _difference_inputs(graph: aten2prims.Graph) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {
+        i.name: (rng.standard_normal(i.value.shape) * 50).astype(i.value.dtype.numpy)
+        for i in graph.user_inputs
+    }
+
+
+def _differs(case: str, adapt: bool) -> None:
+    graph = aten2prims.parse(DIFFERENCES[case][0])
+    inputs = _difference_inputs(graph)
+    ours = aten2prims.execute(graph, inputs)
+    theirs = _run(to_fx(graph, adapt=adapt), graph, inputs)
+    for our, their in zip(ours, theirs):
+        verdict = compare(their, np.asarray(our), what=case, against="our executor")
+        assert verdict, verdict.message
+
+
+@pytest.mark.parametrize("case", list(DIFFERENCES))
+def test_adapters_make_torch_compute_our_prims(case: str) -> None:
+    _differs(case, adapt=True)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=reason))
+        for case, (_, reason) in DIFFERENCES.items()
+    ],
+)
+def test_torch_prims_called_as_stated(case: str) -> None:
+    _differs(case, adapt=False)

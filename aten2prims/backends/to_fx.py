@@ -169,9 +169,11 @@ ADAPTERS: dict[str, str] = {
 }
 
 
-def to_fx(graph: Graph) -> Any:
+def to_fx(graph: Graph, *, adapt: bool = True) -> Any:
     """A `torch.fx.GraphModule` computing `graph` (prims only) with `torch.ops.prims`; it takes the
-    graph's placeholder inputs (see the module docstring) and returns its user outputs as a tuple."""
+    graph's placeholder inputs (see the module docstring) and returns its user outputs as a tuple.
+    `adapt=False` calls every prim exactly as the node states it, without the ADAPTERS (the tests
+    use it to show where torch's prims differ from ours)."""
     import torch
     import torch.fx
 
@@ -224,7 +226,10 @@ def to_fx(graph: Graph) -> Any:
                 kwargs[argument.name] = value
             else:
                 args.append(value)
-        call = _emit(fx_graph, node, target, args, kwargs)
+        if adapt:
+            call = _emit(fx_graph, node, target, args, kwargs)
+        else:
+            call = fx_graph.call_function(target, tuple(args), kwargs)
         call.name = _identifier(node.results[0].name if node.results else node.op, taken)
         if len(node.results) == 1:
             env[node.results[0]] = call
