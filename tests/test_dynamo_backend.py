@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -197,3 +198,59 @@ def test_compiled_graph_lowers_every_node_to_prims() -> None:
 def test_dynamic_shapes() -> None:
     compiled = torch.compile(nn.Linear(4, 3), backend=aten2prims_backend, dynamic=True)
     compiled(torch.randn(2, 4))
+
+
+# -- the model zoo (examples/models.py) -------------------------------------------------------------
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from models import MODELS, build  # noqa: E402
+
+FASTPATH = (
+    "under torch.no_grad an eval-mode nn.TransformerEncoderLayer takes torch's fused fast path: "
+    "dynamo records aten._transformer_encoder_layer_fwd, which core_aten_decompositions() does not "
+    "decompose and from_fx refuses as an op outside the Core ATen overloads we know"
+)
+
+
+def _zoo_cases() -> list[Any]:
+    cases = []
+    for name in MODELS:
+        for executor in EXECUTORS:
+            marks = []
+            if name == "transformer":
+                marks.append(
+                    pytest.mark.xfail(
+                        strict=True, raises=torch._dynamo.exc.BackendCompilerFailed, reason=FASTPATH
+                    )
+                )
+            cases.append(pytest.param(name, executor, id=f"{name}-{executor}", marks=marks))
+    return cases
+
+
+def _leaves(result: Any) -> list[torch.Tensor]:
+    return list(result) if isinstance(result, tuple | list) else [result]
+
+
+@pytest.mark.parametrize(("name", "executor"), _zoo_cases())
+def test_zoo_inference_under_no_grad(name: str, executor: str) -> None:
+    torch._dynamo.reset()
+    model, inputs = build(name)
+    compiled = torch.compile(
+        model, backend=aten2prims_backend, dynamic=False, options={"executor": executor}
+    )
+    with torch.no_grad():
+        ours, eager = _leaves(compiled(*inputs)), _leaves(model(*inputs))
+    assert len(ours) == len(eager)
+    for index, (our, their) in enumerate(zip(ours, eager)):
+        _assert_close(our, their, f"{name} output {index}")
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_zoo_transformer_with_grad_enabled(executor: str) -> None:
+    """With gradients enabled the encoder takes its ordinary path, which lowers."""
+    torch._dynamo.reset()
+    model, inputs = build("transformer")
+    compiled = torch.compile(
+        model, backend=aten2prims_backend, dynamic=False, options={"executor": executor}
+    )
+    _assert_close(compiled(*inputs), model(*inputs), "transformer output")

@@ -231,6 +231,14 @@ DIFFERENCES = {
         "torch's as_strided addresses the operand's storage (the untransposed x); ours addresses "
         "the operand's own row-major elements",
     ),
+    "view_of_dtype of a transposed tensor": (
+        """graph g(%x: f32[3, 4]) -> (f16[4, 6]):
+  %t: f32[4, 3] = prims.transpose(%x, permutation=[1, 0])
+  %v: f16[4, 6] = prims.view_of_dtype(%t, dtype=f16)
+  return (%v)""",
+        "torch's view_of_dtype to a dtype of another size refuses an operand whose last dim is "
+        "not contiguous; ours copies it first",
+    ),
     "sum over no dims": (
         """graph g(%x: f32[3, 4]) -> (f32[3, 4]):
   %s: f32[3, 4] = prims.sum(%x, dims=[], output_dtype=None)
