@@ -68,15 +68,14 @@ MASKED_BACKWARD_OPS: dict[str, tuple[str, ...]] = {
 def _request_every_gradient(gm: Any) -> None:
     """Turn the undefined results of masked backward ops into computed, unused ones (their mask
     entries set to True, their metas filled in), so the importer sees only tensors. The extra
-    results are dead and vanish when the executor plans."""
+    results are dead and vanish when the executor plans. Edits `gm` (a copy) in place."""
     import torch
 
     for node in gm.graph.nodes:
         if node.op != "call_function" or not hasattr(node.target, "_schema"):
             continue
-        sources = MASKED_BACKWARD_OPS.get(
-            node.target._schema.name.split("::")[-1] + "." + (node.target._overloadname)
-        )
+        op_name = node.target._schema.name.split("::")[-1]
+        sources = MASKED_BACKWARD_OPS.get(f"{op_name}.{node.target._overloadname}")
         values = node.meta.get("val")
         if (
             sources is None
@@ -119,21 +118,20 @@ def compile_aot_graph(gm: Any, *, executor: str = "numpy", name: str = "graph") 
 
     if executor not in EXECUTORS:
         raise Error(f"aten2prims backend: executor must be one of {EXECUTORS}, got {executor!r}")
-    graph = gm.graph
-    (output_node,) = [n for n in graph.nodes if n.op == "output"]
+    (output_node,) = [n for n in gm.graph.nodes if n.op == "output"]
     (returned,) = output_node.args
     returned = list(returned) if isinstance(returned, list | tuple) else [returned]
     positions = tuple(i for i, r in enumerate(returned) if r is not None)
-    if len(positions) != len(returned):
-        # The importer refuses None outputs: import a copy returning only the tensors.
-        stripped = torch.fx.Graph()
-        mapping: dict[Any, Any] = {}
-        for node in graph.nodes:
-            if node.op == "output":
-                stripped.output(tuple(mapping[returned[i]] for i in positions))
-            else:
-                mapping[node] = stripped.node_copy(node, lambda n: mapping[n])
-        gm = torch.fx.GraphModule(gm, stripped)
+    # Work on a copy (AOT autograd's graph stays as it was) that returns only the tensors: the
+    # importer refuses None outputs.
+    copy = torch.fx.Graph()
+    mapping: dict[Any, Any] = {}
+    for node in gm.graph.nodes:
+        if node.op == "output":
+            copy.output(tuple(mapping[returned[i]] for i in positions))
+        else:
+            mapping[node] = copy.node_copy(node, lambda n: mapping[n])
+    gm = torch.fx.GraphModule(gm, copy)
     _request_every_gradient(gm)
     aten = from_fx(gm, name=name)
     lowered = lower(aten)
@@ -147,9 +145,9 @@ def aten2prims_backend(
     """The dynamo backend: `torch.compile(model, backend=aten2prims_backend, dynamic=False,
     options={"executor": "torch"})`. Every compiled graph is appended to
     `options["graphs"]` when that key holds a list (for inspection)."""
-    from functorch.compile import make_boxed_func
     from torch._decomp import core_aten_decompositions
     from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func
 
     options = dict(options or {})
     executor = options.get("executor", "numpy")

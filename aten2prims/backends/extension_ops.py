@@ -5,6 +5,7 @@ them. Each has a CPU implementation written with torch ops and a fake kernel for
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 NAMESPACE = "aten2prims"
@@ -35,7 +36,7 @@ def register() -> None:
         _registered = True
         return
     _library = torch.library.Library(NAMESPACE, "DEF")
-    implementations = {
+    implementations: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
         "gather_nd": (_gather_nd, _gather_nd_fake),
         "scatter_nd": (_scatter_nd, _scatter_nd_fake),
         "sort": (_sort, _sort_fake),
