@@ -9,6 +9,7 @@ outs = aten2prims.execute(lg, {"x": x})    # list of NumPy arrays
 from __future__ import annotations
 
 from os import PathLike
+from typing import Any
 
 from .errors import (
     DTypeError,
@@ -97,7 +98,7 @@ def to_fx(graph: Graph) -> object:
     return export_fx(graph)
 
 
-def bisect(graph: Graph, inputs=(), rules=None, *, seed: int = 0) -> object:
+def bisect(graph: Graph, inputs: Any = (), rules: Any = None, *, seed: int = 0) -> Any:
     """Run an aten graph in torch node by node and check each aten node's prims expansion on the
     inputs torch used for it; the report names the first node that diverges (imports torch)."""
     from .testing.bisect import bisect as run_bisect
