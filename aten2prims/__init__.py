@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from os import PathLike
+from typing import Any
 
 from .errors import (
     DTypeError,
@@ -41,11 +42,13 @@ __all__ = [
     "UnsupportedOpError",
     "Value",
     "VerificationError",
+    "bisect",
     "execute",
     "from_fx",
     "load",
     "lower",
     "parse",
+    "to_fx",
 ]
 __version__ = "0.1.0"
 
@@ -90,3 +93,19 @@ def from_fx(obj: object, *, name: str = "graph") -> Graph:
     from .frontends.fx import from_fx as import_fx
 
     return import_fx(obj, name=name)
+
+
+def to_fx(graph: Graph) -> object:
+    """A `torch.fx.GraphModule` whose nodes call `torch.ops.prims` (and `torch.ops.aten2prims` for
+    the four extension prims) computing a lowered graph in torch (imports torch)."""
+    from .backends.to_fx import to_fx as export_fx
+
+    return export_fx(graph)
+
+
+def bisect(graph: Graph, inputs: Any = (), rules: Any = None, *, seed: int = 0) -> Any:
+    """Run an aten graph in torch node by node and check each aten node's prims expansion on the
+    inputs torch used for it; the report names the first node that diverges (imports torch)."""
+    from .testing.bisect import bisect as run_bisect
+
+    return run_bisect(graph, inputs, rules, seed=seed)

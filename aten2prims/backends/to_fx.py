@@ -1,0 +1,243 @@
+"""A lowered graph handed back to torch: `to_fx(graph)` builds a `torch.fx.GraphModule` whose nodes
+call `torch.ops.prims.<name>` (and `torch.ops.aten2prims.<name>` for our four extension prims), so
+a prims graph can run in torch, be inspected with fx tools, or be compiled further.
+
+- Every graph input without stored data becomes a placeholder, in graph order (user inputs first
+  come as they are listed; a parameter or buffer without data is a placeholder too).
+- Parameters and buffers with data become buffers of the module, constants with data become
+  constant attributes; both are read with `get_attr`.
+- A prims node holds its tensor operands positionally and its attributes by name in schema order
+  (docs/ir.md); both are bound by name to torch's schema, positionally up to its keyword-only
+  arguments, by keyword after.
+- The module returns the user outputs, in order, as a tuple.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from typing import Any
+
+import numpy as np
+
+from prims.registry import lookup
+
+from ..errors import Error
+from ..frontends.torch_interop import to_torch, torch_dtype
+from ..ir.dtypes import DType
+from ..ir.graph import Graph, InputKind, Node
+from ..ir.values import Device, Layout, MemoryFormat, Value
+from . import extension_ops
+
+
+class ToFxError(Error):
+    """The graph cannot be expressed with torch's prims."""
+
+
+def _identifier(name: str, taken: set[str]) -> str:
+    """A Python identifier for an fx node or module attribute, unique among `taken`."""
+    base = re.sub(r"\W", "_", name) or "v"
+    if base[0].isdigit():
+        base = "v" + base
+    candidate, suffix = base, 1
+    while candidate in taken:
+        candidate, suffix = f"{base}_{suffix}", suffix + 1
+    taken.add(candidate)
+    return candidate
+
+
+def torch_op(node: Node) -> Any:
+    """The torch OpOverload that runs a prims node."""
+    import torch
+
+    if node.namespace != "prims":
+        raise ToFxError(
+            f"node %{node.results[0].name if node.results else '?'} is {node.op}, not a prim: "
+            "lower the graph first (aten2prims.lower)"
+        )
+    definition = lookup(node.op)
+    if not definition.implemented:
+        raise ToFxError(f"{node.op} is omitted from our opset: {definition.omitted_reason}")
+    if definition.extension:
+        extension_ops.register()
+        return getattr(getattr(torch.ops, extension_ops.NAMESPACE), definition.name).default
+    return getattr(torch.ops.prims, definition.name).default
+
+
+def bound_arguments(node: Node) -> dict[str, Any]:
+    """The node's operands by schema argument name, in schema order."""
+    definition = lookup(node.op)
+    named: dict[str, Any] = {}
+    positional = iter(node.args)
+    for index, argument in enumerate(definition.schema.arguments):
+        if index in definition.operand_indices:
+            named[argument.name] = next(positional)
+        elif argument.name in node.kwargs:
+            named[argument.name] = node.kwargs[argument.name]
+    return named
+
+
+def _contiguous(fx_graph: Any, value: Any) -> Any:
+    import torch
+
+    return fx_graph.call_function(
+        torch.ops.prims.clone.default, (value,), {"memory_format": torch.contiguous_format}
+    )
+
+
+def _emit(fx_graph: Any, node: Node, target: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """The fx call computing `node`. Our graphs carry no strides, so the prims whose torch
+    kernels read strides get operands whose strides mean what ours assume (ADAPTERS)."""
+    import torch
+
+    name = node.op.removeprefix("prims.")
+    if name == "collapse_view":
+        # torch refuses a collapse its strides cannot view; ours copies then (docs/prims.md).
+        return fx_graph.call_function(torch.ops.prims.collapse.default, tuple(args), kwargs)
+    if name == "scalar_tensor":
+        # torch's prim cannot run without a dtype and a device; ours takes the dtype its meta
+        # gives a Python scalar (docs/prims.md).
+        kwargs = {
+            **kwargs,
+            "dtype": torch_dtype(node.results[0].dtype),
+            "device": kwargs.get("device") or torch.device("cpu"),
+        }
+    if name in REDUCTIONS:
+        return _emit_reduction(fx_graph, node, target, args, kwargs)
+    if name in ("as_strided", "as_strided_scatter", "view_of_dtype"):
+        # Ours address the operand's row-major elements; torch's address its storage.
+        args = [_contiguous(fx_graph, args[0]), *args[1:]]
+    return fx_graph.call_function(target, tuple(args), kwargs)
+
+
+REDUCTIONS = ("sum", "prod", "amax", "amin", "xor_sum")
+
+
+def _emit_reduction(
+    fx_graph: Any, node: Node, target: Any, args: list[Any], kwargs: dict[str, Any]
+) -> Any:
+    import torch
+
+    operand, dims = args[0], args[1]
+    output_dtype = kwargs.pop("output_dtype", None)
+    if output_dtype is not None:
+        # torch's eager prims crash on output_dtype; ours converts first, then reduces.
+        operand = fx_graph.call_function(
+            torch.ops.prims.convert_element_type.default, (operand, output_dtype)
+        )
+    rank = node.args[0].ndim
+    if dims is None:
+        # torch's meta crashes on dims=None; ours reduces every dim.
+        dims = list(range(rank))
+    if not dims:
+        # torch's eager kernels reduce everything for dims=[]; ours reduces nothing.
+        return fx_graph.call_function(torch.ops.prims.clone.default, (operand,), {})
+    if node.op == "prims.xor_sum":
+        # torch has no eager xor_sum (inductor only): fold bitwise_xor along each dim.
+        result = operand
+        for dim in sorted(dims, reverse=True):
+            pieces = fx_graph.call_function(torch.unbind, (result, dim))
+            length = node.args[0].shape[dim]
+            if length == 0:
+                raise ToFxError(f"prims.xor_sum of node %{node.results[0].name}: empty dim")
+            acc = fx_graph.call_function(operator.getitem, (pieces, 0))
+            for index in range(1, length):
+                item = fx_graph.call_function(operator.getitem, (pieces, index))
+                acc = fx_graph.call_function(torch.ops.prims.bitwise_xor.default, (acc, item))
+            result = acc
+        return result
+    result = fx_graph.call_function(target, (operand, list(dims)), kwargs)
+    declared = node.results[0].dtype
+    if declared.is_integral:
+        # torch's eager integer sum/prod return int64 (its meta keeps the dtype, as ours does);
+        # int64 arithmetic then a cast wraps exactly as reducing in the narrow dtype.
+        result = fx_graph.call_function(
+            torch.ops.prims.convert_element_type.default, (result, torch_dtype(declared))
+        )
+    return result
+
+
+# The prims `_emit` rewrites, and why (docs/pipeline.md repeats this table).
+ADAPTERS: dict[str, str] = {
+    "collapse_view": "emitted as prims.collapse: torch refuses a collapse its strides cannot view, ours copies",
+    "as_strided": "operand made contiguous first: ours addresses its row-major elements, torch its storage",
+    "as_strided_scatter": "as as_strided",
+    "view_of_dtype": "operand made contiguous first: torch refuses a non-contiguous last dim, ours copies",
+    "scalar_tensor": "dtype and device always passed (torch's prim cannot run without them)",
+    "sum, prod, amax, amin": "output_dtype becomes a convert_element_type before (torch's eager prims crash on it); dims=None becomes every dim (torch's meta crashes); dims=[] becomes a clone (torch's eager kernels reduce everything); integer results are cast back to the declared dtype (torch's eager kernels return int64)",
+    "xor_sum": "a fold of prims.bitwise_xor over torch.unbind (torch has no eager xor_sum)",
+}
+
+
+def to_fx(graph: Graph, *, adapt: bool = True) -> Any:
+    """A `torch.fx.GraphModule` computing `graph` (prims only) with `torch.ops.prims`; it takes the
+    graph's placeholder inputs (see the module docstring) and returns its user outputs as a tuple.
+    `adapt=False` calls every prim exactly as the node states it, without the ADAPTERS (the tests
+    use it to show where torch's prims differ from ours)."""
+    import torch
+    import torch.fx
+
+    leftovers = sorted({node.op for node in graph.nodes if node.namespace != "prims"})
+    if leftovers:
+        raise ToFxError(
+            f"graph {graph.name} still holds non-prims ops ({', '.join(leftovers)}): lower it first"
+        )
+    root = torch.nn.Module()
+    fx_graph = torch.fx.Graph()
+    taken: set[str] = set()
+    env: dict[Value, Any] = {}
+    for graph_input in graph.inputs:
+        name = _identifier(graph_input.name, taken)
+        if graph_input.data is None:
+            env[graph_input.value] = fx_graph.placeholder(name)
+            continue
+        tensor = to_torch(np.asarray(graph_input.data))
+        if graph_input.kind in (InputKind.PARAMETER, InputKind.BUFFER):
+            root.register_buffer(name, tensor)
+        else:
+            setattr(root, name, tensor)
+        env[graph_input.value] = fx_graph.get_attr(name)
+
+    def operand(x: Any) -> Any:
+        kind = type(x)
+        if kind is Value:
+            return env[x]
+        if kind is tuple:
+            return [operand(item) for item in x]
+        if kind is DType:
+            return torch_dtype(x)
+        if kind is Device:
+            return torch.device(x.name)
+        if kind is Layout:
+            return getattr(torch, x.value)
+        if kind is MemoryFormat:
+            return getattr(torch, x.value)
+        return x
+
+    for node in graph.nodes:
+        target = torch_op(node)
+        named = bound_arguments(node)
+        args, kwargs = [], {}
+        for argument in target._schema.arguments:
+            if argument.name not in named:
+                continue
+            value = operand(named[argument.name])
+            if argument.kwarg_only:
+                kwargs[argument.name] = value
+            else:
+                args.append(value)
+        if adapt:
+            call = _emit(fx_graph, node, target, args, kwargs)
+        else:
+            call = fx_graph.call_function(target, tuple(args), kwargs)
+        call.name = _identifier(node.results[0].name if node.results else node.op, taken)
+        if len(node.results) == 1:
+            env[node.results[0]] = call
+        else:
+            for index, result in enumerate(node.results):
+                item = fx_graph.call_function(operator.getitem, (call, index))
+                item.name = _identifier(result.name, taken)
+                env[result] = item
+    fx_graph.output(tuple(env[output.value] for output in graph.user_outputs))
+    fx_graph.lint()
+    return torch.fx.GraphModule(root, fx_graph, class_name=_identifier(graph.name, set()))

@@ -1,0 +1,208 @@
+"""Where does a lowering diverge from torch? `bisect(graph, inputs)` runs an aten graph in torch
+node by node and checks each aten node's prims expansion on the very inputs torch used for that
+node, so an error is pinned on one decomposition rule instead of surfacing at the model's output.
+
+For every aten node: torch runs `torch.ops.aten.<op>.<overload>`; the node alone becomes a
+one-node graph (its operands as inputs, as the harness builds a sample's graph), is lowered
+(with `rules`, a `RuleRegistry`, when given) and executed on NumPy; each result is compared with
+torch's under the tolerance rule (`compare`, with the float64 reference where torch's own noise
+decides). torch's values, not ours, flow on to the next node, so one wrong rule is reported once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ..errors import Error
+from ..executor import execute
+from ..frontends.torch_interop import to_numpy, to_torch, torch_dtype
+from ..ir.dtypes import DType
+from ..ir.graph import Graph, GraphInput, GraphOutput, Node
+from ..ir.printer import format_graph
+from ..ir.values import Device, Layout, MemoryFormat, Value
+from ..passes.lower import lower
+from .compare import compare
+from .record import AtenCall
+from .runner import UNDEFINED_VALUES, float64_reference
+from .statistics import STATISTICAL_CHECKS
+
+
+@attrs.frozen
+class NodeCheck:
+    """The verdict on one aten node's expansion."""
+
+    op: str
+    node: str  # the name of the node's first result
+    source: str | None  # the user's source location, from the node's provenance
+    ok: bool
+    max_abs_error: float
+    message: str
+    expansion: Graph | None = attrs.field(default=None, repr=False)
+
+    @property
+    def location(self) -> str:
+        return f"%{self.node} ({self.op})" + (f' at "{self.source}"' if self.source else "")
+
+
+@attrs.frozen
+class BisectReport:
+    """Every aten node's verdict in graph order; `first_divergence` is what to look at first."""
+
+    graph: str
+    checks: tuple[NodeCheck, ...]
+
+    @property
+    def first_divergence(self) -> NodeCheck | None:
+        return next((check for check in self.checks if not check.ok), None)
+
+    @property
+    def ok(self) -> bool:
+        return self.first_divergence is None
+
+    def largest_errors(self) -> dict[str, float]:
+        """Per aten op, the largest absolute error any of its nodes showed."""
+        errors: dict[str, float] = {}
+        for check in self.checks:
+            errors[check.op] = max(errors.get(check.op, 0.0), check.max_abs_error)
+        return errors
+
+    def __str__(self) -> str:
+        lines = [f"bisect of graph {self.graph}: {len(self.checks)} aten nodes checked"]
+        first = self.first_divergence
+        if first is None:
+            lines.append("no divergence: every node's prims expansion matches torch")
+        else:
+            failing = sum(not check.ok for check in self.checks)
+            lines.append(f"first divergence: {first.location}")
+            lines.append(f"  max abs error {first.max_abs_error:.3g}; {first.message}")
+            if failing > 1:
+                lines.append(f"  ({failing} diverging nodes in all)")
+            if first.expansion is not None:
+                lines.append("  prims expansion:")
+                lines.extend("    " + line for line in format_graph(first.expansion).splitlines())
+        lines.append("largest error per op:")
+        counts: dict[str, list[bool]] = {}
+        for check in self.checks:
+            counts.setdefault(check.op, []).append(check.ok)
+        width = max((len(op) for op in counts), default=0)
+        for op, error in sorted(self.largest_errors().items()):
+            verdicts = counts[op]
+            bad = verdicts.count(False)
+            noun = "node" if len(verdicts) == 1 else "nodes"
+            status = (
+                f"{bad} of {len(verdicts)} {noun} diverge" if bad else f"{len(verdicts)} {noun} ok"
+            )
+            lines.append(f"  {op:<{width}}  {error:.3g}  ({status})")
+        return "\n".join(lines)
+
+
+def _one_node_graph(node: Node) -> Graph:
+    """The node alone, reading its operands as graph inputs."""
+    operands: dict[Value, None] = dict.fromkeys(node.operand_values())
+    return Graph(
+        f"bisect_{node.results[0].name if node.results else 'node'}",
+        [GraphInput(value) for value in operands],
+        [node],
+        [GraphOutput(result) for result in node.results],
+    )
+
+
+def bisect(
+    graph: Graph,
+    inputs: Mapping[str, Any] | Sequence[Any] = (),
+    rules: Any = None,
+    *,
+    seed: int = 0,
+) -> BisectReport:
+    """Check every aten node's expansion of `graph` against torch (see the module docstring).
+    `inputs` maps user input names to arrays or lists the user inputs in order; inputs with
+    stored data (parameters, buffers, constants) are filled in."""
+    try:
+        import torch
+    except ImportError:
+        raise Error("bisect runs the graph in torch: it needs torch installed") from None
+
+    if not isinstance(inputs, Mapping):
+        inputs = {i.name: array for i, array in zip(graph.user_inputs, inputs)}
+    env: dict[Value, Any] = {}
+    for graph_input in graph.inputs:
+        array = inputs.get(graph_input.name, graph_input.data)
+        if array is None:
+            raise Error(f"bisect: no value for input %{graph_input.name} of graph {graph.name}")
+        env[graph_input.value] = (
+            to_torch(np.asarray(array)) if graph_input.value.is_tensor else array
+        )
+
+    def operand(x: Any) -> Any:
+        kind = type(x)
+        if kind is Value:
+            return env[x]
+        if kind is tuple:
+            return [operand(item) for item in x]
+        if kind is DType:
+            return torch_dtype(x)
+        if kind is Device:
+            return torch.device(x.name)
+        if kind is Layout or kind is MemoryFormat:
+            return getattr(torch, x.value)
+        return x
+
+    checks: list[NodeCheck] = []
+    for node in graph.nodes:
+        namespace, name, *overload = node.op.split(".")
+        function = getattr(
+            getattr(getattr(torch.ops, namespace), name), overload[0] if overload else "default"
+        )
+        args = [operand(a) for a in node.args]
+        kwargs = {key: operand(v) for key, v in node.kwargs.items()}
+        # Clone the tensors the op reads: our expansion must see exactly what torch saw.
+        seen = {
+            value: to_numpy(env[value]) if isinstance(env[value], torch.Tensor) else env[value]
+            for value in node.operand_values()
+        }
+        result = function(*args, **kwargs)
+        results = list(result) if isinstance(result, list | tuple) else [result]
+        env.update(zip(node.results, results))
+        if namespace == "aten":
+            call = AtenCall(node.op, tuple(args), kwargs)
+            checks.append(_check(node, call, seen, results, rules, seed))
+    return BisectReport(graph.name, tuple(checks))
+
+
+def _check(
+    node: Node, call: AtenCall, seen: dict[Value, Any], results: list[Any], rules: Any, seed: int
+) -> NodeCheck:
+    import torch
+
+    source = node.provenance.source
+    name = node.results[0].name if node.results else node.op
+
+    def verdict(ok: bool, error: float, message: str, expansion: Graph | None = None) -> NodeCheck:
+        return NodeCheck(node.op, name, source, ok, error, message, expansion)
+
+    try:
+        expansion = lower(_one_node_graph(node), registry=rules)
+        ours = execute(expansion, {value.name: array for value, array in seen.items()}, seed=seed)
+    except Error as error:
+        return verdict(False, float("inf"), f"{type(error).__name__}: {error}")
+    if node.op in STATISTICAL_CHECKS or node.op in UNDEFINED_VALUES:
+        return verdict(True, 0.0, "random or undefined values: not compared", expansion)
+    theirs = [to_numpy(r) if isinstance(r, torch.Tensor) else r for r in results]
+    worst, messages, ok = 0.0, [], True
+    reference: list[Any] | None = None
+    for index, (our, their) in enumerate(zip(ours, theirs)):
+        comparison = compare(our, their, what=f"output {index}")
+        if not comparison and comparison.reason == "value":
+            if reference is None:
+                reference = float64_reference(call) or []
+            if index < len(reference):
+                comparison = compare(our, their, reference=reference[index], what=f"output {index}")
+        worst = max(worst, comparison.max_abs_error)
+        if not comparison:
+            ok = False
+            messages.append(comparison.message)
+    return verdict(ok, worst, "; ".join(messages) or "close", expansion)
