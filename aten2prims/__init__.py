@@ -43,6 +43,7 @@ __all__ = [
     "Value",
     "VerificationError",
     "bisect",
+    "default_rules",
     "execute",
     "from_fx",
     "load",
@@ -53,15 +54,28 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def lower(graph: Graph, *, strict: bool = True) -> Graph:
+def lower(graph: Graph, *, strict: bool = True, keep: Any = None, rules: Any = None) -> Graph:
     """A new graph with every aten node expanded into prims by its decomposition rule.
 
-    Raises UnsupportedOpError naming every op that has no rule (with counts), unless
-    `strict=False`, which leaves those nodes in place. The input graph is never modified."""
+    `keep` leaves chosen aten nodes intact: overload names or shell-style patterns
+    (`{"aten.convolution.*", "aten.mm.default"}`), or a predicate on the node. `rules` is the rule
+    table (default: `default_rules()`; build another with `default_rules().with_rule(op, fn)`).
+    Raises UnsupportedOpError naming every op that is neither kept nor has a rule (with counts),
+    unless `strict=False`, which leaves those nodes in place. The input graph is never modified."""
     # Lazy: every submodule import runs this package first, and the layers above ir import it.
     from .passes.lower import lower as _lower
 
-    return _lower(graph, strict=strict)
+    return _lower(graph, strict=strict, keep=keep, registry=rules)
+
+
+def default_rules() -> Any:
+    """The table of every decomposition rule (`decompositions.RuleRegistry`): the start of a
+    custom table, `default_rules().with_rule("mylib.fused_gelu.default", fn)`, which leaves the
+    default one unchanged."""
+    # Lazy: as for lower.
+    from decompositions import default_rules as _default_rules
+
+    return _default_rules()
 
 
 def execute(graph: Graph, inputs=(), *, seed: int | None = None, check: bool = False) -> list:

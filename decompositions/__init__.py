@@ -38,6 +38,7 @@ from .registry import (
     aten,
     call,
     declared_result_metas,
+    default_rules,
     register,
 )
 
@@ -49,5 +50,6 @@ __all__ = [
     "aten",
     "call",
     "declared_result_metas",
+    "default_rules",
     "register",
 ]

@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 
 from aten2prims.errors import UnsupportedOpError
-from aten2prims.schema.parser import Schema
+from aten2prims.schema.parser import Schema, parse_schema
 from aten2prims.schema.registry import aten_schema
 
 RuleFunction = Callable[..., Any]
@@ -34,18 +34,44 @@ RuleFunction = Callable[..., Any]
 @attrs.frozen(slots=True)
 class Rule:
     op: str
-    schema: Schema
+    # None for an op of a user's namespace whose schema we do not know: the function then
+    # receives the node's operands as the node holds them.
+    schema: Schema | None
     function: RuleFunction
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.schema is None:
+            return self.function(*args, **kwargs)
         return self.function(*self.schema.bind(args, kwargs, op=self.op))
 
 
 class RuleRegistry:
-    """Rules by overload name. `RULES` is the registry lowering uses by default."""
+    """Rules by overload name. `RULES` is the registry lowering uses by default; `with_rule` and
+    `without` build other tables from it without changing it."""
 
-    def __init__(self) -> None:
-        self._rules: dict[str, Rule] = {}
+    def __init__(self, rules: dict[str, Rule] | None = None) -> None:
+        self._rules: dict[str, Rule] = dict(rules or {})
+
+    def with_rule(
+        self, op: str, function: RuleFunction, *, schema: str | None = None
+    ) -> RuleRegistry:
+        """A new table: these rules, plus `function` as the rule of `op` (replacing this table's
+        rule for `op`, if any). `op` is an exact overload name ("aten.gelu.default",
+        "mylib.fused_gelu.default"). The function's parameters must be the argument names of
+        the overload's schema — torch's for aten ops, or `schema` (a torch function schema,
+        "mylib::fused_gelu(Tensor x) -> Tensor") for an op of another namespace; without a
+        schema it receives the node's operands as they are."""
+        table = RuleRegistry(self._rules)
+        table._rules.pop(op, None)
+        table._add(op, function, schema=schema)
+        return table
+
+    def without(self, *ops: str) -> RuleRegistry:
+        """A new table: these rules less those of `ops` (lowering then refuses or keeps them)."""
+        unknown = [op for op in ops if op not in self._rules]
+        if unknown:
+            raise KeyError(f"no rule to remove for {', '.join(unknown)}")
+        return RuleRegistry({op: rule for op, rule in self._rules.items() if op not in ops})
 
     def register(self, *ops: str) -> Callable[[RuleFunction], RuleFunction]:
         """Decorate a rule function to register it for each of `ops` (exact overload names). Its
@@ -58,12 +84,20 @@ class RuleRegistry:
 
         return decorate
 
-    def _add(self, op: str, function: RuleFunction) -> None:
+    def _add(self, op: str, function: RuleFunction, *, schema: str | None = None) -> None:
         if op in self._rules:
             raise ValueError(f"a decomposition rule for {op} is already registered")
-        schema = aten_schema(op)
-        if schema is None:
-            raise ValueError(f"cannot register a rule for {op}: no schema is known for it")
+        known = parse_schema(schema) if schema is not None else aten_schema(op)
+        if known is None:
+            if op.startswith("aten."):
+                raise ValueError(f"cannot register a rule for {op}: no schema is known for it")
+            self._rules[op] = Rule(op, None, function)
+            return
+        self._check_parameters(op, function, known)
+        self._rules[op] = Rule(op, known, function)
+
+    @staticmethod
+    def _check_parameters(op: str, function: RuleFunction, schema: Schema) -> None:
         parameters = [
             p.name
             for p in inspect.signature(function).parameters.values()
@@ -74,7 +108,6 @@ class RuleRegistry:
                 f"rule {function.__qualname__} for {op}: parameters {parameters} do not match the schema's "
                 f"{list(schema.argument_names)}"
             )
-        self._rules[op] = Rule(op, schema, function)
 
     def get(self, op: str) -> Rule | None:
         return self._rules.get(op)
@@ -91,6 +124,13 @@ class RuleRegistry:
 
 RULES = RuleRegistry()
 register = RULES.register
+
+
+def default_rules() -> RuleRegistry:
+    """The table of every rule this package defines: the start of a custom table
+    (`default_rules().with_rule(op, fn)`), which leaves this one unchanged."""
+    return RULES
+
 
 _active: contextvars.ContextVar[RuleRegistry] = contextvars.ContextVar(
     "aten2prims_rules", default=RULES

@@ -10,8 +10,10 @@ like the original one.
 
 from __future__ import annotations
 
+import fnmatch
 from collections import Counter
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeAlias
 
 import prims
 from decompositions import RULES, active_registry
@@ -25,21 +27,53 @@ from ..ir.graph import Graph, GraphInput, GraphOutput, Node, Provenance
 from ..ir.values import ScalarMeta, TensorMeta, Value, map_values
 from .dce import eliminate_dead_code
 
+# Which aten nodes to leave as they are: overload names ("aten.mm.default"), shell-style
+# patterns ("aten.convolution.*"), or a predicate on the node.
+Keep: TypeAlias = Iterable[str] | Callable[[Node], bool] | None
 
-def lower(graph: Graph, *, strict: bool = True, registry: Any = None, dce: bool = True) -> Graph:
+
+def keep_predicate(keep: Keep) -> Callable[[Node], bool]:
+    """`keep` as a predicate on nodes (a string is one name or pattern)."""
+    if keep is None:
+        return lambda node: False
+    if callable(keep):
+        return keep
+    names = [keep] if isinstance(keep, str) else list(keep)
+    exact = frozenset(name for name in names if not any(c in name for c in "*?["))
+    patterns = [name for name in names if name not in exact]
+    return lambda node: (
+        node.op in exact or any(fnmatch.fnmatchcase(node.op, pattern) for pattern in patterns)
+    )
+
+
+def lower(
+    graph: Graph,
+    *,
+    strict: bool = True,
+    keep: Keep = None,
+    registry: Any = None,
+    dce: bool = True,
+) -> Graph:
     """A new graph in which every aten node is replaced by the prims its rule emits.
 
-    `strict=True` raises UnsupportedOpError naming every op without a rule (all of them, with
-    counts) before doing anything; `strict=False` leaves such nodes in place. `dce` removes nodes
-    whose results nobody uses (e.g. the unused statistics of a normalization)."""
+    `keep` leaves the chosen aten nodes intact (partial lowering, for a backend that runs them
+    natively); `registry` is the rule table (default: every rule of `decompositions`).
+    `strict=True` raises UnsupportedOpError naming every op that is neither kept nor has a rule
+    (all of them, with counts) before doing anything; `strict=False` leaves such nodes in place.
+    `dce` removes nodes whose results nobody uses (e.g. the unused statistics of a
+    normalization)."""
     registry = RULES if registry is None else registry
     with collector_paused():
-        return _lower(graph, strict=strict, registry=registry, dce=dce)
+        return _lower(graph, strict=strict, kept=keep_predicate(keep), registry=registry, dce=dce)
 
 
-def _lower(graph: Graph, *, strict: bool, registry: Any, dce: bool) -> Graph:
+def _lower(
+    graph: Graph, *, strict: bool, kept: Callable[[Node], bool], registry: Any, dce: bool
+) -> Graph:
     missing = Counter(
-        node.op for node in graph.nodes if node.namespace != "prims" and node.op not in registry
+        node.op
+        for node in graph.nodes
+        if node.namespace != "prims" and node.op not in registry and not kept(node)
     )
     if missing and strict:
         raise UnsupportedOpError(missing)
@@ -61,7 +95,7 @@ def _lower(graph: Graph, *, strict: bool, registry: Any, dce: bool) -> Graph:
             args = tuple(remap(a) for a in node.args)
             kwargs = {name: remap(a) for name, a in node.kwargs.items()}
             rule = registry.get(node.op) if node.namespace != "prims" else None
-            if rule is None:
+            if rule is None or kept(node):
                 _copy_node(node, args, kwargs, builder, mapping)
             else:
                 _expand(node, rule, args, kwargs, builder, mapping)
