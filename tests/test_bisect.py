@@ -30,13 +30,8 @@ def _example(name: str) -> tuple[aten2prims.Graph, dict[str, Any]]:
 
 
 def _rules_with(op: str, function: Callable[..., Any]) -> RuleRegistry:
-    """A copy of the default rules in which `op`'s rule is `function`."""
-    registry = RuleRegistry()
-    for name in RULES:
-        if name != op:
-            registry.add(name, RULES.get(name).function, check_names=False)
-    registry.add(op, function)
-    return registry
+    """The default rules, except that `op`'s rule is `function`."""
+    return aten2prims.default_rules().with_rule(op, function)
 
 
 def leaky_relu(self: aten2prims.Value) -> aten2prims.Value:
