@@ -7,6 +7,7 @@ view prims stay zero-copy; caller arrays are never written; results are fresh, w
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, InputKind, OutputKind
 from ..ir.printer import format_provenance
 from ..ir.values import ScalarMeta, TensorMeta
+from ..limits import check_memory, default_memory_budget, peak_bytes
 from .plan import Plan, Step, build_plan, resolve
 
 
@@ -35,9 +37,13 @@ class _Planned:
     user_inputs: tuple[GraphInput, ...]
     required: tuple[str, ...]  # names of the inputs without stored data, in order
     plans: dict[frozenset[str], Plan] = attrs.Factory(dict)
+    peak_bytes: int = 0  # limits.peak_bytes of the prims graph: checked before any plan is built
 
 
 _PLANNED: weakref.WeakKeyDictionary[Graph, _Planned] = weakref.WeakKeyDictionary()
+# Guards _PLANNED and every _Planned.plans: threads executing one graph share its plans, and a
+# plan is built once. Running a plan needs no lock (each call has its own slot list).
+_PLANS_LOCK = threading.RLock()
 
 
 def fingerprint(graph: Graph) -> tuple[int, ...]:
@@ -55,6 +61,11 @@ def fingerprint(graph: Graph) -> tuple[int, ...]:
 
 def _planned(graph: Graph) -> tuple[_Planned, Graph]:
     """The graph's plans and the prims graph they run (the graph or its lowering)."""
+    with _PLANS_LOCK:
+        return _planned_locked(graph)
+
+
+def _planned_locked(graph: Graph) -> tuple[_Planned, Graph]:
     print_ = fingerprint(graph)
     planned = _PLANNED.get(graph)
     if planned is None or planned.fingerprint != print_:
@@ -71,6 +82,7 @@ def _planned(graph: Graph) -> tuple[_Planned, Graph]:
             {gi.name: gi for gi in inputs},
             tuple(gi for gi in inputs if gi.kind is InputKind.USER_INPUT),
             tuple(gi.name for gi in inputs if gi.data is None),
+            peak_bytes=peak_bytes(lowered or graph),
         )
         _PLANNED[graph] = planned
     return planned, planned.lowered or graph
@@ -80,9 +92,10 @@ def plan_for(graph: Graph, overridden: frozenset[str] = frozenset()) -> Plan:
     """The cached plan of a graph for callers overriding the stored data of the inputs named in
     `overridden` (rebuilt if the graph's nodes, inputs or outputs changed)."""
     planned, prims_graph = _planned(graph)
-    plan = planned.plans.get(overridden)
-    if plan is None:
-        plan = planned.plans[overridden] = build_plan(prims_graph, overridden)
+    with _PLANS_LOCK:
+        plan = planned.plans.get(overridden)
+        if plan is None:
+            plan = planned.plans[overridden] = build_plan(prims_graph, overridden)
     return plan
 
 
@@ -93,6 +106,7 @@ def execute(
     seed: int | None = None,
     check: bool = False,
     return_all_outputs: bool = False,
+    max_memory: int | None = None,
 ) -> list[np.ndarray]:
     """Run `graph` and return its user outputs (all outputs with `return_all_outputs=True`) as
     NumPy arrays (Python scalars for scalar outputs).
@@ -101,17 +115,24 @@ def execute(
     and constants that carry data need not be given (a given one overrides the stored data).
     `seed` makes random prims reproducible. `check=True` verifies every result's shape and dtype
     against its node's meta (debug mode). A graph that still holds aten nodes is lowered first.
+    A graph whose inputs and live intermediates could exceed `max_memory` bytes (default: the
+    machine's memory, `limits.default_memory_budget`) raises MemoryBudgetError before anything
+    is allocated (plans fold constants, so the check precedes planning).
     """
     planned, prims_graph = _planned(graph)
+    budget = default_memory_budget() if max_memory is None else max_memory
+    if planned.peak_bytes > budget:
+        check_memory(prims_graph, budget)  # raises, with the figures
     given = _bind_inputs(prims_graph, planned, inputs)
     overridden = (
         frozenset(name for name, _ in given if name in planned.stored)
         if planned.stored
         else frozenset()
     )
-    plan = planned.plans.get(overridden)
-    if plan is None:
-        plan = planned.plans[overridden] = build_plan(prims_graph, overridden)
+    with _PLANS_LOCK:
+        plan = planned.plans.get(overridden)
+        if plan is None:
+            plan = planned.plans[overridden] = build_plan(prims_graph, overridden)
     values = plan.initial_values.copy()
     for name, array in given:
         values[plan.input_slots[name]] = array
