@@ -59,6 +59,7 @@ _ZIP_ERRORS = (
     EOFError,
     OSError,
     NotImplementedError,
+    ValueError,  # UnicodeDecodeError of a flipped entry name, and zipfile's own ValueErrors
 )
 
 # The keys this reader walks; a file of another schema version is read if it has all of them.
