@@ -48,6 +48,7 @@ from .common import (
 SCHEMA_MAJOR = 8  # torch 2.13 writes (8, 20); other versions are read when their layout matches
 
 _ARCHIVE_FORMAT = "archive_format"
+_MAX_ADDRESS = 2**62  # byte strides and offsets at or above this address nothing NumPy can hold
 _MODELS_DIR = "models/"
 _WEIGHTS_DIR = "data/weights/"
 _CONSTANTS_DIR = "data/constants/"
@@ -703,6 +704,9 @@ class _Payloads:
             raise LoadError(
                 f"{fqn!r} has a negative stride or offset ({strides}, {offset})", entry=entry
             )
+        if max((offset, *strides)) * dtype.itemsize >= _MAX_ADDRESS:
+            raise LoadError(f"{fqn!r} has a stride or offset beyond any address ({strides}, "
+                            f"{offset})", entry=entry)  # fmt: skip
         # A size-1 dim's stride is never used to address anything (torch writes any value there).
         strides = tuple(0 if size == 1 else stride for size, stride in zip(meta.shape, strides))
         needed = offset + sum((size - 1) * stride for size, stride in zip(meta.shape, strides)) + 1
