@@ -252,12 +252,12 @@ def graph_to_dot(graph: Any) -> str:
 def _run(args: argparse.Namespace) -> int:
     from . import frontends
     from .executor import execute
-    from .limits import check_memory
+    from .executor.run import check_memory_budget
     from .passes.lower import lower
 
     graph = frontends.load(args.file, max_memory=args.max_memory)
     lowered = lower(graph)
-    check_memory(lowered, args.max_memory)  # before random inputs are drawn
+    check_memory_budget(lowered, args.max_memory)  # before random inputs are drawn
     inputs, seed = _inputs(graph, args.inputs, args.seed, args.max_memory)
     start = time.perf_counter()
     outputs = execute(lowered, inputs, seed=seed, max_memory=args.max_memory)
@@ -476,13 +476,13 @@ def _check(args: argparse.Namespace) -> int:
         raise UsageError("check needs a FILE or --ops")
     from . import frontends
     from .executor import execute
-    from .limits import check_memory
+    from .executor.run import check_memory_budget
     from .passes.lower import lower
     from .testing.compare import compare
 
     graph = frontends.load(args.file, max_memory=args.max_memory)
     lowered = lower(graph)
-    check_memory(lowered, args.max_memory)  # before random inputs are drawn
+    check_memory_budget(lowered, args.max_memory)  # before random inputs are drawn
     inputs, seed = _inputs(graph, args.inputs, args.seed, args.max_memory)
     ours = execute(lowered, inputs, seed=seed, max_memory=args.max_memory)
     if args.expected is not None:

@@ -51,43 +51,21 @@ def format_bytes(nbytes: int) -> str:
     return f"{nbytes} bytes"
 
 
-def peak_bytes(graph: Any) -> int:
-    """An upper estimate of the bytes running `graph` holds at once: every input for the whole
-    run, and every node result from its node to its last use (views counted as if copied)."""
-    nodes = graph.nodes
-    last_use: dict[Any, int] = {}
-    for index, node in enumerate(nodes):
-        for value in node.operand_values():
-            last_use[value] = index
-    for graph_output in graph.outputs:
-        last_use[graph_output.value] = len(nodes)
-    freed_at: dict[int, int] = {}
-    live = sum(_nbytes(graph_input.value.meta) for graph_input in graph.inputs)
-    peak = live
-    for index, node in enumerate(nodes):
-        for result in node.results:
-            size = _nbytes(result.meta)
-            live += size
-            end = last_use.get(result, index)
-            freed_at[end] = freed_at.get(end, 0) + size
-        peak = max(peak, live)
-        live -= freed_at.pop(index, 0)
-    return peak
-
-
-def check_memory(graph: Any, max_memory: int | None = None) -> None:
-    """Refuse, before anything is allocated, a graph whose run would exceed the memory budget
-    (`max_memory` bytes; default `default_memory_budget()`)."""
+def over_budget(what: str, needed: int, max_memory: int | None) -> None:
+    """Raise MemoryBudgetError when `needed` bytes exceed the budget (default: the machine's)."""
     from .errors import MemoryBudgetError
 
     budget = default_memory_budget() if max_memory is None else max_memory
-    peak = peak_bytes(graph)
-    if peak > budget:
+    if needed > budget:
         raise MemoryBudgetError(
-            f"running graph {graph.name} needs up to {format_bytes(peak)} (its inputs and the "
-            f"intermediates alive at once), over the memory budget of {format_bytes(budget)}; "
-            "raise it with --max-memory or execute(..., max_memory=...)"
+            f"{what} needs up to {format_bytes(needed)}, over the memory budget of "
+            f"{format_bytes(budget)}; raise it with --max-memory or execute(..., max_memory=...)"
         )
+
+
+def nbytes(meta: Any) -> int:
+    """The bytes of a value of this meta (0 for scalars)."""
+    return _nbytes(meta)
 
 
 def _nbytes(meta: Any) -> int:

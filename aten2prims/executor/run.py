@@ -20,7 +20,7 @@ from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, InputKind, OutputKind
 from ..ir.printer import format_provenance
 from ..ir.values import ScalarMeta, TensorMeta
-from ..limits import check_memory, default_memory_budget, peak_bytes
+from ..limits import nbytes, over_budget
 from .plan import Plan, Step, build_plan, resolve
 
 
@@ -37,7 +37,11 @@ class _Planned:
     user_inputs: tuple[GraphInput, ...]
     required: tuple[str, ...]  # names of the inputs without stored data, in order
     plans: dict[frozenset[str], Plan] = attrs.Factory(dict)
-    peak_bytes: int = 0  # limits.peak_bytes of the prims graph: checked before any plan is built
+    # Bytes of every input at its meta's size: checked before a plan is built (planning folds
+    # constants computed from stored inputs, which may be broadcast views).
+    input_bytes: int = 0
+    # Per plan: input_bytes plus the most bytes its steps' fresh results hold at once.
+    peaks: dict[frozenset[str], int] = attrs.Factory(dict)
 
 
 _PLANNED: weakref.WeakKeyDictionary[Graph, _Planned] = weakref.WeakKeyDictionary()
@@ -82,7 +86,7 @@ def _planned_locked(graph: Graph) -> tuple[_Planned, Graph]:
             {gi.name: gi for gi in inputs},
             tuple(gi for gi in inputs if gi.kind is InputKind.USER_INPUT),
             tuple(gi.name for gi in inputs if gi.data is None),
-            peak_bytes=peak_bytes(lowered or graph),
+            input_bytes=sum(nbytes(gi.value.meta) for gi in inputs),
         )
         _PLANNED[graph] = planned
     return planned, planned.lowered or graph
@@ -120,19 +124,14 @@ def execute(
     is allocated (plans fold constants, so the check precedes planning).
     """
     planned, prims_graph = _planned(graph)
-    budget = default_memory_budget() if max_memory is None else max_memory
-    if planned.peak_bytes > budget:
-        check_memory(prims_graph, budget)  # raises, with the figures
+    over_budget(f"the inputs of graph {prims_graph.name}", planned.input_bytes, max_memory)
     given = _bind_inputs(prims_graph, planned, inputs)
     overridden = (
         frozenset(name for name, _ in given if name in planned.stored)
         if planned.stored
         else frozenset()
     )
-    with _PLANS_LOCK:
-        plan = planned.plans.get(overridden)
-        if plan is None:
-            plan = planned.plans[overridden] = build_plan(prims_graph, overridden)
+    plan = _checked_plan(planned, prims_graph, overridden, max_memory)
     values = plan.initial_values.copy()
     for name, array in given:
         values[plan.input_slots[name]] = array
@@ -163,6 +162,46 @@ def execute(
             result = result.copy()  # the same value returned twice: two independent arrays
         results.append(result)
     return results
+
+
+def check_memory_budget(
+    graph: Graph, max_memory: int | None = None, overridden: frozenset[str] = frozenset()
+) -> None:
+    """Raise MemoryBudgetError, before anything is allocated, when running `graph` could take
+    more than `max_memory` bytes (default: `limits.default_memory_budget()`): its inputs at their
+    full size, then its plan's fresh results alive at once (views cost nothing)."""
+    planned, prims_graph = _planned(graph)
+    _checked_plan(planned, prims_graph, overridden, max_memory)
+
+
+def _checked_plan(
+    planned: _Planned, prims_graph: Graph, overridden: frozenset[str], max_memory: int | None
+) -> Plan:
+    over_budget(f"the inputs of graph {prims_graph.name}", planned.input_bytes, max_memory)
+    with _PLANS_LOCK:
+        plan = planned.plans.get(overridden)
+        if plan is None:
+            plan = planned.plans[overridden] = build_plan(prims_graph, overridden)
+        peak = planned.peaks.get(overridden)
+        if peak is None:
+            peak = planned.peaks[overridden] = planned.input_bytes + _steps_peak(plan)
+    over_budget(f"running graph {prims_graph.name}", peak, max_memory)
+    return plan
+
+
+def _steps_peak(plan: Plan) -> int:
+    """The most bytes the plan's fresh step results hold at once, plus its folded constants."""
+    held: dict[int, int] = {}
+    live = peak = plan.resident_bytes
+    for step in plan.steps:
+        if step.result_kind != "view":
+            for slot, meta in zip(step.out_slots, step.out_metas):
+                held[slot] = nbytes(meta)
+                live += held[slot]
+        peak = max(peak, live)
+        for slot in step.free_after:
+            live -= held.pop(slot, 0)
+    return peak
 
 
 def _run_step(step: Step, values: list[Any], rng: np.random.Generator | None) -> None:
