@@ -397,11 +397,19 @@ def read_npz(path: str, max_memory: int | None = None) -> dict[str, np.ndarray]:
 
 def _npy_header(stream: Any) -> tuple[tuple[int, ...], bool, np.dtype]:
     version = np.lib.format.read_magic(stream)
-    if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(stream)
-    if version in ((2, 0), (3, 0)):
-        return np.lib.format.read_array_header_2_0(stream)
-    raise ValueError(f"unsupported .npy format version {version}")
+    if version not in ((1, 0), (2, 0), (3, 0)):
+        raise ValueError(f"unsupported .npy format version {version}")
+    read = (
+        np.lib.format.read_array_header_1_0
+        if version == (1, 0)
+        else np.lib.format.read_array_header_2_0
+    )
+    try:
+        return read(stream)
+    except (ValueError, OSError, EOFError):
+        raise
+    except Exception as error:  # numpy tokenizes the header text: TokenError, SyntaxError, …
+        raise ValueError(f"malformed .npy header ({type(error).__name__}: {error})") from None
 
 
 def _retyped(path: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

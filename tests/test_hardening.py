@@ -287,6 +287,8 @@ def _npy_bytes(header: str, payload: bytes = b"") -> bytes:
         (b"x = 1\n", "not an .npz file"),
         ("npz:{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776,)}", "declares float32[1099511627776]"),
         ("npz:{'descr': '|O', 'fortran_order': False, 'shape': (1,)}", "never unpickles"),
+        # found by the fuzzer (seed 7, case 759): numpy's header tokenizer raises TokenError
+        ("npz:{'descr': '<f4', 'fortran_order': False, 'shape': (4, 16", "malformed .npy header"),
     ],
 )  # fmt: skip
 def test_row9_bad_inputs_files_are_usage_errors(content: Any, words: str, tmp_path: Path) -> None:
@@ -388,13 +390,13 @@ def test_execute_is_thread_safe_and_never_writes_inputs() -> None:
 
 def test_fuzzer_finds_no_internal_errors() -> None:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    command = [sys.executable, "-m", "aten2prims.testing.fuzz", "--cases", "200", "--seed", "0", "--json"]  # fmt: skip
+    command = [sys.executable, "-m", "aten2prims.testing.fuzz", "--cases", "300", "--seed", "0", "--json"]  # fmt: skip
     result = subprocess.run(
         command, capture_output=True, text=True, env=env, check=False, timeout=600
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(result.stdout)
-    assert report["cases"] == 200 and not report["failures"]
+    assert report["cases"] == 300 and not report["failures"]
     assert set(report["by_status"]) <= {"ok", "refused"}
-    assert report["by_status"].get("refused", 0) > 100 and report["by_status"].get("ok", 0) > 0
+    assert report["by_status"].get("refused", 0) > 150 and report["by_status"].get("ok", 0) > 0
     assert report["peak_rss_mib"] < 1024
