@@ -18,6 +18,7 @@ from .errors import (
     ExecutionError,
     LoadError,
     LoweringError,
+    MemoryBudgetError,
     ParseError,
     SchemaError,
     ShapeError,
@@ -34,6 +35,7 @@ __all__ = [
     "Graph",
     "LoadError",
     "LoweringError",
+    "MemoryBudgetError",
     "Node",
     "ParseError",
     "SchemaError",
@@ -78,25 +80,35 @@ def default_rules() -> Any:
     return _default_rules()
 
 
-def execute(graph: Graph, inputs=(), *, seed: int | None = None, check: bool = False) -> list:
+def execute(
+    graph: Graph,
+    inputs=(),
+    *,
+    seed: int | None = None,
+    check: bool = False,
+    max_memory: int | None = None,
+) -> list:
     """Run a graph on NumPy and return its user outputs as arrays (lowering it first if it still
     holds aten nodes). `inputs` maps input names to arrays or lists the user inputs in order;
     parameters, buffers and constants with stored data are filled in. `seed` makes random ops
-    reproducible; `check=True` verifies every intermediate's shape and dtype against its meta."""
+    reproducible; `check=True` verifies every intermediate's shape and dtype against its meta.
+    A graph needing more than `max_memory` bytes (default: the machine's memory) is refused with
+    MemoryBudgetError before anything is allocated."""
     # Lazy: every submodule import runs this package first, and the layers above ir import it.
     from .executor import execute as _execute
 
-    return _execute(graph, inputs, seed=seed, check=check)
+    return _execute(graph, inputs, seed=seed, check=check, max_memory=max_memory)
 
 
-def load(path: str | PathLike[str]) -> Graph:
+def load(path: str | PathLike[str], *, max_memory: int | None = None) -> Graph:
     """The graph in a `.pt2` archive written by `torch.export.save` (read without torch and
     without unpickling; parameters, buffers and constants come as GraphInput.data) or in a text
-    IR file. Raises LoadError naming the file and the archive entry at fault."""
+    IR file. Raises LoadError naming the file and the archive entry at fault. An archive whose
+    tensors need more than `max_memory` bytes (default: the machine's memory) is refused."""
     # Lazy: every submodule import runs this package first, and the layers above ir import it.
     from .frontends import load as load_file
 
-    return load_file(os.fspath(path))
+    return load_file(os.fspath(path), max_memory=max_memory)
 
 
 def from_fx(obj: object, *, name: str = "graph") -> Graph:

@@ -1,8 +1,8 @@
 """The `aten2prims` command line.
 
-    aten2prims lower FILE [--aten] [--nested] [--format text|json|dot] [--stats]
-    aten2prims run FILE [--inputs IN.npz] [--output OUT.npz] [--seed N]
-    aten2prims check FILE [--inputs IN.npz] [--expected OUT.npz] [--seed N]
+    aten2prims lower FILE [--aten] [--nested] [--format text|json|dot] [--stats] [--max-memory SIZE]
+    aten2prims run FILE [--inputs IN.npz] [--output OUT.npz] [--seed N] [--max-memory SIZE]
+    aten2prims check FILE [--inputs IN.npz] [--expected OUT.npz] [--seed N] [--max-memory SIZE]
     aten2prims check --ops [REGEX] [--dtype DT ...] [--json FILE] [--full-budget] [--coverage FILE]
     aten2prims ops [--json]
 
@@ -14,21 +14,52 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 import traceback
+import zipfile
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from . import frontends
+from .coverage import coverage_json, coverage_text
 from .errors import Error
+from .executor import execute
+from .executor.run import check_memory_budget
+from .ir.dtypes import DType
+from .ir.printer import format_nested, format_operand, format_provenance
+from .ir.values import ScalarMeta
+from .limits import default_memory_budget, format_bytes, parse_size
+from .passes.lower import lower
+from .testing.compare import compare
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
 
 
 class UsageError(Exception):
     """Bad command-line usage or input detected by the CLI itself."""
+
+
+def _size(text: str) -> int:
+
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _add_max_memory(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--max-memory",
+        type=_size,
+        metavar="SIZE",
+        help="memory budget for loading and running, e.g. 512M or 4G (default: the machine's "
+        "memory); larger archives and graphs are refused before anything is allocated",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     lower.add_argument(
         "--stats", action="store_true", help="print op counts before and after lowering"
     )
+    _add_max_memory(lower)
 
     run = commands.add_parser("run", help="run the graph on NumPy")
     run.add_argument("file", help=".pt2 archive or text IR file")
@@ -61,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--output", metavar="OUT.npz", help="save outputs as output_0, output_1, …")
     run.add_argument("--seed", type=int, default=None, help="seed for random inputs and random ops")
+    _add_max_memory(run)
 
     check = commands.add_parser(
         "check",
@@ -76,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--seed", type=int, default=None, help="seed for random inputs and random ops"
     )
-    check.add_argument(  # bisect hook
+    check.add_argument(
         "--bisect",
         action="store_true",
         help="with FILE: name the first node whose lowering diverges",
@@ -100,6 +133,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="with --ops and no REGEX or --dtype: write the coverage report (docs/coverage.md)",
     )
+    _add_max_memory(check)
 
     ops = commands.add_parser("ops", help="print which prims and Core ATen ops are covered")
     ops.add_argument("--json", action="store_true", help="print the coverage as JSON")
@@ -137,11 +171,8 @@ def _one_line(error: BaseException) -> str:
 
 
 def _lower(args: argparse.Namespace) -> int:
-    from . import frontends
-    from .ir.printer import format_nested
-    from .passes.lower import lower
 
-    graph = frontends.load(args.file)
+    graph = frontends.load(args.file, max_memory=args.max_memory)
     lowered = None if args.aten else lower(graph)
     shown = graph if lowered is None else lowered
     if args.format == "text":
@@ -172,7 +203,6 @@ def _print_stats(graph: Any, lowered: Any) -> None:
 
 def graph_to_json(graph: Any) -> dict[str, Any]:
     """The graph as JSON: operands in their text-form spelling (exact for every literal kind)."""
-    from .ir.printer import format_operand, format_provenance
 
     return {
         "name": graph.name,
@@ -230,15 +260,13 @@ def graph_to_dot(graph: Any) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from . import frontends
-    from .executor import execute
-    from .passes.lower import lower
 
-    graph = frontends.load(args.file)
+    graph = frontends.load(args.file, max_memory=args.max_memory)
     lowered = lower(graph)
-    inputs, seed = _inputs(graph, args.inputs, args.seed)
+    check_memory_budget(lowered, args.max_memory)  # before random inputs are drawn
+    inputs, seed = _inputs(graph, args.inputs, args.seed, args.max_memory)
     start = time.perf_counter()
-    outputs = execute(lowered, inputs, seed=seed)
+    outputs = execute(lowered, inputs, seed=seed, max_memory=args.max_memory)
     elapsed = time.perf_counter() - start
     for index, output in enumerate(outputs):
         print(f"output_{index}: {_describe(output)}")
@@ -250,19 +278,20 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _describe(output: Any) -> str:
-    from .ir.dtypes import DType
 
     if isinstance(output, np.ndarray):
         return f"{DType.from_numpy(output.dtype).short}{list(output.shape)}"
     return f"{type(output).__name__} {output!r}"
 
 
-def _inputs(graph: Any, path: str | None, seed: int | None) -> tuple[dict[str, Any], int]:
+def _inputs(
+    graph: Any, path: str | None, seed: int | None, max_memory: int | None = None
+) -> tuple[dict[str, Any], int]:
     """User inputs from an .npz file, or random ones drawn from the metas (seed printed)."""
     if seed is None:
         seed = int(np.random.default_rng().integers(0, 2**31 - 1))
     if path is not None:
-        return _load_npz(path, graph), seed
+        return _load_npz(path, graph, max_memory), seed
     print(f"random inputs, seed {seed}")
     rng = np.random.default_rng(seed)
     return {i.name: random_array(i.value.meta, rng) for i in graph.inputs if i.data is None}, seed
@@ -270,7 +299,6 @@ def _inputs(graph: Any, path: str | None, seed: int | None) -> tuple[dict[str, A
 
 def random_array(meta: Any, rng: np.random.Generator) -> Any:
     """A random value of a meta: normal floats, small integers, random bools."""
-    from .ir.values import ScalarMeta
 
     if type(meta) is ScalarMeta:
         return meta.kind(rng.integers(1, 5))
@@ -286,15 +314,17 @@ def random_array(meta: Any, rng: np.random.Generator) -> Any:
     return np.asarray(values).astype(dtype.numpy)
 
 
-def _load_npz(path: str, graph: Any) -> dict[str, Any]:
-    from .ir.dtypes import DType
+# Written by `run --output` next to the arrays: "name:dtype" for every array whose dtype an .npy
+# header cannot name (bfloat16 and the other ml_dtypes types, stored as their raw bits).
+_DTYPES_ENTRY = "__aten2prims_dtypes__"
+_NPY_MAGIC = b"\x93NUMPY"
 
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files}
-    except (OSError, ValueError) as error:
-        raise UsageError(f"cannot read {path}: {error}") from None
-    # bfloat16 has no .npz dtype: such arrays are saved as raw 2-byte values ("V2") and retyped here.
+
+def _load_npz(path: str, graph: Any, max_memory: int | None = None) -> dict[str, Any]:
+    """The arrays of an .npz file, retyped to the graph's bfloat16 inputs where needed."""
+
+    arrays = read_npz(path, max_memory)
+    # Older files and other tools save bfloat16 as raw 2-byte values ("V2"): retyped by the meta.
     metas = {i.name: i.value.meta for i in graph.inputs}
     for name, array in arrays.items():
         meta = metas.get(name)
@@ -302,14 +332,129 @@ def _load_npz(path: str, graph: Any) -> dict[str, Any]:
             meta is not None
             and getattr(meta, "dtype", None) is DType.bfloat16
             and array.dtype.kind == "V"
+            and array.dtype.itemsize == 2
         ):
             arrays[name] = array.view(DType.bfloat16.numpy)
     return arrays
 
 
-def _save(path: str, arrays: dict[str, Any]) -> None:
+def read_npz(path: str, max_memory: int | None = None) -> dict[str, np.ndarray]:
+    """The arrays of an .npz file, read without numpy.load: every .npy header is checked (no
+    Python objects, sizes matching the entry, within the memory budget) before its data is
+    read, and nothing is ever unpickled. Raises UsageError saying what is wrong."""
+
+    budget = default_memory_budget() if max_memory is None else max_memory
     try:
-        np.savez(path, **{name: np.asarray(a) for name, a in arrays.items()})
+        with open(path, "rb") as file:
+            head = file.read(len(_NPY_MAGIC))
+        archive = zipfile.ZipFile(path)
+    except FileNotFoundError:
+        raise UsageError(f"cannot read {path}: no such file") from None
+    except OSError as error:
+        raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError):
+        if head == _NPY_MAGIC:
+            raise UsageError(f"{path} is a single .npy array; inputs and outputs are .npz files "
+                             "(numpy.savez(path, name=array, ...))") from None  # fmt: skip
+        what = "an empty file" if not head else "not an .npz file"
+        raise UsageError(f"{path} is {what}; expected an .npz file (a zip of .npy arrays, "
+                         "as numpy.savez writes)") from None  # fmt: skip
+    arrays: dict[str, np.ndarray] = {}
+    spent = 0
+    with archive:
+        for info in archive.infolist():
+            name = info.filename.removesuffix(".npy")
+            if name == info.filename or not name or name in arrays:
+                raise UsageError(f"{path}: entry {info.filename!r} is not a (distinct) .npy array")
+            try:
+                with archive.open(info) as stream:
+                    shape, fortran, dtype = _npy_header(stream)
+                    if dtype.hasobject:
+                        raise UsageError(f"{path}: {name} holds Python objects, which would need "
+                                         "unpickling; aten2prims never unpickles")  # fmt: skip
+                    if any(type(n) is not int or n < 0 for n in shape):
+                        raise UsageError(f"{path}: {name} has a malformed shape {shape}")
+                    nbytes = math.prod(shape) * dtype.itemsize
+                    if info.file_size != stream.tell() + nbytes:
+                        raise UsageError(f"{path}: {name} declares {dtype}{list(shape)} "
+                                         f"({nbytes} bytes), but its entry holds "
+                                         f"{info.file_size - stream.tell()} bytes of data")  # fmt: skip
+                    spent += nbytes
+                    if spent > budget:
+                        raise UsageError(f"{path}: {name} ({dtype}{list(shape)}) takes the arrays "
+                                         f"to {format_bytes(spent)}, over the memory budget of "
+                                         f"{format_bytes(budget)} (--max-memory)")  # fmt: skip
+                    buffer = bytearray(nbytes)
+                    if stream.readinto(buffer) != nbytes:
+                        raise UsageError(f"{path}: {name} is truncated")
+                    stream.read(1)  # reaching the end checks the entry's CRC-32
+            except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError,
+                    TypeError, SyntaxError, zlib.error, NotImplementedError) as error:  # fmt: skip
+                raise UsageError(f"{path}: cannot read {name}: {_one_line(error)}") from None
+            arrays[name] = np.frombuffer(buffer, dtype).reshape(
+                shape, order="F" if fortran else "C"
+            )
+    return _retyped(path, arrays)
+
+
+def _npy_header(stream: Any) -> tuple[tuple[int, ...], bool, np.dtype]:
+    version = np.lib.format.read_magic(stream)
+    if version not in ((1, 0), (2, 0), (3, 0)):
+        raise ValueError(f"unsupported .npy format version {version}")
+    read = (
+        np.lib.format.read_array_header_1_0
+        if version == (1, 0)
+        else np.lib.format.read_array_header_2_0
+    )
+    try:
+        return read(stream)
+    except (ValueError, OSError, EOFError):
+        raise
+    except Exception as error:  # numpy tokenizes the header text: TokenError, SyntaxError, …
+        raise ValueError(f"malformed .npy header ({type(error).__name__}: {error})") from None
+
+
+def _retyped(path: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Arrays saved as raw bits by `_save` given back their dtype (bfloat16, float8, …)."""
+
+    table = arrays.pop(_DTYPES_ENTRY, None)
+    if table is None:
+        return arrays
+    if table.dtype.kind != "U" or table.ndim != 1:
+        raise UsageError(f"{path}: {_DTYPES_ENTRY} is not a list of 'name:dtype' strings")
+    for item in table.tolist():
+        name, _, short = item.rpartition(":")
+        try:
+            dtype = DType.from_short(short).numpy
+        except ValueError:
+            raise UsageError(f"{path}: {_DTYPES_ENTRY} names an unknown dtype {short!r}") from None
+        array = arrays.get(name)
+        if array is None or array.dtype.itemsize != dtype.itemsize:
+            raise UsageError(f"{path}: {_DTYPES_ENTRY} retypes {name!r} to {short}, which does "
+                             "not fit the array stored under that name")  # fmt: skip
+        arrays[name] = array.view(dtype)
+    return arrays
+
+
+def _save(path: str, arrays: dict[str, Any]) -> None:
+    """Write exactly `path` (numpy.savez given a name would append .npz). Dtypes an .npy header
+    cannot name are stored as raw bits and listed in _DTYPES_ENTRY, so read_npz restores them."""
+
+    stored: dict[str, np.ndarray] = {}
+    retype: list[str] = []
+    for name, value in arrays.items():
+        array = np.asarray(value)
+        if type(array.dtype).__module__.startswith(
+            "ml_dtypes"
+        ) or array.dtype.type.__module__.startswith("ml_dtypes"):
+            retype.append(f"{name}:{DType.from_numpy(array.dtype).short}")
+            array = array.view(f"V{array.dtype.itemsize}")
+        stored[name] = array
+    if retype:
+        stored[_DTYPES_ENTRY] = np.array(retype)
+    try:
+        with open(path, "wb") as file:
+            np.savez(file, **stored)
     except OSError as error:
         raise UsageError(f"cannot write {path}: {error.strerror or error}") from None
 
@@ -321,6 +466,7 @@ def _check(args: argparse.Namespace) -> int:
     if args.ops is not None:
         if args.file is not None:
             raise UsageError("give either FILE or --ops, not both")
+        # The harness loads torch; only `check` needs it.
         from .testing.cli import HarnessUsageError, check_ops
 
         try:
@@ -337,28 +483,28 @@ def _check(args: argparse.Namespace) -> int:
         raise UsageError("--dtype, --json, --full-budget and --coverage go with --ops")
     if args.file is None:
         raise UsageError("check needs a FILE or --ops")
-    from . import frontends
-    from .executor import execute
-    from .passes.lower import lower
-    from .testing.compare import compare
 
-    graph = frontends.load(args.file)
-    inputs, seed = _inputs(graph, args.inputs, args.seed)
-    if args.bisect:  # bisect hook: aten2prims.testing.bisect holds the logic and the report
+    graph = frontends.load(args.file, max_memory=args.max_memory)
+    lowered = lower(graph)
+    check_memory_budget(lowered, args.max_memory)  # before random inputs are drawn
+    inputs, seed = _inputs(graph, args.inputs, args.seed, args.max_memory)
+    if args.bisect:
+        # The harness loads torch; only `check --bisect` needs it.
         from .testing.bisect import bisect
 
         report = bisect(graph, inputs, seed=seed or 0)
         print(report)
         return EXIT_OK if report.ok else EXIT_MISMATCH
-    ours = execute(lower(graph), inputs, seed=seed)
+    ours = execute(lowered, inputs, seed=seed, max_memory=args.max_memory)
     if args.expected is not None:
-        expected_arrays = _load_npz(args.expected, graph)
+        expected_arrays = read_npz(args.expected, args.max_memory)
         try:
             expected = [expected_arrays[f"output_{i}"] for i in range(len(ours))]
         except KeyError as missing:
             raise UsageError(f"{args.expected} has no {missing.args[0]}") from None
         source = args.expected
     else:
+        # The harness loads torch; only `check` needs it.
         from .testing.torch_run import run_with_torch
 
         expected = run_with_torch(args.file, graph, inputs)
@@ -379,7 +525,6 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _ops(args: argparse.Namespace) -> int:
-    from .coverage import coverage_json, coverage_text
 
     if args.json:
         print(json.dumps(coverage_json(), indent=1, sort_keys=True))

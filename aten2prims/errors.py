@@ -75,3 +75,7 @@ class LoweringError(Error):
 
 class ExecutionError(Error):
     """A kernel failed at run time; names the node and its provenance."""
+
+
+class MemoryBudgetError(ExecutionError):
+    """Running a graph would take more memory than the budget allows; raised before allocating."""

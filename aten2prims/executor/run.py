@@ -7,6 +7,7 @@ view prims stay zero-copy; caller arrays are never written; results are fresh, w
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, InputKind, OutputKind
 from ..ir.printer import format_provenance
 from ..ir.values import ScalarMeta, TensorMeta
+from ..limits import nbytes, over_budget
 from .plan import Plan, build_plan
 from .steps import Step, resolve
 
@@ -36,9 +38,17 @@ class _Planned:
     user_inputs: tuple[GraphInput, ...]
     required: tuple[str, ...]  # names of the inputs without stored data, in order
     plans: dict[frozenset[str], Plan] = attrs.Factory(dict)
+    # Bytes of every input at its meta's size: checked before a plan is built (planning folds
+    # constants computed from stored inputs, which may be broadcast views).
+    input_bytes: int = 0
+    # Per plan: input_bytes plus the most bytes its steps' fresh results hold at once.
+    peaks: dict[frozenset[str], int] = attrs.Factory(dict)
 
 
 _PLANNED: weakref.WeakKeyDictionary[Graph, _Planned] = weakref.WeakKeyDictionary()
+# Guards _PLANNED and every _Planned.plans: threads executing one graph share its plans, and a
+# plan is built once. Running a plan needs no lock (each call has its own slot list).
+_PLANS_LOCK = threading.RLock()
 
 
 def fingerprint(graph: Graph) -> tuple[int, ...]:
@@ -56,6 +66,11 @@ def fingerprint(graph: Graph) -> tuple[int, ...]:
 
 def _planned(graph: Graph) -> tuple[_Planned, Graph]:
     """The graph's plans and the prims graph they run (the graph or its lowering)."""
+    with _PLANS_LOCK:
+        return _planned_locked(graph)
+
+
+def _planned_locked(graph: Graph) -> tuple[_Planned, Graph]:
     print_ = fingerprint(graph)
     planned = _PLANNED.get(graph)
     if planned is None or planned.fingerprint != print_:
@@ -73,6 +88,7 @@ def _planned(graph: Graph) -> tuple[_Planned, Graph]:
             {gi.name: gi for gi in inputs},
             tuple(gi for gi in inputs if gi.kind is InputKind.USER_INPUT),
             tuple(gi.name for gi in inputs if gi.data is None),
+            input_bytes=sum(nbytes(gi.value.meta) for gi in inputs),
         )
         _PLANNED[graph] = planned
     return planned, planned.lowered or graph
@@ -82,9 +98,10 @@ def plan_for(graph: Graph, overridden: frozenset[str] = frozenset()) -> Plan:
     """The cached plan of a graph for callers overriding the stored data of the inputs named in
     `overridden` (rebuilt if the graph's nodes, inputs or outputs changed)."""
     planned, prims_graph = _planned(graph)
-    plan = planned.plans.get(overridden)
-    if plan is None:
-        plan = planned.plans[overridden] = build_plan(prims_graph, overridden)
+    with _PLANS_LOCK:
+        plan = planned.plans.get(overridden)
+        if plan is None:
+            plan = planned.plans[overridden] = build_plan(prims_graph, overridden)
     return plan
 
 
@@ -95,6 +112,7 @@ def execute(
     seed: int | None = None,
     check: bool = False,
     return_all_outputs: bool = False,
+    max_memory: int | None = None,
 ) -> list[np.ndarray]:
     """Run `graph` and return its user outputs (all outputs with `return_all_outputs=True`) as
     NumPy arrays (Python scalars for scalar outputs).
@@ -103,17 +121,19 @@ def execute(
     and constants that carry data need not be given (a given one overrides the stored data).
     `seed` makes random prims reproducible. `check=True` verifies every result's shape and dtype
     against its node's meta (debug mode). A graph that still holds aten nodes is lowered first.
+    A graph whose inputs and live intermediates could exceed `max_memory` bytes (default: the
+    machine's memory, `limits.default_memory_budget`) raises MemoryBudgetError before anything
+    is allocated (plans fold constants, so the check precedes planning).
     """
     planned, prims_graph = _planned(graph)
+    over_budget(f"the inputs of graph {prims_graph.name}", planned.input_bytes, max_memory)
     given = _bind_inputs(prims_graph, planned, inputs)
     overridden = (
         frozenset(name for name, _ in given if name in planned.stored)
         if planned.stored
         else frozenset()
     )
-    plan = planned.plans.get(overridden)
-    if plan is None:
-        plan = planned.plans[overridden] = build_plan(prims_graph, overridden)
+    plan = _checked_plan(planned, prims_graph, overridden, max_memory)
     values = plan.initial_values.copy()
     for name, array in given:
         values[plan.input_slots[name]] = array
@@ -144,6 +164,46 @@ def execute(
             result = result.copy()  # the same value returned twice: two independent arrays
         results.append(result)
     return results
+
+
+def check_memory_budget(
+    graph: Graph, max_memory: int | None = None, overridden: frozenset[str] = frozenset()
+) -> None:
+    """Raise MemoryBudgetError, before anything is allocated, when running `graph` could take
+    more than `max_memory` bytes (default: `limits.default_memory_budget()`): its inputs at their
+    full size, then its plan's fresh results alive at once (views cost nothing)."""
+    planned, prims_graph = _planned(graph)
+    _checked_plan(planned, prims_graph, overridden, max_memory)
+
+
+def _checked_plan(
+    planned: _Planned, prims_graph: Graph, overridden: frozenset[str], max_memory: int | None
+) -> Plan:
+    over_budget(f"the inputs of graph {prims_graph.name}", planned.input_bytes, max_memory)
+    with _PLANS_LOCK:
+        plan = planned.plans.get(overridden)
+        if plan is None:
+            plan = planned.plans[overridden] = build_plan(prims_graph, overridden)
+        peak = planned.peaks.get(overridden)
+        if peak is None:
+            peak = planned.peaks[overridden] = planned.input_bytes + _steps_peak(plan)
+    over_budget(f"running graph {prims_graph.name}", peak, max_memory)
+    return plan
+
+
+def _steps_peak(plan: Plan) -> int:
+    """The most bytes the plan's fresh step results hold at once, plus its folded constants."""
+    held: dict[int, int] = {}
+    live = peak = plan.resident_bytes
+    for step in plan.steps:
+        if step.result_kind != "view":
+            for slot, meta in zip(step.out_slots, step.out_metas):
+                held[slot] = nbytes(meta)
+                live += held[slot]
+        peak = max(peak, live)
+        for slot in step.free_after:
+            live -= held.pop(slot, 0)
+    return peak
 
 
 def _run_step(step: Step, values: list[Any], rng: np.random.Generator | None) -> None:

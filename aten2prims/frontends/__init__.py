@@ -22,9 +22,10 @@ from .text import load_text
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
-def load(path: str | Path) -> Graph:
+def load(path: str | Path, *, max_memory: int | None = None) -> Graph:
     """The graph in a `.pt2` archive or a text IR file. Raises LoadError for a missing,
-    unreadable, malformed or unsupported file, naming the file (and the archive entry)."""
+    unreadable, malformed or unsupported file, naming the file (and the archive entry).
+    `max_memory` bounds the bytes an archive's tensors may take (default: the machine's)."""
     path = Path(path)
     try:
         with path.open("rb") as file:
@@ -35,7 +36,7 @@ def load(path: str | Path) -> Graph:
         raise LoadError(
             f"cannot read the file: {error.strerror or error}", entry=str(path)
         ) from None
-    return load_pt2(path) if head == _ZIP_MAGIC else load_text(path)
+    return load_pt2(path, max_memory=max_memory) if head == _ZIP_MAGIC else load_text(path)
 
 
 __all__ = ["from_fx", "load", "load_pt2", "load_text"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import reprlib
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -33,6 +34,7 @@ from ..errors import LoadError
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
 from ..ir.values import Device, Layout, MemoryFormat, TensorMeta, Value
+from ..limits import MAX_JSON_BYTES, default_memory_budget, format_bytes
 from .common import (
     SYMBOLIC,
     check_known_aten_op,
@@ -46,6 +48,7 @@ from .common import (
 SCHEMA_MAJOR = 8  # torch 2.13 writes (8, 20); other versions are read when their layout matches
 
 _ARCHIVE_FORMAT = "archive_format"
+_MAX_ADDRESS = 2**62  # byte strides and offsets at or above this address nothing NumPy can hold
 _MODELS_DIR = "models/"
 _WEIGHTS_DIR = "data/weights/"
 _CONSTANTS_DIR = "data/constants/"
@@ -57,6 +60,7 @@ _ZIP_ERRORS = (
     EOFError,
     OSError,
     NotImplementedError,
+    ValueError,  # UnicodeDecodeError of a flipped entry name, and zipfile's own ValueErrors
 )
 
 # The keys this reader walks; a file of another schema version is read if it has all of them.
@@ -93,16 +97,18 @@ _OUTPUT_ROLES = {
 }
 
 
-def load_pt2(path: str | Path) -> Graph:
+def load_pt2(path: str | Path, *, max_memory: int | None = None) -> Graph:
     """The graph of a `.pt2` archive written by `torch.export.save`, its parameters, buffers and
-    constants carried as GraphInput.data. Raises LoadError naming the archive entry at fault."""
+    constants carried as GraphInput.data. Raises LoadError naming the archive entry at fault.
+    The tensors' bytes may not exceed `max_memory` (default: `limits.default_memory_budget()`)."""
     path = Path(path)
     with _Archive(path) as archive:
         model_name, relative = archive.model_entry()
         entry = archive.member(relative)
         model = archive.json(relative)
         _check_layout(model, entry)
-        payloads = _Payloads(archive, model_name)
+        payloads = _Payloads(archive, model_name, max_memory)
+        payloads.refuse_pickled()
         graph = _ModelReader(model["graph_module"], entry, payloads).read(graph_name(path.stem))
     return verified(graph, entry=entry)
 
@@ -124,6 +130,7 @@ class _Archive:
                 f"not a readable zip archive (truncated or corrupted?): {error}", entry=str(path)
             ) from None
         try:
+            self._check_names()
             self.root = self._find_root()
             self.names = set(self.zip.namelist())
             if self.read(_ARCHIVE_FORMAT) != b"pt2":
@@ -142,6 +149,18 @@ class _Archive:
     def __exit__(self, *exc: object) -> None:
         self.zip.close()
 
+    def _check_names(self) -> None:
+        """Refuse entry names that could mean two things: duplicates (which copy is read depends
+        on the tool), and names escaping the archive (absolute, '..', backslashes, drives)."""
+        seen: set[str] = set()
+        for name in self.zip.namelist():
+            if not _inside(name.removesuffix("/")):
+                raise LoadError(f"unsafe entry name {name!r} (absolute, '..', backslash or drive)",
+                                entry=str(self.path))  # fmt: skip
+            if name in seen:
+                raise LoadError(f"the entry {name!r} appears twice", entry=str(self.path))
+            seen.add(name)
+
     def _find_root(self) -> str:
         for name in self.zip.namelist():
             head, _, tail = name.rpartition("/")
@@ -155,23 +174,40 @@ class _Archive:
     def has(self, relative: str) -> bool:
         return self.member(relative) in self.names
 
-    def read(self, relative: str) -> bytes:
+    def size(self, relative: str) -> int:
+        """The entry's declared uncompressed size (reads never return more than this)."""
+        return self.zip.getinfo(self.member(relative)).file_size
+
+    def read(self, relative: str, limit: int | None = None) -> bytes:
+        """The entry's bytes: all of them (CRC-32 checked), or its first `limit` bytes when the
+        entry is larger. Decompression stops there, so a zip bomb costs no more than `limit`."""
         name = self.member(relative)
         if name not in self.names:
             raise LoadError("missing from the archive", entry=name)
         try:
-            return self.zip.read(name)  # checks the entry's CRC-32
+            if limit is None or limit >= self.size(relative):
+                return self.zip.read(name)  # checks the entry's CRC-32
+            with self.zip.open(name) as stream:
+                data = stream.read(limit)
         except _ZIP_ERRORS as error:
             raise LoadError(
                 f"cannot read the entry (truncated or corrupted archive): {error}", entry=name
             ) from None
+        if len(data) != limit:
+            raise LoadError(f"truncated entry: {len(data)} of {limit} bytes", entry=name)
+        return data
 
     def json(self, relative: str) -> dict[str, Any]:
         name = self.member(relative)
+        if self.has(relative) and self.size(relative) > MAX_JSON_BYTES:
+            raise LoadError(f"{format_bytes(self.size(relative))} of JSON is over the "
+                            f"{format_bytes(MAX_JSON_BYTES)} limit", entry=name)  # fmt: skip
         try:
             document = json.loads(self.read(relative).decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
             raise LoadError(f"malformed JSON: {error}", entry=name) from None
+        except RecursionError:
+            raise LoadError("malformed JSON: nested too deeply", entry=name) from None
         if type(document) is not dict:
             raise LoadError(
                 f"malformed JSON: expected an object, found {type(document).__name__}", entry=name
@@ -216,16 +252,25 @@ def _check_layout(model: dict[str, Any], entry: str) -> None:
 # -- scalars and unions of the JSON encoding -------------------------------------------------------
 
 
+_SHORT = reprlib.Repr()  # Python 3.11's Repr takes no constructor arguments
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, 60, 60
+
+
+def _short(obj: Any) -> str:
+    """A bounded repr for messages, whatever the size or depth of the value."""
+    return _SHORT.repr(obj)
+
+
 def _union(obj: Any) -> tuple[str, Any]:
     """torch.export writes a union as a one-key object {variant: payload}."""
     if type(obj) is not dict or len(obj) != 1:
-        raise ValueError(f"expected a one-key union object, found {obj!r}")
+        raise ValueError(f"expected a one-key union object, found {_short(obj)}")
     return next(iter(obj.items()))
 
 
 def _int(x: Any) -> int:
     if type(x) is not int:
-        raise ValueError(f"expected an int, found {x!r}")
+        raise ValueError(f"expected an int, found {_short(x)}")
     return x
 
 
@@ -233,24 +278,24 @@ def _float(x: Any) -> float:
     # torch writes inf and nan as the strings "Infinity", "-Infinity", "NaN"
     if type(x) in (int, float) or (type(x) is str and x in ("Infinity", "-Infinity", "NaN")):
         return float(x)
-    raise ValueError(f"expected a float, found {x!r}")
+    raise ValueError(f"expected a float, found {_short(x)}")
 
 
 def _bool(x: Any) -> bool:
     if type(x) is not bool:
-        raise ValueError(f"expected a bool, found {x!r}")
+        raise ValueError(f"expected a bool, found {_short(x)}")
     return x
 
 
 def _str(x: Any) -> str:
     if type(x) is not str:
-        raise ValueError(f"expected a string, found {x!r}")
+        raise ValueError(f"expected a string, found {_short(x)}")
     return x
 
 
 def _list(x: Any) -> list[Any]:
     if type(x) is not list:
-        raise ValueError(f"expected a list, found {x!r}")
+        raise ValueError(f"expected a list, found {_short(x)}")
     return x
 
 
@@ -288,8 +333,8 @@ def _sym(plain: str, convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if variant == plain:
             return convert(value)
         if variant == "as_name":
-            raise _Symbolic(f"uses the symbolic value {value!r}")
-        raise ValueError(f"unknown symbolic-argument variant {variant!r}")
+            raise _Symbolic(f"uses the symbolic value {_short(value)}")
+        raise ValueError(f"unknown symbolic-argument variant {_short(variant)}")
 
     return read
 
@@ -302,7 +347,7 @@ def _sym_int(payload: Any, what: str) -> int:
     if variant == "as_expr":
         expression = value.get("expr_str") if type(value) is dict else value
         raise _Symbolic(f"{what} is symbolic ({expression})")
-    raise ValueError(f"unknown SymInt variant {variant!r} in {what}")
+    raise ValueError(f"unknown SymInt variant {_short(variant)} in {what}")
 
 
 class _Symbolic(Exception):
@@ -344,6 +389,8 @@ def _reporting(where: str, entry: str) -> Iterator[None]:
         raise LoadError(f"{where}: malformed, missing key {error}", entry=entry) from None
     except (ValueError, TypeError, AttributeError, IndexError) as error:
         raise LoadError(f"{where}: malformed, {error}", entry=entry) from None
+    except RecursionError:
+        raise LoadError(f"{where}: malformed, nested too deeply", entry=entry) from None
 
 
 # -- the graph ---------------------------------------------------------------------------------------
@@ -407,7 +454,7 @@ class _ModelReader:
     # -- values --------------------------------------------------------------------------------
     def define(self, name: Any) -> Value:
         if not is_value_name(name):
-            raise ValueError(f"tensor name {name!r} is not an identifier")
+            raise ValueError(f"tensor name {_short(name)} is not an identifier")
         if name in self.values:
             raise ValueError(f"tensor %{name} is defined twice")
         tensor_values = self.graph["tensor_values"]
@@ -420,7 +467,7 @@ class _ModelReader:
     def tensor(self, payload: Any) -> Value:
         name = payload["name"]
         if name not in self.values:
-            raise ValueError(f"tensor {name!r} is used before it is defined")
+            raise ValueError(f"tensor {_short(name)} is used before it is defined")
         return self.values[name]
 
     def optional_tensor(self, payload: Any) -> Value | None:
@@ -429,13 +476,13 @@ class _ModelReader:
             return None
         if variant == "as_tensor":
             return self.tensor(value)
-        raise ValueError(f"unknown optional-tensor variant {variant!r}")
+        raise ValueError(f"unknown optional-tensor variant {_short(variant)}")
 
     def argument(self, arg: Any) -> Any:
         variant, payload = _union(arg)
         convert = self.arguments.get(variant)
         if convert is None:
-            raise _Unsupported(f"argument kind {variant!r} is not supported")
+            raise _Unsupported(f"argument kind {_short(variant)} is not supported")
         return convert(payload)
 
     # -- nodes ---------------------------------------------------------------------------------
@@ -496,7 +543,7 @@ class _ModelReader:
                     f"output {position} is an undefined tensor (None), which the IR cannot hold"
                 )
             else:
-                raise _Unsupported(f"output {position} of kind {variant!r} is not supported")
+                raise _Unsupported(f"output {position} of kind {_short(variant)} is not supported")
 
     # -- signature -------------------------------------------------------------------------------
     def read_inputs(self) -> list[GraphInput]:
@@ -524,15 +571,17 @@ class _ModelReader:
                 raise _Symbolic("is a symbolic scalar")
             if variant != "as_tensor":
                 raise _Unsupported(
-                    f"user input of kind {variant!r} is not supported (tensors only)"
+                    f"user input of kind {_short(variant)} is not supported (tensors only)"
                 )
             name = argument["name"]
         elif role in _INPUT_ROLES:
             name = payload["arg"]["name"]
         else:
-            raise _Unsupported(f"input kind {role!r} is not supported")
+            raise _Unsupported(f"input kind {_short(role)} is not supported")
         if _union(placeholder) != ("as_tensor", {"name": name}):
-            raise ValueError(f"the signature names %{name} but the graph input is {placeholder!r}")
+            raise ValueError(
+                f"the signature names %{name} but the graph input is {_short(placeholder)}"
+            )
         value = self.define(name)
         if role == "user_input":
             return GraphInput(value)
@@ -550,14 +599,14 @@ class _ModelReader:
             with _reporting(f"output {position}", self.entry):
                 role, payload = _union(spec)
                 if role not in _OUTPUT_ROLES:
-                    raise _Unsupported(f"output kind {role!r} is not supported")
+                    raise _Unsupported(f"output kind {_short(role)} is not supported")
                 kind, target_key = _OUTPUT_ROLES[role]
                 argument = payload["arg"]
                 if role == "user_output":
                     variant, argument = _union(argument)
                     if variant != "as_tensor":
                         raise _Unsupported(
-                            f"user output of kind {variant!r} is not supported (tensors only)"
+                            f"user output of kind {_short(variant)} is not supported (tensors only)"
                         )
                 target = _str(payload[target_key]) if target_key else None
                 outputs.append(GraphOutput(self.tensor(argument), kind, target))
@@ -584,11 +633,25 @@ class _Payloads:
     """Parameters, buffers and constants rebuilt from the raw storages in data/weights/ and
     data/constants/. A storage shared by several tensors is read once."""
 
-    def __init__(self, archive: _Archive, model_name: str) -> None:
+    def __init__(self, archive: _Archive, model_name: str, budget: int | None = None) -> None:
         self.archive = archive
         self.model_name = model_name
         self.configs: dict[str, tuple[str, dict[str, Any]]] = {}
         self.storages: dict[str, np.ndarray] = {}
+        self.budget = default_memory_budget() if budget is None else budget
+        self.spent = 0
+
+    def refuse_pickled(self) -> None:
+        """Refuse an archive with any pickled tensor, used or not: nothing reads it here, but
+        a tool that loads the archive the ordinary way would unpickle it (and run its code)."""
+        for directory, config_file in _CONFIG_FILE.items():
+            if not self.archive.has(directory + config_file.format(self.model_name)):
+                continue
+            entry, config = self.config(directory)
+            for fqn, payload in config.items():
+                if type(payload) is dict and payload.get("use_pickle") is True:
+                    raise LoadError(f"{fqn!r} is stored pickled (use_pickle: true, a tensor "
+                                    "subclass); aten2prims never unpickles", entry=entry)  # fmt: skip
 
     def config(self, directory: str) -> tuple[str, dict[str, Any]]:
         if directory not in self.configs:
@@ -627,47 +690,76 @@ class _Payloads:
     def rebuild(
         self, relative: str, fqn: str, meta: TensorMeta, strides: tuple[int, ...], offset: int
     ) -> np.ndarray:
+        """The tensor as an array of its own: a contiguous copy, or — when its strides repeat
+        elements (a stride-0 broadcast) — a read-only view over a copy of just the elements it
+        spans, so that a small storage never becomes a huge array."""
         dtype = meta.dtype
-        if math.prod(meta.shape) == 0:
+        count = math.prod(meta.shape)
+        if count == 0:
             return np.zeros(meta.shape, dtype.numpy)
-        storage = self.storage(relative, fqn)
         entry = self.archive.member(relative)
-        if storage.size % dtype.itemsize:
-            raise LoadError(f"{storage.size} bytes is not a whole number of {dtype} elements "
-                            f"({dtype.itemsize} bytes each), as {fqn!r} needs", entry=entry)  # fmt: skip
+        if not self.archive.has(relative):
+            raise LoadError(f"missing from the archive (it holds {fqn!r})", entry=entry)
         if offset < 0 or any(stride < 0 for stride in strides):
             raise LoadError(
                 f"{fqn!r} has a negative stride or offset ({strides}, {offset})", entry=entry
             )
+        if max((offset, *strides)) * dtype.itemsize >= _MAX_ADDRESS:
+            raise LoadError(f"{fqn!r} has a stride or offset beyond any address ({strides}, "
+                            f"{offset})", entry=entry)  # fmt: skip
+        # A size-1 dim's stride is never used to address anything (torch writes any value there).
+        strides = tuple(0 if size == 1 else stride for size, stride in zip(meta.shape, strides))
         needed = offset + sum((size - 1) * stride for size, stride in zip(meta.shape, strides)) + 1
-        available = storage.size // dtype.itemsize
+        stored = self.archive.size(relative)
+        if stored % dtype.itemsize:
+            raise LoadError(f"{stored} bytes is not a whole number of {dtype} elements "
+                            f"({dtype.itemsize} bytes each), as {fqn!r} needs", entry=entry)  # fmt: skip
+        available = stored // dtype.itemsize
         if needed > available:
             raise LoadError(
                 f"holds {available} {dtype} element(s), but {fqn!r} (sizes {list(meta.shape)}, strides "
                 f"{list(strides)}, offset {offset}) needs {needed}",
                 entry=entry,
             )
+        span = needed - offset
+        dense = count <= span  # a copy costs no more than the bytes read
+        self.spend(
+            needed * dtype.itemsize + (count if dense else span) * dtype.itemsize, fqn, entry
+        )
+        storage = self.storage(relative, needed * dtype.itemsize)
         # bool storages are read as bytes, so that any nonzero byte becomes a proper True
-        elements = storage.view(np.uint8 if dtype is DType.bool else dtype.numpy)
+        elements = storage[: needed * dtype.itemsize].view(
+            np.uint8 if dtype is DType.bool else dtype.numpy
+        )[offset:]
+        if dtype is DType.bool:
+            elements = elements != 0
+        elif not dense:
+            elements = elements.copy()  # the view must not keep the whole storage alive
         view = np.lib.stride_tricks.as_strided(
-            elements[offset:],
+            elements,
             shape=meta.shape,
-            strides=tuple(stride * dtype.itemsize for stride in strides),
+            strides=tuple(stride * elements.itemsize for stride in strides),
             writeable=False,
         )
-        return (
-            np.asarray(view != 0) if dtype is DType.bool else np.array(view, order="C", copy=True)
-        )
+        return np.array(view, order="C", copy=True) if dense else view
 
-    def storage(self, relative: str, fqn: str) -> np.ndarray:
-        if relative not in self.storages:
-            if not self.archive.has(relative):
-                raise LoadError(
-                    f"missing from the archive (it holds {fqn!r})",
-                    entry=self.archive.member(relative),
-                )
-            self.storages[relative] = np.frombuffer(self.archive.read(relative), np.uint8)
-        return self.storages[relative]
+    def spend(self, nbytes: int, fqn: str, entry: str) -> None:
+        """Count bytes the reader is about to allocate against the memory budget."""
+        self.spent += nbytes
+        if self.spent > self.budget:
+            raise LoadError(
+                f"reading {fqn!r} takes the archive's tensors to {format_bytes(self.spent)}, over "
+                f"the memory budget of {format_bytes(self.budget)}",
+                entry=entry,
+            )
+
+    def storage(self, relative: str, nbytes: int) -> np.ndarray:
+        """The first `nbytes` of a storage entry (read once; again only if more are needed)."""
+        cached = self.storages.get(relative)
+        if cached is None or cached.size < nbytes:
+            cached = np.frombuffer(self.archive.read(relative, limit=nbytes), np.uint8)
+            self.storages[relative] = cached
+        return cached
 
 
 def _inside(path_name: str) -> bool:

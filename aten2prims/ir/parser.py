@@ -31,8 +31,13 @@ _TOKEN = re.compile(
   | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*)
   | (?P<punct>[()\[\],:=])
     """,
-    re.VERBOSE,
+    re.VERBOSE | re.ASCII,  # `\d` is 0-9 only: '٣2' is not the size 32
 )
+# Python refuses int() of more than 4300 digits; sizes must fit int64 (what NumPy can index).
+_MAX_INT_DIGITS = 4000
+_MAX_SIZE = 2**63 - 1
+# Lists nest no deeper than this (the parser recurses per level).
+MAX_LIST_DEPTH = 64
 
 _KEYWORD_LITERALS: dict[str, Any] = {
     "None": None,
@@ -208,7 +213,7 @@ class _Parser:
             self.next()
             kind = _INPUT_KINDS[role.text]
             if self.peek().kind == "string":
-                target = json.loads(self.next().text)
+                target = self.string(self.next())
         return GraphInput(value, kind, target)
 
     def parse_outputs(self) -> list[GraphOutput]:
@@ -225,7 +230,7 @@ class _Parser:
                 self.next()
                 kind = _OUTPUT_KINDS[role.text]
                 if self.peek().kind == "string":
-                    target = json.loads(self.next().text)
+                    target = self.string(self.next())
             outputs.append(GraphOutput(value, kind, target))
             if self.accept("punct", ")"):
                 return outputs
@@ -255,9 +260,11 @@ class _Parser:
         if not self.accept("punct", "]"):
             while True:
                 size = self.expect("number")
-                if not re.fullmatch(r"\d+", size.text):
+                if not re.fullmatch(r"[0-9]+", size.text):
                     self.fail("expected a non-negative integer size", size)
-                shape.append(int(size.text))
+                if self.integer(size) > _MAX_SIZE:
+                    self.fail("a size must be below 2**63", size)
+                shape.append(self.integer(size))
                 if self.accept("punct", "]"):
                     break
                 self.expect("punct", ",")
@@ -311,24 +318,39 @@ class _Parser:
         except KeyError:
             self.fail(f"%{name} is used before it is defined", token)
 
-    def parse_operand(self) -> Any:
+    def string(self, token: _Token) -> str:
+        """A string literal's value (JSON escapes)."""
+        try:
+            return json.loads(token.text)
+        except (json.JSONDecodeError, RecursionError) as error:
+            message = getattr(error, "msg", "malformed string")
+            self.fail(f"malformed string literal ({message})", token)
+
+    def integer(self, token: _Token) -> int:
+        if len(token.text) > _MAX_INT_DIGITS:
+            self.fail(f"an integer literal has at most {_MAX_INT_DIGITS} digits", token)
+        return int(token.text)
+
+    def parse_operand(self, depth: int = 0) -> Any:
         token = self.next()
         kind, text = token.kind, token.text
         if kind == "value":
             self.position -= 1
             return self.use(self.next())
         if kind == "number":
-            if re.fullmatch(r"-?\d+", text):
-                return int(text)
+            if re.fullmatch(r"-?[0-9]+", text):
+                return self.integer(token)
             return float(text)
         if kind == "string":
-            return json.loads(text)
+            return self.string(token)
         if kind == "punct" and text == "[":
+            if depth >= MAX_LIST_DEPTH:
+                self.fail(f"lists nest at most {MAX_LIST_DEPTH} deep", token)
             items: list[Any] = []
             if self.accept("punct", "]"):
                 return ()
             while True:
-                items.append(self.parse_operand())
+                items.append(self.parse_operand(depth + 1))
                 if self.accept("punct", "]"):
                     return tuple(items)
                 self.expect("punct", ",")
@@ -346,7 +368,7 @@ class _Parser:
                 return complex(real, imag)
             if text == "device":
                 self.expect("punct", "(")
-                name = json.loads(self.expect("string").text)
+                name = self.string(self.expect("string"))
                 self.expect("punct", ")")
                 return Device(name)
         self.fail("expected an operand", token)
@@ -384,7 +406,10 @@ class _Parser:
         if tokens[index].kind == "ident" and tokens[index].text == "at":
             if tokens[index + 1].kind != "string":
                 bad()
-            source = json.loads(tokens[index + 1].text)
+            try:
+                source = json.loads(tokens[index + 1].text)
+            except json.JSONDecodeError:
+                bad()
             index += 2
         if tokens[index].kind != "end":
             bad()
