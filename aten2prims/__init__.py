@@ -124,6 +124,7 @@ def from_fx(obj: object, *, name: str = "graph") -> Graph:
 def to_fx(graph: Graph) -> object:
     """A `torch.fx.GraphModule` whose nodes call `torch.ops.prims` (and `torch.ops.aten2prims` for
     the four extension prims) computing a lowered graph in torch (imports torch)."""
+    # Lazy: to_fx loads torch.
     from .backends.to_fx import to_fx as export_fx
 
     return export_fx(graph)
@@ -132,6 +133,7 @@ def to_fx(graph: Graph) -> object:
 def bisect(graph: Graph, inputs: Any = (), rules: Any = None, *, seed: int = 0) -> Any:
     """Run an aten graph in torch node by node and check each aten node's prims expansion on the
     inputs torch used for it; the report names the first node that diverges (imports torch)."""
+    # Lazy: the harness loads torch.
     from .testing.bisect import bisect as run_bisect
 
     return run_bisect(graph, inputs, rules, seed=seed)

@@ -8,6 +8,8 @@ import os
 import re
 from typing import Any
 
+from .errors import MemoryBudgetError
+
 # A model.json or payload config larger than this is refused before it is read.
 MAX_JSON_BYTES = 256 * 2**20
 
@@ -53,8 +55,6 @@ def format_bytes(nbytes: int) -> str:
 
 def over_budget(what: str, needed: int, max_memory: int | None) -> None:
     """Raise MemoryBudgetError when `needed` bytes exceed the budget (default: the machine's)."""
-    from .errors import MemoryBudgetError
-
     budget = default_memory_budget() if max_memory is None else max_memory
     if needed > budget:
         raise MemoryBudgetError(

@@ -390,7 +390,7 @@ def test_execute_is_thread_safe_and_never_writes_inputs() -> None:
 
 def test_fuzzer_finds_no_internal_errors() -> None:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    command = [sys.executable, "-m", "aten2prims.testing.fuzz", "--cases", "300", "--seed", "0", "--json"]  # fmt: skip
+    command = [sys.executable, "-m", "aten2prims.fuzz", "--cases", "300", "--seed", "0", "--json"]  # fmt: skip
     result = subprocess.run(
         command, capture_output=True, text=True, env=env, check=False, timeout=600
     )

@@ -1,7 +1,7 @@
 """A seeded, structure-aware mutation fuzzer of everything the command line reads: `.pt2`
 archives, text IR files and `--inputs` .npz files (SECURITY.md says what it checks).
 
-    python -m aten2prims.testing.fuzz --cases 5000 [--seed N] [--jobs 2] [--keep DIR]
+    python -m aten2prims.fuzz --cases 5000 [--seed N] [--jobs 2] [--keep DIR]
 
 Seeds are the bundled examples (examples/*.pt2, *.inputs.npz) and their graphs in text form.
 Each case mutates one seed (sizes, strides, offsets, dtype codes, op names, references, zip
@@ -36,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
+from .cli import main as cli_main
+from .frontends import load
 
 ADDRESS_SPACE_LIMIT = 2 * 2**30
 TIME_LIMIT_SECONDS = 20
@@ -73,8 +76,6 @@ def _seeds() -> dict[str, bytes]:
     for name in _SEED_MODELS:
         seeds[f"{name}.pt2"] = (_EXAMPLES / f"{name}.pt2").read_bytes()
         seeds[f"{name}.inputs.npz"] = (_EXAMPLES / f"{name}.inputs.npz").read_bytes()
-    from ..frontends import load
-
     for name in _SEED_MODELS:
         seeds[f"{name}.txt"] = str(load(_EXAMPLES / f"{name}.pt2")).encode()
     seeds["tiny.txt"] = (
@@ -410,8 +411,6 @@ def _classify(detail: str) -> str:
 
 
 def run_cases(cases: list[Case], jobs: int = 2, keep: Path | None = None) -> list[Outcome]:
-    from ..cli import main as cli_main
-
     outcomes: list[Outcome] = []
     running: dict[int, tuple[Case, Path, float]] = {}
     pending = list(reversed(cases))
@@ -473,7 +472,7 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aten2prims.testing.fuzz", description=__doc__.split("\n\n")[0])  # fmt: skip
+    parser = argparse.ArgumentParser(prog="python -m aten2prims.fuzz", description=__doc__.split("\n\n")[0])  # fmt: skip
     parser.add_argument("--cases", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
