@@ -21,7 +21,7 @@ import traceback
 import zipfile
 import zlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -385,7 +385,7 @@ def read_npz(path: str, max_memory: int | None = None) -> dict[str, np.ndarray]:
                                          f"to {format_bytes(spent)}, over the memory budget of "
                                          f"{format_bytes(budget)} (--max-memory)")  # fmt: skip
                     buffer = bytearray(nbytes)
-                    if stream.readinto(buffer) != nbytes:
+                    if cast(zipfile.ZipExtFile, stream).readinto(buffer) != nbytes:
                         raise UsageError(f"{path}: {name} is truncated")
                     stream.read(1)  # reaching the end checks the entry's CRC-32
             except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError,
@@ -440,7 +440,7 @@ def _save(path: str, arrays: dict[str, Any]) -> None:
     """Write exactly `path` (numpy.savez given a name would append .npz). Dtypes an .npy header
     cannot name are stored as raw bits and listed in _DTYPES_ENTRY, so read_npz restores them."""
 
-    stored: dict[str, np.ndarray] = {}
+    stored: dict[str, Any] = {}
     retype: list[str] = []
     for name, value in arrays.items():
         array = np.asarray(value)

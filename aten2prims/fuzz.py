@@ -237,10 +237,10 @@ def _mutate_pt2(seed: bytes, rng: random.Random) -> tuple[str, bytes]:
     if choice == 7:
         del entries[rng.randrange(len(entries))]
         return "drop an entry", _zip(entries)
-    data = bytearray(seed)
+    flipped = bytearray(seed)
     for _ in range(rng.randrange(1, 20)):
-        data[rng.randrange(len(data))] = rng.randrange(256)
-    return "byte flips", bytes(data)
+        flipped[rng.randrange(len(flipped))] = rng.randrange(256)
+    return "byte flips", bytes(flipped)
 
 
 # -- text IR mutations ------------------------------------------------------------------------------

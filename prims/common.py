@@ -4,7 +4,6 @@ the float16/bfloat16 "compute in float32" convention."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from numbers import Number
 from typing import Any
 
 import numpy as np
@@ -94,7 +93,7 @@ def elementwise_operands(args: Sequence[Any]) -> tuple[tuple[int, ...], DType]:
     return (shape if shape is not None else ()), dtype
 
 
-def number_as(x: Number, dtype: DType) -> np.ndarray:
+def number_as(x: bool | int | float | complex, dtype: DType) -> np.ndarray:
     """A Python number as a 0-dim array of `dtype`; integers wrap around as torch's casts do."""
     if dtype.is_integral and type(x) is int:
         info = np.iinfo(np.int64)

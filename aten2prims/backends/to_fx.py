@@ -56,6 +56,8 @@ def torch_op(node: Node) -> Any:
             "lower the graph first (aten2prims.lower)"
         )
     definition = lookup(node.op)
+    if definition is None:
+        raise ToFxError(f"{node.op} is not a prim of our opset")
     if not definition.implemented:
         raise ToFxError(f"{node.op} is omitted from our opset: {definition.omitted_reason}")
     if definition.extension:
@@ -67,6 +69,8 @@ def torch_op(node: Node) -> Any:
 def bound_arguments(node: Node) -> dict[str, Any]:
     """The node's operands by schema argument name, in schema order."""
     definition = lookup(node.op)
+    if definition is None:
+        raise ToFxError(f"{node.op} is not a prim of our opset")
     named: dict[str, Any] = {}
     positional = iter(node.args)
     for index, argument in enumerate(definition.schema.arguments):

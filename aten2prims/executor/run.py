@@ -316,6 +316,7 @@ def _validated(graph: Graph, graph_input: GraphInput, array: Any) -> Any:
                 f"{_what(graph, graph_input)} must be a Python {meta}, got {type(array).__name__}"
             )
         return array
+    assert type(meta) is TensorMeta
     if type(array) is not np.ndarray and not isinstance(array, np.ndarray):
         if isinstance(array, np.generic):
             array = np.asarray(array)

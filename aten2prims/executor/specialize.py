@@ -162,8 +162,8 @@ def _as_strided(node: Node) -> Specialized | None:
     operand = node.args[0]
     if type(operand) is not Value or not operand.is_tensor:
         return None
-    size, stride, offset = (tuple(node.kwargs[k]) if k != "storage_offset" else node.kwargs[k]
-                            for k in ("size", "stride", "storage_offset"))  # fmt: skip
+    size, stride = tuple(node.kwargs["size"]), tuple(node.kwargs["stride"])
+    offset: int = node.kwargs["storage_offset"]
     if math.prod(size) == 0:
         return None
     index = basic_index(operand.shape, size, stride, offset)

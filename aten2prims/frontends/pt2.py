@@ -350,6 +350,11 @@ def _sym_int(payload: Any, what: str) -> int:
     raise ValueError(f"unknown SymInt variant {_short(variant)} in {what}")
 
 
+def _each(convert: Callable[[Any], Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """A list payload converted element by element."""
+    return lambda payload: tuple(map(convert, _list(payload)))
+
+
 class _Symbolic(Exception):
     """A symbolic size or value was met; reported as a LoadError by the caller, with its place."""
 
@@ -431,9 +436,7 @@ class _ModelReader:
         }
         for element in ("int", "float", "bool", "string", "sym_int", "sym_float", "sym_bool"):
             convert = self.arguments[f"as_{element}"]
-            self.arguments[f"as_{element}s"] = lambda payload, convert=convert: tuple(
-                map(convert, _list(payload))
-            )
+            self.arguments[f"as_{element}s"] = _each(convert)
         self.arguments["as_int_lists"] = lambda payload: tuple(
             tuple(map(_int, _list(p))) for p in _list(payload)
         )
