@@ -354,11 +354,14 @@ def read_npz(path: str, max_memory: int | None = None) -> dict[str, np.ndarray]:
         raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError):
         if head == _NPY_MAGIC:
-            raise UsageError(f"{path} is a single .npy array; inputs and outputs are .npz files "
-                             "(numpy.savez(path, name=array, ...))") from None  # fmt: skip
+            raise UsageError(
+                f"{path} is a single .npy array; inputs and outputs are .npz files "
+                "(numpy.savez(path, name=array, ...))"
+            ) from None
         what = "an empty file" if not head else "not an .npz file"
-        raise UsageError(f"{path} is {what}; expected an .npz file (a zip of .npy arrays, "
-                         "as numpy.savez writes)") from None  # fmt: skip
+        raise UsageError(
+            f"{path} is {what}; expected an .npz file (a zip of .npy arrays, as numpy.savez writes)"
+        ) from None
     arrays: dict[str, np.ndarray] = {}
     spent = 0
     with archive:
@@ -370,26 +373,41 @@ def read_npz(path: str, max_memory: int | None = None) -> dict[str, np.ndarray]:
                 with archive.open(info) as stream:
                     shape, fortran, dtype = _npy_header(stream)
                     if dtype.hasobject:
-                        raise UsageError(f"{path}: {name} holds Python objects, which would need "
-                                         "unpickling; aten2prims never unpickles")  # fmt: skip
+                        raise UsageError(
+                            f"{path}: {name} holds Python objects, which would need "
+                            "unpickling; aten2prims never unpickles"
+                        )
                     if any(type(n) is not int or n < 0 for n in shape):
                         raise UsageError(f"{path}: {name} has a malformed shape {shape}")
                     nbytes = math.prod(shape) * dtype.itemsize
                     if info.file_size != stream.tell() + nbytes:
-                        raise UsageError(f"{path}: {name} declares {dtype}{list(shape)} "
-                                         f"({nbytes} bytes), but its entry holds "
-                                         f"{info.file_size - stream.tell()} bytes of data")  # fmt: skip
+                        raise UsageError(
+                            f"{path}: {name} declares {dtype}{list(shape)} "
+                            f"({nbytes} bytes), but its entry holds "
+                            f"{info.file_size - stream.tell()} bytes of data"
+                        )
                     spent += nbytes
                     if spent > budget:
-                        raise UsageError(f"{path}: {name} ({dtype}{list(shape)}) takes the arrays "
-                                         f"to {format_bytes(spent)}, over the memory budget of "
-                                         f"{format_bytes(budget)} (--max-memory)")  # fmt: skip
+                        raise UsageError(
+                            f"{path}: {name} ({dtype}{list(shape)}) takes the arrays "
+                            f"to {format_bytes(spent)}, over the memory budget of "
+                            f"{format_bytes(budget)} (--max-memory)"
+                        )
                     buffer = bytearray(nbytes)
                     if cast(zipfile.ZipExtFile, stream).readinto(buffer) != nbytes:
                         raise UsageError(f"{path}: {name} is truncated")
                     stream.read(1)  # reaching the end checks the entry's CRC-32
-            except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError,
-                    TypeError, SyntaxError, zlib.error, NotImplementedError) as error:  # fmt: skip
+            except (
+                zipfile.BadZipFile,
+                zipfile.LargeZipFile,
+                OSError,
+                EOFError,
+                ValueError,
+                TypeError,
+                SyntaxError,
+                zlib.error,
+                NotImplementedError,
+            ) as error:
                 raise UsageError(f"{path}: cannot read {name}: {_one_line(error)}") from None
             arrays[name] = np.frombuffer(buffer, dtype).reshape(
                 shape, order="F" if fortran else "C"
@@ -430,8 +448,10 @@ def _retyped(path: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             raise UsageError(f"{path}: {_DTYPES_ENTRY} names an unknown dtype {short!r}") from None
         array = arrays.get(name)
         if array is None or array.dtype.itemsize != dtype.itemsize:
-            raise UsageError(f"{path}: {_DTYPES_ENTRY} retypes {name!r} to {short}, which does "
-                             "not fit the array stored under that name")  # fmt: skip
+            raise UsageError(
+                f"{path}: {_DTYPES_ENTRY} retypes {name!r} to {short}, which does "
+                "not fit the array stored under that name"
+            )
         arrays[name] = array.view(dtype)
     return arrays
 

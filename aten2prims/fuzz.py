@@ -42,10 +42,18 @@ from .frontends import load
 
 ADDRESS_SPACE_LIMIT = 2 * 2**30
 TIME_LIMIT_SECONDS = 20
-_EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+_EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 _SEED_MODELS = ("mlp", "cnn")
-_OPS = ("aten.add.Tensor", "aten.mm.default", "aten.nope.default", "prims.add", "os.system",
-        "torch.ops.aten.relu.default", "aten.view.default", "")  # fmt: skip
+_OPS = (
+    "aten.add.Tensor",
+    "aten.mm.default",
+    "aten.nope.default",
+    "prims.add",
+    "os.system",
+    "torch.ops.aten.relu.default",
+    "aten.view.default",
+    "",
+)
 _HUGE = (0, 1, -1, 2**29, 2**31, 2**33, 2**40, 2**61, 2**63, 2**64, -(2**63))
 
 
@@ -472,7 +480,9 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aten2prims.fuzz", description=__doc__.split("\n\n")[0])  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m aten2prims.fuzz", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--cases", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
@@ -491,8 +501,10 @@ def _text(result: dict[str, Any]) -> str:
     lines += [f"  {count:5d}  {what}" for what, count in sorted(result["by_kind"].items())]
     lines.append("refusal classes:")
     lines += [f"  {count:5d}  {what}" for what, count in result["refusal_classes"].items()]
-    lines.append(f"peak RSS {result['peak_rss_mib']} MiB ({result['peak_rss_case']}); "
-                 f"slowest {result['slowest_seconds']} s ({result['slowest_case']})")  # fmt: skip
+    lines.append(
+        f"peak RSS {result['peak_rss_mib']} MiB ({result['peak_rss_case']}); "
+        f"slowest {result['slowest_seconds']} s ({result['slowest_case']})"
+    )
     lines += [f"FAILED {failure}" for failure in result["failures"]]
     return "\n".join(lines)
 

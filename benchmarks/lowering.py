@@ -44,8 +44,15 @@ INPUTS: dict[str, TensorMeta] = {
     "features_bf16": TensorMeta((32, 256), DType.bfloat16),
 }
 
-UNARY = ("aten.exp.default", "aten.neg.default", "aten.tanh.default", "aten.relu.default", "aten.sigmoid.default",
-         "aten.abs.default", "aten.rsqrt.default")  # fmt: skip
+UNARY = (
+    "aten.exp.default",
+    "aten.neg.default",
+    "aten.tanh.default",
+    "aten.relu.default",
+    "aten.sigmoid.default",
+    "aten.abs.default",
+    "aten.rsqrt.default",
+)
 BINARY = (
     "aten.add.Tensor",
     "aten.mul.Tensor",
@@ -335,8 +342,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if have_torch:
         from torch._decomp import core_aten_decompositions, decomposition_table
 
-        for label, table in (("refs table, aten -> prims", dict(decomposition_table)),
-                             ("Core ATen table (tracing only)", dict(core_aten_decompositions()))):  # fmt: skip
+        for label, table in (
+            ("refs table, aten -> prims", dict(decomposition_table)),
+            ("Core ATen table (tracing only)", dict(core_aten_decompositions())),
+        ):
             wall, cpu, count = time_make_fx(graph, table, options.torch_runs)
             print(
                 _rate(
@@ -360,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _torch_available() -> bool:
     try:
-        import torch  # noqa: F401
+        import torch  # noqa: F401 - only whether it imports
     except ImportError:
         return False
     return True

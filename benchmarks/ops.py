@@ -19,27 +19,28 @@ from __future__ import annotations
 
 import os
 
+# One BLAS thread, set before NumPy or torch load their BLAS (hence the imports below, E402).
 for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_variable] = "1"
 
-import argparse  # noqa: E402
-import re  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from aten2prims.executor import execute  # noqa: E402
-from aten2prims.passes.lower import lower  # noqa: E402
-from aten2prims.testing.record import AtenCall  # noqa: E402
-from aten2prims.testing.runner import build_graph, torch_outputs  # noqa: E402
-from decompositions import RULES  # noqa: E402
+from aten2prims.executor import execute
+from aten2prims.passes.lower import lower
+from aten2prims.testing.record import AtenCall
+from aten2prims.testing.runner import build_graph, torch_outputs
+from decompositions import RULES
 
 
 def _randn(*shape: int) -> torch.Tensor:

@@ -309,8 +309,16 @@ class _PhaseDim:
         spacing = dilation // stride if dilation % stride == 0 else 1
         first = padding // stride
         count = -(-(padding + size) // stride) - first
-        return _PhaseDim(stride, (kernel - 1) * dilation // (stride * spacing) + 1, spacing, dilation // spacing,
-                         first, count, padding - first * stride, size)  # fmt: skip
+        return _PhaseDim(
+            stride,
+            (kernel - 1) * dilation // (stride * spacing) + 1,
+            spacing,
+            dilation // spacing,
+            first,
+            count,
+            padding - first * stride,
+            size,
+        )
 
     @property
     def reach(self) -> int:
@@ -357,13 +365,22 @@ def _correlate_transposed(
         [dim.reach - dim.first for dim in dims],
         [1] * rank,
     )
-    windows = _windows(padded, groups, [dim.count for dim in dims], [dim.taps for dim in dims], [1] * rank,
-                       [dim.spacing for dim in dims])  # fmt: skip
+    windows = _windows(
+        padded,
+        groups,
+        [dim.count for dim in dims],
+        [dim.taps for dim in dims],
+        [1] * rank,
+        [dim.spacing for dim in dims],
+    )
     o, k = _labels(rank)
     r = _PHASE[:rank]
     interleaved = "".join(a + b for a, b in zip(o, r))
-    y = einsum(f"ngc{o}{k},gco{''.join(a + b for a, b in zip(k, r))}->ngo{interleaved}", windows,
-               prims.split_dim(phased, 0, groups))  # fmt: skip
+    y = einsum(
+        f"ngc{o}{k},gco{''.join(a + b for a, b in zip(k, r))}->ngo{interleaved}",
+        windows,
+        prims.split_dim(phased, 0, groups),
+    )
     y = prims.collapse_view(y, 1, 2)
     for i in range(rank):
         y = prims.collapse_view(y, 2 + i, 3 + i)

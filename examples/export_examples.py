@@ -18,7 +18,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from models import build, export_program  # noqa: E402
+from models import build, export_program  # noqa: E402 - after the sys.path entry
 
 EXAMPLES = ("mlp", "cnn", "transformer")
 

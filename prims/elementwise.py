@@ -573,27 +573,53 @@ unary("ceil", INTS | FLOATS, _integer_identity_or(np.ceil))
 unary("floor", INTS | FLOATS, _integer_identity_or(np.floor))
 unary("round", INTS | FLOATS, _integer_identity_or(np.rint), doc="round half to even")
 unary("trunc", INTS | FLOATS, _integer_identity_or(np.trunc))
-# Kernels by prim name (dense tables: one entry per line would hide the pattern).
 _FLOAT_COMPLEX_UNARY: dict[str, Callable[..., Any]] = {
-    "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin, "asinh": np.arcsinh,
-    "atan": np.arctan, "atanh": np.arctanh, "cos": np.cos, "cosh": np.cosh, "exp": np.exp,
-    "exp2": _exp2, "expm1": np.expm1, "log": np.log, "log10": np.log10, "log1p": _log1p,
-    "log2": np.log2, "reciprocal": reciprocal_of, "rsqrt": rsqrt_of, "sin": np.sin, "sinh": np.sinh,
-    "sqrt": _sqrt, "tan": np.tan, "tanh": np.tanh,
-}  # fmt: skip
+    "acos": np.arccos,
+    "acosh": np.arccosh,
+    "asin": np.arcsin,
+    "asinh": np.arcsinh,
+    "atan": np.arctan,
+    "atanh": np.arctanh,
+    "cos": np.cos,
+    "cosh": np.cosh,
+    "exp": np.exp,
+    "exp2": _exp2,
+    "expm1": np.expm1,
+    "log": np.log,
+    "log10": np.log10,
+    "log1p": _log1p,
+    "log2": np.log2,
+    "reciprocal": reciprocal_of,
+    "rsqrt": rsqrt_of,
+    "sin": np.sin,
+    "sinh": np.sinh,
+    "sqrt": _sqrt,
+    "tan": np.tan,
+    "tanh": np.tanh,
+}
 for _name, _fn in _FLOAT_COMPLEX_UNARY.items():
     unary(_name, FLOAT_COMPLEX, _fn)
 _FLOAT_UNARY: dict[str, Callable[..., Any]] = {
-    "bessel_i0": special.i0, "bessel_i0e": special.i0e, "bessel_i1": special.i1,
-    "bessel_i1e": special.i1e, "cbrt": np.cbrt, "digamma": special.psi, "erf": special.erf,
-    "erf_inv": special.erfinv, "erfc": special.erfc, "lgamma": _lgamma,
-}  # fmt: skip
+    "bessel_i0": special.i0,
+    "bessel_i0e": special.i0e,
+    "bessel_i1": special.i1,
+    "bessel_i1e": special.i1e,
+    "cbrt": np.cbrt,
+    "digamma": special.psi,
+    "erf": special.erf,
+    "erf_inv": special.erfinv,
+    "erfc": special.erfc,
+    "lgamma": _lgamma,
+}
 for _name, _fn in _FLOAT_UNARY.items():
     unary(_name, FLOATS, _fn)
 _F32_F64_UNARY: dict[str, Callable[..., Any]] = {
-    "bessel_j0": special.j0, "bessel_j1": special.j1, "erfcx": special.erfcx,
-    "ndtri": special.ndtri, "spherical_bessel_j0": _spherical_bessel_j0,
-}  # fmt: skip
+    "bessel_j0": special.j0,
+    "bessel_j1": special.j1,
+    "erfcx": special.erfcx,
+    "ndtri": special.ndtri,
+    "spherical_bessel_j0": _spherical_bessel_j0,
+}
 for _name, _fn in _F32_F64_UNARY.items():
     unary(_name, F32_F64, _fn)
 unary("conj_physical", COMPLEX, np.conjugate)

@@ -278,7 +278,20 @@ def symbolic(shape: Sequence[int], dtype: DType) -> TensorMeta:
 
 
 __all__ = [
-    "DTYPES", "LAYOUTS", "TP", "assert_bitwise", "assert_close", "build", "kernel_call",
-    "ours_meta", "random_array", "read_only", "rng_for", "run_prim", "symbolic", "torch_meta", "torch_prim",
+    "DTYPES",
+    "LAYOUTS",
+    "TP",
+    "assert_bitwise",
+    "assert_close",
+    "build",
+    "kernel_call",
+    "ours_meta",
+    "random_array",
+    "read_only",
+    "rng_for",
+    "run_prim",
+    "symbolic",
+    "torch_meta",
+    "torch_prim",
     "with_layout",
-]  # fmt: skip
+]

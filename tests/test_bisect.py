@@ -39,7 +39,7 @@ def leaky_relu(self: aten2prims.Value) -> aten2prims.Value:
     return prims.maximum(self, prims.mul(self, 0.01))
 
 
-def addmm_with_scaled_bias(self, mat1, mat2, beta, alpha):  # type: ignore[no-untyped-def]
+def addmm_with_scaled_bias(self, mat1, mat2, beta, alpha):  # type: ignore[no-untyped-def]  # the schema names
     """Subtly wrong: the bias comes in 0.1% too large."""
     correct = RULES.get("aten.addmm.default")
     assert correct is not None

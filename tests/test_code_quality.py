@@ -3,6 +3,7 @@ the README's test command — and CI, which runs exactly it — checks them too.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,3 +26,25 @@ def test_tool_passes(command: list[str]) -> None:
         [str(tool), *command[1:]], cwd=ROOT, capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+_PRAGMA = re.compile(r"#\s*(noqa\b[:\w, ]*|type:\s*ignore(\[[\w, -]+\])?|fmt:\s*(skip|off|on))")
+
+
+def test_every_pragma_says_why() -> None:
+    """A `noqa`, `type: ignore` or `fmt:` pragma is followed on its line by a reason ("- why" or
+    a comment), or has a comment line directly above it."""
+    bare = []
+    for path in sorted(ROOT.glob("**/*.py")):
+        if ".venv" in path.parts or "build" in path.parts:
+            continue
+        lines = path.read_text().splitlines()
+        for number, line in enumerate(lines, 1):
+            match = _PRAGMA.search(line)
+            if match is None:
+                continue
+            after = line[match.end() :].strip()
+            above = lines[number - 2].strip() if number > 1 else ""
+            if not after.lstrip("-# ").strip() and not above.startswith("#"):
+                bare.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert bare == [], "pragmas without a reason:\n" + "\n".join(bare)

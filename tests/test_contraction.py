@@ -649,8 +649,9 @@ def test_engine_agrees_with_the_joint_product(budget: int | None, dtype: type) -
             seen[index] += 1
             out[index] *= 3
 
-        recipe = plan_contraction(a, a_labels, b, b_labels, out_labels, sizes, with_epilogue=True,
-                                  tuning=tuning)  # fmt: skip
+        recipe = plan_contraction(
+            a, a_labels, b, b_labels, out_labels, sizes, with_epilogue=True, tuning=tuning
+        )
         recipe.run(a, b, out, epilogue)
         chunked += bool(recipe.levels)
         assert (seen == 1).all()

@@ -208,7 +208,7 @@ def test_dynamic_shapes() -> None:
 # -- the model zoo (examples/models.py) -------------------------------------------------------------
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from models import MODELS, build  # noqa: E402
+from models import MODELS, build  # noqa: E402 - after the sys.path entry
 
 FASTPATH = (
     "under torch.no_grad an eval-mode nn.TransformerEncoderLayer takes torch's fused fast path: "

@@ -289,9 +289,15 @@ def test_check_catches_a_wrong_meta() -> None:
     add = graph.nodes[0]
     wrong = Value(add.results[0].name, TensorMeta((2, 3), DType.float64))  # the kernel gives f32
     exp = graph.nodes[1]
-    broken = Graph("broken", graph.inputs, [Node(add.op, add.args, add.kwargs, (wrong,)),
-                                            Node(exp.op, (wrong,), exp.kwargs, (Value("y", wrong.meta),))],
-                   [GraphOutput(Value("unused", wrong.meta))])  # fmt: skip
+    broken = Graph(
+        "broken",
+        graph.inputs,
+        [
+            Node(add.op, add.args, add.kwargs, (wrong,)),
+            Node(exp.op, (wrong,), exp.kwargs, (Value("y", wrong.meta),)),
+        ],
+        [GraphOutput(Value("unused", wrong.meta))],
+    )
     broken.outputs[0] = GraphOutput(broken.nodes[1].results[0])
     x = np.ones((2, 3), np.float32)
     with pytest.raises(aten2prims.ExecutionError, match="meta says f64"):
@@ -339,8 +345,18 @@ def test_seeds_make_random_prims_reproducible() -> None:
 
 # -- plan-time shortcuts give the kernels' results ------------------------------------------------------------
 
-STANDARD_DTYPES = [DType.bool, DType.uint8, DType.int8, DType.int16, DType.int32, DType.int64, DType.float32,
-                   DType.float64, DType.complex64, DType.complex128]  # fmt: skip
+STANDARD_DTYPES = [
+    DType.bool,
+    DType.uint8,
+    DType.int8,
+    DType.int16,
+    DType.int32,
+    DType.int64,
+    DType.float32,
+    DType.float64,
+    DType.complex64,
+    DType.complex128,
+]
 
 
 def _values(dtype: DType, shape: tuple[int, ...], seed: int) -> np.ndarray:

@@ -65,8 +65,13 @@ def test_exported_graph_with_extra_overloads_matches_torch(tmp_path: Path) -> No
     inputs = (torch.randn(3, 4), torch.tensor([[1, -2, 300, -4000]] * 3))
     program = torch.export.export(Exported(), inputs).run_decompositions()
     kept = {str(node.target) for node in program.graph.nodes if node.op == "call_function"}
-    assert {"aten.linalg_vector_norm.default", "aten.round.decimals", "aten.__lshift__.Scalar",
-            "aten.__rshift__.Tensor", "aten.adaptive_max_pool2d.default"} <= kept  # fmt: skip
+    assert {
+        "aten.linalg_vector_norm.default",
+        "aten.round.decimals",
+        "aten.__lshift__.Scalar",
+        "aten.__rshift__.Tensor",
+        "aten.adaptive_max_pool2d.default",
+    } <= kept
     path = tmp_path / "extra.pt2"
     torch.export.save(program, str(path))
     graph = aten2prims.lower(aten2prims.load(path))

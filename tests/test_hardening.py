@@ -209,7 +209,9 @@ def test_row6_deeply_nested_json_is_a_load_error(tmp_path: Path) -> None:
     def deepen(entries: dict[str, bytes]) -> None:
         model = entries["mlp/models/model.json"].decode()
         deep = "[" * 1000 + "]" * 1000
-        entries["mlp/models/model.json"] = model.replace('"schema_version"', f'"x": {deep}, "schema_version"', 1).encode()  # fmt: skip
+        entries["mlp/models/model.json"] = model.replace(
+            '"schema_version"', f'"x": {deep}, "schema_version"', 1
+        ).encode()
 
     bad = _mutated(tmp_path, deepen)
     with pytest.raises(LoadError, match="nested too deeply"):
@@ -283,14 +285,20 @@ def _npy_bytes(header: str, payload: bytes = b"") -> bytes:
     ("content", "words"),
     [
         (b"", "is an empty file"),
-        (_npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 16)}", bytes(256)), "single .npy"),
+        (
+            _npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 16)}", bytes(256)),
+            "single .npy",
+        ),
         (b"x = 1\n", "not an .npz file"),
-        ("npz:{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776,)}", "declares float32[1099511627776]"),
+        (
+            "npz:{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776,)}",
+            "declares float32[1099511627776]",
+        ),
         ("npz:{'descr': '|O', 'fortran_order': False, 'shape': (1,)}", "never unpickles"),
         # found by the fuzzer (seed 7, case 759): numpy's header tokenizer raises TokenError
         ("npz:{'descr': '<f4', 'fortran_order': False, 'shape': (4, 16", "malformed .npy header"),
     ],
-)  # fmt: skip
+)
 def test_row9_bad_inputs_files_are_usage_errors(content: Any, words: str, tmp_path: Path) -> None:
     path = tmp_path / "in.npz"
     if isinstance(content, str):
@@ -390,7 +398,7 @@ def test_execute_is_thread_safe_and_never_writes_inputs() -> None:
 
 def test_fuzzer_finds_no_internal_errors() -> None:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    command = [sys.executable, "-m", "aten2prims.fuzz", "--cases", "300", "--seed", "0", "--json"]  # fmt: skip
+    command = [sys.executable, "-m", "aten2prims.fuzz", "--cases", "300", "--seed", "0", "--json"]
     result = subprocess.run(
         command, capture_output=True, text=True, env=env, check=False, timeout=600
     )

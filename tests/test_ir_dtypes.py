@@ -21,15 +21,33 @@ from aten2prims.ir import dtypes
 from aten2prims.ir.dtypes import ALL_DTYPES, Category, DType
 
 SHORT_NAMES = {
-    "bool": "b8", "uint8": "u8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "complex64": "c64",
+    "bool": "b8",
+    "uint8": "u8",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float32": "f32",
+    "float64": "f64",
+    "complex64": "c64",
     "complex128": "c128",
-}  # fmt: skip
+}
 EXPORT_NAMES = {
-    "bool": "BOOL", "uint8": "BYTE", "int8": "CHAR", "int16": "SHORT", "int32": "INT", "int64": "LONG",
-    "float16": "HALF", "bfloat16": "BFLOAT16", "float32": "FLOAT", "float64": "DOUBLE",
-    "complex64": "COMPLEXFLOAT", "complex128": "COMPLEXDOUBLE",
-}  # fmt: skip
+    "bool": "BOOL",
+    "uint8": "BYTE",
+    "int8": "CHAR",
+    "int16": "SHORT",
+    "int32": "INT",
+    "int64": "LONG",
+    "float16": "HALF",
+    "bfloat16": "BFLOAT16",
+    "float32": "FLOAT",
+    "float64": "DOUBLE",
+    "complex64": "COMPLEXFLOAT",
+    "complex128": "COMPLEXDOUBLE",
+}
 
 
 def test_the_twelve_dtypes_in_order() -> None:
@@ -145,12 +163,12 @@ def test_real_and_complex_counterparts_match_torch(dtype: DType) -> None:
         promoted = torch.result_type(torch.zeros(1, dtype=t), 1j)
         if promoted == torch.complex32:
             with pytest.raises(ValueError, match="no complex counterpart"):
-                dtype.to_complex  # noqa: B018
+                dtype.to_complex  # noqa: B018 - the access itself raises
         else:
             assert torch_dtype(dtype.to_complex) == promoted
     else:
         with pytest.raises(ValueError, match="no complex counterpart"):
-            dtype.to_complex  # noqa: B018
+            dtype.to_complex  # noqa: B018 - the access itself raises
 
 
 @pytest.mark.parametrize("kind", [bool, int, float, complex])

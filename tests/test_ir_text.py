@@ -203,11 +203,24 @@ def test_literal_kinds_survive() -> None:
     """1, 1.0 and True stay apart; -0.0, nan, inf, complex, strings, enums and devices survive."""
     x = Value("x", TensorMeta((2,), DType.float32))
     kwargs = {
-        "i": 1, "f": 1.0, "b": True, "z": -0.0, "n": math.nan, "p": math.inf, "m": -math.inf, "tiny": 1e-300,
-        "c": complex(-0.0, math.nan), "s": 'he said "hi"\\\n', "u": "ünï😀", "d": DType.bfloat16,
-        "l": Layout.strided, "mf": MemoryFormat.channels_last, "dev": Device("cuda:0"), "none": None,
+        "i": 1,
+        "f": 1.0,
+        "b": True,
+        "z": -0.0,
+        "n": math.nan,
+        "p": math.inf,
+        "m": -math.inf,
+        "tiny": 1e-300,
+        "c": complex(-0.0, math.nan),
+        "s": 'he said "hi"\\\n',
+        "u": "ünï😀",
+        "d": DType.bfloat16,
+        "l": Layout.strided,
+        "mf": MemoryFormat.channels_last,
+        "dev": Device("cuda:0"),
+        "none": None,
         "nested": ((1, 2.0), (), (x, [x][0]), (True, None)),
-    }  # fmt: skip
+    }
     graph = Graph(
         "g", [GraphInput(x)], [Node("aten.foo.default", (x, 3), kwargs, (), Provenance())], []
     )

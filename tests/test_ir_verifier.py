@@ -112,7 +112,7 @@ def test_invalid_meta() -> None:
     x = value("x")
     graph = Graph(
         "g", [GraphInput(x)], [Node("prims.neg", (x,), {}, (Value("y", "f32[2, 3]"),))], []
-    )  # type: ignore[arg-type]
+    )  # type: ignore[arg-type]  # wrong on purpose
     rejects(graph, r"^node 0 \(%y = prims\.neg\): %y has no valid meta")
 
 
@@ -132,8 +132,12 @@ def test_operand_of_a_type_the_ir_does_not_hold() -> None:
 
 
 def test_unknown_prim() -> None:
-    rejects(graph_from("graph g(%x: f32[2]) -> ():\n  %y: f32[2] = prims.frobnicate(%x)\n  return ()\n"),
-            r"^node 0 \(%y = prims\.frobnicate\): unknown prim")  # fmt: skip
+    rejects(
+        graph_from(
+            "graph g(%x: f32[2]) -> ():\n  %y: f32[2] = prims.frobnicate(%x)\n  return ()\n"
+        ),
+        r"^node 0 \(%y = prims\.frobnicate\): unknown prim",
+    )
 
 
 def test_unknown_aten_op() -> None:
@@ -219,8 +223,11 @@ def test_wrong_attribute_types(call: str, message: str) -> None:
 def test_prim_attributes_in_the_wrong_order_or_missing() -> None:
     swapped = "prims.broadcast_in_dim(%x, broadcast_dimensions=[0], shape=[2])"
     graph = graph_from(f"graph g(%x: f32[2]) -> ():\n  %y: f32[2] = {swapped}\n  return ()\n")
-    rejects(graph, r"^node 0 \(%y = prims\.broadcast_in_dim\): attributes must be \['shape', 'broadcast_dimensions'\], "
-                   r"got \['broadcast_dimensions', 'shape'\]")  # fmt: skip
+    rejects(
+        graph,
+        r"^node 0 \(%y = prims\.broadcast_in_dim\): attributes must be \['shape', 'broadcast_dimensions'\], "
+        r"got \['broadcast_dimensions', 'shape'\]",
+    )
     missing = "prims.broadcast_in_dim(%x, shape=[2])"
     graph = graph_from(f"graph g(%x: f32[2]) -> ():\n  %y: f32[2] = {missing}\n  return ()\n")
     rejects(
@@ -295,5 +302,5 @@ def test_undefined_output() -> None:
         "g", [GraphInput(x)], [Node("prims.neg", (x,), {}, (value("y"),))], [GraphOutput(stray)]
     )
     rejects(graph, r"^output 0: %stray is not defined in the graph")
-    graph.outputs = [GraphOutput(x), GraphOutput("y")]  # type: ignore[arg-type]
+    graph.outputs = [GraphOutput(x), GraphOutput("y")]  # type: ignore[arg-type]  # wrong on purpose
     rejects(graph, r"^output 1: 'y' is not defined in the graph")

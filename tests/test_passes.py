@@ -211,8 +211,12 @@ def test_convert_chains_every_dtype_triple() -> None:
 
 
 def test_lossy_chains_are_kept() -> None:
-    graph = build({"x": ((4,), DType.float32)},
-                  lambda x: prims.convert_element_type(prims.convert_element_type(x, DType.float16), DType.float32))  # fmt: skip
+    graph = build(
+        {"x": ((4,), DType.float32)},
+        lambda x: prims.convert_element_type(
+            prims.convert_element_type(x, DType.float16), DType.float32
+        ),
+    )
     assert canonicalize(graph) is graph
 
 
@@ -246,8 +250,13 @@ def test_transpose_chain() -> None:
 
     rewritten = canonicalize(build({"x": ((2, 3, 4), DType.float32)}, body))
     assert ops(eliminate_dead_code(rewritten)) == ["neg"]  # the composition is the identity
-    check_rule(transpose_chain, build({"x": ((2, 3, 4), DType.float32)},
-                                                          lambda x: prims.neg(prims.transpose(prims.transpose(x, [1, 2, 0]), [1, 0, 2]))))  # fmt: skip
+    check_rule(
+        transpose_chain,
+        build(
+            {"x": ((2, 3, 4), DType.float32)},
+            lambda x: prims.neg(prims.transpose(prims.transpose(x, [1, 2, 0]), [1, 0, 2])),
+        ),
+    )
 
 
 def test_identity_view() -> None:
@@ -280,8 +289,16 @@ def test_copies_are_kept() -> None:
 
 
 def test_every_rule_is_tested() -> None:
-    tested = {"identity_convert", "convert_chain", "identity_broadcast", "broadcast_chain", "identity_transpose",
-              "transpose_chain", "identity_view", "reshape_round_trip"}  # fmt: skip
+    tested = {
+        "identity_convert",
+        "convert_chain",
+        "identity_broadcast",
+        "broadcast_chain",
+        "identity_transpose",
+        "transpose_chain",
+        "identity_view",
+        "reshape_round_trip",
+    }
     assert {rule.__name__ for rule in RULES} == tested
 
 

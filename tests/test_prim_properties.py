@@ -100,7 +100,7 @@ def test_contradicting_properties_are_rejected() -> None:
 def test_properties_are_set_only_by_the_definition() -> None:
     definition = PRIMS["squeeze"]
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
-        definition.reshape = False  # type: ignore[misc]
+        definition.reshape = False  # type: ignore[misc]  # frozen on purpose
 
 
 def _prim_name_sets(path: Path) -> list[str]:

@@ -69,10 +69,49 @@ def test_empty_family(
 # -- fill values ------------------------------------------------------------------------------------------
 
 FILL_VALUES: list[Any] = [
-    True, False, 0, 1, -1, 127, 128, -128, -129, 255, 256, -255, -256, 2**31, -(2**63), 2**63 - 1, 2**63,
-    2**64 - 1, 2**64, -(2**63) - 1, 0.5, -0.5, 2.7, -2.7, 127.5, 255.9, 65504.0, 65519.0, 65520.0, 1e6, 3.4e38, 3.5e38, 1e300,
-    math.inf, -math.inf, math.nan, -0.0, 1j, 2 + 0j, 1.5 - 2.5j, 1e39 + 0j, 10**6,
-]  # fmt: skip
+    True,
+    False,
+    0,
+    1,
+    -1,
+    127,
+    128,
+    -128,
+    -129,
+    255,
+    256,
+    -255,
+    -256,
+    2**31,
+    -(2**63),
+    2**63 - 1,
+    2**63,
+    2**64 - 1,
+    2**64,
+    -(2**63) - 1,
+    0.5,
+    -0.5,
+    2.7,
+    -2.7,
+    127.5,
+    255.9,
+    65504.0,
+    65519.0,
+    65520.0,
+    1e6,
+    3.4e38,
+    3.5e38,
+    1e300,
+    math.inf,
+    -math.inf,
+    math.nan,
+    -0.0,
+    1j,
+    2 + 0j,
+    1.5 - 2.5j,
+    1e39 + 0j,
+    10**6,
+]
 
 
 def _torch_outcome(fn: Any) -> tuple[str, Any]:
@@ -305,8 +344,18 @@ def test_rejected_like_torch(name: str, args: tuple[Any, ...], kwargs: dict[str,
 
 
 def test_torch_schemas() -> None:
-    for name in ["empty", "empty_permuted", "empty_strided", "full", "full_like", "fill", "scalar_tensor",
-                 "iota", "normal", "uniform"]:  # fmt: skip
+    for name in [
+        "empty",
+        "empty_permuted",
+        "empty_strided",
+        "full",
+        "full_like",
+        "fill",
+        "scalar_tensor",
+        "iota",
+        "normal",
+        "uniform",
+    ]:
         schema = str(getattr(torch.ops.prims, name).default._schema).removeprefix("prims::")
         assert PRIMS[name].schema.text == schema
 

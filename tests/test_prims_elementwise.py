@@ -42,12 +42,44 @@ BINARY = sorted(n for n, s in ELEMENTWISE.items() if s.arity == 2)
 # legitimately differ, and a float64 reference computed by torch is passed to `compare`.
 EXACT = frozenset(
     {
-        "abs", "neg", "sign", "signbit", "isfinite", "ceil", "floor", "round", "trunc", "conj",
-        "conj_physical", "real", "imag", "add", "sub", "mul", "div", "reciprocal",
-        "maximum", "minimum", "fmax", "fmin", "fmod", "remainder", "nextafter", "eq", "ne", "ge",
-        "gt", "le", "lt", "where", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+        "abs",
+        "neg",
+        "sign",
+        "signbit",
+        "isfinite",
+        "ceil",
+        "floor",
+        "round",
+        "trunc",
+        "conj",
+        "conj_physical",
+        "real",
+        "imag",
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "reciprocal",
+        "maximum",
+        "minimum",
+        "fmax",
+        "fmin",
+        "fmod",
+        "remainder",
+        "nextafter",
+        "eq",
+        "ne",
+        "ge",
+        "gt",
+        "le",
+        "lt",
+        "where",
+        "bitwise_and",
+        "bitwise_or",
+        "bitwise_xor",
+        "bitwise_not",
     }
-)  # fmt: skip
+)
 # ... except for complex operands, where these use different (equally valid) algorithms.
 COMPLEX_INEXACT = frozenset({"abs", "mul", "div", "reciprocal"})
 # torch's own sign of a zero result differs between its vectorized and its scalar loop here
@@ -71,10 +103,33 @@ def finfo(dtype: DType) -> Any:
 def special_floats(dtype: DType) -> list[float]:
     info = finfo(dtype.real)
     return [
-        math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 3.0,
-        -3.0, 0.1, 1e-3, float(info.tiny), -float(info.tiny), float(info.smallest_subnormal),
-        float(info.max), -float(info.max), 100.0, -100.0, 1e30, -1e30,
-    ]  # fmt: skip
+        math.nan,
+        math.inf,
+        -math.inf,
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        1.5,
+        -1.5,
+        2.5,
+        -2.5,
+        3.0,
+        -3.0,
+        0.1,
+        1e-3,
+        float(info.tiny),
+        -float(info.tiny),
+        float(info.smallest_subnormal),
+        float(info.max),
+        -float(info.max),
+        100.0,
+        -100.0,
+        1e30,
+        -1e30,
+    ]
 
 
 def float_values(dtype: DType, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -729,11 +784,43 @@ def conversion_sources(dtype: DType, rng: np.random.Generator) -> np.ndarray:
     if dtype.is_integral:
         return base
     edges = [
-        127.5, 128.0, 255.0, 255.9, 256.0, 300.7, -1.5, -128.7, -129.0, 32767.6, 32768.0, 65535.0,
-        65536.0, -32769.0, 2.0**31, -(2.0**31) - 1, 2.0**31 + 0.5, 2.0**32, 2.0**53 + 1, 2.0**63,
-        -(2.0**63), 2.0**64, 1e20, -1e20, 65504.0, 65519.99, 65520.0, 3.3895e38, 1.00048828125,
-        1.0009765625, 0.0001, 6e-8, 1e-40, 1.00390625, 1.01171875, 16777217.0,
-    ]  # fmt: skip
+        127.5,
+        128.0,
+        255.0,
+        255.9,
+        256.0,
+        300.7,
+        -1.5,
+        -128.7,
+        -129.0,
+        32767.6,
+        32768.0,
+        65535.0,
+        65536.0,
+        -32769.0,
+        2.0**31,
+        -(2.0**31) - 1,
+        2.0**31 + 0.5,
+        2.0**32,
+        2.0**53 + 1,
+        2.0**63,
+        -(2.0**63),
+        2.0**64,
+        1e20,
+        -1e20,
+        65504.0,
+        65519.99,
+        65520.0,
+        3.3895e38,
+        1.00048828125,
+        1.0009765625,
+        0.0001,
+        6e-8,
+        1e-40,
+        1.00390625,
+        1.01171875,
+        16777217.0,
+    ]
     extra = np.array(edges + special_floats(dtype))
     if dtype.is_complex:
         extra = _complex(extra, extra[::-1], dtype)

@@ -341,8 +341,22 @@ def test_collapse_view_of_a_non_contiguous_operand_copies() -> None:
 
 
 def test_torch_schemas() -> None:
-    for name in ["as_strided", "as_strided_scatter", "collapse", "collapse_view", "split_dim", "squeeze",
-                 "transpose", "view_of", "view_of_dtype", "reshape", "rev", "cat", "clone", "copy_strided"]:  # fmt: skip
+    for name in [
+        "as_strided",
+        "as_strided_scatter",
+        "collapse",
+        "collapse_view",
+        "split_dim",
+        "squeeze",
+        "transpose",
+        "view_of",
+        "view_of_dtype",
+        "reshape",
+        "rev",
+        "cat",
+        "clone",
+        "copy_strided",
+    ]:
         schema = str(getattr(torch.ops.prims, name).default._schema).removeprefix("prims::")
         assert PRIMS[name].schema.text == schema
 

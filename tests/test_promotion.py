@@ -680,7 +680,7 @@ def test_emitted_graphs_match_eager(
         else:
             prim, fn, kind = EXECUTED_OPS[name]
             eager = _eager(lambda: fn(*eager_args))
-            build = lambda: elementwise(prim, *symbolic, kind=kind)  # noqa: E731
+            build = lambda: elementwise(prim, *symbolic, kind=kind)  # noqa: E731 - one of two one-line builders
         if eager is None:
             return  # eager torch rejects this combination
         # Comparisons run in the promoted dtype (eager's precision): complex32 there is refused too.

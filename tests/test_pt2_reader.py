@@ -119,8 +119,12 @@ def test_low_precision_int_bool_and_empty_buffers(graph) -> None:
 def test_roles_and_targets_follow_the_signature(graph, reloaded) -> None:
     from torch.export.graph_signature import ConstantArgument
 
-    kinds = {"USER_INPUT": InputKind.USER_INPUT, "PARAMETER": InputKind.PARAMETER,
-             "BUFFER": InputKind.BUFFER, "CONSTANT_TENSOR": InputKind.CONSTANT}  # fmt: skip
+    kinds = {
+        "USER_INPUT": InputKind.USER_INPUT,
+        "PARAMETER": InputKind.PARAMETER,
+        "BUFFER": InputKind.BUFFER,
+        "CONSTANT_TENSOR": InputKind.CONSTANT,
+    }
     expected = [
         (spec.arg.name, kinds[spec.kind.name], spec.target)
         for spec in reloaded.graph_signature.input_specs
@@ -398,24 +402,40 @@ Edit = Callable[[dict[str, bytes]], None]
 REFUSALS: dict[str, tuple[Callable[[Path], Edit], str | Callable[[Path], str], str]] = {
     # case: (edit of the archive's entries, entry named, words of the reason)
     "pickled weight": (
-        lambda a: _edit_json(WEIGHTS_CONFIG, lambda c: _set(c["config"]["lin.weight"], "use_pickle", True)),
+        lambda a: _edit_json(
+            WEIGHTS_CONFIG, lambda c: _set(c["config"]["lin.weight"], "use_pickle", True)
+        ),
         WEIGHTS_CONFIG,
         "never unpickles",
     ),
     "pickled constant": (
-        lambda a: _edit_json(CONSTANTS_CONFIG, lambda c: _set(c["config"]["const"], "use_pickle", True)),
+        lambda a: _edit_json(
+            CONSTANTS_CONFIG, lambda c: _set(c["config"]["const"], "use_pickle", True)
+        ),
         CONSTANTS_CONFIG,
         "never unpickles",
     ),
     "symbolic size": (
-        lambda a: _edit_json(MODEL, lambda m: m["graph_module"]["graph"]["tensor_values"]["mm"]["sizes"].__setitem__(
-            0, {"as_expr": {"expr_str": "Symbol('s0', positive=True, integer=True)", "hint": {"as_int": 5}}})),
+        lambda a: _edit_json(
+            MODEL,
+            lambda m: m["graph_module"]["graph"]["tensor_values"]["mm"]["sizes"].__setitem__(
+                0,
+                {
+                    "as_expr": {
+                        "expr_str": "Symbol('s0', positive=True, integer=True)",
+                        "hint": {"as_int": 5},
+                    }
+                },
+            ),
+        ),
         MODEL,
         "symbolic shapes are not supported yet",
     ),
     "symbolic argument": (
-        lambda a: _edit_json(MODEL, lambda m: _set(_node(m, "mul")["inputs"][1], "arg",
-                                                   {"as_sym_int": {"as_name": "s0"}})),
+        lambda a: _edit_json(
+            MODEL,
+            lambda m: _set(_node(m, "mul")["inputs"][1], "arg", {"as_sym_int": {"as_name": "s0"}}),
+        ),
         MODEL,
         "symbolic shapes are not supported yet",
     ),
@@ -425,53 +445,78 @@ REFUSALS: dict[str, tuple[Callable[[Path], Edit], str | Callable[[Path], str], s
         "symbolic shapes are not supported yet",
     ),
     "unknown aten op": (
-        lambda a: _edit_json(MODEL, lambda m: _set(_node(m, "mul"), "target", "torch.ops.aten.frobnicate.default")),
+        lambda a: _edit_json(
+            MODEL, lambda m: _set(_node(m, "mul"), "target", "torch.ops.aten.frobnicate.default")
+        ),
         MODEL,
         "1 op(s) outside the Core ATen overloads aten2prims knows: aten.frobnicate.default (1 node, first node ",
     ),
     "non-core aten op": (
-        lambda a: _edit_json(MODEL, lambda m: _set(_node(m, "mm"), "target", "torch.ops.aten.linear.default")),
+        lambda a: _edit_json(
+            MODEL, lambda m: _set(_node(m, "mm"), "target", "torch.ops.aten.linear.default")
+        ),
         MODEL,
         "outside the Core ATen overloads aten2prims knows: aten.linear.default (1 node",
     ),
     "several unknown ops, named at once": (
-        lambda a: _edit_json(MODEL, lambda m: (_set(_node(m, "mm"), "target", "torch.ops.aten.linear.default"),
-                                               _set(_node(m, "mul"), "target", "torch.ops.aten.frobnicate.default"))),
+        lambda a: _edit_json(
+            MODEL,
+            lambda m: (
+                _set(_node(m, "mm"), "target", "torch.ops.aten.linear.default"),
+                _set(_node(m, "mul"), "target", "torch.ops.aten.frobnicate.default"),
+            ),
+        ),
         MODEL,
         " (mm)); aten.frobnicate.default (1 node, first node ",  # both, in the graph's order
     ),
     "non-aten op": (
-        lambda a: _edit_json(MODEL, lambda m: _set(_node(m, "mul"), "target", "torch.ops.mylib.scale.default")),
+        lambda a: _edit_json(
+            MODEL, lambda m: _set(_node(m, "mul"), "target", "torch.ops.mylib.scale.default")
+        ),
         MODEL,
         "is not an aten op",
     ),
     "unsupported dtype": (
-        lambda a: _edit_json(MODEL, lambda m: _set(m["graph_module"]["graph"]["tensor_values"]["mm"], "dtype", 29)),
+        lambda a: _edit_json(
+            MODEL, lambda m: _set(m["graph_module"]["graph"]["tensor_values"]["mm"], "dtype", 29)
+        ),
         MODEL,
         "tensor %mm: torch.export ScalarType 29 is not supported",
     ),
     "path outside the archive": (
-        lambda a: _edit_json(WEIGHTS_CONFIG, lambda c: _set(c["config"]["lin.bias"], "path_name", "../x")),
+        lambda a: _edit_json(
+            WEIGHTS_CONFIG, lambda c: _set(c["config"]["lin.bias"], "path_name", "../x")
+        ),
         WEIGHTS_CONFIG,
         "points outside",
     ),
     "absolute path": (
-        lambda a: _edit_json(WEIGHTS_CONFIG, lambda c: _set(c["config"]["lin.bias"], "path_name", "/etc/passwd")),
+        lambda a: _edit_json(
+            WEIGHTS_CONFIG, lambda c: _set(c["config"]["lin.bias"], "path_name", "/etc/passwd")
+        ),
         WEIGHTS_CONFIG,
         "points outside",
     ),
     "storage too small": (
-        lambda a: lambda e: _set(e, _weight_entry(a, "lin.weight"), e[_weight_entry(a, "lin.weight")][:20]),
+        lambda a: (
+            lambda e: _set(
+                e, _weight_entry(a, "lin.weight"), e[_weight_entry(a, "lin.weight")][:20]
+            )
+        ),
         lambda a: _weight_entry(a, "lin.weight"),
         "holds 5 f32 element(s), but 'lin.weight'",
     ),
     "storage of partial elements": (
-        lambda a: lambda e: _set(e, _weight_entry(a, "lin.bias"), e[_weight_entry(a, "lin.bias")][:-1]),
+        lambda a: (
+            lambda e: _set(e, _weight_entry(a, "lin.bias"), e[_weight_entry(a, "lin.bias")][:-1])
+        ),
         lambda a: _weight_entry(a, "lin.bias"),
         "not a whole number of f32 elements",
     ),
     "stored meta disagrees with the graph": (
-        lambda a: _edit_json(WEIGHTS_CONFIG, lambda c: _set(c["config"]["lin.bias"]["tensor_meta"], "dtype", 8)),
+        lambda a: _edit_json(
+            WEIGHTS_CONFIG, lambda c: _set(c["config"]["lin.bias"]["tensor_meta"], "dtype", 8)
+        ),
         WEIGHTS_CONFIG,
         "its stored meta f64[3] disagrees with graph input %p_lin_bias: f32[3]",
     ),
@@ -480,48 +525,73 @@ REFUSALS: dict[str, tuple[Callable[[Path], Edit], str | Callable[[Path], str], s
         lambda a: _weight_entry(a, "ln.bias"),
         "missing from the archive (it holds 'ln.bias')",
     ),
-    "missing weights config": (lambda a: lambda e: e.pop(WEIGHTS_CONFIG), WEIGHTS_CONFIG, "missing from the archive"),
+    "missing weights config": (
+        lambda a: lambda e: e.pop(WEIGHTS_CONFIG),
+        WEIGHTS_CONFIG,
+        "missing from the archive",
+    ),
     "missing model": (lambda a: lambda e: e.pop(MODEL), MODEL, "missing from the archive"),
-    "malformed json": (lambda a: lambda e: _set(e, MODEL, b'{"graph_module": [1, 2'), MODEL, "malformed JSON"),
+    "malformed json": (
+        lambda a: lambda e: _set(e, MODEL, b'{"graph_module": [1, 2'),
+        MODEL,
+        "malformed JSON",
+    ),
     "malformed node": (
         lambda a: _edit_json(MODEL, lambda m: _node(m, "mul").pop("target")),
         MODEL,
         "node 9 (mul): malformed, missing key 'target'",
     ),
     "dangling tensor name": (
-        lambda a: _edit_json(MODEL, lambda m: _set(_node(m, "mul")["inputs"][0]["arg"], "as_tensor",
-                                                   {"name": "nowhere"})),
+        lambda a: _edit_json(
+            MODEL,
+            lambda m: _set(_node(m, "mul")["inputs"][0]["arg"], "as_tensor", {"name": "nowhere"}),
+        ),
         MODEL,
         "'nowhere' is used before it is defined",
     ),
     "name that is not an identifier": (
-        lambda a: _edit_json(MODEL, lambda m: _set(_node(m, "clone")["outputs"][0], "as_tensor", {"name": "a b"})),
+        lambda a: _edit_json(
+            MODEL, lambda m: _set(_node(m, "clone")["outputs"][0], "as_tensor", {"name": "a b"})
+        ),
         MODEL,
         "'a b' is not an identifier",
     ),
     "unsupported argument kind": (
-        lambda a: _edit_json(MODEL, lambda m: _set(_node(m, "mul")["inputs"][1], "arg", {"as_graph": {"name": "g"}})),
+        lambda a: _edit_json(
+            MODEL, lambda m: _set(_node(m, "mul")["inputs"][1], "arg", {"as_graph": {"name": "g"}})
+        ),
         MODEL,
         "argument kind 'as_graph' is not supported",
     ),
     "other schema version and layout": (
-        lambda a: _edit_json(MODEL, lambda m: (_set(m, "schema_version", {"major": 99, "minor": 1}),
-                                               m["graph_module"]["graph"].pop("tensor_values"))),
+        lambda a: _edit_json(
+            MODEL,
+            lambda m: (
+                _set(m, "schema_version", {"major": 99, "minor": 1}),
+                m["graph_module"]["graph"].pop("tensor_values"),
+            ),
+        ),
         MODEL,
         "schema version 99.1 is not supported",
     ),
     "wrong archive format": (
-        lambda a: lambda e: _set(e, f"{ROOT}/archive_format", b"zip"), f"{ROOT}/archive_format", "not 'pt2'"
+        lambda a: lambda e: _set(e, f"{ROOT}/archive_format", b"zip"),
+        f"{ROOT}/archive_format",
+        "not 'pt2'",
     ),
     "big-endian archive": (
-        lambda a: lambda e: _set(e, f"{ROOT}/byteorder", b"big"), f"{ROOT}/byteorder", "little-endian"
+        lambda a: lambda e: _set(e, f"{ROOT}/byteorder", b"big"),
+        f"{ROOT}/byteorder",
+        "little-endian",
     ),
     "ill-typed graph": (
-        lambda a: _edit_json(MODEL, lambda m: _set(_node(m, "permute")["inputs"][1], "arg", {"as_float": 1.0})),
+        lambda a: _edit_json(
+            MODEL, lambda m: _set(_node(m, "permute")["inputs"][1], "arg", {"as_float": 1.0})
+        ),
         MODEL,
         "the imported graph is malformed",
     ),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", list(REFUSALS))

@@ -92,9 +92,24 @@ def test_defaults_of_every_kind() -> None:
         "int[2] k=1, int[] l=[1, -2], bool m=True, int? n=None, int o=Mean, Scalar p=0.5, Device? q=None) -> ()"
     )
     assert [a.default for a in schema.arguments] == [
-        DType.float32, DType.int64, MemoryFormat.contiguous_format, MemoryFormat.channels_last, Layout.strided,
-        1.0, -math.inf, 1e-05, 'a"b', "mean", (1, 1), (1, -2), True, None, 1, 0.5, None,
-    ]  # fmt: skip
+        DType.float32,
+        DType.int64,
+        MemoryFormat.contiguous_format,
+        MemoryFormat.channels_last,
+        Layout.strided,
+        1.0,
+        -math.inf,
+        1e-05,
+        'a"b',
+        "mean",
+        (1, 1),
+        (1, -2),
+        True,
+        None,
+        1,
+        0.5,
+        None,
+    ]
     assert type(schema.argument("f").default) is float
 
 

@@ -98,10 +98,19 @@ def test_backward_matches_torch(name: str, transposed: bool) -> None:
         )
     grad = randn(*y.shape, dtype=torch.float64, seed=3)
     _, _, call = lowered_call(
-        "aten.convolution_backward.default", grad, x, w, [w.shape[1] * groups if transposed else w.shape[0]],
-        stride, padding, dilation, transposed, output_padding if transposed else [0] * len(kernel), groups,
+        "aten.convolution_backward.default",
+        grad,
+        x,
+        w,
+        [w.shape[1] * groups if transposed else w.shape[0]],
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding if transposed else [0] * len(kernel),
+        groups,
         [True, True, True],
-    )  # fmt: skip
+    )
     outcome = run_call(call)
     assert outcome.passed, outcome.message
 

@@ -94,8 +94,16 @@ def contract(
     call: a caller repeating a layout keeps the recipe of `plan_contraction` instead.)"""
     if out is None:
         out = np.empty(tuple(sizes[label] for label in out_labels), a.dtype)
-    recipe = plan_contraction(a, a_labels, b, b_labels, out_labels, sizes,
-                              with_epilogue=epilogue is not None, tuning=tuning)  # fmt: skip
+    recipe = plan_contraction(
+        a,
+        a_labels,
+        b,
+        b_labels,
+        out_labels,
+        sizes,
+        with_epilogue=epilogue is not None,
+        tuning=tuning,
+    )
     recipe.run(a, b, out, epilogue)
     return out
 
@@ -250,8 +258,16 @@ class ContractionRecipe:
             if epilogue is not None:
                 epilogue(())
             return
-        _chunked_product(x.reshape(self.x_view), y.reshape(self.y_view), out.reshape(self.product_shape),
-                         self.batch_axes, self.rows_axes, self.contracted_axes, self.levels, epilogue)  # fmt: skip
+        _chunked_product(
+            x.reshape(self.x_view),
+            y.reshape(self.y_view),
+            out.reshape(self.product_shape),
+            self.batch_axes,
+            self.rows_axes,
+            self.contracted_axes,
+            self.levels,
+            epilogue,
+        )
 
 
 def _copy(destination: np.ndarray, source: np.ndarray, tuning: ContractionTuning) -> None:
@@ -338,9 +354,11 @@ def plan_contraction(
     layout = _layout_of(tuple(present), tuple(a_kept), tuple(b_kept), tuple(sizes), tuning)
     reorder = None
     if layout.order != tuple(present):
-        reorder = _Reorder(tuple(sizes[label] for label in layout.order),
-                           tuple(layout.order.index(label) for label in present),
-                           tuple(present.index(label) for label in layout.order))  # fmt: skip
+        reorder = _Reorder(
+            tuple(sizes[label] for label in layout.order),
+            tuple(layout.order.index(label) for label in present),
+            tuple(present.index(label) for label in layout.order),
+        )
     x, x_labels, y, y_labels = (a, a_kept, b, b_kept) if layout.x_is_a else (b, b_kept, a, a_kept)
     contracted = [label for label in x_labels if label in y_labels and label not in present]
     k = _contracted_order(contracted, x, x_labels, y, y_labels)
@@ -612,7 +630,7 @@ def _chunk_levels(
 
     def split(roles: tuple[int | None, int | None, int | None], length: int, minimum: int) -> int:
         nonlocal copy, out_bytes
-        shares_copy = roles[big_axis] is not None and big.shape[roles[big_axis]] == length  # type: ignore[index]
+        shares_copy = roles[big_axis] is not None and big.shape[roles[big_axis]] == length  # type: ignore[index]  # the big operand has this axis
         step = length
         if shares_copy and copy > tuning.copy_chunk_bytes:
             step = min(step, int(tuning.copy_chunk_bytes * length // copy))
@@ -632,14 +650,14 @@ def _chunk_levels(
     for position, roles in enumerate(free):
         if not over():
             break
-        inner = math.prod(big.shape[r[big_axis]] for r in free[position + 1 :])  # type: ignore[index]
-        length = big.shape[roles[big_axis]]  # type: ignore[index]
+        inner = math.prod(big.shape[r[big_axis]] for r in free[position + 1 :])  # type: ignore[index]  # the big operand has this axis
+        length = big.shape[roles[big_axis]]  # type: ignore[index]  # the big operand has this axis
         if length > 1 and split(roles, length, -(-tuning.min_chunk_columns // max(inner, 1))) > 1:
             break
-    for roles in sorted(contracted, key=lambda r: -abs(big.strides[r[big_axis]])):  # type: ignore[index]
+    for roles in sorted(contracted, key=lambda r: -abs(big.strides[r[big_axis]])):  # type: ignore[index]  # the big operand has this axis
         if copy <= tuning.copy_chunk_bytes:
             break
-        length = big.shape[roles[big_axis]]  # type: ignore[index]
+        length = big.shape[roles[big_axis]]  # type: ignore[index]  # the big operand has this axis
         if length > 1:
             split(roles, length, 1)
     return levels

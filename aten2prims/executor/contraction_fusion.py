@@ -121,9 +121,16 @@ class _PlannedCall:
             for step in kernel.epilogue
             if step.ufunc is not None
         )
-        self.recipe = plan_contraction(a.reshape(sa.shape), sa.labels, b.reshape(sb.shape), sb.labels,
-                                       kernel.out_labels, kernel.sizes, with_epilogue=bool(self.steps),
-                                       tuning=kernel.tuning)  # fmt: skip
+        self.recipe = plan_contraction(
+            a.reshape(sa.shape),
+            sa.labels,
+            b.reshape(sb.shape),
+            sb.labels,
+            kernel.out_labels,
+            kernel.sizes,
+            with_epilogue=bool(self.steps),
+            tuning=kernel.tuning,
+        )
 
     def __call__(self, a: np.ndarray, b: np.ndarray, others: tuple[np.ndarray, ...]) -> np.ndarray:
         result = np.empty(self.result_shape, a.dtype)

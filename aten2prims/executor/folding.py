@@ -79,10 +79,11 @@ def fold_constants(
     readers = _unfolded_readers(graph, set(chosen))
     outputs = {graph_output.value for graph_output in graph.outputs}
     folded = {
-        index for index in chosen
+        index
+        for index in chosen
         if graph.nodes[index].op != "prims.broadcast_in_dim"
         or not any(r in outputs or readers.get(r) for r in graph.nodes[index].results)
-    }  # fmt: skip
+    }
     return _evaluate(graph, folded, outputs)
 
 

@@ -89,8 +89,16 @@ def node_step(node: Node, slots: Slots) -> Step:
         kernel, operands = definition.kernel, definition.bind(node.args, node.kwargs)
     arguments = slots.arguments(operands)
     out_slots = tuple(slots.assign(result) for result in node.results)
-    return Step((node,), kernel, arguments, out_slots, out_metas, random=definition.random, result_kind=result_kind,
-                elementwise=elementwise)  # fmt: skip
+    return Step(
+        (node,),
+        kernel,
+        arguments,
+        out_slots,
+        out_metas,
+        random=definition.random,
+        result_kind=result_kind,
+        elementwise=elementwise,
+    )
 
 
 def build_plan(graph: Graph, overridden: frozenset[str] = frozenset()) -> Plan:

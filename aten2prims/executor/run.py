@@ -149,7 +149,7 @@ def execute(
             except ExecutionError:
                 raise
             except Exception as error:  # a kernel failed: name the node and where it came from
-                index = plan.run.failed_step(error.__traceback__)  # type: ignore[attr-defined]
+                index = plan.run.failed_step(error.__traceback__)  # type: ignore[attr-defined]  # set by codegen
                 if index is None or index < 0:
                     raise
                 raise ExecutionError(_describe_failure(plan.steps[index], error)) from error

@@ -206,8 +206,11 @@ def basic_index(
         if n == 1:
             pending += 1
             continue
-        fits = [i for i in range(last + 1, len(shape))
-                if s > 0 and s % row[i] == 0 and starts[i] + (n - 1) * (s // row[i]) < shape[i]]  # fmt: skip
+        fits = [
+            i
+            for i in range(last + 1, len(shape))
+            if s > 0 and s % row[i] == 0 and starts[i] + (n - 1) * (s // row[i]) < shape[i]
+        ]
         if not fits:
             return None
         dim = next((i for i in fits if row[i] == s), fits[0])
@@ -240,8 +243,11 @@ def _verified(
     """`index` applied to a stride-only array of `shape` gives the window's shape, strides and
     start (for 8-byte elements)."""
     itemsize = 8
-    base = np.lib.stride_tricks.as_strided(np.zeros(1), shape=tuple(shape),
-                                           strides=tuple(math.prod(shape[i + 1 :]) * itemsize for i in range(len(shape))))  # fmt: skip
+    base = np.lib.stride_tricks.as_strided(
+        np.zeros(1),
+        shape=tuple(shape),
+        strides=tuple(math.prod(shape[i + 1 :]) * itemsize for i in range(len(shape))),
+    )
     try:
         view = base[index]
     except IndexError:

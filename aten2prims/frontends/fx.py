@@ -52,8 +52,10 @@ def from_fx(obj: Any, *, name: str = "graph") -> Graph:
         nodes = importer.nodes()
         outputs = importer.module_outputs()
     else:
-        raise LoadError(f"from_fx expects a torch.export.ExportedProgram or a torch.fx.GraphModule, "
-                        f"got {type(obj).__name__}")  # fmt: skip
+        raise LoadError(
+            f"from_fx expects a torch.export.ExportedProgram or a torch.fx.GraphModule, "
+            f"got {type(obj).__name__}"
+        )
     return verified(Graph(name=name, inputs=inputs, nodes=nodes, outputs=outputs))
 
 
@@ -88,8 +90,10 @@ class _Importer:
         if val is None:
             raise LoadError(f"{where} is an undefined tensor (None), which the IR cannot hold")
         if not isinstance(val, torch.Tensor):
-            raise LoadError(f"{where} is a {type(val).__name__}, not a tensor; trace with torch.export or make_fx "
-                            "so that node.meta['val'] holds a tensor")  # fmt: skip
+            raise LoadError(
+                f"{where} is a {type(val).__name__}, not a tensor; trace with torch.export or make_fx "
+                "so that node.meta['val'] holds a tensor"
+            )
         if val.layout != torch.strided:
             raise LoadError(f"{where} has layout {val.layout}; only strided tensors are supported")
         shape = tuple(val.shape)
@@ -171,7 +175,7 @@ class _Importer:
         return nodes
 
     def results(self, fx_node: Any, op: str, where: str) -> tuple[Value, ...]:
-        returns = aten_schema(op).returns  # type: ignore[union-attr]
+        returns = aten_schema(op).returns  # type: ignore[union-attr]  # known: checked on import
         val = self.val(fx_node)
         if len(returns) == 1 and not returns[0].type.is_list:
             return (self.define(fx_node, val),)
@@ -242,8 +246,10 @@ class _Importer:
             if kind is None:
                 raise LoadError(f"{where}: output kind {spec.kind.name.lower()!r} is not supported")
             if not isinstance(spec.arg, TensorArgument):
-                raise LoadError(f"{where}: user output of type {type(spec.arg).__name__} is not supported "
-                                "(tensors only)")  # fmt: skip
+                raise LoadError(
+                    f"{where}: user output of type {type(spec.arg).__name__} is not supported "
+                    "(tensors only)"
+                )
             outputs.append(GraphOutput(self.operand(result, where), kind, spec.target))
         return outputs
 

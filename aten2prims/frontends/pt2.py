@@ -155,8 +155,10 @@ class _Archive:
         seen: set[str] = set()
         for name in self.zip.namelist():
             if not _inside(name.removesuffix("/")):
-                raise LoadError(f"unsafe entry name {name!r} (absolute, '..', backslash or drive)",
-                                entry=str(self.path))  # fmt: skip
+                raise LoadError(
+                    f"unsafe entry name {name!r} (absolute, '..', backslash or drive)",
+                    entry=str(self.path),
+                )
             if name in seen:
                 raise LoadError(f"the entry {name!r} appears twice", entry=str(self.path))
             seen.add(name)
@@ -200,8 +202,11 @@ class _Archive:
     def json(self, relative: str) -> dict[str, Any]:
         name = self.member(relative)
         if self.has(relative) and self.size(relative) > MAX_JSON_BYTES:
-            raise LoadError(f"{format_bytes(self.size(relative))} of JSON is over the "
-                            f"{format_bytes(MAX_JSON_BYTES)} limit", entry=name)  # fmt: skip
+            raise LoadError(
+                f"{format_bytes(self.size(relative))} of JSON is over the "
+                f"{format_bytes(MAX_JSON_BYTES)} limit",
+                entry=name,
+            )
         try:
             document = json.loads(self.read(relative).decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -225,8 +230,10 @@ class _Archive:
         if "model" in models or not models:
             return "model", f"{_MODELS_DIR}model.json"  # a missing model.json is reported on read
         if len(models) > 1:
-            raise LoadError(f"the archive holds several models ({', '.join(models)}) and none is named 'model'",
-                            entry=prefix)  # fmt: skip
+            raise LoadError(
+                f"the archive holds several models ({', '.join(models)}) and none is named 'model'",
+                entry=prefix,
+            )
         return models[0], f"{_MODELS_DIR}{models[0]}.json"
 
 
@@ -653,8 +660,11 @@ class _Payloads:
             entry, config = self.config(directory)
             for fqn, payload in config.items():
                 if type(payload) is dict and payload.get("use_pickle") is True:
-                    raise LoadError(f"{fqn!r} is stored pickled (use_pickle: true, a tensor "
-                                    "subclass); aten2prims never unpickles", entry=entry)  # fmt: skip
+                    raise LoadError(
+                        f"{fqn!r} is stored pickled (use_pickle: true, a tensor "
+                        "subclass); aten2prims never unpickles",
+                        entry=entry,
+                    )
 
     def config(self, directory: str) -> tuple[str, dict[str, Any]]:
         if directory not in self.configs:
@@ -708,15 +718,20 @@ class _Payloads:
                 f"{fqn!r} has a negative stride or offset ({strides}, {offset})", entry=entry
             )
         if max((offset, *strides)) * dtype.itemsize >= _MAX_ADDRESS:
-            raise LoadError(f"{fqn!r} has a stride or offset beyond any address ({strides}, "
-                            f"{offset})", entry=entry)  # fmt: skip
+            raise LoadError(
+                f"{fqn!r} has a stride or offset beyond any address ({strides}, {offset})",
+                entry=entry,
+            )
         # A size-1 dim's stride is never used to address anything (torch writes any value there).
         strides = tuple(0 if size == 1 else stride for size, stride in zip(meta.shape, strides))
         needed = offset + sum((size - 1) * stride for size, stride in zip(meta.shape, strides)) + 1
         stored = self.archive.size(relative)
         if stored % dtype.itemsize:
-            raise LoadError(f"{stored} bytes is not a whole number of {dtype} elements "
-                            f"({dtype.itemsize} bytes each), as {fqn!r} needs", entry=entry)  # fmt: skip
+            raise LoadError(
+                f"{stored} bytes is not a whole number of {dtype} elements "
+                f"({dtype.itemsize} bytes each), as {fqn!r} needs",
+                entry=entry,
+            )
         available = stored // dtype.itemsize
         if needed > available:
             raise LoadError(

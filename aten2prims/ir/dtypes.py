@@ -167,7 +167,7 @@ _CATEGORY = {
     DType.complex128: Category.COMPLEX,
 }
 for _dtype, _category in _CATEGORY.items():
-    _dtype._category = _category  # type: ignore[attr-defined]
+    _dtype._category = _category  # type: ignore[attr-defined]  # a cached enum attribute
 _PYTHON_TYPE = {
     Category.BOOL: bool,
     Category.INTEGER: int,

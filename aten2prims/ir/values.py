@@ -87,19 +87,19 @@ class Value:
 
     @property
     def shape(self) -> Shape:
-        return self.meta.shape  # type: ignore[union-attr]
+        return self.meta.shape  # type: ignore[union-attr]  # tensor values only
 
     @property
     def dtype(self) -> DType:
-        return self.meta.dtype  # type: ignore[union-attr]
+        return self.meta.dtype  # type: ignore[union-attr]  # tensor values only
 
     @property
     def ndim(self) -> int:
-        return len(self.meta.shape)  # type: ignore[union-attr]
+        return len(self.meta.shape)  # type: ignore[union-attr]  # tensor values only
 
     @property
     def numel(self) -> int:
-        return math.prod(self.meta.shape)  # type: ignore[union-attr]
+        return math.prod(self.meta.shape)  # type: ignore[union-attr]  # tensor values only
 
     def __repr__(self) -> str:
         return f"%{self.name}: {self.meta}"

@@ -109,7 +109,7 @@ def promote(
         promoted = promoted_dtype(*chosen)
         if promoted is COMPLEX32:
             raise complex32_error(chosen)
-        computation = promoted  # type: ignore[assignment]
+        computation = promoted  # type: ignore[assignment]  # not COMPLEX32 (raised above)
     # Check the shapes before emitting anything, so an error leaves no stray node behind.
     shape = broadcast_shapes(*(x.shape for x in operands if is_tensor(x)))
     converted = list(operands)

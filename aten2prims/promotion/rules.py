@@ -190,7 +190,7 @@ def result_type(*operands: Any) -> DType:
     promoted = promoted_dtype(*operands)
     if promoted is COMPLEX32:
         raise complex32_error(operands)
-    return promoted  # type: ignore[return-value]
+    return promoted  # type: ignore[return-value]  # not COMPLEX32 (raised above)
 
 
 def opmath_dtype(dtype: DType) -> DType:
@@ -199,7 +199,7 @@ def opmath_dtype(dtype: DType) -> DType:
 
 
 def _computation(promoted: Promoted) -> DType:
-    return DType.complex64 if promoted is COMPLEX32 else opmath_dtype(promoted)  # type: ignore[arg-type]
+    return DType.complex64 if promoted is COMPLEX32 else opmath_dtype(promoted)  # type: ignore[arg-type]  # a DType here
 
 
 def elementwise_dtypes(*operands: Any, kind: PromotionKind) -> tuple[DType, DType]:
@@ -213,7 +213,7 @@ def elementwise_dtypes(*operands: Any, kind: PromotionKind) -> tuple[DType, DTyp
     if kind is PromotionKind.ALWAYS_BOOL:
         return _computation(promoted), DType.bool
     if kind is PromotionKind.COMPLEX_TO_FLOAT:
-        real = DType.float16 if promoted is COMPLEX32 else promoted.real  # type: ignore[union-attr]
+        real = DType.float16 if promoted is COMPLEX32 else promoted.real  # type: ignore[union-attr]  # a DType here
         return _computation(promoted), real
     if promoted is COMPLEX32:
         raise complex32_error(operands)

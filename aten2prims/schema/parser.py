@@ -26,10 +26,19 @@ NO_DEFAULT: Any = type("NoDefault", (), {"__repr__": lambda self: "NO_DEFAULT"})
 # c10's enum numbering, which schema strings use for ScalarType and MemoryFormat defaults
 # (e.g. `ScalarType? dtype=4` is torch.long).
 _C10_SCALAR_TYPES = {
-    0: DType.uint8, 1: DType.int8, 2: DType.int16, 3: DType.int32, 4: DType.int64,
-    5: DType.float16, 6: DType.float32, 7: DType.float64, 9: DType.complex64,
-    10: DType.complex128, 11: DType.bool, 15: DType.bfloat16,
-}  # fmt: skip
+    0: DType.uint8,
+    1: DType.int8,
+    2: DType.int16,
+    3: DType.int32,
+    4: DType.int64,
+    5: DType.float16,
+    6: DType.float32,
+    7: DType.float64,
+    9: DType.complex64,
+    10: DType.complex128,
+    11: DType.bool,
+    15: DType.bfloat16,
+}
 _C10_MEMORY_FORMATS = {
     0: MemoryFormat.contiguous_format,
     1: MemoryFormat.preserve_format,

@@ -50,7 +50,7 @@ def _skip_test_lookup() -> None:
     from torch.testing._internal.opinfo import core
 
     for module in (common_utils, core):
-        module.extract_test_fn = _no_test_fn  # type: ignore[attr-defined]
+        module.extract_test_fn = _no_test_fn  # type: ignore[attr-defined]  # patching torch
 
 
 def _no_test_fn() -> None:

@@ -140,12 +140,45 @@ def _register_all(
 UNARY = [
     f"aten.{name}.default"
     for name in (
-        "abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "bitwise_not", "ceil", "cos", "cosh",
-        "erf", "exp", "expm1", "floor", "isinf", "isnan", "log", "log10", "log1p", "log2",
-        "logical_not", "neg", "reciprocal", "relu", "round", "rsqrt", "sigmoid", "sign", "sin", "sinh",
-        "sqrt", "tan", "tanh", "trunc", "clone", "alias",
+        "abs",
+        "acos",
+        "acosh",
+        "asin",
+        "asinh",
+        "atan",
+        "atanh",
+        "bitwise_not",
+        "ceil",
+        "cos",
+        "cosh",
+        "erf",
+        "exp",
+        "expm1",
+        "floor",
+        "isinf",
+        "isnan",
+        "log",
+        "log10",
+        "log1p",
+        "log2",
+        "logical_not",
+        "neg",
+        "reciprocal",
+        "relu",
+        "round",
+        "rsqrt",
+        "sigmoid",
+        "sign",
+        "sin",
+        "sinh",
+        "sqrt",
+        "tan",
+        "tanh",
+        "trunc",
+        "clone",
+        "alias",
     )
-]  # fmt: skip
+]
 
 
 def _unary(op: str) -> Sample:
@@ -217,9 +250,22 @@ def _binary_scalar(op: str) -> Sample:
 
 
 BINARY = [
-    "add", "sub", "mul", "div", "fmod", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "eq", "ne", "ge", "gt", "le", "lt",
-]  # fmt: skip
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "fmod",
+    "remainder",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "eq",
+    "ne",
+    "ge",
+    "gt",
+    "le",
+    "lt",
+]
 _register_all(
     [f"aten.{name}.Tensor" for name in BINARY] + ["aten.pow.Tensor_Tensor"], ALL, _binary_tensor
 )
@@ -283,8 +329,14 @@ def _div_scalar_mode(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.div.Scalar_mode"
     x = values(dtype, (4, 5), seed=55, low=-30, high=30)
     cases = [
-        (-3, "floor"), (2.5, "trunc"), (-0.7, "floor"), (4, "trunc"), (0.0, "floor"), (True, "floor"), (-0.0, "trunc"),
-    ]  # fmt: skip
+        (-3, "floor"),
+        (2.5, "trunc"),
+        (-0.7, "floor"),
+        (4, "trunc"),
+        (0.0, "floor"),
+        (True, "floor"),
+        (-0.0, "trunc"),
+    ]
     for divisor, mode in cases:
         yield _call(op, x, divisor, rounding_mode=mode)
 
