@@ -1,4 +1,4 @@
-"""The one exception hierarchy of aten2prims (DESIGN §10).
+"""The one exception hierarchy of aten2prims.
 
 Every error names what it is about (op, node, entry) and what was expected. No error leaves a
 graph half-rewritten or a caller's array modified: passes build new graphs and the executor

@@ -1,5 +1,5 @@
-"""The 124 prims of torch 2.13 (`torch.ops.prims`) with their schemas, as listed in
-../shared/PRIMS.md: the opset `prims/` must cover (implemented, or omitted with a reason)."""
+"""The 124 prims of torch 2.13 (`torch.ops.prims`) with their schemas, as torch 2.13 registers
+them: the opset `prims/` must cover (implemented, or omitted with a reason)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers for testing prims against torch 2.13's `torch.ops.prims` (DESIGN §11).
+"""Helpers for testing prims against torch 2.13's `torch.ops.prims`.
 
 - inputs of every dtype, with NaN/±inf/−0.0 among floats and the extremes among integers, in
   several NumPy layouts (contiguous, transposed, strided) so kernels meet non-contiguous operands;

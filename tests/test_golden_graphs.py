@@ -1,5 +1,5 @@
 """Golden printed graphs: a few lowerings whose exact prims text guards the explicit converts
-and broadcasts (DESIGN §6). Each case is an aten graph in the text form and the lowered graph
+and broadcasts. Each case is an aten graph in the text form and the lowered graph
 it must print as; add a case by adding an entry to GOLDEN."""
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ EXTRA: dict[str, Callable[[], tuple[nn.Module, tuple[Any, ...]]]] = {
 }
 # A chain of half-precision ops compounds one-ulp roundings that torch's own kernels differ by
 # (its vectorized and scalar bf16 rsqrt disagree), so these are judged by the tolerance rule's
-# "no worse than torch against a float64 reference" clause (DESIGN §11), the model run in float64.
+# "no worse than torch against a float64 reference" clause, the model run in float64.
 NEEDS_REFERENCE = {"low_precision_bf16", "low_precision_f16"}
 NAMES = [*MODELS, *EXTRA]
 

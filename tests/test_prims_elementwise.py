@@ -1,5 +1,5 @@
 """The elementwise prims, `convert_element_type` and `broadcast_in_dim` against torch 2.13's
-`torch.ops.prims` (DESIGN §11).
+`torch.ops.prims`.
 
 Every case runs through the real path: a one-node graph built with `prims.Builder`, executed by
 `aten2prims.executor.execute(..., check=True)`, compared with `compare()` (dtype and shape exact,

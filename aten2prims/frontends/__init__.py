@@ -1,4 +1,4 @@
-"""Frontends: where graphs come from (DESIGN §2).
+"""Frontends: where graphs come from.
 
 - `load(path)`: a `.pt2` archive written by `torch.export.save` (read without torch and without
   unpickling) or a text IR file, told apart by content;

@@ -1,8 +1,8 @@
 """Reader of `.pt2` archives written by `torch.export.save` — without torch, and without ever
 unpickling anything.
 
-The archive is a zip whose entries sit under one root folder (facts: shared PT2_FORMAT.md; spec:
-torch's `_export/serde/schema.py`, `serialize.py` and `export/pt2_archive/_package.py`):
+The archive is a zip whose entries sit under one root folder (as observed in
+archives torch writes; spec: torch's `_export/serde/schema.py`, `serialize.py` and `export/pt2_archive/_package.py`):
 
     <root>/archive_format                          "pt2"
     <root>/models/model.json                       graph + signature (JSON, schema version 8)

@@ -3,7 +3,7 @@
 An *operand* is what an elementwise op receives: a tensor `Value` (n-dim or 0-dim), a runtime
 scalar `Value` (ScalarMeta: it promotes exactly like a Python scalar of its kind), a Python
 bool/int/float/complex, or None (ignored). The rules follow torch 2.13's
-`torch/_prims_common.elementwise_dtypes` and `reduction_dtypes`, and /work/shared/PROMOTION.md.
+`torch/_prims_common.elementwise_dtypes` and `reduction_dtypes`, checked against eager torch in tests/test_promotion.py.
 """
 
 from __future__ import annotations

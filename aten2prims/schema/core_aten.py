@@ -1,5 +1,5 @@
 """The 194 Core ATen overloads aten2prims lowers: torch 2.13's `core`-tagged overloads plus
-`aten.native_batch_norm.default`, with their function schemas (see ../shared/CORE_ATEN_OPS.md).
+`aten.native_batch_norm.default`, with their function schemas (docs/coverage.md lists them by family).
 
 Families: E = elementwise/comparison/reduction, S = shape/view/indexing/creation/random/sort/metadata,
 N = linear algebra/convolution/pooling/normalization/resampling/embedding/fft/backward.

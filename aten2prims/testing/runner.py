@@ -1,4 +1,4 @@
-"""Running one aten call both ways and classifying the result (DESIGN §11).
+"""Running one aten call both ways and classifying the result.
 
 torch side: `torch.ops.aten.<op>` on the call's arguments. Our side: a one-node aten graph whose
 inputs are the call's tensors and whose result metas are torch's outputs → `lower` → every node
