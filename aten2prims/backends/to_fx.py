@@ -23,10 +23,9 @@ import numpy as np
 from prims.registry import lookup
 
 from ..errors import Error
-from ..frontends.torch_interop import to_torch, torch_dtype
-from ..ir.dtypes import DType
+from ..frontends.torch_interop import to_torch, to_torch_operand, torch_dtype
 from ..ir.graph import Graph, InputKind, Node
-from ..ir.values import Device, Layout, MemoryFormat, Value
+from ..ir.values import Value
 from . import extension_ops
 
 
@@ -203,20 +202,7 @@ def to_fx(graph: Graph, *, adapt: bool = True) -> Any:
         env[graph_input.value] = fx_graph.get_attr(name)
 
     def operand(x: Any) -> Any:
-        kind = type(x)
-        if kind is Value:
-            return env[x]
-        if kind is tuple:
-            return [operand(item) for item in x]
-        if kind is DType:
-            return torch_dtype(x)
-        if kind is Device:
-            return torch.device(x.name)
-        if kind is Layout:
-            return getattr(torch, x.value)
-        if kind is MemoryFormat:
-            return getattr(torch, x.value)
-        return x
+        return to_torch_operand(x, env.__getitem__)
 
     for node in graph.nodes:
         target = torch_op(node)

@@ -4,12 +4,14 @@ refuses it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
 from ..ir.dtypes import DType
+from ..ir.values import Device, Layout, MemoryFormat, Value
 
 
 def torch_dtype(dtype: DType) -> Any:
@@ -54,3 +56,31 @@ def to_python(value: Any) -> Any:
     if isinstance(value, bool | int | float | complex):
         return value
     return value.item() if hasattr(value, "item") else value
+
+
+def to_torch_operand(operand: Any, value_of: Callable[[Value], Any]) -> Any:
+    """An IR operand as a torch op takes it: values through `value_of`, tuples as lists, dtypes,
+    devices, layouts and memory formats as torch's objects, other literals as they are."""
+    import torch
+
+    kind = type(operand)
+    if kind is Value:
+        return value_of(operand)
+    if kind is tuple:
+        return [to_torch_operand(item, value_of) for item in operand]
+    if kind is DType:
+        return torch_dtype(operand)
+    if kind is Device:
+        return torch.device(operand.name)
+    if kind is Layout or kind is MemoryFormat:
+        return getattr(torch, operand.value)
+    return operand
+
+
+def torch_overload(op: str) -> Any:
+    """The torch OpOverload of an op name ("aten.add.Tensor"; a missing overload is "default")."""
+    import torch
+
+    namespace, name, *overload = op.split(".")
+    packet = getattr(getattr(torch.ops, namespace), name)
+    return getattr(packet, overload[0] if overload else "default")

@@ -19,11 +19,15 @@ import numpy as np
 
 from ..errors import Error
 from ..executor import execute
-from ..frontends.torch_interop import to_numpy, to_torch, torch_dtype
-from ..ir.dtypes import DType
+from ..frontends.torch_interop import (
+    to_numpy,
+    to_torch,
+    to_torch_operand,
+    torch_overload,
+)
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.printer import format_graph
-from ..ir.values import Device, Layout, MemoryFormat, Value
+from ..ir.values import Value
 from ..passes.lower import lower
 from .compare import compare
 from .record import AtenCall
@@ -138,25 +142,11 @@ def bisect(
         )
 
     def operand(x: Any) -> Any:
-        kind = type(x)
-        if kind is Value:
-            return env[x]
-        if kind is tuple:
-            return [operand(item) for item in x]
-        if kind is DType:
-            return torch_dtype(x)
-        if kind is Device:
-            return torch.device(x.name)
-        if kind is Layout or kind is MemoryFormat:
-            return getattr(torch, x.value)
-        return x
+        return to_torch_operand(x, env.__getitem__)
 
     checks: list[NodeCheck] = []
     for node in graph.nodes:
-        namespace, name, *overload = node.op.split(".")
-        function = getattr(
-            getattr(getattr(torch.ops, namespace), name), overload[0] if overload else "default"
-        )
+        function = torch_overload(node.op)
         args = [operand(a) for a in node.args]
         kwargs = {key: operand(v) for key, v in node.kwargs.items()}
         # Clone the tensors the op reads: our expansion must see exactly what torch saw.
@@ -167,7 +157,7 @@ def bisect(
         result = function(*args, **kwargs)
         results = list(result) if isinstance(result, list | tuple) else [result]
         env.update(zip(node.results, results))
-        if namespace == "aten":
+        if node.namespace == "aten":
             call = AtenCall(node.op, tuple(args), kwargs)
             checks.append(_check(node, call, seen, results, rules, seed))
     return BisectReport(graph.name, tuple(checks))

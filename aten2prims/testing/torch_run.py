@@ -12,10 +12,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import LoadError
-from ..frontends.torch_interop import to_numpy, to_torch, torch_dtype
-from ..ir.dtypes import DType
+from ..frontends.torch_interop import (
+    to_numpy,
+    to_torch,
+    to_torch_operand,
+    torch_overload,
+)
 from ..ir.graph import Graph
-from ..ir.values import Device, Layout, MemoryFormat, Value
+from ..ir.values import Value
 
 
 def run_with_torch(path: str | Path, graph: Graph, inputs: dict[str, Any]) -> list[Any]:
@@ -40,25 +44,10 @@ def interpret(graph: Graph, inputs: dict[str, Any]) -> list[Any]:
         env[graph_input.value] = to_torch(array) if isinstance(array, np.ndarray) else array
 
     def operand(x: Any) -> Any:
-        if type(x) is Value:
-            return env[x]
-        if type(x) is tuple:
-            return [operand(item) for item in x]
-        if type(x) is DType:
-            return torch_dtype(x)
-        if type(x) is Device:
-            return torch.device(x.name)
-        if type(x) is Layout:
-            return getattr(torch, x.value)
-        if type(x) is MemoryFormat:
-            return getattr(torch, x.value)
-        return x
+        return to_torch_operand(x, env.__getitem__)
 
     for node in graph.nodes:
-        namespace, name, *overload = node.op.split(".")
-        packet = getattr(getattr(torch.ops, namespace), name)
-        func = getattr(packet, overload[0] if overload else "default")
-        result = func(
+        result = torch_overload(node.op)(
             *[operand(a) for a in node.args], **{k: operand(v) for k, v in node.kwargs.items()}
         )
         results = list(result) if isinstance(result, list | tuple) else [result]
