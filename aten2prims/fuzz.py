@@ -42,7 +42,7 @@ from .frontends import load
 
 ADDRESS_SPACE_LIMIT = 2 * 2**30
 TIME_LIMIT_SECONDS = 20
-_EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+_EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 _SEED_MODELS = ("mlp", "cnn")
 _OPS = ("aten.add.Tensor", "aten.mm.default", "aten.nope.default", "prims.add", "os.system",
         "torch.ops.aten.relu.default", "aten.view.default", "")  # fmt: skip
