@@ -116,6 +116,10 @@ def _emit(fx_graph: Any, node: Node, target: Any, args: list[Any], kwargs: dict[
     if name in ("as_strided", "as_strided_scatter", "view_of_dtype"):
         # Ours address the operand's row-major elements; torch's address its storage.
         args = [_contiguous(fx_graph, args[0]), *args[1:]]
+    if name == "as_strided" and not args[1]:
+        # torch's meta crashes on size [] as on reshape's shape []: a one-element window, squeezed.
+        window = fx_graph.call_function(target, (args[0], [1], [1], *args[3:]), kwargs)
+        return fx_graph.call_function(torch.ops.prims.squeeze.default, (window, [0]), {})
     return fx_graph.call_function(target, tuple(args), kwargs)
 
 
@@ -169,7 +173,7 @@ def _emit_reduction(
 # The prims `_emit` rewrites, and why (docs/pipeline.md repeats this table).
 ADAPTERS: dict[str, str] = {
     "collapse_view": "emitted as prims.collapse: torch refuses a collapse its strides cannot view, ours copies",
-    "as_strided": "operand made contiguous first: ours addresses its row-major elements, torch its storage",
+    "as_strided": "operand made contiguous first: ours addresses its row-major elements, torch its storage; size [] emitted as a one-element window and a squeeze (torch's meta crashes on an empty size)",
     "as_strided_scatter": "as as_strided",
     "view_of_dtype": "operand made contiguous first: torch refuses a non-contiguous last dim, ours copies",
     "scalar_tensor": "dtype and device always passed (torch's prim cannot run without them)",
