@@ -204,8 +204,9 @@ def test_opinfo_samples_run_in_torch(op: str, dtype: aten2prims.DType) -> None:
     _check_samples(op, dtype, BUDGET)
 
 
-@pytest.mark.parametrize(("op", "dtype"), _cases(sorted(RULES)))
+@pytest.mark.parametrize(("op", "dtype"), _cases(sorted(set(RULES) - set(OPS))))
 def test_every_rule_runs_in_torch(op: str, dtype: aten2prims.DType) -> None:
+    """With test_opinfo_samples_run_in_torch, every overload with a rule (OPS take more samples)."""
     _check_samples(op, dtype, WIDE_BUDGET)
 
 
