@@ -1,10 +1,14 @@
 """The `aten2prims` command line.
 
-    aten2prims lower FILE [--aten] [--nested] [--format text|json|dot] [--stats] [--max-memory SIZE]
+    aten2prims lower FILE [--aten] [--keep OPS] [--nested] [--format text|json|dot] [--stats]
+                          [--max-memory SIZE]
     aten2prims run FILE [--inputs IN.npz] [--output OUT.npz] [--seed N] [--max-memory SIZE]
-    aten2prims check FILE [--inputs IN.npz] [--expected OUT.npz] [--seed N] [--max-memory SIZE]
+    aten2prims check FILE [--inputs IN.npz] [--expected OUT.npz] [--seed N] [--bisect]
+                          [--max-memory SIZE]
     aten2prims check --ops [REGEX] [--dtype DT ...] [--json FILE] [--full-budget] [--coverage FILE]
     aten2prims ops [--json]
+
+Every command also takes `--debug` (before the command: `aten2prims --debug lower …`).
 
 Exit codes: 0 ok, 1 a check found a mismatch, 2 bad usage or bad input. Errors are one line;
 `--debug` shows the traceback.
@@ -62,6 +66,16 @@ def _add_max_memory(command: argparse.ArgumentParser) -> None:
     )
 
 
+def _keep_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated op names or patterns (e.g. 'aten.mm.default,aten.convolution.*'), "
+            f"got {text!r}"
+        )
+    return names
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="aten2prims",
@@ -75,6 +89,14 @@ def _parser() -> argparse.ArgumentParser:
     lower = commands.add_parser("lower", help="print the lowered (prims) graph")
     lower.add_argument("file", help=".pt2 archive or text IR file")
     lower.add_argument("--aten", action="store_true", help="print the input (aten) graph instead")
+    lower.add_argument(
+        "--keep",
+        type=_keep_list,
+        action="append",
+        metavar="OPS",
+        help="leave these aten ops unlowered: comma-separated overload names or shell patterns, "
+        "e.g. 'aten.convolution.*,aten.mm.default' (repeatable)",
+    )
     lower.add_argument(
         "--nested", action="store_true", help="show each aten node with its prims beneath it"
     )
@@ -172,8 +194,11 @@ def _one_line(error: BaseException) -> str:
 
 def _lower(args: argparse.Namespace) -> int:
 
+    keep = [name for names in args.keep or () for name in names]
+    if keep and args.aten:
+        raise UsageError("--keep chooses what lowering leaves intact; --aten does not lower")
     graph = frontends.load(args.file, max_memory=args.max_memory)
-    lowered = None if args.aten else lower(graph)
+    lowered = None if args.aten else lower(graph, keep=keep or None)
     shown = graph if lowered is None else lowered
     if args.format == "text":
         print(

@@ -22,8 +22,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--full-budget",
         action="store_true",
         default=False,
-        help="run the conformance harness with its full sample budget",
+        help="run the conformance harness with its full sample budget, and the tests marked slow",
     )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `slow` (long sweeps) run only with --full-budget; otherwise deselected."""
+    if config.getoption("--full-budget"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
 
 
 @pytest.fixture(scope="session")

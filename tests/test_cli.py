@@ -162,3 +162,71 @@ def test_console_script_help_documents_the_commands() -> None:
     for command in ("lower", "run", "check", "ops"):
         assert command in result.stdout
     assert "Exit codes" in result.stdout
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_lower_keep_leaves_the_named_ops_and_patterns(capsys) -> None:
+    cnn = str(EXAMPLES / "cnn.pt2")
+    assert main(["lower", cnn, "--format", "json", "--aten"]) == 0
+    aten_ops = {n["op"] for n in json.loads(capsys.readouterr().out)["nodes"]}
+    assert {"aten.convolution.default", "aten.relu.default", "aten.addmm.default"} <= aten_ops
+    argv = ["lower", cnn, "--format", "json", "--keep", "aten.convolution.*, aten.relu.default"]
+    assert main([*argv, "--keep", "aten.addmm.default"]) == 0
+    nodes = json.loads(capsys.readouterr().out)["nodes"]
+    kept = {n["op"] for n in nodes if not n["op"].startswith("prims.")}
+    assert kept == {"aten.convolution.default", "aten.relu.default", "aten.addmm.default"}
+    assert sum(n["op"] == "aten.convolution.default" for n in nodes) == 3
+    # the same graph the library gives
+    import aten2prims
+
+    graph = aten2prims.load(cnn)
+    library = aten2prims.lower(
+        graph, keep=["aten.convolution.*", "aten.relu.default", "aten.addmm.default"]
+    )
+    assert [n["op"] for n in nodes] == [node.op for node in library.nodes]
+
+
+def test_lower_keep_usage_errors_exit_2(capsys) -> None:
+    mlp = str(EXAMPLES / "mlp.pt2")
+    with pytest.raises(SystemExit) as usage:
+        main(["lower", mlp, "--keep", "aten.mm.default,,aten.addmm.default"])
+    assert usage.value.code == 2
+    assert "comma-separated op names" in capsys.readouterr().err
+    assert main(["lower", mlp, "--aten", "--keep", "aten.addmm.default"]) == 2
+    err = capsys.readouterr().err
+    assert "--aten does not lower" in err and err.count("\n") == 1
+
+
+def test_readme_synopsis_matches_the_parser() -> None:
+    """Every option of every command appears in README's synopsis and the CLI docstring, and
+    nothing else does."""
+    import re
+
+    from aten2prims import cli
+
+    parser = cli._parser()
+    (commands,) = [a for a in parser._actions if a.dest == "command"]
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    synopsis = readme.split("## Command line", 1)[1].split("\n\n", 2)[1]
+    for text in (synopsis, cli.__doc__ or ""):
+        for name, sub in commands.choices.items():  # type: ignore[attr-defined]
+            options = {
+                opt
+                for action in sub._actions
+                for opt in action.option_strings
+                if opt.startswith("--") and opt != "--help"
+            }
+            # a command's lines, each with its indented continuation lines
+            shown: set[str] = set()
+            all_lines = text.splitlines()
+            for index, line in enumerate(all_lines):
+                if f"aten2prims {name}" in line:
+                    block = [line]
+                    for follow in all_lines[index + 1 :]:
+                        if not follow.startswith(" " * 10) or "aten2prims" in follow:
+                            break
+                        block.append(follow)
+                    shown |= set(re.findall(r"--[a-z-]+", " ".join(block)))
+            assert shown == options, (name, sorted(shown ^ options))

@@ -259,3 +259,114 @@ def test_zoo_transformer_with_grad_enabled(executor: str) -> None:
         model, backend=aten2prims_backend, dynamic=False, options={"executor": executor}
     )
     _assert_close(compiled(*inputs), model(*inputs), "transformer output")
+
+
+# -- graph breaks and recompiles ---------------------------------------------------------------------
+
+
+class BranchingModel(nn.Module):
+    """Two graph breaks: an explicit one, and a Python branch on a tensor's value (`.item()`),
+    after which dynamo compiles whichever branch runs as a graph of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encode = nn.Linear(4, 8)
+        self.positive = nn.Linear(8, 3)
+        self.negative = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.encode(x))
+        torch._dynamo.graph_break()
+        h = h * torch.sigmoid(h)
+        if h.sum().item() > 0:
+            return self.positive(h)
+        return self.negative(h).exp()
+
+
+def _branch_inputs() -> tuple[torch.Tensor, torch.Tensor, BranchingModel]:
+    torch.manual_seed(3)
+    model = BranchingModel().eval()
+    x = torch.randn(5, 4)
+    # one input taking each branch
+    signs = [_branch_sum(model, t) > 0 for t in (x, -x)]
+    assert signs[0] != signs[1], "the inputs should take different branches"
+    return (x, -x, model) if signs[0] else (-x, x, model)
+
+
+def _branch_sum(model: BranchingModel, x: torch.Tensor) -> float:
+    with torch.no_grad():
+        h = torch.tanh(model.encode(x))
+        return float((h * torch.sigmoid(h)).sum())
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_graph_breaks_give_several_graphs_each_through_our_backend(executor: str) -> None:
+    torch._dynamo.reset()
+    positive_x, negative_x, model = _branch_inputs()
+    graphs: list[CompiledGraph] = []
+    compiled = torch.compile(
+        model,
+        backend=aten2prims_backend,
+        dynamic=False,
+        options={"executor": executor, "graphs": graphs},
+    )
+    with torch.no_grad():
+        _assert_close(compiled(positive_x), model(positive_x), "output, positive branch")
+        # before the explicit break; between it and .item(); the positive branch
+        assert len(graphs) == 3, [g.aten.op_counts() for g in graphs]
+        _assert_close(compiled(negative_x), model(negative_x), "output, negative branch")
+        assert len(graphs) == 4  # the negative branch, compiled when first taken
+        _assert_close(compiled(positive_x), model(positive_x), "output, positive branch again")
+    assert len(graphs) == 4  # nothing recompiled
+    assert all(g.aten.name == "inference" for g in graphs)
+    assert all(n.namespace == "prims" for g in graphs for n in g.lowered.nodes)
+    ops = [set(g.aten.op_counts()) for g in graphs]
+    assert "aten.tanh.default" in ops[0] and "aten.sigmoid.default" in ops[1]
+    assert "aten.exp.default" in ops[3] and "aten.exp.default" not in ops[2]
+
+
+def test_graph_breaks_in_training_match_eager() -> None:
+    torch._dynamo.reset()
+    positive_x, negative_x, model = _branch_inputs()
+    model.train()
+    eager_model = copy.deepcopy(model)
+    graphs: list[CompiledGraph] = []
+    compiled = torch.compile(
+        model, backend=aten2prims_backend, dynamic=False, options={"graphs": graphs}
+    )
+    for x in (positive_x, negative_x):
+        ours, eager = compiled(x).square().mean(), eager_model(x).square().mean()
+        _assert_close(ours, eager, "loss")
+        ours.backward()
+        eager.backward()
+    for (name, ours_p), eager_p in zip(model.named_parameters(), eager_model.parameters()):
+        assert ours_p.grad is not None and eager_p.grad is not None
+        _assert_close(ours_p.grad, eager_p.grad, f"gradient of {name}")
+    kinds = [g.aten.name for g in graphs]
+    assert kinds.count("forward") == 4 and kinds.count("backward") == 4, kinds
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_new_static_shape_recompiles_through_our_backend(executor: str) -> None:
+    torch._dynamo.reset()
+    torch.manual_seed(4)
+    model = SmallCNN().eval()
+    graphs: list[CompiledGraph] = []
+    compiled = torch.compile(
+        model,
+        backend=aten2prims_backend,
+        dynamic=False,
+        options={"executor": executor, "graphs": graphs},
+    )
+    small, large = torch.randn(2, 3, 8, 8), torch.randn(5, 3, 8, 8)
+    with torch.no_grad():
+        _assert_close(compiled(small), model(small), "batch of 2")
+        assert len(graphs) == 1
+        _assert_close(compiled(large), model(large), "batch of 5")
+        assert len(graphs) == 2  # recompiled for the new shape, static again
+        _assert_close(compiled(small), model(small), "batch of 2 again")
+    assert len(graphs) == 2  # the first compilation's guards still hold
+    # each graph is static: the batch it was compiled for (the weights are inputs too)
+    shapes = [{i.value.shape for i in g.lowered.user_inputs} for g in graphs]
+    assert (2, 3, 8, 8) in shapes[0] and (5, 3, 8, 8) not in shapes[0]
+    assert (5, 3, 8, 8) in shapes[1] and (2, 3, 8, 8) not in shapes[1]

@@ -119,6 +119,14 @@ def _check_lower_mlp_nested(out: str, err: str, workdir: Path) -> None:
     assert prims == len(aten2prims.lower(aten).nodes)
 
 
+def _check_lower_mlp_keep(out: str, err: str, workdir: Path) -> None:
+    nodes = _nodes_between_header_and_return(_lines(out))
+    kept = [line for line in nodes if " = aten." in line]
+    assert len(kept) == 2 and all(" = aten.addmm.default(" in line for line in kept)
+    assert all(" = prims." in line for line in nodes if line not in kept)
+    assert err == ""
+
+
 def _check_run_cnn(out: str, err: str, workdir: Path) -> None:
     lines = _lines(out)
     assert lines[0] == "output_0: f32[2, 10]"
@@ -148,6 +156,7 @@ CHECKS: dict[str, Callable[[str, str, Path], None]] = {
     "aten2prims lower examples/mlp.pt2": _check_lower_mlp,
     "aten2prims lower examples/transformer.pt2 --stats": _check_lower_transformer_stats,
     "aten2prims lower examples/mlp.pt2 --nested": _check_lower_mlp_nested,
+    "aten2prims lower examples/mlp.pt2 --keep aten.addmm.default": _check_lower_mlp_keep,
     "aten2prims run examples/cnn.pt2 --inputs examples/cnn.inputs.npz --output out.npz": _check_run_cnn,
     "aten2prims check examples/cnn.pt2 --inputs examples/cnn.inputs.npz --expected examples/cnn.expected.npz": (
         _check_check_cnn

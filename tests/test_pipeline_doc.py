@@ -15,7 +15,7 @@ SNIPPETS = re.findall(r"^```python\n(.*?)^```$", DOC, flags=re.MULTILINE | re.DO
 
 
 def test_the_walkthrough_has_a_snippet_per_section() -> None:
-    assert len(SNIPPETS) == 7
+    assert len(SNIPPETS) == 8
 
 
 def test_snippets_run_in_order(

@@ -469,12 +469,19 @@ REFUSALS: dict[str, tuple[Callable[[Path], Edit], str | Callable[[Path], str], s
         MODEL,
         " (mm)); aten.frobnicate.default (1 node, first node ",  # both, in the graph's order
     ),
-    "non-aten op": (
+    "prims op": (  # ops of a user's namespace load (tests/test_custom_ops.py); prims do not
         lambda a: _edit_json(
-            MODEL, lambda m: _set(_node(m, "mul"), "target", "torch.ops.mylib.scale.default")
+            MODEL, lambda m: _set(_node(m, "mul"), "target", "torch.ops.prims.mul.default")
         ),
         MODEL,
-        "is not an aten op",
+        "is neither an aten op nor an op of a user's namespace",
+    ),
+    "malformed op name": (
+        lambda a: _edit_json(
+            MODEL, lambda m: _set(_node(m, "mul"), "target", "torch.ops.my lib.scale.default")
+        ),
+        MODEL,
+        "is neither an aten op nor an op of a user's namespace",
     ),
     "unsupported dtype": (
         lambda a: _edit_json(

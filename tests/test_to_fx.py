@@ -1,6 +1,7 @@
 """`aten2prims.to_fx`: lowered graphs handed back to torch run in torch (`torch.ops.prims` and our
-four extension ops) and match torch eager within the tolerance rule — the bundled example models
-and OpInfo samples of a spread of Core ATen overloads, every dtype they sample."""
+four extension ops) and match torch eager within the tolerance rule — the bundled example models,
+OpInfo samples of a spread of Core ATen overloads (a few per dtype), and one harness sample per
+dtype of every overload with a rule."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from aten2prims.backends.to_fx import ToFxError, to_fx
 from aten2prims.frontends.torch_interop import to_numpy, to_torch
 from aten2prims.ir.graph import InputKind
 from aten2prims.testing import runner
+from aten2prims.testing.budgets import FAST_BUDGET
 from aten2prims.testing.compare import compare
 from aten2prims.testing.samples import sample_dtypes, samples
 from aten2prims.testing.statistics import STATISTICAL_CHECKS
+from decompositions import RULES
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -119,28 +122,45 @@ OPS = [
     "aten.arange.start_step",
 ]
 BUDGET = 3
+# Every overload with a rule, every dtype the harness samples it in, this many samples each.
+WIDE_BUDGET = 1
 
-# Samples where torch's prims disagree with ours; each names the torch behaviour (checked with
-# strict xfail so a fixed torch shows up).
-TORCH_PRIMS_DIFFER: dict[tuple[str, str], str] = {}
+# Samples where torch's prims disagree with ours (and torch eager) and no adapter of to_fx applies;
+# each names the torch behaviour (checked with strict xfail so a fixed torch shows up).
+TORCH_PRIMS_DIFFER: dict[tuple[str, str], str] = {
+    ("aten.pow.Scalar", "c128"): (
+        "torch's prims.pow with the complex scalar base 1+0j returns 1 for every exponent; "
+        "torch's aten.pow.Scalar (and ours) give nan+nanj where the exponent has a nan or "
+        "infinite part (the hand-written sample's exponents)"
+    ),
+}
 
 
-def _cases() -> list[Any]:
+# The slow sweep's further samples meet the same difference in complex64 too.
+SLOW_TORCH_PRIMS_DIFFER = {
+    **TORCH_PRIMS_DIFFER,
+    ("aten.pow.Scalar", "c64"): TORCH_PRIMS_DIFFER[("aten.pow.Scalar", "c128")],
+}
+
+
+def _cases(ops: list[str], differ: dict[tuple[str, str], str] = TORCH_PRIMS_DIFFER) -> list[Any]:
     cases = []
-    for op in OPS:
+    for op in ops:
         for dtype in sample_dtypes(op):
             marks = []
-            reason = TORCH_PRIMS_DIFFER.get((op, dtype.short))
+            reason = differ.get((op, dtype.short))
             if reason is not None:
                 marks.append(pytest.mark.xfail(strict=True, reason=reason))
             cases.append(pytest.param(op, dtype, id=f"{op}-{dtype.short}", marks=marks))
     return cases
 
 
-@pytest.mark.parametrize(("op", "dtype"), _cases())
-def test_opinfo_samples_run_in_torch(op: str, dtype: aten2prims.DType) -> None:
+def _check_samples(op: str, dtype: aten2prims.DType, budget: int) -> None:
+    """Each sample our harness passes, lowered, handed to torch with to_fx and run there,
+    matches torch eager under the tolerance rule (the harness's statistical checks for the ops
+    that have one; dtype and shape where torch leaves values undefined)."""
     checked = 0
-    for call in samples(op, dtype, budget=BUDGET):
+    for call in samples(op, dtype, budget=budget):
         outcome = runner.run_call(call)
         if not outcome.passed:
             continue  # ours fails or torch refuses: the harness reports those, not this test
@@ -150,6 +170,7 @@ def test_opinfo_samples_run_in_torch(op: str, dtype: aten2prims.DType) -> None:
         assert lowered is not None
         results = _run(aten2prims.to_fx(lowered), lowered, arrays)
         theirs = [to_numpy(e) if isinstance(e, torch.Tensor) else e for e in expected]
+        assert len(results) == len(theirs)
         statistical = STATISTICAL_CHECKS.get(op)
         if statistical is not None:
             # topk's ties, random ops: the harness's own check (order of ties is unspecified).
@@ -176,6 +197,25 @@ def test_opinfo_samples_run_in_torch(op: str, dtype: aten2prims.DType) -> None:
         checked += 1
     if checked == 0:
         pytest.skip(f"no sample of {op} for {dtype.short} passes our own harness")
+
+
+@pytest.mark.parametrize(("op", "dtype"), _cases(OPS))
+def test_opinfo_samples_run_in_torch(op: str, dtype: aten2prims.DType) -> None:
+    _check_samples(op, dtype, BUDGET)
+
+
+@pytest.mark.parametrize(("op", "dtype"), _cases(sorted(set(RULES) - set(OPS))))
+def test_every_rule_runs_in_torch(op: str, dtype: aten2prims.DType) -> None:
+    """With test_opinfo_samples_run_in_torch, every overload with a rule (OPS take more samples)."""
+    _check_samples(op, dtype, WIDE_BUDGET)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("op", "dtype"), _cases(sorted(RULES), SLOW_TORCH_PRIMS_DIFFER))
+def test_every_rule_runs_in_torch_at_the_harness_budget(op: str, dtype: aten2prims.DType) -> None:
+    """The same sweep at the conformance harness's fast budget (about 3 minutes of CPU; run with
+    --full-budget)."""
+    _check_samples(op, dtype, FAST_BUDGET)
 
 
 # -- the extension ops in torch -------------------------------------------------------------------
@@ -268,6 +308,20 @@ DIFFERENCES = {
   %s: i32[3] = prims.xor_sum(%x, dims=[1], output_dtype=None)
   return (%s)""",
         "torch's prims.xor_sum has no eager kernel (inductor only)",
+    ),
+    "reshape to a 0-dim tensor": (
+        """graph g(%x: f32[1, 1]) -> (f32[]):
+  %r: f32[] = prims.reshape(%x, shape=[])
+  return (%r)""",
+        "torch's prims.reshape meta crashes on the shape [] (reduce() of an empty sequence); ours "
+        "makes the one-element tensor 0-dim",
+    ),
+    "as_strided to a 0-dim tensor": (
+        """graph g(%x: f32[5]) -> (f32[]):
+  %s: f32[] = prims.as_strided(%x, size=[], stride=[], storage_offset=3)
+  return (%s)""",
+        "torch's prims.as_strided meta crashes on the size [] (reduce() of an empty sequence); "
+        "ours reads the one element at the offset",
     ),
     "scalar_tensor without dtype": (
         """graph g(%x: f32[]) -> (f32[]):

@@ -105,11 +105,20 @@ def _emit(fx_graph: Any, node: Node, target: Any, args: list[Any], kwargs: dict[
             "dtype": torch_dtype(node.results[0].dtype),
             "device": kwargs.get("device") or torch.device("cpu"),
         }
+    if name == "reshape" and not args[1]:
+        # torch's meta crashes on shape [] (reduce over no sizes); a one-element tensor reshaped
+        # to [1], then squeezed, is the 0-dim tensor ours makes.
+        flat = fx_graph.call_function(target, (args[0], [1]), {})
+        return fx_graph.call_function(torch.ops.prims.squeeze.default, (flat, [0]), {})
     if name in REDUCTIONS:
         return _emit_reduction(fx_graph, node, target, args, kwargs)
     if name in ("as_strided", "as_strided_scatter", "view_of_dtype"):
         # Ours address the operand's row-major elements; torch's address its storage.
         args = [_contiguous(fx_graph, args[0]), *args[1:]]
+    if name == "as_strided" and not args[1]:
+        # torch's meta crashes on size [] as on reshape's shape []: a one-element window, squeezed.
+        window = fx_graph.call_function(target, (args[0], [1], [1], *args[3:]), kwargs)
+        return fx_graph.call_function(torch.ops.prims.squeeze.default, (window, [0]), {})
     return fx_graph.call_function(target, tuple(args), kwargs)
 
 
@@ -163,10 +172,11 @@ def _emit_reduction(
 # The prims `_emit` rewrites, and why (docs/pipeline.md repeats this table).
 ADAPTERS: dict[str, str] = {
     "collapse_view": "emitted as prims.collapse: torch refuses a collapse its strides cannot view, ours copies",
-    "as_strided": "operand made contiguous first: ours addresses its row-major elements, torch its storage",
+    "as_strided": "operand made contiguous first: ours addresses its row-major elements, torch its storage; size [] emitted as a one-element window and a squeeze (torch's meta crashes on an empty size)",
     "as_strided_scatter": "as as_strided",
     "view_of_dtype": "operand made contiguous first: torch refuses a non-contiguous last dim, ours copies",
     "scalar_tensor": "dtype and device always passed (torch's prim cannot run without them)",
+    "reshape": "to shape [] emitted as a reshape to [1] and a squeeze (torch's meta crashes on an empty shape)",
     "sum, prod, amax, amin": "output_dtype becomes a convert_element_type before (torch's eager prims crash on it); dims=None becomes every dim (torch's meta crashes); dims=[] becomes a clone (torch's eager kernels reduce everything); integer results are cast back to the declared dtype (torch's eager kernels return int64)",
     "xor_sum": "a fold of prims.bitwise_xor over torch.unbind (torch has no eager xor_sum)",
 }

@@ -70,11 +70,33 @@ def check_known_aten_ops(uses: Iterable[tuple[str, str]], *, entry: str | None =
         )
 
 
+# One part of an op name `namespace.name.overload` (what torch.library accepts, and what the
+# text form prints and parses back).
+_OP_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def is_custom_op(op: str) -> bool:
+    """Whether `op` ('mylib.fused_gelu.default') is an op of a user's namespace: three identifier
+    parts, the namespace neither `aten` nor `prims`. Such nodes are read with the metas the
+    program declares; lowering them takes a user rule (`default_rules().with_rule(...)`)."""
+    parts = op.split(".")
+    return (
+        len(parts) == 3
+        and all(_OP_PART.fullmatch(part) for part in parts)
+        and parts[0] not in ("aten", "prims")
+    )
+
+
 def check_known_aten_op(op: str, where: str, *, entry: str | None = None) -> None:
-    """Refuse ops aten2prims has no schema for (non-core aten overloads, other namespaces)."""
+    """Refuse ops aten2prims cannot read: aten overloads it has no schema for, prims, and names
+    that are not `namespace.name.overload`; ops of a user's namespace are accepted."""
+    if is_custom_op(op):
+        return
     if not op.startswith("aten."):
         raise LoadError(
-            f"{where}: {op} is not an aten op; only Core ATen graphs are supported", entry=entry
+            f"{where}: {op} is neither an aten op nor an op of a user's namespace "
+            "(namespace.name.overload); only Core ATen graphs, with custom ops, are supported",
+            entry=entry,
         )
     if aten_schema(op) is None:
         raise LoadError(
@@ -83,9 +105,11 @@ def check_known_aten_op(op: str, where: str, *, entry: str | None = None) -> Non
 
 
 def verified(graph: Graph, *, entry: str | None = None) -> Graph:
-    """The graph, after the IR verifier accepted it; a graph it rejects is malformed input."""
+    """The graph, after the IR verifier accepted it (nodes of a user's namespace have no schema to
+    check; their operands and results are checked like any node's); a graph it rejects is
+    malformed input."""
     try:
-        verify(graph)
+        verify(graph, allow_custom_ops=True)
     except VerificationError as error:
         raise LoadError(f"the imported graph is malformed: {error}", entry=entry) from error
     return graph

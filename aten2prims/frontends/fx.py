@@ -169,15 +169,14 @@ class _Importer:
                 for argument in target._schema.arguments
                 if argument.name in fx_node.kwargs
             }
-            results = self.results(fx_node, op, where)
+            results = self.results(fx_node, _single_result(target), where)
             provenance = Provenance(source=user_source(fx_node.meta.get("stack_trace")))
             nodes.append(Node(op, args, kwargs, results, provenance))
         return nodes
 
-    def results(self, fx_node: Any, op: str, where: str) -> tuple[Value, ...]:
-        returns = aten_schema(op).returns  # type: ignore[union-attr]  # known: checked on import
+    def results(self, fx_node: Any, single: bool, where: str) -> tuple[Value, ...]:
         val = self.val(fx_node)
-        if len(returns) == 1 and not returns[0].type.is_list:
+        if single:
             return (self.define(fx_node, val),)
         if not isinstance(val, (list, tuple)):
             raise LoadError(
@@ -283,6 +282,18 @@ class _Importer:
         return [GraphOutput(value) for value in _flatten(self.operand(results, "the graph output"))]
 
 
+def _single_result(target: Any) -> bool:
+    """Whether the overload returns one tensor (not a tuple or a list): from our schema for aten
+    ops, from the schema torch.library declared for a user's op."""
+    import torch
+
+    schema = aten_schema(str(target))
+    if schema is not None:
+        return len(schema.returns) == 1 and not schema.returns[0].type.is_list
+    returns = target._schema.returns
+    return len(returns) == 1 and not isinstance(returns[0].type, torch.ListType)
+
+
 def _check_target(target: Any, where: str) -> None:
     """call_function nodes of an aten graph call OpOverloads (and getitem on their results)."""
     import torch
@@ -294,7 +305,10 @@ def _check_target(target: Any, where: str) -> None:
             f"{where}: _operator.{target.__name__} computes on symbolic sizes; {SYMBOLIC}"
         )
     name = getattr(target, "__name__", str(target))
-    raise LoadError(f"{where}: {name} is not an aten op; only Core ATen graphs are supported")
+    raise LoadError(
+        f"{where}: {name} is not an aten op nor a torch.library op; only Core ATen graphs, with "
+        "custom ops, are supported"
+    )
 
 
 def _flatten(operand: Any) -> list[Any]:

@@ -624,13 +624,16 @@ class _ModelReader:
 
 
 def _op_name(target: str, where: str, entry: str) -> str:
-    """'torch.ops.aten.add.Tensor' -> 'aten.add.Tensor', refusing what we cannot lower."""
+    """'torch.ops.aten.add.Tensor' -> 'aten.add.Tensor' ('torch.ops.mylib.f.default' ->
+    'mylib.f.default'), refusing what we cannot read."""
     if target.startswith("_operator."):
         raise LoadError(f"{where}: {target} computes on symbolic sizes; {SYMBOLIC}", entry=entry)
     op = target.removeprefix("torch.ops.")
     if op == target or op.count(".") != 2:
         raise LoadError(
-            f"{where}: {target} is not an aten op; only Core ATen graphs are supported", entry=entry
+            f"{where}: {target} is not an op (torch.ops.namespace.name.overload); only Core ATen "
+            "graphs, with custom ops, are supported",
+            entry=entry,
         )
     check_known_aten_op(op, where, entry=entry)
     return op

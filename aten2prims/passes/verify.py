@@ -6,7 +6,9 @@ Checked, for every graph:
 - metas: every value has a TensorMeta or ScalarMeta;
 - operands: only values, literals and tuples of those;
 - known ops: `prims.*` must be registered prims, `aten.*` must have a known schema (unknown
-  namespaces are rejected unless `allow_unknown_ops=True`);
+  namespaces are rejected unless `allow_unknown_ops=True`, or `allow_custom_ops=True`, which
+  accepts nodes of other namespaces — a user's custom ops — but still checks aten and prims
+  nodes);
 - arity and attribute types against the op's schema (missing, unknown, surplus arguments;
   an int where a dtype belongs, …); prims nodes hold exactly their tensor operands positionally
   and their attributes by name;
@@ -27,7 +29,9 @@ from ..schema.parser import Schema, check_argument
 from ..schema.registry import aten_schema
 
 
-def verify(graph: Graph, *, allow_unknown_ops: bool = False) -> None:
+def verify(
+    graph: Graph, *, allow_unknown_ops: bool = False, allow_custom_ops: bool = False
+) -> None:
     defined: set[Value] = set()
     names: set[str] = set()
 
@@ -68,7 +72,7 @@ def verify(graph: Graph, *, allow_unknown_ops: bool = False) -> None:
                     raise VerificationError(f"{where}: no schema is known for this aten op")
             else:
                 _check_aten_node(node, schema, where)
-        elif not allow_unknown_ops:
+        elif not (allow_unknown_ops or allow_custom_ops):
             raise VerificationError(f"{where}: unknown op namespace {node.namespace!r}")
         for result in node.results:
             define(result, where)
