@@ -211,7 +211,7 @@ def test_readme_synopsis_matches_the_parser() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     synopsis = readme.split("## Command line", 1)[1].split("\n\n", 2)[1]
     for text in (synopsis, cli.__doc__ or ""):
-        for name, sub in commands.choices.items():  # type: ignore[attr-defined]
+        for name, sub in commands.choices.items():  # type: ignore[attr-defined]  # argparse keeps it private
             options = {
                 opt
                 for action in sub._actions
