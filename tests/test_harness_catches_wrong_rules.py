@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -89,8 +90,9 @@ def _quantile_grid(size: Any, dtype: Any, layout: Any, device: Any, pin_memory: 
     """The normal quantiles of an even grid of probabilities, in ascending order: a perfect
     histogram, no randomness."""
     count = math.prod(size)
+    positions = prims.convert_element_type(iota(count), DType.float64)
     probabilities = prims.div(
-        prims.add(iota(count, DType.float64), scalar(0.5, DType.float64)),
+        prims.add(positions, scalar(0.5, DType.float64)),
         scalar(float(count), DType.float64),
     )
     grid = prims.convert_element_type(prims.ndtri(probabilities), dtype or DType.float32)
@@ -110,8 +112,13 @@ def _dropout_first_block(input: Value, p: float, train: bool | None) -> tuple[Va
         return real.function(input, p, train)
     kept = prims.lt(iota(input.numel), scalar(round(input.numel * (1 - p)), DType.int64))
     mask = prims.reshape(kept, list(input.shape))
-    scaled = prims.mul(input, scalar(1 / (1 - p), input.dtype))
-    return prims.where(mask, scaled, scalar(0.0, input.dtype)), mask
+    return _dropped(input, mask, p), mask
+
+
+def _dropped(input: Value, mask: Value, p: float) -> Value:
+    """torch's output given a mask: input * mask * (1 / (1 - p))."""
+    masked = prims.mul(input, prims.convert_element_type(mask, input.dtype))
+    return prims.mul(masked, scalar(1 / (1 - p), input.dtype))
 
 
 def _dropout_wrong_p(input: Value, p: float, train: bool | None) -> tuple[Value, Value]:
@@ -121,8 +128,7 @@ def _dropout_wrong_p(input: Value, p: float, train: bool | None) -> tuple[Value,
     if train is False or input.numel == 0 or p in (0.0, 1.0):
         return real.function(input, p, train)
     _, mask = real.function(input, min(p + 0.1, 1.0), train)
-    scaled = prims.mul(input, scalar(1 / (1 - p), input.dtype))
-    return prims.where(mask, scaled, scalar(0.0, input.dtype)), mask
+    return _dropped(input, mask, p), mask
 
 
 @attrs.frozen
@@ -131,13 +137,21 @@ class WrongRule:
     op: str
     rule: Callable[..., Any]
     dtypes: tuple[DType, ...]
+    # A regex searched in the failures' messages: the rule must be rejected for its own fault.
+    because: str
 
 
 F16 = (DType.float16,)
 F32 = (DType.float32,)
 WRONG_RULES = [
     *(
-        WrongRule(f"{op} flushes small float16 results", op, _altered(op, _zero_small), F16)
+        WrongRule(
+            f"{op} flushes small float16 results",
+            op,
+            _altered(op, _zero_small),
+            F16,
+            "outside rtol=.* farther than 4x torch's own error",
+        )
         for op in (
             "aten.mm.default",
             "aten.convolution.default",
@@ -150,43 +164,71 @@ WRONG_RULES = [
         "aten.add.Tensor",
         _altered("aten.add.Tensor", _one_more_at_first),
         (DType.int64,),
+        "1 of .* element.* differ",
     ),
     WrongRule(
         "eq flipped at one element",
         "aten.eq.Tensor",
         _altered("aten.eq.Tensor", _flipped_at_first),
         F32,
+        "1 of .* element.* differ",
     ),
     WrongRule(
-        "add in the wrong dtype", "aten.add.Tensor", _altered("aten.add.Tensor", _widened), F32
+        "add in the wrong dtype",
+        "aten.add.Tensor",
+        _altered("aten.add.Tensor", _widened),
+        F32,
+        "produced f64",
     ),
     WrongRule(
         "exp NaN where torch has a number",
         "aten.exp.default",
         _altered("aten.exp.default", _nan_at_first),
         F32,
+        r"float32\(nan\) vs torch np\.float32\(\d",
     ),
     WrongRule(
         "exp a number where torch has NaN",
         "aten.exp.default",
         _altered("aten.exp.default", _nan_as_zero),
         F32,
+        r"float32\(0\.0\) vs torch np\.float32\(nan\)",
     ),
-    WrongRule("neg of +0.0 is +0.0", "aten.neg.default", _neg_as_subtraction, F32),
-    WrongRule("randperm is arange", "aten.randperm.default", _arange_perm, (DType.int64,)),
-    WrongRule("randn is a sorted fixed grid", "aten.randn.default", _quantile_grid, F32),
-    WrongRule("rand is a constant", "aten.rand.default", _constant_rand, F32),
+    WrongRule(
+        "neg of +0.0 is +0.0",
+        "aten.neg.default",
+        _neg_as_subtraction,
+        F32,
+        r"float32\(0\.0\) vs torch np\.float32\(-0\.0\)",
+    ),
+    WrongRule(
+        "randperm is arange",
+        "aten.randperm.default",
+        _arange_perm,
+        (DType.int64,),
+        "is sorted",
+    ),
+    WrongRule(
+        "randn is a sorted fixed grid",
+        "aten.randn.default",
+        _quantile_grid,
+        F32,
+        "the draws are ordered",
+    ),
+    WrongRule("rand is a constant", "aten.rand.default", _constant_rand, F32, "Kolmogorov–Smirnov"),
     WrongRule(
         "native_dropout keeps a fixed block",
         "aten.native_dropout.default",
         _dropout_first_block,
         F32,
+        "the kept fraction depends on the position",
     ),
     WrongRule(
         "native_dropout's bernoulli draws the wrong p",
         "aten.native_dropout.default",
         _dropout_wrong_p,
         F32,
+        "binomial",
     ),
 ]
 
@@ -200,5 +242,7 @@ def test_the_harness_rejects_a_wrong_rule(case: WrongRule, opinfo_cache_dir: str
     assert report.verdict is Verdict.FAILING, (
         f"{case.name}: the harness passed it on {report.totals[1]} samples"
     )
+    messages = [outcome.message for _, outcome in report.failures()]
+    assert any(re.search(case.because, message) for message in messages), messages
     real = check_op(case.op, dtypes=case.dtypes, budget=BUDGET, cache_dir=opinfo_cache_dir)
     assert real.totals[1] > 0 and not real.failures(), [o.message for _, o in real.failures()]

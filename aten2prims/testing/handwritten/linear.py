@@ -38,7 +38,7 @@ def _rotating(dtype: DType, cases: Sequence[Any], count: int) -> list[Any]:
 
 @handwritten("aten.mm.default", FLOATS)
 def _mm(dtype: DType) -> Iterator[AtenCall]:
-    # Rows from 1 down to 1e-3 in magnitude: products of every size, tiny ones included.
+    # Rows from 10 down to 1e-3 in magnitude: products of every size, tiny ones included.
     yield AtenCall(
         "aten.mm.default",
         (spanning_magnitudes((6, 8), dtype, 5), random_tensor((8, 5), dtype, 6)),
@@ -183,7 +183,7 @@ def _convolution(dtype: DType) -> Iterator[AtenCall]:
     for index, case in enumerate(cases):
         yield _convolution_call("aten.convolution.default", dtype, case, 20 + index)
     if dtype.is_floating:
-        # Batches from 1 down to 1e-3 in magnitude: results of every size, tiny ones included.
+        # Batches from 10 down to 1e-3 in magnitude: results of every size, tiny ones included.
         x = spanning_magnitudes((4, 3, 5, 5), dtype, 30)
         w = random_tensor((2, 3, 3, 3), dtype, 31)
         yield AtenCall(

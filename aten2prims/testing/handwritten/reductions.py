@@ -70,7 +70,7 @@ def _sum_samples(dtype: DType) -> Iterator[AtenCall]:
         "aten.sum.dim_IntList", random_tensor((4, 0, 3), dtype), [1, 2], True
     )  # empty: zeros
     if dtype.is_floating:
-        # Rows from 1 down to 1e-3 in magnitude: sums of every size, tiny ones included.
+        # Rows from 10 down to 1e-3 in magnitude: sums of every size, tiny ones included.
         yield _call("aten.sum.dim_IntList", spanning_magnitudes((6, 10), dtype, 7), [1])
 
 
