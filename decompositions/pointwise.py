@@ -767,7 +767,19 @@ def _clamp_scalars(op: str, self: Value, low: Any, high: Any, result: DType) -> 
         None if b is None else convert(b, result) if is_number(b) else _tensor(b, result, x.shape)
         for b in (low, high)
     )
+    if all(b is None or (is_number(b) and not math.isnan(b)) for b in (low, high)):
+        return _clamp_to_numbers(x, low, high)
     return _clamp(x, low, high)
+
+
+def _clamp_to_numbers(x: Value, low: Any, high: Any) -> Value:
+    """torch's kernel for number bounds: x < low ? low : x, then x > high ? high : x. An x equal
+    to a bound is kept, so clamp(-0.0, min=0) and relu(-0.0) are -0.0; a NaN x stays NaN."""
+    if low is not None:
+        x = prims.where(prims.lt(x, low), low, x)
+    if high is not None:
+        x = prims.where(prims.gt(x, high), high, x)
+    return x
 
 
 @register("aten.clamp.default")
@@ -811,7 +823,7 @@ def hardtanh(self: Value, min_val: Any, max_val: Any) -> Value:
 @register("aten.relu.default")
 def relu(self: Value) -> Value:
     _require("aten.relu", _numeric_real(self.dtype), "a numeric real dtype", self.dtype)
-    return prims.maximum(self, convert(0, self.dtype))
+    return _clamp_to_numbers(self, convert(0, self.dtype), None)
 
 
 # -- activations ---------------------------------------------------------------------------------------------

@@ -479,6 +479,12 @@ def _log1p(a: np.ndarray) -> np.ndarray:
     return _complex_log1p(a) if _is_complex(a) else np.log1p(a)
 
 
+def _erf_inv(a: np.ndarray) -> np.ndarray:
+    """erfinv keeping the sign of zero, as torch's does: scipy's erfinv(-0.0) is +0.0."""
+    result = special.erfinv(a)
+    return np.where(a == 0, a, result).astype(result.dtype, copy=False)
+
+
 def _lgamma(a: np.ndarray) -> np.ndarray:
     """lgamma as glibc computes it. scipy's gammaln overflows to inf below the smallest normal
     double (where lgamma(x) = -log|x| to double precision) and gives -inf at -inf (lgamma: +inf)."""
@@ -607,7 +613,7 @@ _FLOAT_UNARY: dict[str, Callable[..., Any]] = {
     "cbrt": np.cbrt,
     "digamma": special.psi,
     "erf": special.erf,
-    "erf_inv": special.erfinv,
+    "erf_inv": _erf_inv,
     "erfc": special.erfc,
     "lgamma": _lgamma,
 }

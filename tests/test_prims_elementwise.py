@@ -391,6 +391,7 @@ def check_against_torch(name: str, operands: Sequence[Any], context: str) -> Non
         ours,
         theirs,
         reference=None if exact else reference(name, operands),
+        signed_zeros=not zero_sign_unspecified,
         what=f"{name} {context}",
     )
     assert result, result.message + "\n" + _first_difference(ours, theirs, operands)

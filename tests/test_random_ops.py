@@ -164,8 +164,10 @@ def test_random_op_checks_reject_wrong_results() -> None:
 
     call = AtenCall("aten.randperm.default", (10,), {})
     theirs = [to_numpy(t) for t in torch_outputs(call)]
-    assert STATISTICAL_CHECKS[call.op](call, [np.arange(10)[::-1].copy()], theirs)
+    shuffled = np.random.default_rng(0).permutation(10)
+    assert STATISTICAL_CHECKS[call.op](call, [shuffled], theirs)
     assert not STATISTICAL_CHECKS[call.op](call, [np.zeros(10, np.int64)], theirs)
+    assert not STATISTICAL_CHECKS[call.op](call, [np.arange(10)[::-1].copy()], theirs)  # sorted
 
     x = torch.ones(1000)
     call = AtenCall("aten.native_dropout.default", (x, 0.5, True), {})
@@ -205,3 +207,30 @@ def test_sort_and_topk_checks_allow_only_the_order_of_ties() -> None:
     theirs = [to_numpy(t) for t in torch_outputs(call)]
     assert STATISTICAL_CHECKS[call.op](call, [np.array([3, 3]), np.array([2, 0])], theirs)
     assert not STATISTICAL_CHECKS[call.op](call, [np.array([3, 2]), np.array([0, 3])], theirs)
+
+
+@pytest.mark.parametrize(
+    "op, args, kwargs",
+    [
+        ("aten.rand.default", ([40, 50],), {"dtype": torch.bfloat16}),
+        ("aten.rand.default", ([40, 50],), {"dtype": torch.float16}),
+        ("aten.rand.default", ([3000],), {"dtype": torch.complex64}),
+        ("aten.randn.default", ([40, 50],), {"dtype": torch.bfloat16}),
+        ("aten.randn.default", ([3000],), {"dtype": torch.complex128}),
+        ("aten.randperm.default", (1000,), {}),
+        ("aten.randperm.default", (10,), {}),
+        ("aten.native_dropout.default", (torch.ones(40, 50), 0.3, True), {}),
+        ("aten.native_dropout.default", (torch.ones(1000), 0.9, True), {}),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_the_real_random_rules_pass_their_checks_at_many_seeds(
+    op: str, args: tuple, kwargs: dict
+) -> None:
+    """The significance level (statistics.ALPHA = 1e-6) leaves correct rules passing, whatever
+    the seed: 25 seeds of each, on the coarse dtypes too."""
+    graph, arrays, call = _lowered(op, *args, **kwargs)
+    theirs = [to_numpy(t) for t in torch_outputs(call)]
+    for seed in range(25):
+        verdict = STATISTICAL_CHECKS[op](call, execute(graph, arrays, seed=seed), theirs)
+        assert verdict, (seed, verdict.message)

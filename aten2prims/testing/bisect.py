@@ -29,9 +29,8 @@ from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.printer import format_graph
 from ..ir.values import Value
 from ..passes.lower import lower
-from .compare import compare
 from .record import AtenCall
-from .runner import UNDEFINED_VALUES, float64_reference
+from .runner import UNDEFINED_VALUES, compare_outputs
 from .statistics import STATISTICAL_CHECKS
 
 
@@ -182,17 +181,7 @@ def _check(
     if node.op in STATISTICAL_CHECKS or node.op in UNDEFINED_VALUES:
         return verdict(True, 0.0, "random or undefined values: not compared", expansion)
     theirs = [to_numpy(r) if isinstance(r, torch.Tensor) else r for r in results]
-    worst, messages, ok = 0.0, [], True
-    reference: list[Any] | None = None
-    for index, (our, their) in enumerate(zip(ours, theirs)):
-        comparison = compare(our, their, what=f"output {index}")
-        if not comparison and comparison.reason == "value":
-            if reference is None:
-                reference = float64_reference(call) or []
-            if index < len(reference):
-                comparison = compare(our, their, reference=reference[index], what=f"output {index}")
-        worst = max(worst, comparison.max_abs_error)
-        if not comparison:
-            ok = False
-            messages.append(comparison.message)
-    return verdict(ok, worst, "; ".join(messages) or "close", expansion)
+    comparisons = compare_outputs(call, ours, theirs)
+    worst = max((comparison.max_abs_error for comparison in comparisons), default=0.0)
+    messages = [comparison.message for comparison in comparisons if not comparison]
+    return verdict(not messages, worst, "; ".join(messages) or "close", expansion)

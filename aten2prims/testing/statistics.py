@@ -3,9 +3,10 @@
 
 - random ops (rand, randn, randperm, native_dropout): our random stream is NumPy's, not torch's,
   so results are judged by what the op promises — dtype, shape, range, a permutation, the
-  deterministic part of dropout given our own mask — and by sample statistics within
-  `SIGMAS` standard errors of the distribution's (the harness runs with a fixed seed, so a
-  verdict is reproducible);
+  deterministic part of dropout given our own mask — and by statistical tests at significance
+  `ALPHA`: the distribution (Kolmogorov–Smirnov), independence from the position (ascents,
+  position-by-value and block chi-squares, lag-1 correlation) and the keep rate of dropout's
+  mask (binomial). The harness runs with a fixed seed, so a verdict is reproducible;
 - sorting ops whose order of equal elements is unspecified (sort with stable=False, topk): the
   values must equal torch's exactly (for topk with sorted=False, as a multiset), and our indices
   must point at those values — each index in range, distinct along the dim, and
@@ -41,7 +42,10 @@ def statistical_check(op: str) -> Callable[[StatisticalCheck], StatisticalCheck]
     return decorate
 
 
-SIGMAS = 5.0
+# The significance level of every statistical test: a correct implementation fails one test with
+# probability 1e-6 (and, the executor's seed being fixed, the same way on every run), while the
+# wrong ones tests/test_harness_catches_wrong_rules.py injects fail by many orders of magnitude.
+ALPHA = 1e-6
 
 
 def _arguments(call: AtenCall) -> dict[str, Any]:
@@ -75,39 +79,70 @@ def _same_layout(ours: Any, theirs: Any, what: str) -> Comparison:
     return _ok(f"{what}: dtype and shape equal")
 
 
-def _real_parts(array: np.ndarray) -> np.ndarray:
-    """The samples as float64: a complex tensor's real and imaginary parts side by side."""
+def _parts_of(array: np.ndarray) -> list[np.ndarray]:
+    """The draws of each independent stream, flattened: a complex tensor's real and imaginary
+    parts separately."""
     if np.iscomplexobj(array):
-        return np.concatenate([array.real.reshape(-1), array.imag.reshape(-1)]).astype(np.float64)
-    return array.reshape(-1).astype(np.float64)
+        return [array.real.reshape(-1), array.imag.reshape(-1)]
+    return [array.reshape(-1)]
 
 
-def _moments_agree(
-    samples: np.ndarray, mean: float, variance: float, fourth_central: float, what: str
+def _two_sided_z(z: float) -> float:
+    from scipy import stats
+
+    return float(2 * stats.norm.sf(abs(z)))
+
+
+def _distributed_as(
+    samples: np.ndarray, cdf: Callable[[np.ndarray], np.ndarray], what: str
 ) -> Comparison:
-    """The sample mean and variance within SIGMAS standard errors of the distribution's."""
+    """Kolmogorov–Smirnov: could the samples be draws from the continuous `cdf`, rounded to
+    their dtype? Each sample stands for the interval up to its neighbours in its dtype (so the
+    coarse grids of float16 and bfloat16 are not mistaken for a wrong distribution)."""
+    from scipy import stats
+
     n = samples.size
     if n == 0:
         return _ok(f"{what}: no samples")
-    if not np.isfinite(samples).all():
+    wide = samples.astype(np.float64)
+    if not np.isfinite(wide).all():
         return _fail(f"{what}: non-finite samples")
-    sample_mean = float(samples.mean())
-    mean_error = math.sqrt(variance / n)
-    if abs(sample_mean - mean) > SIGMAS * mean_error:
+    order = np.sort(samples)
+    below = np.nextafter(order, np.asarray(-np.inf, samples.dtype)).astype(np.float64)
+    above = np.nextafter(order, np.asarray(np.inf, samples.dtype)).astype(np.float64)
+    rank = np.arange(1, n + 1, dtype=np.float64)
+    statistic = float(max(np.max(rank / n - cdf(above)), np.max(cdf(below) - (rank - 1) / n), 0.0))
+    p_value = float(stats.kstwo.sf(statistic, n))
+    if p_value < ALPHA:
         return _fail(
-            f"{what}: mean {sample_mean:.4g} of {n} samples, expected {mean:.4g} ± {SIGMAS * mean_error:.3g}"
+            f"{what}: Kolmogorov–Smirnov distance {statistic:.4g} over {n} samples "
+            f"(p = {p_value:.3g} < {ALPHA:g})"
         )
-    if n >= 2:
-        sample_variance = float(samples.var(ddof=1))
-        variance_error = math.sqrt(
-            max(fourth_central - variance**2, 0.0) / n + 2 * variance**2 / (n - 1) / n
+    return _ok(f"{what}: Kolmogorov–Smirnov p = {p_value:.3g}")
+
+
+def _ascents_look_independent(sequence: np.ndarray, what: str) -> Comparison:
+    """Of n independent draws from a continuous distribution (or a random permutation), the
+    n - 1 neighbouring pairs ascend (n - 1)/2 times on average with variance (n + 1)/12: a sorted,
+    reversed or otherwise ordered sequence is far off. Ties count half."""
+    n = sequence.size
+    if n < 3:
+        return _ok(f"{what}: too short to test the order")
+    wide = sequence.astype(np.float64)
+    steps = np.diff(wide)
+    ascents = float(np.count_nonzero(steps > 0) + 0.5 * np.count_nonzero(steps == 0))
+    z = (ascents - (n - 1) / 2) / math.sqrt((n + 1) / 12)
+    p_value = _two_sided_z(z)
+    if p_value < ALPHA:
+        return _fail(
+            f"{what}: {ascents:g} of {n - 1} neighbouring pairs ascend, expected {(n - 1) / 2:g} "
+            f"± {math.sqrt((n + 1) / 12):.3g} (p = {p_value:.3g}): the draws are ordered"
         )
-        if abs(sample_variance - variance) > SIGMAS * variance_error:
-            return _fail(
-                f"{what}: variance {sample_variance:.4g} of {n} samples, expected {variance:.4g} ± "
-                f"{SIGMAS * variance_error:.3g}"
-            )
-    return _ok(f"{what}: mean and variance within {SIGMAS:g} standard errors")
+    return _ok(f"{what}: ascents p = {p_value:.3g}")
+
+
+def _all_ok(checks: list[Comparison], message: str) -> Comparison:
+    return next((check for check in checks if not check), _ok(message))
 
 
 # -- random ops -----------------------------------------------------------------------------------
@@ -118,31 +153,111 @@ def check_rand(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison
     layout = _same_layout(ours[0], theirs[0], "rand")
     if not layout:
         return layout
-    samples = _real_parts(ours[0])
-    if samples.size and not (samples.min() >= 0.0 and samples.max() < 1.0):
-        return _fail(f"rand: samples span [{samples.min()}, {samples.max()}], outside [0, 1)")
-    return _moments_agree(samples, 0.5, 1 / 12, 1 / 80, "rand")
+    checks = []
+    for part in _parts_of(ours[0]):
+        wide = part.astype(np.float64)
+        if wide.size and not (wide.min() >= 0.0 and wide.max() < 1.0):
+            return _fail(f"rand: samples span [{wide.min()}, {wide.max()}], outside [0, 1)")
+        checks.append(_distributed_as(part, lambda x: np.clip(x, 0.0, 1.0), "rand"))
+        checks.append(_ascents_look_independent(part, "rand"))
+    return _all_ok(checks, "rand: uniform on [0, 1) (Kolmogorov–Smirnov) and unordered")
 
 
 @statistical_check("aten.randn.default")
 def check_randn(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    from scipy import stats
+
     layout = _same_layout(ours[0], theirs[0], "randn")
     if not layout:
         return layout
     # A complex standard normal has independent parts of variance 1/2.
-    variance = 0.5 if np.iscomplexobj(ours[0]) else 1.0
-    return _moments_agree(_real_parts(ours[0]), 0.0, variance, 3 * variance**2, "randn")
+    scale = math.sqrt(0.5) if np.iscomplexobj(ours[0]) else 1.0
+    checks = []
+    for part in _parts_of(ours[0]):
+        checks.append(_distributed_as(part, lambda x: stats.norm.cdf(x, scale=scale), "randn"))
+        checks.append(_ascents_look_independent(part, "randn"))
+    return _all_ok(checks, "randn: standard normal (Kolmogorov–Smirnov) and unordered")
 
 
 @statistical_check("aten.randperm.default")
 def check_randperm(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    from scipy import stats
+
     layout = _same_layout(ours[0], theirs[0], "randperm")
     if not layout:
         return layout
     n = _arguments(call)["n"]
+    values = ours[0].astype(np.int64)
     if not np.array_equal(np.sort(ours[0].astype(np.float64)), np.arange(n, dtype=np.float64)):
         return _fail(f"randperm: the result is not a permutation of 0..{n - 1}")
-    return _ok(f"randperm: a permutation of 0..{n - 1}")
+    if n >= 10 and (np.all(np.diff(values) > 0) or np.all(np.diff(values) < 0)):
+        # A uniform permutation is sorted one way or the other with probability 2/n! < ALPHA.
+        return _fail(f"randperm: the permutation of 0..{n - 1} is sorted")
+    checks = [_ascents_look_independent(values, "randperm")]
+    if n >= 10:
+        # Position and value are independent: Spearman's correlation of a uniform permutation
+        # with its positions is about normal with variance 1/(n - 1).
+        rho = float(np.corrcoef(np.arange(n), values)[0, 1])
+        p_value = _two_sided_z(rho * math.sqrt(n - 1))
+        if p_value < ALPHA:
+            checks.append(
+                _fail(
+                    f"randperm: values correlate with positions (rho = {rho:.3g}, p = {p_value:.3g})"
+                )
+            )
+    blocks = min(10, math.isqrt(n // 5))
+    if blocks >= 2:
+        # Each value falls in each position equally often: the values of each block of positions
+        # spread evenly over the blocks of values (chi-square of the blocks x blocks table).
+        table = np.zeros((blocks, blocks))
+        position_block = np.arange(n) * blocks // n
+        value_block = values * blocks // n
+        np.add.at(table, (position_block, value_block), 1)
+        chi2 = stats.chi2_contingency(table, correction=False)
+        if chi2.pvalue < ALPHA:
+            checks.append(
+                _fail(
+                    f"randperm: values are not spread evenly over positions (chi-square "
+                    f"{chi2.statistic:.4g} on {chi2.dof} degrees of freedom, p = {chi2.pvalue:.3g})"
+                )
+            )
+    return _all_ok(checks, f"randperm: a permutation of 0..{n - 1}, positions uniform")
+
+
+def _mask_is_bernoulli(mask: np.ndarray, keep: float, what: str) -> Comparison:
+    """The mask's entries are independent draws that are true with probability `keep`: the
+    count (exact binomial test), the counts of blocks of the flattened mask (chi-square: a kept
+    fraction that depends on the position), and neighbouring entries (lag-1 correlation)."""
+    from scipy import stats
+
+    flat = mask.reshape(-1).astype(np.float64)
+    n, kept = flat.size, int(flat.sum())
+    p_value = float(stats.binomtest(kept, n, keep).pvalue)
+    if p_value < ALPHA:
+        return _fail(
+            f"{what}: kept {kept} of {n} elements, expected {n * keep:.4g} (binomial p = {p_value:.3g})"
+        )
+    if keep in (0.0, 1.0) or n < 100 or kept in (0, n):
+        return _ok(f"{what}: kept {kept} of {n}")
+    blocks = min(20, n // 50)
+    block_of = np.arange(n) * blocks // n
+    kept_per_block = np.bincount(block_of, weights=flat, minlength=blocks)
+    size_of_block = np.bincount(block_of, minlength=blocks)
+    table = np.stack([kept_per_block, size_of_block - kept_per_block])
+    chi2 = stats.chi2_contingency(table, correction=False)
+    if chi2.pvalue < ALPHA:
+        return _fail(
+            f"{what}: the kept fraction depends on the position (chi-square of {blocks} blocks "
+            f"{chi2.statistic:.4g}, p = {chi2.pvalue:.3g})"
+        )
+    centred = flat - keep
+    lag1 = float(np.dot(centred[:-1], centred[1:]) / ((n - 1) * keep * (1 - keep)))
+    p_value = _two_sided_z(lag1 * math.sqrt(n - 1))
+    if p_value < ALPHA:
+        return _fail(
+            f"{what}: neighbouring mask entries correlate (lag-1 correlation {lag1:.3g}, p = {p_value:.3g})"
+        )
+    return _ok(f"{what}: kept {kept} of {n}, independently of the position")
 
 
 @statistical_check("aten.native_dropout.default")
@@ -165,13 +280,7 @@ def check_native_dropout(call: AtenCall, ours: list[Any], theirs: list[Any]) -> 
     verdict = compare(output, expected, what="native_dropout output (given our mask)")
     if not verdict:
         return verdict
-    kept, n = int(mask.sum()), mask.size
-    spread = SIGMAS * math.sqrt(n * p * (1 - p))
-    if abs(kept - n * (1 - p)) > spread:
-        return _fail(
-            f"native_dropout: kept {kept} of {n} elements, expected {n * (1 - p):.4g} ± {spread:.3g}"
-        )
-    return _ok(f"native_dropout: output consistent with the mask; kept {kept} of {n}")
+    return _mask_is_bernoulli(mask, 1.0 - p, "native_dropout mask")
 
 
 # -- sorting: the order of ties is unspecified -------------------------------------------------------

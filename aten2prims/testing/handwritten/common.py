@@ -48,6 +48,18 @@ def random_tensor(
     return values.to(torch_dtype(dtype))
 
 
+def spanning_magnitudes(shape: Sequence[int], dtype: DType, seed: int = 0) -> Any:
+    """Normal values of a floating `dtype` whose slices along the first dim are scaled from 10
+    down to 1e-3 (log-spaced): the results of a product or sum over them span magnitudes, so a
+    rule wrong only on small values (flushing them to zero) shows, beside large ones whose
+    rounding errors are far larger than the small values themselves."""
+    import torch
+
+    values = random_tensor(shape, DType.float64, seed)
+    scales = torch.logspace(1, -3, shape[0], dtype=torch.float64)
+    return (values * scales.reshape(-1, *[1] * (len(shape) - 1))).to(torch_dtype(dtype))
+
+
 __all__ = [
     "ALL",
     "COMPLEX",
@@ -57,5 +69,6 @@ __all__ = [
     "NAN",
     "ORDERED",
     "random_tensor",
+    "spanning_magnitudes",
     "torch_dtype",
 ]

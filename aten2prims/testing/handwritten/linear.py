@@ -23,7 +23,7 @@ from typing import Any
 
 from ...ir.dtypes import DType
 from ..record import AtenCall
-from .common import COMPLEX, FLOATS, INTS, random_tensor
+from .common import COMPLEX, FLOATS, INTS, random_tensor, spanning_magnitudes
 from .registry import handwritten
 
 
@@ -31,6 +31,20 @@ def _rotating(dtype: DType, cases: Sequence[Any], count: int) -> list[Any]:
     """`count` of `cases`, starting at a position that moves with the dtype."""
     start = list(DType).index(dtype) * count
     return [cases[(start + k) % len(cases)] for k in range(min(count, len(cases)))]
+
+
+# -- mm ----------------------------------------------------------------------------------------------
+
+
+@handwritten("aten.mm.default", FLOATS)
+def _mm(dtype: DType) -> Iterator[AtenCall]:
+    # Rows from 10 down to 1e-3 in magnitude: products of every size, tiny ones included.
+    yield AtenCall(
+        "aten.mm.default",
+        (spanning_magnitudes((6, 8), dtype, 5), random_tensor((8, 5), dtype, 6)),
+        {},
+        origin="handwritten",
+    )
 
 
 # -- addmm -------------------------------------------------------------------------------------------
@@ -168,6 +182,16 @@ def _convolution(dtype: DType) -> Iterator[AtenCall]:
         cases = [_LONG_SUMS, cases[0]]
     for index, case in enumerate(cases):
         yield _convolution_call("aten.convolution.default", dtype, case, 20 + index)
+    if dtype.is_floating:
+        # Batches from 10 down to 1e-3 in magnitude: results of every size, tiny ones included.
+        x = spanning_magnitudes((4, 3, 5, 5), dtype, 30)
+        w = random_tensor((2, 3, 3, 3), dtype, 31)
+        yield AtenCall(
+            "aten.convolution.default",
+            (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1),
+            {},
+            origin="handwritten",
+        )
 
 
 @handwritten("aten.convolution_backward.default", FLOATS)

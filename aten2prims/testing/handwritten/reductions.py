@@ -14,7 +14,18 @@ from typing import Any
 
 from ...ir.dtypes import DType
 from ..record import AtenCall
-from .common import ALL, COMPLEX, FLOATS, INF, INTS, NAN, ORDERED, random_tensor, torch_dtype
+from .common import (
+    ALL,
+    COMPLEX,
+    FLOATS,
+    INF,
+    INTS,
+    NAN,
+    ORDERED,
+    random_tensor,
+    spanning_magnitudes,
+    torch_dtype,
+)
 from .registry import handwritten
 
 
@@ -58,6 +69,9 @@ def _sum_samples(dtype: DType) -> Iterator[AtenCall]:
     yield _call(
         "aten.sum.dim_IntList", random_tensor((4, 0, 3), dtype), [1, 2], True
     )  # empty: zeros
+    if dtype.is_floating:
+        # Rows from 10 down to 1e-3 in magnitude: sums of every size, tiny ones included.
+        yield _call("aten.sum.dim_IntList", spanning_magnitudes((6, 10), dtype, 7), [1])
 
 
 @handwritten("aten.prod.dim_int", ALL)
