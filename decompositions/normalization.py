@@ -329,6 +329,10 @@ def native_layer_norm(
     mean, centered, squares, count = _moments(x, dims)
     rstd = _rstd(squares, count, eps)
     output = _affine(prims.mul(centered, spread(rstd, x.shape, dims)), weight, bias, dims)
+    if bias is None:
+        # torch's kernel adds a zero bias: an element equal to its row's mean is +0.0 whatever
+        # the weight's sign (ours would be -0.0 under a negative weight); x + 0.0 is exact.
+        output = prims.add(output, 0.0)
 
     def saved(statistic: Value) -> Value:
         return convert(keep_dims(statistic, dims, input.ndim), statistics)
