@@ -171,9 +171,6 @@ def _batch_norm(
                 _momentum_step(unbiased, convert(running_var, update), momentum), statistics
             )
         save_mean, save_invstd = convert(mean, statistics), convert(invstd, statistics)
-        # The kernel normalizes by the statistics as saved (rounded to float16/bfloat16 when
-        # the parameters are).
-        mean, invstd = convert(save_mean, compute), convert(save_invstd, compute)
     else:
         if running_mean is None or running_var is None:
             raise ShapeError(
