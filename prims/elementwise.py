@@ -579,7 +579,7 @@ unary("ceil", INTS | FLOATS, _integer_identity_or(np.ceil))
 unary("floor", INTS | FLOATS, _integer_identity_or(np.floor))
 unary("round", INTS | FLOATS, _integer_identity_or(np.rint), doc="round half to even")
 unary("trunc", INTS | FLOATS, _integer_identity_or(np.trunc))
-_FLOAT_COMPLEX_UNARY: dict[str, Callable[..., Any]] = {
+FLOAT_COMPLEX_UNARY: dict[str, Callable[..., Any]] = {
     "acos": np.arccos,
     "acosh": np.arccosh,
     "asin": np.arcsin,
@@ -603,7 +603,7 @@ _FLOAT_COMPLEX_UNARY: dict[str, Callable[..., Any]] = {
     "tan": np.tan,
     "tanh": np.tanh,
 }
-for _name, _fn in _FLOAT_COMPLEX_UNARY.items():
+for _name, _fn in FLOAT_COMPLEX_UNARY.items():
     unary(_name, FLOAT_COMPLEX, _fn)
 _FLOAT_UNARY: dict[str, Callable[..., Any]] = {
     "bessel_i0": special.i0,

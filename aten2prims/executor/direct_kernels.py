@@ -15,7 +15,13 @@ from typing import Any
 import numpy as np
 
 from prims.common import BOOL, COMPLEX, F32_F64, INTS
-from prims.elementwise import isfinite_of, reciprocal_of, rsqrt_of, sign_of
+from prims.elementwise import (
+    FLOAT_COMPLEX_UNARY,
+    isfinite_of,
+    reciprocal_of,
+    rsqrt_of,
+    sign_of,
+)
 
 from ..ir.dtypes import DType
 
@@ -55,27 +61,12 @@ DIRECT_KERNELS: dict[str, tuple[Callable[..., Any], frozenset[DType]]] = {
     "reciprocal": (reciprocal_of, F32_F64 | COMPLEX),
     "rsqrt": (rsqrt_of, F32_F64 | COMPLEX),
     "sqrt": (np.sqrt, F32_F64 | COMPLEX),
+    # The float/complex unary prims whose kernel is one ufunc: that ufunc, where NumPy's dtype
+    # is the prim's (no float16/bfloat16 opmath).
     **{
         name: (function, F32_F64 | COMPLEX)
-        for name, function in {
-            "acos": np.arccos,
-            "acosh": np.arccosh,
-            "asin": np.arcsin,
-            "asinh": np.arcsinh,
-            "atan": np.arctan,
-            "atanh": np.arctanh,
-            "cos": np.cos,
-            "cosh": np.cosh,
-            "exp": np.exp,
-            "expm1": np.expm1,
-            "log": np.log,
-            "log10": np.log10,
-            "log2": np.log2,
-            "sin": np.sin,
-            "sinh": np.sinh,
-            "tan": np.tan,
-            "tanh": np.tanh,
-        }.items()
+        for name, function in FLOAT_COMPLEX_UNARY.items()
+        if isinstance(function, np.ufunc)
     },
     "where": (np.where, STANDARD),
 }
