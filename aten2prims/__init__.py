@@ -121,13 +121,15 @@ def from_fx(obj: object, *, name: str = "graph") -> Graph:
     return import_fx(obj, name=name)
 
 
-def to_fx(graph: Graph) -> object:
+def to_fx(graph: Graph, *, adapt: bool = True) -> object:
     """A `torch.fx.GraphModule` whose nodes call `torch.ops.prims` (and `torch.ops.aten2prims` for
-    the four extension prims) computing a lowered graph in torch (imports torch)."""
+    the four extension prims) computing a lowered graph in torch (imports torch). `adapt=False`
+    calls torch's prims exactly as the nodes state them, without the documented adapters for
+    the cases where torch's prims differ (docs/pipeline.md)."""
     # Lazy: to_fx loads torch.
     from .backends.to_fx import to_fx as export_fx
 
-    return export_fx(graph)
+    return export_fx(graph, adapt=adapt)
 
 
 def bisect(graph: Graph, inputs: Any = (), rules: Any = None, *, seed: int = 0) -> Any:
