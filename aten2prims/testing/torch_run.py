@@ -1,8 +1,8 @@
 """Running a graph with torch, as the oracle for `aten2prims check FILE` (torch imported lazily).
 
 Whatever the file, torch runs the graph *we* read — node by node through `torch.ops`, on our
-decoded weights — and never `torch.export.load`: that would unpickle entries of the archive,
-and an archive is untrusted input (SECURITY.md)."""
+decoded weights. torch's own archive loader is never used here, since it would deserialize
+pickled entries of the archive, and an archive is untrusted input (SECURITY.md)."""
 
 from __future__ import annotations
 
