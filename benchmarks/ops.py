@@ -4,9 +4,12 @@
 
 For each case: a one-node aten graph of the op, lowered to prims and executed by
 `aten2prims.execute` (plan built once, as in real use), against `torch.ops.aten.<op>` on the same
-inputs, in one process, alternating the two, with torch limited to one thread
+inputs; or, for a `torch.nn` module whose exported graph holds several aten ops (hardswish, an
+LSTM), that graph (`torch.export` and its default decompositions, as a user's model exports)
+against the module in eager mode; in one process, alternating the two, with torch limited to one thread
 (`torch.set_num_threads(1)`) and NumPy's BLAS too (OPENBLAS/OMP/MKL_NUM_THREADS=1, set before
-NumPy loads). Prints the median time of each and their ratio (ours / torch; the target is <= 1.5).
+NumPy loads). Prints the median time of each and their ratio (ours / torch; the target is <= 1.5,
+1.25 for the hot spots of depthwise convolution, activations and normalizations).
 Ops whose rules do not exist yet print "not yet lowered".
 
 Times are the process's CPU time (`time.process_time`): with one thread it equals the wall time
@@ -37,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from aten2prims.executor import execute
+from aten2prims.frontends.fx import from_fx
 from aten2prims.passes.lower import lower
 from aten2prims.testing.record import AtenCall
 from aten2prims.testing.runner import build_graph, torch_outputs
@@ -48,6 +52,33 @@ def _randn(*shape: int) -> torch.Tensor:
 
 
 _GENERATOR = torch.Generator().manual_seed(0)
+
+
+class ModuleCase:
+    """A module and its inputs, measured as its exported graph against the module in eager mode."""
+
+    def __init__(self, module: torch.nn.Module, *inputs: torch.Tensor) -> None:
+        self.module = module.eval()
+        self.inputs = inputs
+
+
+def _depthwise(c: int, size: int, kernel: int) -> tuple[str, Callable[[], AtenCall]]:
+    label = f"depthwise N=1 C={c} {size}x{size} k{kernel}"
+    return label, lambda: AtenCall(
+        "aten.convolution.default",
+        (
+            _randn(1, c, size, size),
+            _randn(c, 1, kernel, kernel),
+            _randn(c),
+            [1, 1],
+            [kernel // 2, kernel // 2],
+            [1, 1],
+            False,
+            [0, 0],
+            c,
+        ),
+        {},
+    )
 
 
 def _conv(
@@ -72,7 +103,7 @@ def _conv(
     )
 
 
-CASES: list[tuple[str, str, Callable[[], AtenCall]]] = [
+CASES: list[tuple[str, str, Callable[[], AtenCall | ModuleCase]]] = [
     (
         "aten.mm.default",
         "1024x1024 @ 1024x1024",
@@ -104,6 +135,9 @@ CASES: list[tuple[str, str, Callable[[], AtenCall]]] = [
     ("aten.convolution.default", *_conv(8, 128, 128, 28, 3)),
     ("aten.convolution.default", *_conv(8, 256, 256, 14, 3)),
     ("aten.convolution.default", *_conv(8, 128, 256, 28, 3, stride=2)),
+    ("aten.convolution.default", *_conv(1, 64, 64, 56, 3)),
+    ("aten.convolution.default", *_depthwise(96, 112, 3)),
+    ("aten.convolution.default", *_depthwise(96, 56, 7)),
     ("aten.convolution.default", *_conv(8, 64, 256, 56, 1)),
     ("aten.convolution.default", *_conv(8, 256, 64, 56, 1)),
     ("aten.convolution.default", *_conv(8, 1024, 256, 14, 1)),
@@ -228,6 +262,31 @@ CASES: list[tuple[str, str, Callable[[], AtenCall]]] = [
             {},
         ),
     ),
+    (
+        "aten.relu.default",
+        "8x196x768",
+        lambda: AtenCall("aten.relu.default", (_randn(8, 196, 768),), {}),
+    ),
+    (
+        "aten.hardtanh.default",
+        "relu6 1x96x112x112",
+        lambda: AtenCall("aten.hardtanh.default", (_randn(1, 96, 112, 112), 0.0, 6.0), {}),
+    ),
+    (
+        "aten.gelu.default",
+        "8x196x768 erf",
+        lambda: AtenCall("aten.gelu.default", (_randn(8, 196, 768),), {}),
+    ),
+    (
+        "module",
+        "Hardswish 1x96x112x112",
+        lambda: ModuleCase(torch.nn.Hardswish(), _randn(1, 96, 112, 112)),
+    ),
+    (
+        "module",
+        "LSTM 256->256 seq 64 N=8",
+        lambda: ModuleCase(torch.nn.LSTM(256, 256), _randn(64, 8, 256)),
+    ),
 ]
 
 
@@ -238,20 +297,39 @@ def _time(function: Callable[[], Any]) -> tuple[float, float]:
     return time.process_time() - cpu, time.perf_counter() - wall
 
 
-def measure(call: AtenCall, repeats: int) -> tuple[float, float, float]:
-    """Median CPU seconds of (ours, torch) and the ratio of their median wall times, alternating
-    runs after one warm-up each."""
-    graph, arrays = build_graph(call, torch_outputs(call))
-    lowered = lower(graph)
-    packet = getattr(torch.ops.aten, call.op.split(".")[1])
-    torch_op = getattr(packet, call.op.split(".")[2])
+def _engines(case: AtenCall | ModuleCase) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """(ours, torch's) runs of a case."""
+    if isinstance(case, ModuleCase):
+        program = torch.export.export(case.module, case.inputs).run_decompositions()
+        lowered = lower(from_fx(program))
+        arrays: Any = [t.numpy() for t in case.inputs]
+        module, inputs = case.module, case.inputs
+
+        def theirs() -> Any:
+            with torch.no_grad():
+                return module(*inputs)
+
+    else:
+        call = case
+        graph, arrays = build_graph(call, torch_outputs(call))
+        lowered = lower(graph)
+        packet = getattr(torch.ops.aten, call.op.split(".")[1])
+        torch_op = getattr(packet, call.op.split(".")[2])
+
+        def theirs() -> Any:
+            with torch.no_grad():
+                return torch_op(*call.args, **call.kwargs)
 
     def ours() -> Any:
         return execute(lowered, arrays)
 
-    def theirs() -> Any:
-        with torch.no_grad():
-            return torch_op(*call.args, **call.kwargs)
+    return ours, theirs
+
+
+def measure(case: AtenCall | ModuleCase, repeats: int) -> tuple[float, float, float]:
+    """Median CPU seconds of (ours, torch) and the ratio of their median wall times, alternating
+    runs after one warm-up each."""
+    ours, theirs = _engines(case)
 
     ours()
     theirs()
@@ -279,7 +357,7 @@ def main() -> None:
         if options.only and not re.search(options.only, f"{op} {label}"):
             continue
         short = op.removeprefix("aten.")
-        if op not in RULES:
+        if op != "module" and op not in RULES:
             print(f"{short:<38} {label:<32} {'not yet lowered':>26}")
             continue
         ours, theirs, wall = measure(make(), options.repeats)

@@ -25,7 +25,12 @@ import prims
 from aten2prims.executor import execute, plan, plan_for
 from aten2prims.executor.contraction import DEFAULT_TUNING, contract, plan_contraction
 from aten2prims.executor.contraction_fusion import ContractionFusion, ContractionKernel
+from aten2prims.executor import multiply_accumulate
 from aten2prims.executor.fusion import FusionRule
+from aten2prims.executor.multiply_accumulate import (
+    MultiplyAccumulateRecipe,
+    plan_multiply_accumulate,
+)
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.graph import Graph, GraphInput, GraphOutput, Node
 from aten2prims.ir.values import TensorMeta, Value
@@ -700,3 +705,85 @@ def test_addmm_with_transposed_weight_matches_torch() -> None:
     expected = torch.addmm(bias, x, weight.t()).numpy()
     verdict = compare(ours, expected)
     assert verdict.ok, verdict.message
+
+
+# -- contractions without labels of one operand's own: sums of elementwise products -----------
+
+
+DEPTHWISE = [
+    # (N, C, H, W, kernel, stride, padding, dilation, bias)
+    (1, 6, 12, 12, 3, 1, 1, 1, True),  # rows merged into one run
+    (2, 5, 9, 11, 7, 1, 3, 1, True),  # ConvNeXt's kernel
+    (2, 4, 15, 17, 3, 2, 1, 1, True),  # strided
+    (1, 3, 10, 13, 5, 1, 4, 2, False),  # dilated, no bias
+    (1, 4, 9, 9, 3, 1, 0, 1, True),  # no padding
+    (3, 5, 1, 7, 3, 1, 1, 1, True),  # one row
+    (1, 1, 6, 6, 3, 1, 1, 1, False),  # one channel
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", DEPTHWISE)
+def test_depthwise_convolution_runs_as_products_and_matches_torch(
+    case: tuple[int, ...], dtype: torch.dtype
+) -> None:
+    n, c, h, w, k, stride, padding, dilation, bias = case
+    x = randn(n, c, h, w, dtype=dtype)
+    x[0, 0, 0, :2] = torch.tensor([float("nan"), -0.0])
+    x[-1, -1, -1, -1] = float("inf")
+    graph, inputs, call = lowered_call(
+        "aten.convolution.default",
+        x,
+        randn(c, 1, k, k, dtype=dtype, seed=1),
+        randn(c, dtype=dtype, seed=2) if bias else None,
+        [stride, stride],
+        [padding, padding],
+        [dilation, dilation],
+        False,
+        [0, 0],
+        c,
+    )
+    fused, unfused = run_both_ways(graph, inputs)
+    (recipe,) = contraction_recipes(graph)
+    assert isinstance(recipe, MultiplyAccumulateRecipe)
+    assert_agree(fused, unfused, "unfused execution")
+    outcome = run_call(call)
+    assert outcome.passed, outcome.message
+
+
+@pytest.mark.parametrize("budget", [64, 1 << 20])
+def test_products_in_chunks_agree(budget: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of one channel (a tiny budget) or of all: every chunk and the bias epilogue on it."""
+    monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", budget)
+    graph, inputs, call = lowered_call(
+        "aten.convolution.default",
+        randn(2, 6, 8, 9),
+        randn(6, 1, 3, 3, seed=1),
+        randn(6, seed=2),
+        [1, 1],
+        [1, 1],
+        [1, 1],
+        False,
+        [0, 0],
+        6,
+    )
+    fused, unfused = run_both_ways(graph, inputs)
+    assert_agree(fused, unfused, "unfused execution")
+    outcome = run_call(call)
+    assert outcome.passed, outcome.message
+
+
+def test_products_need_few_positions_and_short_steps() -> None:
+    """A matrix-vector product (4096 reduced positions) and products whose output runs step 64
+    elements stay with the matrix engine; a small window does not."""
+    matrix = np.ones((8, 4096), np.float32)
+    vector = np.ones(4096, np.float32)
+    assert plan_multiply_accumulate(matrix, (0, 1), vector, (1,), (0,), (8, 4096)) is None
+    rows = np.ones((100, 64), np.float32)
+    assert plan_multiply_accumulate(rows, (0, 1), vector[:64], (1,), (0,), (100, 64)) is None
+    window = np.lib.stride_tricks.as_strided(np.ones(20, np.float32), (18, 3), (4, 4))
+    recipe = plan_multiply_accumulate(window, (0, 1), vector[:3], (1,), (0,), (18, 3))
+    assert isinstance(recipe, MultiplyAccumulateRecipe)
+    out = np.empty(18, np.float32)
+    recipe.run_into(window, vector[:3], out)
+    np.testing.assert_array_equal(out, np.full(18, 3, np.float32))

@@ -8,6 +8,7 @@ gathers, buffer reuse) gives what the prims' own kernels give, node by node (`ru
 from __future__ import annotations
 
 import itertools
+import math
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ import prims
 from aten2prims.executor import execute, plan_for
 from aten2prims.executor.codegen import compile_steps
 from aten2prims.executor.direct_kernels import DIRECT_KERNELS, direct_kernel
+from aten2prims.executor.filled_scatter import FilledScatter
 from aten2prims.executor.gather import OrthogonalGather
 from aten2prims.executor.reference import run_reference
 from aten2prims.executor.specialize import basic_index
@@ -571,3 +573,32 @@ def test_every_prim_literal_combination_of_dtypes_plans() -> None:
         graph = build({"x": ((3,), dtype)}, lambda x, n=number: prims.add(x, n))
         x = np.array([1, 2, 3], dtype=dtype.numpy)
         assert_same(aten2prims.execute(graph, {"x": x}), run_reference(graph, {"x": x}))
+
+
+@pytest.mark.parametrize(
+    ("fill", "dtype"),
+    [(0.0, DType.float32), (-0.0, DType.float32), (-math.inf, DType.float64), (7, DType.int32)],
+)
+def test_filled_scatter_is_the_kernels(fill: Any, dtype: DType) -> None:
+    """full + as_strided_scatter (constant padding) runs as one step, bit for bit the kernels':
+    a window that is a basic index, one that is not (a step of 2 rows), and an empty one. (The
+    filled tensor is too large for constant folding, as a real padded image is.)"""
+    for size, stride, offset in [
+        ([2, 3], [300, 1], 301),
+        ([2, 3], [601, 1], 1),
+        ([0, 3], [300, 1], 0),
+    ]:
+
+        def body(x: Value) -> Value:
+            base = prims.full([300, 300], fill, dtype=dtype, device=CPU, requires_grad=False)
+            window = prims.as_strided(x, size, [3, 1], 0)
+            return prims.as_strided_scatter(base, window, size, stride, offset)
+
+        graph = build({"x": ((2, 3), dtype)}, body)
+        steps = plan_for(graph).steps
+        assert [type(step.kernel) for step in steps][-1] is FilledScatter
+        inputs = {"x": _values(dtype, (2, 3), 1)}
+        expected = run_reference(graph, inputs)
+        ours = aten2prims.execute(graph, inputs)
+        assert_same(ours, expected)
+        assert np.array_equal(np.signbit(ours[0]), np.signbit(expected[0]))

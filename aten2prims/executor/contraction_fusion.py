@@ -37,6 +37,7 @@ from ..ir.dtypes import DType
 from ..ir.values import Value
 from .contraction import DEFAULT_TUNING, ContractionRecipe, ContractionTuning, plan_contraction
 from .fusion import FusedGroup, FusionContext
+from .multiply_accumulate import MultiplyAccumulateRecipe, plan_multiply_accumulate
 
 # Reshapes (prims registered with `reshape=True`: the contiguous result of the contraction in
 # another shape, row-major order kept), and elementwise prims applied in place on it, may follow
@@ -92,15 +93,16 @@ class ContractionKernel:
             call = self._calls[key] = _PlannedCall(self, a, b)
         return call(a, b, others)
 
-    def recipes(self) -> list[ContractionRecipe]:
+    def recipes(self) -> list[ContractionRecipe | MultiplyAccumulateRecipe]:
         """The recipes planned by the calls so far (one per operand layout)."""
         return [call.recipe for call in self._calls.values()]
 
 
 class _PlannedCall:
-    """A ContractionKernel call on operands of one layout: the engine's recipe run into a fresh
-    result, then the epilogue: on each output chunk when the recipe is chunked, else once on the
-    whole result."""
+    """A ContractionKernel call on operands of one layout: the recipe run into a fresh result
+    (a sum of elementwise products where `multiply_accumulate.py` takes the contraction, else
+    the matrix engine's), then the epilogue: on each output chunk when the recipe is chunked,
+    else once on the whole result."""
 
     __slots__ = ("a_shape", "b_shape", "out_shape", "recipe", "result_shape", "steps")
 
@@ -121,16 +123,25 @@ class _PlannedCall:
             for step in kernel.epilogue
             if step.ufunc is not None
         )
-        self.recipe = plan_contraction(
+        self.recipe: ContractionRecipe | MultiplyAccumulateRecipe | None = plan_multiply_accumulate(
             a.reshape(sa.shape),
             sa.labels,
             b.reshape(sb.shape),
             sb.labels,
             kernel.out_labels,
             kernel.sizes,
-            with_epilogue=bool(self.steps),
-            tuning=kernel.tuning,
         )
+        if self.recipe is None:
+            self.recipe = plan_contraction(
+                a.reshape(sa.shape),
+                sa.labels,
+                b.reshape(sb.shape),
+                sb.labels,
+                kernel.out_labels,
+                kernel.sizes,
+                with_epilogue=bool(self.steps),
+                tuning=kernel.tuning,
+            )
 
     def __call__(self, a: np.ndarray, b: np.ndarray, others: tuple[np.ndarray, ...]) -> np.ndarray:
         result = np.empty(self.result_shape, a.dtype)
@@ -139,6 +150,10 @@ class _PlannedCall:
         out = result.reshape(self.out_shape)
         a = a.reshape(self.a_shape)
         b = b.reshape(self.b_shape)
+        if isinstance(self.recipe, MultiplyAccumulateRecipe):
+            epilogue = self._chunk_epilogue(out, others) if self.steps else None
+            self.recipe.run_into(a, b, out, epilogue)
+            return result
         if self.steps and self.recipe.levels:
             self.recipe.run(a, b, out, self._chunk_epilogue(out, others))
             return result

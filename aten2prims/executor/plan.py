@@ -7,7 +7,8 @@ Planning, in order:
    inputs the caller overrides);
 3. fusion (`fusion.py`): groups of nodes run as one kernel call, found by the rules of
    `FUSION_RULES` in order (contractions, `contraction_fusion.py` on the engine of
-   `contraction.py`; gathers along independent axes, `gather.py`);
+   `contraction.py` or as sums of products, `multiply_accumulate.py`; gathers along independent
+   axes, `gather.py`; constant padding, `filled_scatter.py`);
 4. specialization (`specialize.py`): a kernel chosen for the node's static types where the
    generic one would re-derive at every call what the plan already knows, and broadcasts read
    only by elementwise steps left to NumPy's broadcasting;
@@ -34,6 +35,7 @@ from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.values import Value
 from .codegen import compile_steps
 from .contraction_fusion import ContractionFusion
+from .filled_scatter import filled_scatter_rule
 from .folding import fold_constants
 from .fusion import FusedGroup, FusionRule, find_groups
 from .gather import orthogonal_gather_rule
@@ -42,7 +44,11 @@ from .specialize import relax_broadcasts, specialized
 from .steps import Slots, Step
 
 # The fusion rules, in the order they are tried at each node (the first group found wins).
-FUSION_RULES: Sequence[FusionRule] = (ContractionFusion(), orthogonal_gather_rule)
+FUSION_RULES: Sequence[FusionRule] = (
+    ContractionFusion(),
+    orthogonal_gather_rule,
+    filled_scatter_rule,
+)
 
 
 @attrs.define(slots=True)
