@@ -25,6 +25,7 @@ from aten2prims.executor.direct_kernels import DIRECT_KERNELS, direct_kernel
 from aten2prims.executor.filled_scatter import FilledScatter
 from aten2prims.executor.gather import OrthogonalGather
 from aten2prims.executor.reference import run_reference
+from aten2prims.executor.select import ZeroSelect
 from aten2prims.executor.specialize import basic_index
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.graph import Graph, GraphOutput, InputKind, Node
@@ -602,3 +603,64 @@ def test_filled_scatter_is_the_kernels(fill: Any, dtype: DType) -> None:
         ours = aten2prims.execute(graph, inputs)
         assert_same(ours, expected)
         assert np.array_equal(np.signbit(ours[0]), np.signbit(expected[0]))
+
+
+def _bits_equal(ours: list[Any], expected: list[Any]) -> None:
+    """Same dtype, shape and bit patterns (NaN payloads aside: NaN where NaN), signed zeros too."""
+    assert len(ours) == len(expected)
+    for a, b in zip(ours, expected):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        nan = np.isnan(b) if b.dtype.kind == "f" else np.zeros(b.shape, bool)
+        assert np.array_equal(np.isnan(a) if a.dtype.kind == "f" else nan, nan)
+        assert np.array_equal(a[~nan].view(np.uint8), b[~nan].view(np.uint8))
+
+
+SELECT_DTYPES = [DType.float32, DType.float64, DType.float16, DType.bfloat16, DType.int32]
+
+
+@pytest.mark.parametrize("dtype", SELECT_DTYPES)
+def test_selections_without_where_are_the_kernels(dtype: DType) -> None:
+    """relu's where(x < 0, 0, x), its mirror, clamps by one bound and by two (np.clip), with zero
+    bounds on a shifted x (never -0.0), all bit for bit the node-by-node kernels', on values
+    holding ±0, ±inf and NaN; and the steps the plan chose for them."""
+    zero, low, high = (0.0, -1.5, 2.0) if dtype.is_floating else (0, -2, 3)
+
+    def body(x: Value) -> tuple[Value, ...]:
+        shifted = prims.add(x, 3.0 if dtype.is_floating else 3)
+        return (
+            prims.where(prims.lt(x, zero), zero, x),  # relu
+            prims.where(prims.gt(x, zero), x, zero),  # the zero branch second
+            prims.where(prims.lt(x, low), low, x),  # a lower bound
+            prims.where(prims.lt(high, x), high, x),  # an upper bound, mirrored
+            prims.where(prims.gt(prims.where(prims.lt(x, low), low, x), high), high, x),
+            prims.where(  # hardswish's clamp(x + 3, 0, 6)
+                prims.gt(
+                    prims.where(prims.lt(shifted, zero), zero, shifted),
+                    6.0 if dtype.is_floating else 6,
+                ),
+                6.0 if dtype.is_floating else 6,
+                prims.where(prims.lt(shifted, zero), zero, shifted),
+            ),
+            prims.where(prims.le(x, zero), zero, x),  # a zero bound on x itself: not max
+        )
+
+    graph = build({"x": ((7, 9), dtype)}, body)
+    inputs = {"x": _values(dtype, (7, 9), 3)}
+    _bits_equal(aten2prims.execute(graph, inputs), run_reference(graph, inputs))
+    kernels = [step.kernel for step in plan_for(graph).steps]
+    assert any(isinstance(kernel, ZeroSelect) for kernel in kernels)
+    if dtype in (DType.float32, DType.float64, DType.int32):
+        assert np.clip in kernels and np.maximum in kernels and np.minimum in kernels
+
+
+def test_zero_bounds_on_values_that_may_be_negative_zero_stay_selections() -> None:
+    """maximum(-0.0, 0.0) may give +0.0: a clamp at 0 of x itself keeps the selection."""
+
+    def body(x: Value) -> Value:
+        return prims.where(prims.lt(x, 0.0), 0.0, x)
+
+    graph = build({"x": ((4,), DType.float32)}, body)
+    assert np.maximum not in [step.kernel for step in plan_for(graph).steps]
+    x = np.array([-0.0, 0.0, -1.0, np.nan], np.float32)
+    (result,) = aten2prims.execute(graph, {"x": x})
+    assert np.array_equal(np.signbit(result), [True, False, False, np.signbit(np.float32(np.nan))])

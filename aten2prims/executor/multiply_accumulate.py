@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
+
 import attrs
 import numpy as np
 

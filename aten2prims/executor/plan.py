@@ -8,7 +8,7 @@ Planning, in order:
 3. fusion (`fusion.py`): groups of nodes run as one kernel call, found by the rules of
    `FUSION_RULES` in order (contractions, `contraction_fusion.py` on the engine of
    `contraction.py` or as sums of products, `multiply_accumulate.py`; gathers along independent
-   axes, `gather.py`; constant padding, `filled_scatter.py`);
+   axes, `gather.py`; constant padding, `filled_scatter.py`; clamps, `select.py`);
 4. specialization (`specialize.py`): a kernel chosen for the node's static types where the
    generic one would re-derive at every call what the plan already knows, and broadcasts read
    only by elementwise steps left to NumPy's broadcasting;
@@ -40,6 +40,7 @@ from .folding import fold_constants
 from .fusion import FusedGroup, FusionRule, find_groups
 from .gather import orthogonal_gather_rule
 from .inplace import reuse_dying_operands
+from .select import bound_select_rule
 from .specialize import relax_broadcasts, specialized
 from .steps import Slots, Step
 
@@ -48,6 +49,7 @@ FUSION_RULES: Sequence[FusionRule] = (
     ContractionFusion(),
     orthogonal_gather_rule,
     filled_scatter_rule,
+    bound_select_rule,
 )
 
 

@@ -5,7 +5,8 @@ the tensor dtype, broadcast shapes, window decompositions); each choice here is 
 computation with that work done once.
 
 - elementwise prims on standard dtypes: the function the kernel would end up calling
-  (`direct_kernels.direct_kernel`), Python-number operands converted once;
+  (`direct_kernels.direct_kernel`), Python-number operands converted once; a `where` with a
+  zero branch as a product of bit patterns (`select.zero_select`);
 - shape prims whose kernel is a reshape or a transpose (`squeeze`, `split_dim`, `collapse_view`,
   `transpose`, and `broadcast_in_dim` that only inserts size-1 dims): that method with the
   shape computed once;
@@ -38,6 +39,7 @@ from prims.registry import PRIMS, lookup
 from ..ir.graph import Node
 from ..ir.values import TensorMeta, Value
 from .direct_kernels import direct_kernel
+from .select import zero_select
 from .steps import SlotRef, Step
 
 
@@ -73,6 +75,10 @@ def specialized(node: Node) -> Specialized | None:
 
 
 def _elementwise(node: Node, name: str) -> Specialized | None:
+    if name == "where":
+        selection = zero_select(node)
+        if selection is not None:
+            return Specialized(selection[0], selection[1], Result.FRESH, elementwise=True)
     operands = node.args[1:] if name == "where" else node.args
     tensors = [a for a in operands if type(a) is Value]
     if (
