@@ -5,7 +5,8 @@
 For each case: a one-node aten graph of the op, lowered to prims and executed by
 `aten2prims.execute` (plan built once, as in real use), against `torch.ops.aten.<op>` on the same
 inputs; or, for a `torch.nn` module whose exported graph holds several aten ops (hardswish, an
-LSTM), that graph (`torch.export` and its default decompositions, as a user's model exports)
+LSTM, the blocks of MobileNetV3, EfficientNet-B0 and ConvNeXt-tiny built on the hot spots), that
+graph (`torch.export` and its default decompositions, as a user's model exports)
 against the module in eager mode; in one process, alternating the two, with torch limited to one thread
 (`torch.set_num_threads(1)`) and NumPy's BLAS too (OPENBLAS/OMP/MKL_NUM_THREADS=1, set before
 NumPy loads). Prints the median time of each and their ratio (ours / torch; the target is <= 1.5,
@@ -60,6 +61,72 @@ class ModuleCase:
     def __init__(self, module: torch.nn.Module, *inputs: torch.Tensor) -> None:
         self.module = module.eval()
         self.inputs = inputs
+
+
+class _InvertedResidual(torch.nn.Module):
+    """MobileNetV3's block: 1x1 expansion, depthwise 3x3, 1x1 projection, batch norms, hardswish."""
+
+    def __init__(self, channels: int = 16, expanded: int = 64) -> None:
+        super().__init__()
+        nn = torch.nn
+        self.body = nn.Sequential(
+            nn.Conv2d(channels, expanded, 1, bias=False),
+            nn.BatchNorm2d(expanded),
+            nn.Hardswish(),
+            nn.Conv2d(expanded, expanded, 3, padding=1, groups=expanded, bias=False),
+            nn.BatchNorm2d(expanded),
+            nn.Hardswish(),
+            nn.Conv2d(expanded, channels, 1, bias=False),
+            nn.BatchNorm2d(channels),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.body(x)
+
+
+class _MBConv(torch.nn.Module):
+    """EfficientNet-B0's block: expansion, depthwise 3x3, squeeze-and-excitation, SiLU."""
+
+    def __init__(self, channels: int = 24, expanded: int = 144) -> None:
+        super().__init__()
+        nn = torch.nn
+        self.expand = nn.Sequential(
+            nn.Conv2d(channels, expanded, 1, bias=False),
+            nn.BatchNorm2d(expanded),
+            nn.SiLU(),
+            nn.Conv2d(expanded, expanded, 3, padding=1, groups=expanded, bias=False),
+            nn.BatchNorm2d(expanded),
+            nn.SiLU(),
+        )
+        self.squeeze = nn.Conv2d(expanded, 6, 1)
+        self.excite = nn.Conv2d(6, expanded, 1)
+        self.project = nn.Sequential(
+            nn.Conv2d(expanded, channels, 1, bias=False), nn.BatchNorm2d(channels)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.expand(x)
+        gate = torch.sigmoid(
+            self.excite(torch.nn.functional.silu(self.squeeze(h.mean((2, 3), keepdim=True))))
+        )
+        return x + self.project(h * gate)
+
+
+class _ConvNeXtBlock(torch.nn.Module):
+    """ConvNeXt-tiny's first-stage block: depthwise 7x7, layer norm, MLP with GELU."""
+
+    def __init__(self, channels: int = 96) -> None:
+        super().__init__()
+        nn = torch.nn
+        self.depthwise = nn.Conv2d(channels, channels, 7, padding=3, groups=channels)
+        self.norm = nn.LayerNorm(channels)
+        self.up = nn.Linear(channels, 4 * channels)
+        self.down = nn.Linear(4 * channels, channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.depthwise(x).permute(0, 2, 3, 1)
+        h = self.down(torch.nn.functional.gelu(self.up(self.norm(h))))
+        return x + h.permute(0, 3, 1, 2)
 
 
 def _depthwise(c: int, size: int, kernel: int) -> tuple[str, Callable[[], AtenCall]]:
@@ -286,6 +353,21 @@ CASES: list[tuple[str, str, Callable[[], AtenCall | ModuleCase]]] = [
         "module",
         "LSTM 256->256 seq 64 N=8",
         lambda: ModuleCase(torch.nn.LSTM(256, 256), _randn(64, 8, 256)),
+    ),
+    (
+        "module",
+        "MobileNetV3 block 16->64 112x112",
+        lambda: ModuleCase(_InvertedResidual(), _randn(1, 16, 112, 112)),
+    ),
+    (
+        "module",
+        "EfficientNet block 24->144 56x56",
+        lambda: ModuleCase(_MBConv(), _randn(1, 24, 56, 56)),
+    ),
+    (
+        "module",
+        "ConvNeXt block 96 56x56",
+        lambda: ModuleCase(_ConvNeXtBlock(), _randn(1, 96, 56, 56)),
     ),
 ]
 

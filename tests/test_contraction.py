@@ -22,10 +22,9 @@ import pytest
 import torch
 
 import prims
-from aten2prims.executor import execute, plan, plan_for
+from aten2prims.executor import execute, multiply_accumulate, plan, plan_for
 from aten2prims.executor.contraction import DEFAULT_TUNING, contract, plan_contraction
 from aten2prims.executor.contraction_fusion import ContractionFusion, ContractionKernel
-from aten2prims.executor import multiply_accumulate
 from aten2prims.executor.fusion import FusionRule
 from aten2prims.executor.multiply_accumulate import (
     MultiplyAccumulateRecipe,

@@ -123,7 +123,7 @@ class _PlannedCall:
             for step in kernel.epilogue
             if step.ufunc is not None
         )
-        self.recipe: ContractionRecipe | MultiplyAccumulateRecipe | None = plan_multiply_accumulate(
+        products = plan_multiply_accumulate(
             a.reshape(sa.shape),
             sa.labels,
             b.reshape(sb.shape),
@@ -131,8 +131,10 @@ class _PlannedCall:
             kernel.out_labels,
             kernel.sizes,
         )
-        if self.recipe is None:
-            self.recipe = plan_contraction(
+        self.recipe: ContractionRecipe | MultiplyAccumulateRecipe = (
+            products
+            if products is not None
+            else plan_contraction(
                 a.reshape(sa.shape),
                 sa.labels,
                 b.reshape(sb.shape),
@@ -142,6 +144,7 @@ class _PlannedCall:
                 with_epilogue=bool(self.steps),
                 tuning=kernel.tuning,
             )
+        )
 
     def __call__(self, a: np.ndarray, b: np.ndarray, others: tuple[np.ndarray, ...]) -> np.ndarray:
         result = np.empty(self.result_shape, a.dtype)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -101,7 +102,7 @@ class MultiplyAccumulateRecipe:
         for outer in itertools.product(*map(range, self.outer_shape)):
             for start in range(0, self.chunked, self.chunk):
                 stop = min(start + self.chunk, self.chunked)
-                index = (*outer, slice(start, stop))
+                index: tuple[Any, ...] = (*outer, slice(start, stop))
                 total = accumulator[: stop - start]
                 scratch = product[: stop - start]
                 for number, position in enumerate(positions):

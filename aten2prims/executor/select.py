@@ -31,7 +31,11 @@ from .direct_kernels import direct_kernel
 from .fusion import FusedGroup, FusionContext
 
 # Integer dtypes of the floats' widths (bit patterns multiplied by 0 or 1).
-_BITS = {2: np.dtype(np.int16), 4: np.dtype(np.int32), 8: np.dtype(np.int64)}
+_BITS: dict[int, np.dtype[Any]] = {
+    2: np.dtype(np.int16),
+    4: np.dtype(np.int32),
+    8: np.dtype(np.int64),
+}
 
 
 def _is_zero(value: Any, dtype: DType) -> bool:
