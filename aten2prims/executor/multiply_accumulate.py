@@ -95,6 +95,7 @@ class MultiplyAccumulateRecipe:
         full_view = full_view.transpose(order)
         other_view = other_view.transpose(order)
         positions = list(itertools.product(*map(range, self.reduced_shape)))
+        every_position = (slice(None),) * reduced_count
         shaped = out.reshape(self.out_view)
         rows, columns = self.out_view[-2:]
         accumulator = np.empty((self.chunk, self.run), out.dtype)
@@ -105,9 +106,11 @@ class MultiplyAccumulateRecipe:
                 index: tuple[Any, ...] = (*outer, slice(start, stop))
                 total = accumulator[: stop - start]
                 scratch = product[: stop - start]
+                full_block = full_view[every_position + index]
+                other_block = other_view[every_position + index]
                 for number, position in enumerate(positions):
-                    x = full_view[position][index]
-                    y = other_view[position][index]
+                    x = full_block[position]
+                    y = other_block[position]
                     if number == 0:
                         np.multiply(x, y, out=total)
                     else:
