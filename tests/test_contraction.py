@@ -786,3 +786,32 @@ def test_products_need_few_positions_and_short_steps() -> None:
     out = np.empty(18, np.float32)
     recipe.run_into(window, vector[:3], out)
     np.testing.assert_array_equal(out, np.full(18, 3, np.float32))
+
+
+@pytest.mark.parametrize(
+    ("shape", "kernel"),
+    [((2, 6, 17), (3,)), ((1, 4, 5, 6, 7), (3, 3, 3)), ((2, 3, 9, 9), (1, 5))],
+)
+def test_depthwise_convolutions_of_other_ranks_run_as_products(
+    shape: tuple[int, ...], kernel: tuple[int, ...]
+) -> None:
+    """1-d (the weight differs per channel: no run merges channels), 3-d and a 1x5 kernel."""
+    channels, spatial = shape[1], len(kernel)
+    graph, inputs, call = lowered_call(
+        "aten.convolution.default",
+        randn(*shape),
+        randn(channels, 1, *kernel, seed=1),
+        randn(channels, seed=2),
+        [1] * spatial,
+        [k // 2 for k in kernel],
+        [1] * spatial,
+        False,
+        [0] * spatial,
+        channels,
+    )
+    fused, unfused = run_both_ways(graph, inputs)
+    (recipe,) = contraction_recipes(graph)
+    assert isinstance(recipe, MultiplyAccumulateRecipe)
+    assert_agree(fused, unfused, "unfused execution")
+    outcome = run_call(call)
+    assert outcome.passed, outcome.message
