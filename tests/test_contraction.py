@@ -730,10 +730,13 @@ def test_depthwise_convolution_runs_as_products_and_matches_torch(
     x = randn(n, c, h, w, dtype=dtype)
     x[0, 0, 0, :2] = torch.tensor([float("nan"), -0.0])
     x[-1, -1, -1, -1] = float("inf")
+    weight = randn(c, 1, k, k, dtype=dtype, seed=1)
+    weight[-1] = 0.0  # products -0.0 where the input is negative: the sum must be +0.0
+    x[:, -1] = -x[:, -1].abs() - 1
     graph, inputs, call = lowered_call(
         "aten.convolution.default",
         x,
-        randn(c, 1, k, k, dtype=dtype, seed=1),
+        weight,
         randn(c, dtype=dtype, seed=2) if bias else None,
         [stride, stride],
         [padding, padding],

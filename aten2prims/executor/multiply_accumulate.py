@@ -18,7 +18,8 @@ reads the padded image, which holds them). The output is made in chunks of the l
 that keep the accumulator in cache; an epilogue (a bias) runs on each finished chunk.
 
 Summation order differs from a matrix product's (each output element is a plain sum over the
-reduced positions in row-major order), within the rounding of any order.
+reduced positions in row-major order), within the rounding of any order; a sum of -0.0
+products is +0.0, as from the zero-initialized accumulators of BLAS and torch.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class MultiplyAccumulateRecipe:
         shaped = out.reshape(self.out_view)
         rows, columns = self.out_view[-2:]
         accumulator = np.empty((self.chunk, self.run), out.dtype)
+        zero = out.dtype.type(0)
         product = np.empty_like(accumulator)
         for outer in itertools.product(*map(range, self.outer_shape)):
             for start in range(0, self.chunked, self.chunk):
@@ -122,8 +124,9 @@ class MultiplyAccumulateRecipe:
                     (self.run * itemsize, self.row_step * itemsize, itemsize),
                     writeable=False,
                 )
-                target = shaped[index]
-                np.copyto(target, laid)
+                # + 0.0 as the copy: a sum whose every product is -0.0 is +0.0, as from a
+                # zero-initialized accumulator (BLAS's, torch's); nothing else changes.
+                np.add(laid, zero, out=shaped[index])
                 if epilogue is not None:
                     epilogue(self._out_index(outer, start, stop))
 
