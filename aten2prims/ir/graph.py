@@ -108,6 +108,8 @@ class OutputKind(enum.Enum):
     PARAMETER_MUTATION = "parameter_mutation"
     USER_INPUT_MUTATION = "user_input_mutation"
     LOSS_OUTPUT = "loss_output"
+    GRADIENT_TO_PARAMETER = "gradient_to_parameter"
+    GRADIENT_TO_USER_INPUT = "gradient_to_user_input"
 
 
 @attrs.define(eq=False, slots=True)
