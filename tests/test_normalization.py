@@ -1,9 +1,9 @@
-"""What the conformance harness cannot sample for decompositions/normalization.py.
+"""Backward calls of decompositions/normalization.py the conformance harness does not sample.
 
 - Every `output_mask` of the normalization backward ops, with and without weight/bias: torch
-  returns None for an unrequested gradient, which our IR cannot hold. A graph declares all three
-  results (as our IR must) and outputs the ones torch defines; dead-code elimination drops the
-  rest. A requested gradient of a parameter that is None is refused, as torch refuses it.
+  returns None for an unrequested gradient; the graph's node has an undefined result there, the
+  rule does not compute it, and the harness's runner judges the defined ones against torch. A
+  requested gradient of a parameter that is None is refused, as torch refuses it.
 - embedding_dense_backward of bool gradients (the harness files a bool tensor followed by int
   indices under the indices' dtype).
 """
@@ -19,59 +19,43 @@ import torch
 
 from aten2prims.errors import ShapeError
 from aten2prims.executor import execute
-from aten2prims.frontends.torch_interop import to_numpy
-from aten2prims.ir.graph import GraphOutput
 from aten2prims.passes.lower import lower
-from aten2prims.testing.compare import compare
 from aten2prims.testing.record import AtenCall
-from aten2prims.testing.runner import build_graph, float64_reference
+from aten2prims.testing.runner import Status, build_graph, run_call, torch_outputs
 
 MASKS = list(itertools.product([False, True], repeat=3))
-
-
-def _run_masked(
-    call: AtenCall, declared: Sequence[torch.Tensor], mask: Sequence[bool]
-) -> tuple[list[Any], int]:
-    """Our results of the requested outputs of a graph declaring all three, and its node count."""
-    graph, arrays = build_graph(call, list(declared))
-    results = graph.nodes[0].results
-    graph.outputs = [GraphOutput(results[i]) for i in range(3) if mask[i]]
-    lowered = lower(graph)
-    return (execute(lowered, arrays, check=True) if graph.outputs else []), len(lowered.nodes)
 
 
 def _check_masks(
     op: str, args: tuple[Any, ...], declared: Sequence[torch.Tensor], needs: Sequence[bool]
 ) -> None:
-    """Every mask: torch's defined results against ours; masks requesting a result whose
-    parameter is None (`needs[i]` False) must be refused by both."""
-    sizes = {}
+    """Every mask through the harness's runner (torch's defined results against ours, its None
+    results our undefined ones); masks requesting a result whose parameter is None (`needs[i]`
+    False) must be refused by both. A masked result costs no work: the rule emits fewer nodes
+    (counted before dead-code elimination) than with every result requested."""
+    emitted = {}
     for mask in MASKS:
         call = AtenCall(op, (*args, list(mask)), {})
         if any(m and not ok for m, ok in zip(mask, needs)):
             with pytest.raises(RuntimeError):
-                getattr(torch.ops.aten, op.split(".")[1]).default(*call.args)
+                torch_outputs(call)
+            graph, _ = build_graph(call, list(declared))
             with pytest.raises(ShapeError, match="output_mask requests result"):
-                _run_masked(call, declared, mask)
+                lower(graph)
             continue
-        expected = getattr(torch.ops.aten, op.split(".")[1]).default(*call.args)
+        expected = torch_outputs(call)
         assert [e is not None for e in expected] == list(mask)
-        ours, sizes[mask] = _run_masked(call, declared, mask)
-        wanted = [to_numpy(e) for e in expected if e is not None]
-        reference = [r for r in float64_reference(call) or [] if r is not None]
-        for index, (our, their) in enumerate(zip(ours, wanted)):
-            verdict = compare(
-                our,
-                their,
-                reference=reference[index] if reference else None,
-                what=f"{mask} output {index}",
-            )
-            assert verdict, verdict.message
-    assert sizes[(False, False, False)] == 0
-    if (True, True, True) in sizes:
-        assert (
-            sizes[(False, False, True)] < sizes[(True, True, True)]
-        )  # the unrequested work is gone
+        outcome = run_call(call)
+        assert outcome.status is Status.PASS, (mask, outcome.message)
+        assert outcome.lowered is not None
+        assert len(outcome.lowered.outputs) == sum(mask)
+        graph, _ = build_graph(call, expected)
+        emitted[mask] = len(lower(graph, dce=False).nodes)
+    assert emitted[(False, False, False)] < emitted[(True, False, False)]
+    every = max(emitted)  # the mask requesting the most results torch allows
+    for mask, count in emitted.items():
+        if mask != every:
+            assert count < emitted[every], (mask, count, every, emitted[every])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])

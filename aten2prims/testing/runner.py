@@ -28,7 +28,7 @@ from ..executor import execute
 from ..frontends.torch_interop import to_numpy
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
-from ..ir.values import Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, Value
+from ..ir.values import UNDEFINED, Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, Value
 from ..passes.lower import lower
 from .compare import ZERO_SIGN_UNDEFINED, Comparison, compare
 from .record import AtenCall, clone_arguments
@@ -84,7 +84,9 @@ def torch_outputs(call: AtenCall) -> list[Any]:
 
 
 def build_graph(call: AtenCall, outputs: list[Any]) -> tuple[Graph, dict[str, Any]]:
-    """A one-node graph of the call and its input arrays."""
+    """A one-node graph of the call and its input arrays. A None among torch's `outputs` (a
+    backward op's result its output_mask does not request) is an undefined result of the node,
+    not an output of the graph."""
     inputs: list[GraphInput] = []
     arrays: dict[str, Any] = {}
 
@@ -115,9 +117,8 @@ def build_graph(call: AtenCall, outputs: list[Any]) -> tuple[Graph, dict[str, An
     kwargs = {name: operand(v) for name, v in call.kwargs.items()}
     results = tuple(Value(f"out{i}", _meta_of(output)) for i, output in enumerate(outputs))
     name = re.sub(r"\W", "_", call.op.removeprefix("aten."))
-    graph = Graph(
-        name, inputs, [Node(call.op, args, kwargs, results)], [GraphOutput(r) for r in results]
-    )
+    defined = [GraphOutput(r) for r in results if not r.is_undefined]
+    graph = Graph(name, inputs, [Node(call.op, args, kwargs, results)], defined)
     return graph, arrays
 
 
@@ -135,13 +136,16 @@ def _meta_of(output: Any) -> Any:
         return TensorMeta(tuple(output.shape), _dtype(output.dtype))
     if isinstance(output, bool | int | float | complex):
         return ScalarMeta(type(output))
+    if output is None:
+        return UNDEFINED
     raise Unrepresentable(f"result {output!r}")
 
 
 def _expected(outputs: list[Any]) -> list[Any]:
+    """torch's outputs as the graph of `build_graph` returns them: undefined (None) ones left out."""
     import torch
 
-    return [to_numpy(o) if isinstance(o, torch.Tensor) else o for o in outputs]
+    return [to_numpy(o) if isinstance(o, torch.Tensor) else o for o in outputs if o is not None]
 
 
 # Overloads whose every result element is a sum of products of input elements (scaled by
