@@ -27,6 +27,12 @@ def is_value_name(name: object) -> bool:
     return type(name) is str and _VALUE_NAME.fullmatch(name) is not None
 
 
+def undefined_name(index: int) -> str:
+    """The name of a graph's `index`-th undefined result (in node order): torch names a None
+    result nothing, so both frontends make up the same name."""
+    return f"undefined_{index}"
+
+
 def graph_name(stem: str) -> str:
     """A file stem made into an identifier the text form accepts ('my-model.v2' -> 'my_model_v2')."""
     name = re.sub(r"[^A-Za-z0-9_]", "_", stem)
