@@ -157,6 +157,11 @@ def test_lowers_to_prims_and_matches_torch(step: tuple[str, Any, Graph]) -> None
     image, idx, target = _inputs()
     feed = {"image": to_numpy(image), "idx": to_numpy(idx), "target": to_numpy(target)}
     ours = execute(lowered, feed, return_all_outputs=True, check=True)
+    (loss,) = aten2prims.execute(lowered, feed)  # the loss is the step's one user output
+    assert (
+        loss.tobytes()
+        == ours[[o.kind for o in graph.outputs].index(OutputKind.LOSS_OUTPUT)].tobytes()
+    )
     expected = _torch_step(torch.float32)
     reference = _torch_step(torch.float64)
     assert len(ours) == len(graph.outputs) == len(expected)
