@@ -288,6 +288,79 @@ def _native_batch_norm_legit_functional(
 # -- layer norm -------------------------------------------------------------------------------------------
 
 
+@register("aten.native_batch_norm_backward.default")
+def native_batch_norm_backward(
+    grad_out: Value,
+    input: Value,
+    weight: Value | None,
+    running_mean: Value | None,
+    running_var: Value | None,
+    save_mean: Value | None,
+    save_invstd: Value | None,
+    train: bool,
+    eps: float,
+    output_mask: Sequence[bool],
+) -> tuple[Value, Value | None, Value | None]:
+    """(grad_input, grad_weight, grad_bias) of a batch norm (statistics over every dim but 1).
+    grad_weight and grad_bias only where `output_mask` asks for them (None elsewhere);
+    grad_input always, as torch's meta declares it (and so every exported graph does).
+
+    With dot = Σ dy·(x − mean) and invstd·weight the scale: training normalized by the saved
+    batch statistics, so dx = (dy − Σdy/n − (x − mean)·dot·invstd²/n)·invstd·weight; evaluation
+    by the running ones (invstd = 1/sqrt(running_var + eps)), so dx = dy·invstd·weight.
+    grad_weight = dot·invstd, grad_bias = Σ dy, in the weight's dtype (the statistics' without
+    a weight)."""
+    op = "aten.native_batch_norm_backward"
+    _, want_weight, want_bias = requested(op, output_mask)
+    if input.ndim < 2:
+        raise ShapeError(
+            f"{op}: expected an input with at least 2 dims (N, C, ...), got shape {list(input.shape)}"
+        )
+    channels = input.shape[1]
+    _check_shape(op, "grad_out", grad_out, input.shape)
+    for name, param in (
+        ("weight", weight),
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("save_mean", save_mean),
+        ("save_invstd", save_invstd),
+    ):
+        _check_shape(op, name, param, [channels])
+    compute = opmath_dtype(input.dtype)
+    if train:
+        if save_mean is None or save_invstd is None:
+            raise ShapeError(f"{op}: training needs save_mean and save_invstd")
+        statistics = save_mean
+        mean, invstd = convert(save_mean, compute), convert(save_invstd, compute)
+    else:
+        if running_mean is None or running_var is None:
+            raise ShapeError(f"{op}: evaluation needs running_mean and running_var")
+        statistics = running_mean
+        mean = convert(running_mean, compute)
+        invstd = prims.rsqrt(prims.add(convert(running_var, compute), float(eps)))
+    dy, x = convert(grad_out, compute), convert(input, compute)
+    dims = [d for d in range(input.ndim) if d != 1]
+    count = input.numel // channels if channels else 0
+    centered = prims.sub(x, along(mean, x.shape, [1]))
+    dy_sum = prims.sum(dy, dims)
+    dot = prims.sum(prims.mul(dy, centered), dims)
+    scale = invstd if weight is None else prims.mul(invstd, convert(weight, compute))
+    unscaled = dy  # evaluation: the statistics are constants
+    if train:  # training: they move with x, taking out the mean and the projection on x − mean
+        norm = 1.0 / count if count else 0.0
+        projection = prims.mul(prims.mul(dot, norm), prims.mul(invstd, invstd))
+        unscaled = prims.sub(
+            prims.sub(dy, prims.mul(centered, along(projection, x.shape, [1]))),
+            along(prims.mul(dy_sum, norm), x.shape, [1]),
+        )
+    grad_input = convert(prims.mul(unscaled, along(scale, x.shape, [1])), input.dtype)
+    # The weight's dtype; without a weight, the statistics' (float32 beside a bf16/f16 input).
+    parameter_dtype = (weight if weight is not None else statistics).dtype
+    grad_weight = convert(prims.mul(dot, invstd), parameter_dtype) if want_weight else None
+    grad_bias = convert(dy_sum, parameter_dtype) if want_bias else None
+    return grad_input, grad_weight, grad_bias
+
+
 def _normalized_dims(op: str, input: Value, normalized_shape: Sequence[int]) -> list[int]:
     """The trailing dims normalized_shape names (it must match them exactly)."""
     count = len(normalized_shape)

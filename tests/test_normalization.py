@@ -19,9 +19,10 @@ import torch
 
 from aten2prims.errors import ShapeError
 from aten2prims.executor import execute
+from aten2prims.frontends.torch_interop import to_numpy
 from aten2prims.passes.lower import lower
 from aten2prims.testing.record import AtenCall
-from aten2prims.testing.runner import Status, build_graph, run_call, torch_outputs
+from aten2prims.testing.runner import Status, build_graph, judge_outputs, run_call, torch_outputs
 
 MASKS = list(itertools.product([False, True], repeat=3))
 
@@ -103,6 +104,55 @@ def test_group_norm_backward_masks(dtype: torch.dtype, with_weight: bool) -> Non
         declared,
         [True, with_weight, with_weight],
     )
+
+
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("with_weight", [True, False])
+@pytest.mark.parametrize(
+    ("dtype", "parameters"),
+    [
+        (torch.float32, torch.float32),
+        (torch.float64, torch.float64),
+        (torch.bfloat16, torch.float32),  # torch's "mixed" kernel
+        (torch.float16, torch.float16),
+    ],
+)
+def test_batch_norm_backward_masks(
+    dtype: torch.dtype, parameters: torch.dtype, with_weight: bool, train: bool
+) -> None:
+    """native_batch_norm_backward (non-core; a joint program keeping backward ops whole holds
+    it). torch's meta, which exported graphs record, declares grad_input whatever the mask says
+    (its CPU kernel returns None there): the graph and our rule follow the meta, and its values
+    are the ones torch computes when grad_input is requested."""
+    generator = torch.Generator().manual_seed(2)
+    x = torch.randn(4, 3, 5, generator=generator).to(dtype)
+    weight = torch.randn(3, generator=generator).to(parameters) if with_weight else None
+    running_mean = torch.randn(3, generator=generator).to(parameters)
+    running_var = (torch.rand(3, generator=generator) + 0.5).to(parameters)
+    _, save_mean, save_invstd = torch.ops.aten.native_batch_norm.default(
+        x, weight, None, running_mean.clone(), running_var.clone(), True, 0.1, 1e-5
+    )
+    grad = torch.randn(x.shape, generator=generator).to(dtype)
+    args = (grad, x, weight, running_mean, running_var, save_mean, save_invstd, train, 1e-5)
+    op = "aten.native_batch_norm_backward.default"
+    emitted = {}
+    for mask in MASKS:
+        call = AtenCall(op, (*args, list(mask)), {})
+        with_input = AtenCall(op, (*args, [True, *mask[1:]]), {})
+        expected = torch_outputs(with_input)
+        assert [e is not None for e in expected] == [True, *mask[1:]]
+        graph, arrays = build_graph(call, expected)
+        lowered = lower(graph)
+        assert len(lowered.outputs) == 1 + sum(mask[1:])
+        ours = execute(lowered, arrays, check=True)
+        for verdict in judge_outputs(
+            with_input, ours, [to_numpy(e) for e in expected if e is not None]
+        ):
+            assert verdict, (mask, verdict.message)
+        emitted[mask] = len(lower(graph, dce=False).nodes)
+    # grad_weight is the one result of its own (grad_bias is Σ dy, which grad_input needs too)
+    assert emitted[(True, False, False)] < emitted[(True, True, False)]
+    assert emitted[(True, False, True)] < emitted[(True, True, True)]
 
 
 @pytest.mark.parametrize("scale", [False, True])

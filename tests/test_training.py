@@ -6,11 +6,11 @@ forward returns the loss, then its joint forward-backward decomposition, saved w
 `torch.export.save` and read by the `.pt2` reader (and imported by `from_fx`, which must give the
 same graph). The model holds the layers whose backward ops leave results undefined: a
 convolution whose input needs no gradient, convolutions with and without bias, layer and group
-norms with and without affine parameters; plus batch norm in training mode, max and average
-pooling and an embedding. Two decompositions: torch's Core ATen table (which expands the
-normalization and embedding backward ops), and the same table keeping
-`native_layer_norm_backward`, `native_group_norm_backward` and `embedding_dense_backward` (Core
-ATen ops), so that their masked forms reach the graph too.
+norms with and without affine parameters, batch norms in training mode (one over the target,
+which needs no gradient), max and average pooling and an embedding. Two decompositions: torch's
+Core ATen table (which expands the normalization and embedding backward ops), and the same table
+keeping `native_layer_norm_backward`, `native_group_norm_backward`, `embedding_dense_backward`
+and `native_batch_norm_backward` whole, so that their masked forms reach the graph too.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ KEPT_BACKWARD_OPS = (
     torch.ops.aten.native_layer_norm_backward.default,
     torch.ops.aten.native_group_norm_backward.default,
     torch.ops.aten.embedding_dense_backward.default,
+    torch.ops.aten.native_batch_norm_backward.default,
 )
 
 
@@ -52,13 +53,14 @@ class TrainingStep(nn.Module):
         self.avg = nn.AvgPool2d(2)
         self.ln_plain = nn.LayerNorm(4, elementwise_affine=False)
         self.ln = nn.LayerNorm(4)
+        self.target_norm = nn.BatchNorm1d(4)  # its input, the target, needs no gradient
 
     def forward(self, image: torch.Tensor, idx: torch.Tensor, target: torch.Tensor) -> Any:
         x = self.pool(torch.relu(self.bn(self.stem(image))))  # [2, 4, 4, 4]
         x = x + self.tokens(self.emb(idx).unsqueeze(1))  # [2, 4, 4, 4]
         x = self.avg(self.gn_plain(self.gn(self.mix(x))))  # [2, 4, 2, 2]
         x = self.ln(self.ln_plain(x.flatten(2).transpose(1, 2)))  # [2, 4, 4]
-        return (nn.functional.mse_loss(x, target),)
+        return (nn.functional.mse_loss(x, self.target_norm(target)),)
 
 
 def _inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -134,13 +136,21 @@ def test_the_archive_holds_masked_backward_ops(step: tuple[str, Any, Graph]) -> 
         assert masked["aten.native_group_norm_backward.default"] == [True, False, False]
         assert masked["aten.native_layer_norm_backward.default"] == [True, False, False]
         assert "aten.embedding_dense_backward.default" in {node.op for node in graph.nodes}
+        # torch's meta declares a batch norm's grad_input even when its mask says no
+        batch_norms = [
+            node.args[-1]
+            for node in graph.nodes
+            if node.op == "aten.native_batch_norm_backward.default"
+            and not node.results[0].is_undefined
+        ]
+        assert (False, True, True) in batch_norms and (True, True, True) in batch_norms
     undefined = [r.name for node in graph.nodes for r in node.results if r.is_undefined]
     assert undefined == [f"undefined_{k}" for k in range(len(undefined))]
     assert graph_difference(graph, parse(format_graph(graph))) is None
     # The joint program's stack traces are frames of torch's generated code: no source.
     assert {node.provenance.source for node in graph.nodes} == {None}
     kinds = [output.kind for output in graph.outputs]
-    assert kinds.count(OutputKind.GRADIENT_TO_PARAMETER) == 12
+    assert kinds.count(OutputKind.GRADIENT_TO_PARAMETER) == 14
     assert kinds.count(OutputKind.LOSS_OUTPUT) == 1
 
 
