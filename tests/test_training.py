@@ -186,3 +186,16 @@ def test_lowers_to_prims_and_matches_torch(step: tuple[str, Any, Graph]) -> None
             what=f"{output.kind.value} {output.target}",
         )
         assert verdict, verdict.message
+
+
+def test_bisect_judges_every_node_of_the_step(step: tuple[str, Any, Graph]) -> None:
+    """bisect runs each aten node in torch and its expansion on NumPy: the masked backward
+    nodes are judged on their defined results."""
+    _, _, graph = step
+    image, idx, target = _inputs()
+    report = aten2prims.bisect(
+        graph, {"image": to_numpy(image), "idx": to_numpy(idx), "target": to_numpy(target)}
+    )
+    assert report.ok, str(report)
+    checked = {check.op for check in report.checks}
+    assert "aten.convolution_backward.default" in checked

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -238,10 +239,16 @@ def run_call(call: AtenCall, *, registry: Any = None, seed: int = 0) -> Outcome:
     return Outcome(call, Status.PASS, "", extensions, lowered)
 
 
-def judge_outputs(call: AtenCall, ours: list[Any], expected: list[Any]) -> list[Comparison]:
+def judge_outputs(
+    call: AtenCall,
+    ours: list[Any],
+    expected: list[Any],
+    positions: Sequence[int] | None = None,
+) -> list[Comparison]:
     """Our outputs of the call against torch's: by the op's statistical check (random and
     unstable-order ops), by dtype and shape alone (ops whose values torch leaves undefined), or
-    by the tolerance rule."""
+    by the tolerance rule. `positions[i]` is where `expected[i]` stands among torch's defined
+    (not None) outputs of the call, when they are not all judged (default: all, in order)."""
     statistical = STATISTICAL_CHECKS.get(call.op)
     if statistical is not None:
         return [statistical(call, ours, expected)]
@@ -249,16 +256,22 @@ def judge_outputs(call: AtenCall, ours: list[Any], expected: list[Any]) -> list[
         return [
             _compare_layout(o, e, f"output {i}") for i, (o, e) in enumerate(zip(ours, expected))
         ]
-    return compare_outputs(call, ours, expected)
+    return compare_outputs(call, ours, expected, positions)
 
 
-def compare_outputs(call: AtenCall, ours: list[Any], expected: list[Any]) -> list[Comparison]:
+def compare_outputs(
+    call: AtenCall,
+    ours: list[Any],
+    expected: list[Any],
+    positions: Sequence[int] | None = None,
+) -> list[Comparison]:
     """Each output under the tolerance rule; one that fails against torch alone is judged again
-    against the float64 reference (computed only then)."""
+    against the float64 reference (computed only then; `positions` as for `judge_outputs`)."""
     reference: list[Any] | None = None
     magnitudes: list[Any] = []
     verdicts = []
-    for index, (our, their) in enumerate(zip(ours, expected)):
+    where = range(len(expected)) if positions is None else positions
+    for index, (our, their, at) in enumerate(zip(ours, expected, where)):
         signed_zeros = call.op not in ZERO_SIGN_UNDEFINED
         verdict = compare(our, their, signed_zeros=signed_zeros, what=f"output {index}")
         if not verdict and verdict.reason == "value":
@@ -266,12 +279,12 @@ def compare_outputs(call: AtenCall, ours: list[Any], expected: list[Any]) -> lis
                 reference = float64_reference(call) or []
                 if call.op in SUMS_OF_PRODUCTS:
                     magnitudes = float64_reference(call, magnitudes=True) or []
-            if index < len(reference):
+            if at < len(reference):
                 verdict = compare(
                     our,
                     their,
-                    reference=reference[index],
-                    sum_of_magnitudes=magnitudes[index] if index < len(magnitudes) else None,
+                    reference=reference[at],
+                    sum_of_magnitudes=magnitudes[at] if at < len(magnitudes) else None,
                     signed_zeros=signed_zeros,
                     what=f"output {index}",
                 )
