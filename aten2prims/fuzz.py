@@ -4,8 +4,8 @@ archives, text IR files and `--inputs` .npz files (SECURITY.md says what it chec
     python -m aten2prims.fuzz --cases 5000 [--seed N] [--jobs 2] [--keep DIR]
 
 Seeds are the bundled examples (examples/*.pt2, *.inputs.npz) and their graphs in text form.
-Each case mutates one seed (sizes, strides, offsets, dtype codes, op names, references, zip
-entries, JSON nesting, encodings, .npy headers) and runs `aten2prims lower` or `run` on it in
+Each case mutates one seed (sizes, strides, offsets, dtype codes, op names, references,
+undefined tensors, zip entries, JSON nesting, encodings, .npy headers) and runs `aten2prims lower` or `run` on it in
 a forked child process with an address-space limit (RLIMIT_AS) and a time limit. torch is
 blocked in this process, so the CLI's lower/run path is checked to never import it.
 
@@ -166,7 +166,8 @@ def _mutate_json(document: Any, rng: random.Random) -> str:
         container[key] = f"__deep_{rng.choice((50, 500, 1200, 5000))}__"
         return f"deep {key}"
     if choice == 5:
-        container[key] = rng.choice((None, True, "x", 1.5, [], {}, "NaN"))
+        # {"as_none": true}: an undefined (None) tensor where the archive had something else
+        container[key] = rng.choice((None, True, "x", 1.5, [], {}, "NaN", {"as_none": True}))
         return f"type {key}"
     if choice == 6 and key == "use_pickle":
         container[key] = True
@@ -297,6 +298,10 @@ def _mutate_text(seed: bytes, rng: random.Random) -> tuple[str, bytes]:
             (text.decode().encode("utf-16"), b"\xff\xfe" + text, text[:-1] + b"\x80")
         )
     if choice == 7:
+        types = list(re.finditer(rb"\b(f32|i64|b8|bf16)\[[0-9, ]*\]", text))
+        if types and rng.random() < 0.3:  # an undefined (None) tensor in place of a typed one
+            match = rng.choice(types)
+            return "undefined", text[: match.start()] + b"undefined" + text[match.end() :]
         dtypes = list(re.finditer(rb"\b(f32|i64|b8|bf16)\[", text))
         if dtypes:
             match = rng.choice(dtypes)
