@@ -78,8 +78,8 @@ def _joint_program(decomposition: str) -> Any:
         from torch.export.experimental import _export_forward_backward
 
         return _export_forward_backward(program)
-    # The joint decomposition _export_forward_backward runs, with a table that keeps three Core
-    # ATen backward ops whole.
+    # The joint decomposition _export_forward_backward runs, with a table that keeps the
+    # backward ops of KEPT_BACKWARD_OPS whole.
     from torch._decomp import core_aten_decompositions
     from torch.export.exported_program import _decompose_exported_program
 
