@@ -3,7 +3,8 @@ archives, text IR files and `--inputs` .npz files (SECURITY.md says what it chec
 
     python -m aten2prims.fuzz --cases 5000 [--seed N] [--jobs 2] [--keep DIR]
 
-Seeds are the bundled examples (examples/*.pt2, *.inputs.npz) and their graphs in text form.
+Seeds are the bundled examples (examples/*.pt2, *.inputs.npz), their graphs in text form and two
+small text graphs (one with a backward op whose output_mask leaves a gradient undefined).
 Each case mutates one seed (sizes, strides, offsets, dtype codes, op names, references,
 undefined tensors, zip entries, JSON nesting, encodings, .npy headers) and runs `aten2prims lower` or `run` on it in
 a forked child process with an address-space limit (RLIMIT_AS) and a time limit. torch is
@@ -90,6 +91,15 @@ def _seeds() -> dict[str, bytes]:
         b"graph tiny(%x: f32[2, 3]) -> (f32[2, 3]):\n"
         b"  %y: f32[2, 3] = aten.add.Tensor(%x, %x, alpha=1)\n"
         b"  return (%y)\n"
+    )
+    # A backward op whose output_mask leaves a gradient undefined.
+    seeds["masked.txt"] = (
+        b"graph masked(%g: f32[2, 4, 6, 6], %x: f32[2, 3, 8, 8], %w: f32[4, 3, 3, 3]) -> "
+        b"(f32[4, 3, 3, 3]):\n"
+        b"  %gi: f32[2, 3, 8, 8], %gw: f32[4, 3, 3, 3], %undefined_0: undefined = "
+        b"aten.convolution_backward.default(%g, %x, %w, [0], [1, 1], [0, 0], [1, 1], False, "
+        b"[0, 0], 1, [True, True, False])\n"
+        b"  return (%gw)\n"
     )
     return seeds
 
@@ -363,7 +373,7 @@ def make_case(index: int, seed: int, seeds: dict[str, bytes]) -> Case:
         mutation, data = _mutate_pt2(seeds[f"{model}.pt2"], rng)
         return Case(index, kind, mutation, rng.choice(("lower", "run")), {"model": data})
     if kind == "text":
-        source = rng.choice((f"{model}.txt", "tiny.txt"))
+        source = rng.choice((f"{model}.txt", "tiny.txt", "masked.txt"))
         mutation, data = _mutate_text(seeds[source], rng)
         return Case(index, kind, mutation, rng.choice(("lower", "run")), {"model": data})
     mutation, data = _mutate_npz(seeds[f"{model}.inputs.npz"], rng)
