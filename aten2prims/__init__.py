@@ -86,10 +86,12 @@ def execute(
     *,
     seed: int | None = None,
     check: bool = False,
+    return_all_outputs: bool = False,
     max_memory: int | None = None,
 ) -> list:
-    """Run a graph on NumPy and return its user outputs as arrays (lowering it first if it still
-    holds aten nodes). `inputs` maps input names to arrays or lists the user inputs in order;
+    """Run a graph on NumPy and return its user outputs (user outputs and a loss; every output,
+    mutations and gradients included, with `return_all_outputs=True`) as arrays (lowering it
+    first if it still holds aten nodes). `inputs` maps input names to arrays or lists the user inputs in order;
     parameters, buffers and constants with stored data are filled in. `seed` makes random ops
     reproducible; `check=True` verifies every intermediate's shape and dtype against its meta.
     A graph needing more than `max_memory` bytes (default: the machine's memory) is refused with
@@ -97,7 +99,14 @@ def execute(
     # Lazy: every submodule import runs this package first, and the layers above ir import it.
     from .executor import execute as _execute
 
-    return _execute(graph, inputs, seed=seed, check=check, max_memory=max_memory)
+    return _execute(
+        graph,
+        inputs,
+        seed=seed,
+        check=check,
+        return_all_outputs=return_all_outputs,
+        max_memory=max_memory,
+    )
 
 
 def load(path: str | PathLike[str], *, max_memory: int | None = None) -> Graph:

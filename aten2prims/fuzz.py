@@ -3,9 +3,10 @@ archives, text IR files and `--inputs` .npz files (SECURITY.md says what it chec
 
     python -m aten2prims.fuzz --cases 5000 [--seed N] [--jobs 2] [--keep DIR]
 
-Seeds are the bundled examples (examples/*.pt2, *.inputs.npz) and their graphs in text form.
-Each case mutates one seed (sizes, strides, offsets, dtype codes, op names, references, zip
-entries, JSON nesting, encodings, .npy headers) and runs `aten2prims lower` or `run` on it in
+Seeds are the bundled examples (examples/*.pt2, *.inputs.npz), their graphs in text form and two
+small text graphs (one with a backward op whose output_mask leaves a gradient undefined).
+Each case mutates one seed (sizes, strides, offsets, dtype codes, op names, references,
+undefined tensors, zip entries, JSON nesting, encodings, .npy headers) and runs `aten2prims lower` or `run` on it in
 a forked child process with an address-space limit (RLIMIT_AS) and a time limit. torch is
 blocked in this process, so the CLI's lower/run path is checked to never import it.
 
@@ -91,6 +92,15 @@ def _seeds() -> dict[str, bytes]:
         b"  %y: f32[2, 3] = aten.add.Tensor(%x, %x, alpha=1)\n"
         b"  return (%y)\n"
     )
+    # A backward op whose output_mask leaves a gradient undefined.
+    seeds["masked.txt"] = (
+        b"graph masked(%g: f32[2, 4, 6, 6], %x: f32[2, 3, 8, 8], %w: f32[4, 3, 3, 3]) -> "
+        b"(f32[4, 3, 3, 3]):\n"
+        b"  %gi: f32[2, 3, 8, 8], %gw: f32[4, 3, 3, 3], %undefined_0: undefined = "
+        b"aten.convolution_backward.default(%g, %x, %w, [0], [1, 1], [0, 0], [1, 1], False, "
+        b"[0, 0], 1, [True, True, False])\n"
+        b"  return (%gw)\n"
+    )
     return seeds
 
 
@@ -166,7 +176,8 @@ def _mutate_json(document: Any, rng: random.Random) -> str:
         container[key] = f"__deep_{rng.choice((50, 500, 1200, 5000))}__"
         return f"deep {key}"
     if choice == 5:
-        container[key] = rng.choice((None, True, "x", 1.5, [], {}, "NaN"))
+        # {"as_none": true}: an undefined (None) tensor where the archive had something else
+        container[key] = rng.choice((None, True, "x", 1.5, [], {}, "NaN", {"as_none": True}))
         return f"type {key}"
     if choice == 6 and key == "use_pickle":
         container[key] = True
@@ -297,6 +308,10 @@ def _mutate_text(seed: bytes, rng: random.Random) -> tuple[str, bytes]:
             (text.decode().encode("utf-16"), b"\xff\xfe" + text, text[:-1] + b"\x80")
         )
     if choice == 7:
+        types = list(re.finditer(rb"\b(f32|i64|b8|bf16)\[[0-9, ]*\]", text))
+        if types and rng.random() < 0.3:  # an undefined (None) tensor in place of a typed one
+            match = rng.choice(types)
+            return "undefined", text[: match.start()] + b"undefined" + text[match.end() :]
         dtypes = list(re.finditer(rb"\b(f32|i64|b8|bf16)\[", text))
         if dtypes:
             match = rng.choice(dtypes)
@@ -358,7 +373,7 @@ def make_case(index: int, seed: int, seeds: dict[str, bytes]) -> Case:
         mutation, data = _mutate_pt2(seeds[f"{model}.pt2"], rng)
         return Case(index, kind, mutation, rng.choice(("lower", "run")), {"model": data})
     if kind == "text":
-        source = rng.choice((f"{model}.txt", "tiny.txt"))
+        source = rng.choice((f"{model}.txt", "tiny.txt", "masked.txt"))
         mutation, data = _mutate_text(seeds[source], rng)
         return Case(index, kind, mutation, rng.choice(("lower", "run")), {"model": data})
     mutation, data = _mutate_npz(seeds[f"{model}.inputs.npz"], rng)

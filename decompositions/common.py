@@ -17,6 +17,7 @@ import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.values import CPU, ScalarMeta, Value
+from aten2prims.promotion import convert
 
 # One definition shared with the prims: dtype sets, the dim wrap, what counts as a tensor or a number.
 from prims.common import FLOATS, INTS, canonical_dim, is_number, is_tensor
@@ -186,3 +187,17 @@ def sequential_sum(terms: Iterable[Value]) -> Value:
         total = term if total is None else prims.add(total, term)
     assert total is not None
     return total
+
+
+def requested(op: str, output_mask: Sequence[bool]) -> tuple[bool, bool, bool]:
+    """A backward op's `output_mask`: which of its three results to compute. torch returns None
+    (an undefined result) for the others, and the rule returns None there."""
+    if len(output_mask) != 3:
+        raise ShapeError(f"{op}: output_mask must hold 3 bools, got {list(output_mask)}")
+    first, second, third = output_mask
+    return first, second, third
+
+
+def convert_requested(value: Value | None, dtype: DType) -> Value | None:
+    """`value` converted to `dtype`; None (a result output_mask did not request) stays None."""
+    return None if value is None else convert(value, dtype)

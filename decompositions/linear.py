@@ -32,7 +32,7 @@ from aten2prims.ir.dtypes import DType
 from aten2prims.ir.values import Value
 from aten2prims.promotion import convert, opmath_dtype
 
-from .common import full, per_spatial_dim, row_major_strides
+from .common import convert_requested, full, per_spatial_dim, requested, row_major_strides
 from .registry import register
 
 # -- einsum over prims -----------------------------------------------------------------------
@@ -511,40 +511,49 @@ def convolution_backward(
     output_padding: Sequence[int],
     groups: int,
     output_mask: Sequence[bool],
-) -> tuple[Value, Value, Value]:
-    """(grad_input, grad_weight, grad_bias). Our IR has no undefined tensors, so a graph holding
-    this node declares all three results; each is computed (the masked ones too, as torch's CPU
-    kernel itself does for grad_weight when only grad_bias is asked for) and dead-code
-    elimination drops the ones nobody reads."""
+) -> tuple[Value | None, Value | None, Value | None]:
+    """(grad_input, grad_weight, grad_bias), each only where `output_mask` asks for it and None
+    (undefined) elsewhere, as torch returns them."""
     op = "aten.convolution_backward"
     dtype = _same_dtype(op, grad_output=grad_output, input=input, weight=weight)
     stride, padding, dilation, output_padding = _conv_params(
         op, input, weight, stride, padding, dilation, transposed, output_padding, groups
     )
+    want_input, want_weight, want_bias = requested(op, output_mask)
     compute = opmath_dtype(dtype)
     grad, x, w = convert(grad_output, compute), convert(input, compute), convert(weight, compute)
     kernel = weight.shape[2:]
+    grad_input = grad_weight = grad_bias = None
     if transposed:
-        grad_input = _correlate(grad, w, stride, padding, dilation, groups)
-        if grad_input.shape != x.shape:
-            # An output_padding of a stride or more adds output rows no input row reaches: the
-            # windows over them fall past the input's end.
-            grad_input = prims.as_strided(
-                grad_input, list(x.shape), list(row_major_strides(grad_input.shape)), 0
-            )
-        grad_weight = _weight_grad(grad, x, kernel, stride, padding, dilation, groups)
+        if want_input:
+            grad_input = _correlate(grad, w, stride, padding, dilation, groups)
+            if grad_input.shape != x.shape:
+                # An output_padding of a stride or more adds output rows no input row reaches:
+                # the windows over them fall past the input's end.
+                grad_input = prims.as_strided(
+                    grad_input, list(x.shape), list(row_major_strides(grad_input.shape)), 0
+                )
+        if want_weight:
+            grad_weight = _weight_grad(grad, x, kernel, stride, padding, dilation, groups)
     else:
-        # The rows of input the forward windows never reached come back as output_padding.
-        reach = [d * (k - 1) for d, k in zip(dilation, kernel)]
-        covered = [
-            (o - 1) * s - 2 * p + r + 1
-            for o, s, p, r in zip(grad.shape[2:], stride, padding, reach)
-        ]
-        leftover = [s - c for s, c in zip(input.shape[2:], covered)]
-        grad_input = _correlate_transposed(grad, w, stride, padding, dilation, leftover, groups)
-        grad_weight = _weight_grad(x, grad, kernel, stride, padding, dilation, groups)
-    grad_bias = prims.sum(grad, [d for d in range(grad.ndim) if d != 1])
-    return convert(grad_input, dtype), convert(grad_weight, dtype), convert(grad_bias, dtype)
+        if want_input:
+            # The rows of input the forward windows never reached come back as output_padding.
+            reach = [d * (k - 1) for d, k in zip(dilation, kernel)]
+            covered = [
+                (o - 1) * s - 2 * p + r + 1
+                for o, s, p, r in zip(grad.shape[2:], stride, padding, reach)
+            ]
+            leftover = [s - c for s, c in zip(input.shape[2:], covered)]
+            grad_input = _correlate_transposed(grad, w, stride, padding, dilation, leftover, groups)
+        if want_weight:
+            grad_weight = _weight_grad(x, grad, kernel, stride, padding, dilation, groups)
+    if want_bias:
+        grad_bias = prims.sum(grad, [d for d in range(grad.ndim) if d != 1])
+    return (
+        convert_requested(grad_input, dtype),
+        convert_requested(grad_weight, dtype),
+        convert_requested(grad_bias, dtype),
+    )
 
 
 # -- col2im ----------------------------------------------------------------------------------------

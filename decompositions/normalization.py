@@ -6,9 +6,9 @@ dtype, or float32 parameters with a float16/bfloat16 input ("mixed"); the saved 
 the parameters' dtype. Moments are two-pass: mean = Σx/n, then Σ(x − mean)²; the input gradients
 use torch's CPU form dx = rstd·dy' + b·x + c (dy' = dy·weight).
 
-Backward ops: our IR has no undefined tensors, so a node declares all three results. Each is
-computed whatever `output_mask` says (dead-code elimination drops the ones nobody reads); a grad
-requested for a parameter that is None is refused, as torch refuses it.
+Backward ops compute only the results `output_mask` asks for and return None (an undefined
+result, as torch's) for the others; a grad requested for a parameter that is None is refused, as
+torch refuses it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from aten2prims.ir.dtypes import DType
 from aten2prims.ir.values import Value
 from aten2prims.promotion import convert, opmath_dtype
 
-from .common import FLOATS, along, check_dtype, full, keep_dims, spread
+from .common import FLOATS, along, check_dtype, full, keep_dims, requested, spread
 from .registry import register
 
 # -- shared pieces -----------------------------------------------------------------------------------
@@ -72,14 +72,12 @@ def _affine(y: Value, weight: Value | None, bias: Value | None, dims: Sequence[i
 
 
 def _require_params(
-    op: str, output_mask: Sequence[bool], needs: dict[int, tuple[str, Value | None]]
+    op: str, wanted: Sequence[bool], needs: dict[int, tuple[str, Value | None]]
 ) -> None:
     """Refuse a requested result whose parameter is None (`needs`: result position -> the
     parameter shaping it), as torch refuses it: there is nothing to shape the gradient by."""
-    if len(output_mask) != 3:
-        raise ShapeError(f"{op}: output_mask must hold 3 bools, got {list(output_mask)}")
     for position, (name, param) in needs.items():
-        if output_mask[position] and param is None:
+        if wanted[position] and param is None:
             raise ShapeError(
                 f"{op}: output_mask requests result {position}, which needs {name}, but {name} is None"
             )
@@ -290,6 +288,79 @@ def _native_batch_norm_legit_functional(
 # -- layer norm -------------------------------------------------------------------------------------------
 
 
+@register("aten.native_batch_norm_backward.default")
+def native_batch_norm_backward(
+    grad_out: Value,
+    input: Value,
+    weight: Value | None,
+    running_mean: Value | None,
+    running_var: Value | None,
+    save_mean: Value | None,
+    save_invstd: Value | None,
+    train: bool,
+    eps: float,
+    output_mask: Sequence[bool],
+) -> tuple[Value, Value | None, Value | None]:
+    """(grad_input, grad_weight, grad_bias) of a batch norm (statistics over every dim but 1).
+    grad_weight and grad_bias only where `output_mask` asks for them (None elsewhere);
+    grad_input always, as torch's meta declares it (and so every exported graph does).
+
+    With dot = Σ dy·(x − mean) and invstd·weight the scale: training normalized by the saved
+    batch statistics, so dx = (dy − Σdy/n − (x − mean)·dot·invstd²/n)·invstd·weight; evaluation
+    by the running ones (invstd = 1/sqrt(running_var + eps)), so dx = dy·invstd·weight.
+    grad_weight = dot·invstd, grad_bias = Σ dy, in the weight's dtype (the statistics' without
+    a weight)."""
+    op = "aten.native_batch_norm_backward"
+    _, want_weight, want_bias = requested(op, output_mask)
+    if input.ndim < 2:
+        raise ShapeError(
+            f"{op}: expected an input with at least 2 dims (N, C, ...), got shape {list(input.shape)}"
+        )
+    channels = input.shape[1]
+    _check_shape(op, "grad_out", grad_out, input.shape)
+    for name, param in (
+        ("weight", weight),
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("save_mean", save_mean),
+        ("save_invstd", save_invstd),
+    ):
+        _check_shape(op, name, param, [channels])
+    compute = opmath_dtype(input.dtype)
+    if train:
+        if save_mean is None or save_invstd is None:
+            raise ShapeError(f"{op}: training needs save_mean and save_invstd")
+        statistics = save_mean
+        mean, invstd = convert(save_mean, compute), convert(save_invstd, compute)
+    else:
+        if running_mean is None or running_var is None:
+            raise ShapeError(f"{op}: evaluation needs running_mean and running_var")
+        statistics = running_mean
+        mean = convert(running_mean, compute)
+        invstd = prims.rsqrt(prims.add(convert(running_var, compute), float(eps)))
+    dy, x = convert(grad_out, compute), convert(input, compute)
+    dims = [d for d in range(input.ndim) if d != 1]
+    count = input.numel // channels if channels else 0
+    centered = prims.sub(x, along(mean, x.shape, [1]))
+    dy_sum = prims.sum(dy, dims)
+    dot = prims.sum(prims.mul(dy, centered), dims)
+    scale = invstd if weight is None else prims.mul(invstd, convert(weight, compute))
+    unscaled = dy  # evaluation: the statistics are constants
+    if train:  # training: they move with x, taking out the mean and the projection on x − mean
+        norm = 1.0 / count if count else 0.0
+        projection = prims.mul(prims.mul(dot, norm), prims.mul(invstd, invstd))
+        unscaled = prims.sub(
+            prims.sub(dy, prims.mul(centered, along(projection, x.shape, [1]))),
+            along(prims.mul(dy_sum, norm), x.shape, [1]),
+        )
+    grad_input = convert(prims.mul(unscaled, along(scale, x.shape, [1])), input.dtype)
+    # The weight's dtype; without a weight, the statistics' (float32 beside a bf16/f16 input).
+    parameter_dtype = (weight if weight is not None else statistics).dtype
+    grad_weight = convert(prims.mul(dot, invstd), parameter_dtype) if want_weight else None
+    grad_bias = convert(dy_sum, parameter_dtype) if want_bias else None
+    return grad_input, grad_weight, grad_bias
+
+
 def _normalized_dims(op: str, input: Value, normalized_shape: Sequence[int]) -> list[int]:
     """The trailing dims normalized_shape names (it must match them exactly)."""
     count = len(normalized_shape)
@@ -347,12 +418,13 @@ def native_layer_norm_backward(
     weight: Value | None,
     bias: Value | None,
     output_mask: Sequence[bool],
-) -> tuple[Value, Value, Value]:
-    """(grad_input, grad_weight, grad_bias); grad_weight/grad_bias take the weight's/bias's dtype
-    (the input's when that parameter is None and its gradient is not requested)."""
+) -> tuple[Value | None, Value | None, Value | None]:
+    """(grad_input, grad_weight, grad_bias), each only where `output_mask` asks for it (None
+    elsewhere); grad_weight/grad_bias take the weight's/bias's dtype."""
     op = "aten.native_layer_norm_backward"
     dims = _normalized_dims(op, input, normalized_shape)
-    _require_params(op, output_mask, {1: ("weight", weight), 2: ("bias", bias)})
+    want_input, want_weight, want_bias = wanted = requested(op, output_mask)
+    _require_params(op, wanted, {1: ("weight", weight), 2: ("bias", bias)})
     _check_shape(op, "grad_out", grad_out, input.shape)
     _check_shape(op, "weight", weight, normalized_shape)
     _check_shape(op, "bias", bias, normalized_shape)
@@ -361,19 +433,23 @@ def native_layer_norm_backward(
     dy, x = convert(grad_out, compute), convert(input, compute)
     mean = convert(prims.reshape(mean, [input.shape[d] for d in outer]), compute)
     rstd = convert(prims.reshape(rstd, [input.shape[d] for d in outer]), compute)
-    scaled = dy if weight is None else prims.mul(dy, along(convert(weight, compute), x.shape, dims))
-    ds = prims.sum(prims.mul(scaled, x), dims)
-    db = prims.sum(scaled, dims)
-    count = math.prod(input.shape[d] for d in dims)
-    grad_input = _input_grad(scaled, x, mean, rstd, ds, db, count, dims)
-    normalized = prims.mul(prims.sub(x, spread(mean, x.shape, dims)), spread(rstd, x.shape, dims))
-    grad_weight = prims.sum(prims.mul(dy, normalized), outer)
-    grad_bias = prims.sum(dy, outer)
-    return (
-        convert(grad_input, input.dtype),
-        convert(grad_weight, input.dtype if weight is None else weight.dtype),
-        convert(grad_bias, input.dtype if bias is None else bias.dtype),
-    )
+    grad_input = grad_weight = grad_bias = None
+    if want_input:
+        scaled = (
+            dy if weight is None else prims.mul(dy, along(convert(weight, compute), x.shape, dims))
+        )
+        ds = prims.sum(prims.mul(scaled, x), dims)
+        db = prims.sum(scaled, dims)
+        count = math.prod(input.shape[d] for d in dims)
+        grad_input = convert(_input_grad(scaled, x, mean, rstd, ds, db, count, dims), input.dtype)
+    if want_weight and weight is not None:
+        normalized = prims.mul(
+            prims.sub(x, spread(mean, x.shape, dims)), spread(rstd, x.shape, dims)
+        )
+        grad_weight = convert(prims.sum(prims.mul(dy, normalized), outer), weight.dtype)
+    if want_bias and bias is not None:
+        grad_bias = convert(prims.sum(dy, outer), bias.dtype)
+    return grad_input, grad_weight, grad_bias
 
 
 # -- group norm -------------------------------------------------------------------------------------------
@@ -442,13 +518,15 @@ def native_group_norm_backward(
     HxW: int,
     group: int,
     output_mask: Sequence[bool],
-) -> tuple[Value, Value, Value]:
-    """(grad_input, grad_weight, grad_bias). Per channel, ds = Σ dy·x and db = Σ dy over HxW (as
-    torch's kernel); the group sums weigh them by the weight. torch shapes grad_bias by the weight
-    too, so both parameter gradients need it and take its dtype."""
+) -> tuple[Value | None, Value | None, Value | None]:
+    """(grad_input, grad_weight, grad_bias), each only where `output_mask` asks for it (None
+    elsewhere). Per channel, ds = Σ dy·x and db = Σ dy over HxW (as torch's kernel); the group
+    sums weigh them by the weight. torch shapes grad_bias by the weight too, so both parameter
+    gradients need it and take its dtype."""
     op = "aten.native_group_norm_backward"
     layout = _group_layout(op, input, N, C, HxW, group)
-    _require_params(op, output_mask, {1: ("weight", weight), 2: ("weight", weight)})
+    want_input, want_weight, want_bias = wanted = requested(op, output_mask)
+    _require_params(op, wanted, {1: ("weight", weight), 2: ("weight", weight)})
     _check_shape(op, "grad_out", grad_out, input.shape)
     _check_shape(op, "weight", weight, [C])
     _check_shape(op, "mean", mean, [N, group])
@@ -457,27 +535,31 @@ def native_group_norm_backward(
     dy = prims.reshape(convert(grad_out, compute), layout)
     x = prims.reshape(convert(input, compute), layout)
     mean, rstd = convert(mean, compute), convert(rstd, compute)
-    ds = prims.sum(prims.mul(dy, x), [3])  # [N, group, C/group]
-    db = prims.sum(dy, [3])
-    if weight is None:
-        scaled, ds_group, db_group = dy, prims.sum(ds, [2]), prims.sum(db, [2])
-    else:
-        gamma = prims.reshape(convert(weight, compute), layout[1:3])
-        scaled = prims.mul(dy, along(gamma, layout, [1, 2]))
-        gamma = along(gamma, layout[:3], [1, 2])
-        ds_group, db_group = (
-            prims.sum(prims.mul(ds, gamma), [2]),
-            prims.sum(prims.mul(db, gamma), [2]),
+    db = prims.sum(dy, [3])  # [N, group, C/group]
+    # ds is needed by grad_input and grad_weight only.
+    ds = prims.sum(prims.mul(dy, x), [3]) if want_input or want_weight else None
+    grad_input = grad_weight = grad_bias = None
+    if want_input:
+        assert ds is not None
+        if weight is None:
+            scaled, ds_group, db_group = dy, prims.sum(ds, [2]), prims.sum(db, [2])
+        else:
+            gamma = prims.reshape(convert(weight, compute), layout[1:3])
+            scaled = prims.mul(dy, along(gamma, layout, [1, 2]))
+            gamma = along(gamma, layout[:3], [1, 2])
+            ds_group, db_group = (
+                prims.sum(prims.mul(ds, gamma), [2]),
+                prims.sum(prims.mul(db, gamma), [2]),
+            )
+        grad_input = _input_grad(scaled, x, mean, rstd, ds_group, db_group, layout[2] * HxW, [2, 3])
+        grad_input = convert(prims.reshape(grad_input, list(input.shape)), input.dtype)
+    if want_weight and weight is not None:
+        assert ds is not None
+        per_channel = prims.mul(
+            prims.sub(ds, prims.mul(db, spread(mean, layout[:3], [2]))),
+            spread(rstd, layout[:3], [2]),
         )
-    grad_input = _input_grad(scaled, x, mean, rstd, ds_group, db_group, layout[2] * HxW, [2, 3])
-    per_channel = prims.mul(
-        prims.sub(ds, prims.mul(db, spread(mean, layout[:3], [2]))), spread(rstd, layout[:3], [2])
-    )
-    grad_weight = prims.reshape(prims.sum(per_channel, [0]), [C])
-    grad_bias = prims.reshape(prims.sum(db, [0]), [C])
-    parameter_dtype = input.dtype if weight is None else weight.dtype
-    return (
-        convert(prims.reshape(grad_input, list(input.shape)), input.dtype),
-        convert(grad_weight, parameter_dtype),
-        convert(grad_bias, parameter_dtype),
-    )
+        grad_weight = convert(prims.reshape(prims.sum(per_channel, [0]), [C]), weight.dtype)
+    if want_bias and weight is not None:
+        grad_bias = convert(prims.reshape(prims.sum(db, [0]), [C]), weight.dtype)
+    return grad_input, grad_weight, grad_bias

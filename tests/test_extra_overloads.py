@@ -1,7 +1,9 @@
 """The non-core overloads torch.export keeps in graphs (`aten2prims.schema.EXTRA_ATEN_SCHEMAS`):
 each through the conformance harness (OpInfo samples where OpInfo reaches the overload, which the
 recorder keeps as it keeps Core ATen ones, and hand-written samples), and end to end in an
-exported model. The batch norm one has its own tests (tests/test_batch_norm_functional.py)."""
+exported model. The batch norm ones have their own tests (tests/test_batch_norm_functional.py;
+the backward's every output_mask in tests/test_normalization.py and an exported training step in
+tests/test_training.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,13 @@ from aten2prims.schema.registry import EXTRA_COMPUTING_OPS
 from aten2prims.testing.budgets import FAST_BUDGET, FULL_BUDGET
 from aten2prims.testing.conformance import check_op, unexpected_failures
 
-EXTRA = sorted(EXTRA_COMPUTING_OPS - {"aten._native_batch_norm_legit_functional.default"})
+EXTRA = sorted(
+    EXTRA_COMPUTING_OPS
+    - {
+        "aten._native_batch_norm_legit_functional.default",
+        "aten.native_batch_norm_backward.default",
+    }
+)
 
 
 @pytest.mark.parametrize("op", EXTRA)

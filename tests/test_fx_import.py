@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import operator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import aten2prims
 from aten2prims import LoadError
 from aten2prims.ir import InputKind, OutputKind, graph_difference
+from aten2prims.testing.compare import compare
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +90,71 @@ def test_graph_module_from_make_fx() -> None:
     assert [r.name for r in graph.nodes[1].results] == ["getitem", "getitem_1", "getitem_2"]
     assert [o.value.name for o in graph.outputs] == ["getitem_3", "getitem_4"]
     assert [str(o.value.meta) for o in graph.outputs] == ["f32[2]", "i64[2]"]
+
+
+def test_graph_module_with_a_masked_backward_op() -> None:
+    """make_fx records a None result of a backward op (output_mask False) in node.meta['val']:
+    it becomes an undefined result, named as the `.pt2` reader names it, which the lowering
+    does not compute."""
+    generator = torch.Generator().manual_seed(0)
+    x, grad = torch.randn(2, 5, generator=generator), torch.randn(2, 5, generator=generator)
+    _, mean, rstd = torch.ops.aten.native_layer_norm.default(x, [5], None, None, 1e-5)
+
+    def backward(g: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor) -> Any:
+        grad_input, _, _ = torch.ops.aten.native_layer_norm_backward.default(
+            g, x, [5], mean, rstd, None, None, [True, False, False]
+        )
+        return (grad_input,)
+
+    module = make_fx(backward)(grad, x, mean, rstd)
+    graph = aten2prims.from_fx(module, name="backward")
+    (node,) = graph.nodes
+    assert [r.name for r in node.results] == ["getitem", "undefined_0", "undefined_1"]
+    assert [r.is_undefined for r in node.results] == [False, True, True]
+    lowered = aten2prims.lower(graph)
+    (ours,) = aten2prims.execute(lowered, [grad.numpy(), x.numpy(), mean.numpy(), rstd.numpy()])
+    (expected,) = backward(grad, x, mean, rstd)
+    verdict = compare(ours, expected.numpy(), what="grad_input")
+    assert verdict, verdict.message
+
+
+def test_a_getitem_of_a_none_result_reads_the_undefined_value() -> None:
+    """An argument that accepts None (native_layer_norm's bias) may read an undefined result
+    through getitem; the rule gets None there."""
+    graph = torch.fx.Graph()
+    names = ("g", "x", "mean", "rstd")
+    shapes = ((2, 5), (2, 5), (2, 1), (2, 1))
+    g, x, mean, rstd = (graph.placeholder(name) for name in names)
+    for placeholder, shape in zip((g, x, mean, rstd), shapes):
+        placeholder.meta["val"] = torch.empty(shape)
+    node = graph.call_function(
+        torch.ops.aten.native_layer_norm_backward.default,
+        (g, x, [5], mean, rstd, None, None, [True, False, False]),
+    )
+    node.meta["val"] = (torch.empty(2, 5), None, None)
+    grad_input = graph.call_function(operator.getitem, (node, 0))
+    no_bias = graph.call_function(operator.getitem, (node, 2))
+    normed = graph.call_function(
+        torch.ops.aten.native_layer_norm.default, (grad_input, [5], None, no_bias, 1e-5)
+    )
+    normed.meta["val"] = (torch.empty(2, 5), torch.empty(2, 1), torch.empty(2, 1))
+    out = graph.call_function(operator.getitem, (normed, 0))
+    graph.output((out,))
+    imported = aten2prims.from_fx(torch.fx.GraphModule(torch.nn.Module(), graph))
+    backward, norm = imported.nodes
+    assert backward.results[2].name == "undefined_1"
+    assert norm.args[3] is backward.results[2]
+    lowered = aten2prims.lower(imported)
+    generator = torch.Generator().manual_seed(1)
+    arrays = [torch.randn(shape, generator=generator) for shape in shapes]
+    arrays[3] = arrays[3].abs() + 0.5  # rstd
+    (ours,) = aten2prims.execute(lowered, [a.numpy() for a in arrays])
+    grad, *_ = torch.ops.aten.native_layer_norm_backward.default(
+        arrays[0], arrays[1], [5], arrays[2], arrays[3], None, None, [True, False, False]
+    )
+    expected, _, _ = torch.ops.aten.native_layer_norm.default(grad, [5], None, None, 1e-5)
+    verdict = compare(ours, expected.numpy(), what="output")
+    assert verdict, verdict.message
 
 
 def test_duplicate_getitems_read_one_value() -> None:

@@ -14,6 +14,7 @@ import prims
 from aten2prims.errors import ParseError
 from aten2prims.ir import (
     CPU,
+    UNDEFINED,
     Device,
     DType,
     Graph,
@@ -27,6 +28,7 @@ from aten2prims.ir import (
     Provenance,
     ScalarMeta,
     TensorMeta,
+    UndefinedMeta,
     Value,
     format_graph,
     graph_difference,
@@ -52,7 +54,7 @@ tensor_metas = st.builds(
     TensorMeta, st.lists(st.integers(0, 6), max_size=4).map(tuple), st.sampled_from(list(DType))
 )
 scalar_metas = st.sampled_from([bool, int, float, complex]).map(ScalarMeta)
-metas = tensor_metas | scalar_metas
+metas = tensor_metas | scalar_metas | st.just(UNDEFINED)
 
 floats = st.floats() | st.sampled_from(
     [math.nan, math.inf, -math.inf, -0.0, 0.0, 1e-300, 5e-324, 1e16, -1.5e308]
@@ -179,6 +181,34 @@ def test_print_parse_round_trip(graph: Graph) -> None:
     reparsed = parse(text)
     assert graph_difference(graph, reparsed) is None, text
     assert format_graph(reparsed) == text
+
+
+def test_undefined_results_and_gradient_outputs_round_trip() -> None:
+    """A masked backward result prints as `undefined` and parses back as the same kind; a
+    training step's gradient outputs keep their roles and targets."""
+    text = """\
+graph step(%g: f32[2, 4, 6, 6], %x: f32[2, 3, 8, 8], %w: f32[4, 3, 3, 3] parameter "conv.weight") -> (f32[4, 3, 3, 3], f32[2, 3, 8, 8]):
+  %gi: f32[2, 3, 8, 8], %gw: f32[4, 3, 3, 3], %undefined_0: undefined = aten.convolution_backward.default(%g, %x, %w, [0], [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, True, False])
+  return (%gw gradient_to_parameter "conv.weight", %gi gradient_to_user_input "x")
+"""
+    graph = parse(text)
+    (node,) = graph.nodes
+    undefined = node.results[2]
+    assert type(undefined.meta) is UndefinedMeta and undefined.is_undefined
+    assert not node.results[0].is_undefined
+    assert [o.kind for o in graph.outputs] == [
+        OutputKind.GRADIENT_TO_PARAMETER,
+        OutputKind.GRADIENT_TO_USER_INPUT,
+    ]
+    assert [o.target for o in graph.outputs] == ["conv.weight", "x"]
+    printed = format_graph(graph)
+    assert "%undefined_0: undefined = aten.convolution_backward.default(" in printed
+    assert printed.splitlines()[-2:] == text.splitlines()[-2:]  # the header wraps
+    assert graph_difference(graph, parse(printed)) is None
+    assert format_graph(parse(printed)) == printed
+    # `undefined` is a type of its own: it differs from every tensor type
+    retyped = parse(text.replace("%undefined_0: undefined", "%undefined_0: f32[4]"))
+    assert graph_difference(graph, retyped) is not None
 
 
 def test_long_headers_wrap_one_input_per_line() -> None:

@@ -304,3 +304,74 @@ def test_undefined_output() -> None:
     rejects(graph, r"^output 0: %stray is not defined in the graph")
     graph.outputs = [GraphOutput(x), GraphOutput("y")]  # type: ignore[arg-type]  # wrong on purpose
     rejects(graph, r"^output 1: 'y' is not defined in the graph")
+
+
+# -- undefined tensors (masked backward results) ------------------------------------------------
+
+MASKED = (
+    "%gi: f32[2, 3, 8, 8], %gw: f32[4, 3, 3, 3], %u: undefined = "
+    "aten.convolution_backward.default(%g, %x, %w, [0], [1, 1], [0, 0], [1, 1], False, [0, 0], 1, "
+    "[True, True, False])"
+)
+HEADER = "graph g(%g: f32[2, 4, 6, 6], %x: f32[2, 3, 8, 8], %w: f32[4, 3, 3, 3])"
+
+
+def test_undefined_results_of_aten_nodes_pass() -> None:
+    graph = graph_from(f"{HEADER} -> (f32[4, 3, 3, 3]):\n  {MASKED}\n  return (%gw)\n")
+    verify(graph)
+    assert graph.nodes[0].results[2].is_undefined
+    # read where the schema accepts None (native_layer_norm's bias is a Tensor?)
+    graph = graph_from(
+        f"{HEADER} -> (f32[2, 3, 8, 8]):\n  {MASKED}\n"
+        "  %y: f32[2, 3, 8, 8], %m: f32[2, 3, 8, 1], %r: f32[2, 3, 8, 1] = "
+        "aten.native_layer_norm.default(%gi, [8], None, %u, 1e-05)\n  return (%y)\n"
+    )
+    verify(graph)
+
+
+@pytest.mark.parametrize(
+    ("line", "returned", "message"),
+    [
+        (
+            "%y: f32[2, 3, 8, 8] = aten.neg.default(%u)",
+            "%y",
+            r"^node 1 \(%y = aten\.neg\.default\): argument 'self' expects Tensor "
+            r"\(got %u: undefined\)",
+        ),
+        (
+            "%y: f32[4, 3, 8, 8] = aten.cat.default([%gi, %u])",
+            "%y",
+            r"argument 'tensors' expects Tensor \(got %u: undefined\)",
+        ),
+        (
+            "%y: f32[4] = prims.neg(%u)",
+            "%y",
+            r"^node 1 \(%y = prims\.neg\): argument 'self' expects",
+        ),
+        ("%y: f32[2] = mylib.f.default(%u)", "%y", r"reads %u, an undefined tensor \(None\)"),
+        (
+            "%y: undefined = prims.neg(%gi)",
+            "%gi",
+            r"^node 1 \(%y = prims\.neg\): results are typed",
+        ),
+        (
+            "%y: undefined = aten._local_scalar_dense.default(%gi)",
+            "%gi",
+            r"result %y is undefined, the schema returns Scalar",
+        ),
+        ("", "%u", r"^output 0: %u is an undefined tensor \(None\)"),
+    ],
+)
+def test_undefined_values_are_refused_where_none_is_not_allowed(
+    line: str, returned: str, message: str
+) -> None:
+    body = f"  {MASKED}\n" + (f"  {line}\n" if line else "")
+    declared = "undefined" if returned == "%u" else ""
+    returns = returned if returned == "%u" else ""
+    graph = graph_from(f"{HEADER} -> ({declared}):\n{body}  return ({returns})\n")
+    rejects(graph, message, allow_custom_ops=True)
+
+
+def test_an_undefined_graph_input_is_refused() -> None:
+    graph = graph_from("graph g(%u: undefined) -> ():\n  return ()\n")
+    rejects(graph, r"^input %u: an undefined tensor \(None\) cannot be a graph input")

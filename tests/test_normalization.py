@@ -1,9 +1,9 @@
-"""What the conformance harness cannot sample for decompositions/normalization.py.
+"""Backward calls of decompositions/normalization.py the conformance harness does not sample.
 
 - Every `output_mask` of the normalization backward ops, with and without weight/bias: torch
-  returns None for an unrequested gradient, which our IR cannot hold. A graph declares all three
-  results (as our IR must) and outputs the ones torch defines; dead-code elimination drops the
-  rest. A requested gradient of a parameter that is None is refused, as torch refuses it.
+  returns None for an unrequested gradient; the graph's node has an undefined result there, the
+  rule does not compute it, and the harness's runner judges the defined ones against torch. A
+  requested gradient of a parameter that is None is refused, as torch refuses it.
 - embedding_dense_backward of bool gradients (the harness files a bool tensor followed by int
   indices under the indices' dtype).
 """
@@ -20,58 +20,43 @@ import torch
 from aten2prims.errors import ShapeError
 from aten2prims.executor import execute
 from aten2prims.frontends.torch_interop import to_numpy
-from aten2prims.ir.graph import GraphOutput
 from aten2prims.passes.lower import lower
-from aten2prims.testing.compare import compare
 from aten2prims.testing.record import AtenCall
-from aten2prims.testing.runner import build_graph, float64_reference
+from aten2prims.testing.runner import Status, build_graph, judge_outputs, run_call, torch_outputs
 
 MASKS = list(itertools.product([False, True], repeat=3))
-
-
-def _run_masked(
-    call: AtenCall, declared: Sequence[torch.Tensor], mask: Sequence[bool]
-) -> tuple[list[Any], int]:
-    """Our results of the requested outputs of a graph declaring all three, and its node count."""
-    graph, arrays = build_graph(call, list(declared))
-    results = graph.nodes[0].results
-    graph.outputs = [GraphOutput(results[i]) for i in range(3) if mask[i]]
-    lowered = lower(graph)
-    return (execute(lowered, arrays, check=True) if graph.outputs else []), len(lowered.nodes)
 
 
 def _check_masks(
     op: str, args: tuple[Any, ...], declared: Sequence[torch.Tensor], needs: Sequence[bool]
 ) -> None:
-    """Every mask: torch's defined results against ours; masks requesting a result whose
-    parameter is None (`needs[i]` False) must be refused by both."""
-    sizes = {}
+    """Every mask through the harness's runner (torch's defined results against ours, its None
+    results our undefined ones); masks requesting a result whose parameter is None (`needs[i]`
+    False) must be refused by both. A masked result costs no work: the rule emits fewer nodes
+    (counted before dead-code elimination) than with every result requested."""
+    emitted = {}
     for mask in MASKS:
         call = AtenCall(op, (*args, list(mask)), {})
         if any(m and not ok for m, ok in zip(mask, needs)):
             with pytest.raises(RuntimeError):
-                getattr(torch.ops.aten, op.split(".")[1]).default(*call.args)
+                torch_outputs(call)
+            graph, _ = build_graph(call, list(declared))
             with pytest.raises(ShapeError, match="output_mask requests result"):
-                _run_masked(call, declared, mask)
+                lower(graph)
             continue
-        expected = getattr(torch.ops.aten, op.split(".")[1]).default(*call.args)
+        expected = torch_outputs(call)
         assert [e is not None for e in expected] == list(mask)
-        ours, sizes[mask] = _run_masked(call, declared, mask)
-        wanted = [to_numpy(e) for e in expected if e is not None]
-        reference = [r for r in float64_reference(call) or [] if r is not None]
-        for index, (our, their) in enumerate(zip(ours, wanted)):
-            verdict = compare(
-                our,
-                their,
-                reference=reference[index] if reference else None,
-                what=f"{mask} output {index}",
-            )
-            assert verdict, verdict.message
-    assert sizes[(False, False, False)] == 0
-    if (True, True, True) in sizes:
-        assert (
-            sizes[(False, False, True)] < sizes[(True, True, True)]
-        )  # the unrequested work is gone
+        outcome = run_call(call)
+        assert outcome.status is Status.PASS, (mask, outcome.message)
+        assert outcome.lowered is not None
+        assert len(outcome.lowered.outputs) == sum(mask)
+        graph, _ = build_graph(call, expected)
+        emitted[mask] = len(lower(graph, dce=False).nodes)
+    assert emitted[(False, False, False)] < emitted[(True, False, False)]
+    every = max(emitted)  # the mask requesting the most results torch allows
+    for mask, count in emitted.items():
+        if mask != every:
+            assert count < emitted[every], (mask, count, every, emitted[every])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
@@ -119,6 +104,55 @@ def test_group_norm_backward_masks(dtype: torch.dtype, with_weight: bool) -> Non
         declared,
         [True, with_weight, with_weight],
     )
+
+
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("with_weight", [True, False])
+@pytest.mark.parametrize(
+    ("dtype", "parameters"),
+    [
+        (torch.float32, torch.float32),
+        (torch.float64, torch.float64),
+        (torch.bfloat16, torch.float32),  # torch's "mixed" kernel
+        (torch.float16, torch.float16),
+    ],
+)
+def test_batch_norm_backward_masks(
+    dtype: torch.dtype, parameters: torch.dtype, with_weight: bool, train: bool
+) -> None:
+    """native_batch_norm_backward (non-core; a joint program keeping backward ops whole holds
+    it). torch's meta, which exported graphs record, declares grad_input whatever the mask says
+    (its CPU kernel returns None there): the graph and our rule follow the meta, and its values
+    are the ones torch computes when grad_input is requested."""
+    generator = torch.Generator().manual_seed(2)
+    x = torch.randn(4, 3, 5, generator=generator).to(dtype)
+    weight = torch.randn(3, generator=generator).to(parameters) if with_weight else None
+    running_mean = torch.randn(3, generator=generator).to(parameters)
+    running_var = (torch.rand(3, generator=generator) + 0.5).to(parameters)
+    _, save_mean, save_invstd = torch.ops.aten.native_batch_norm.default(
+        x, weight, None, running_mean.clone(), running_var.clone(), True, 0.1, 1e-5
+    )
+    grad = torch.randn(x.shape, generator=generator).to(dtype)
+    args = (grad, x, weight, running_mean, running_var, save_mean, save_invstd, train, 1e-5)
+    op = "aten.native_batch_norm_backward.default"
+    emitted = {}
+    for mask in MASKS:
+        call = AtenCall(op, (*args, list(mask)), {})
+        with_input = AtenCall(op, (*args, [True, *mask[1:]]), {})
+        expected = torch_outputs(with_input)
+        assert [e is not None for e in expected] == [True, *mask[1:]]
+        graph, arrays = build_graph(call, expected)
+        lowered = lower(graph)
+        assert len(lowered.outputs) == 1 + sum(mask[1:])
+        ours = execute(lowered, arrays, check=True)
+        for verdict in judge_outputs(
+            with_input, ours, [to_numpy(e) for e in expected if e is not None]
+        ):
+            assert verdict, (mask, verdict.message)
+        emitted[mask] = len(lower(graph, dce=False).nodes)
+    # grad_weight is the one result of its own (grad_bias is Σ dy, which grad_input needs too)
+    assert emitted[(True, False, False)] < emitted[(True, True, False)]
+    assert emitted[(True, False, True)] < emitted[(True, True, True)]
 
 
 @pytest.mark.parametrize("scale", [False, True])

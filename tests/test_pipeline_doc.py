@@ -15,7 +15,7 @@ SNIPPETS = re.findall(r"^```python\n(.*?)^```$", DOC, flags=re.MULTILINE | re.DO
 
 
 def test_the_walkthrough_has_a_snippet_per_section() -> None:
-    assert len(SNIPPETS) == 8
+    assert len(SNIPPETS) == 9
 
 
 def test_snippets_run_in_order(
@@ -28,4 +28,5 @@ def test_snippets_run_in_order(
     printed = capsys.readouterr().out
     assert "first divergence: %relu (aten.relu.default)" in printed
     assert "['forward', 'backward']" in printed
+    assert "['undefined', 'f32[4, 1, 3, 3]', 'undefined']" in printed
     assert os.getcwd() == str(ROOT)

@@ -682,3 +682,41 @@ def test_load_refuses_missing_garbage_and_directories(tmp_path: Path) -> None:
         z.writestr("readme.txt", "hello")
     with pytest.raises(LoadError, match="no archive_format entry"):
         load(not_pt2)
+
+
+# -- undefined results ------------------------------------------------------------------------------
+
+
+def _layer_norm_rstd_as_none(entries: dict[str, bytes], reader: str | None = None) -> None:
+    """native_layer_norm's unused rstd written as torch writes a masked backward result; with
+    `reader`, that node reads it (as a tensor) instead of its first operand."""
+    model = json.loads(entries[MODEL])
+    nodes = model["graph_module"]["graph"]["nodes"]
+    norm = next(n for n in nodes if n["target"].endswith("native_layer_norm.default"))
+    norm["outputs"][2] = {"as_none": True}
+    if reader is not None:
+        node = next(n for n in nodes if n.get("name") == reader)
+        node["inputs"][0]["arg"] = {"as_tensor": {"name": "undefined_0"}}
+    entries[MODEL] = json.dumps(model).encode()
+
+
+def test_an_as_none_result_is_an_undefined_value(archive: Path, tmp_path: Path) -> None:
+    graph = load(rewrite_archive(archive, tmp_path / f"{ROOT}.pt2", _layer_norm_rstd_as_none))
+    norm = next(n for n in graph.nodes if n.op == "aten.native_layer_norm.default")
+    undefined = norm.results[2]
+    assert undefined.name == "undefined_0" and undefined.is_undefined
+    # native_layer_norm always computes rstd: a graph declaring it undefined is malformed, and
+    # lowering says so rather than dropping a result
+    with pytest.raises(aten2prims.LoweringError, match="declares %undefined_0 as undefined"):
+        aten2prims.lower(graph)
+
+
+def test_reading_an_undefined_value_as_a_tensor_is_refused(archive: Path, tmp_path: Path) -> None:
+    def edit(entries: dict[str, bytes]) -> None:
+        _layer_norm_rstd_as_none(entries, reader="mul_1")
+
+    with pytest.raises(
+        LoadError,
+        match=r"mul_1 = aten\.mul\.Tensor\): argument 'self' expects Tensor \(got %undefined_0",
+    ):
+        load(rewrite_archive(archive, tmp_path / f"{ROOT}.pt2", edit))

@@ -55,62 +55,6 @@ class CompiledGraph:
         return outputs
 
 
-# Backward ops whose `output_mask` leaves some results undefined (None), which the IR cannot hold:
-# for each, the argument whose meta gives the shape and dtype of each result.
-MASKED_BACKWARD_OPS: dict[str, tuple[str, ...]] = {
-    "convolution_backward.default": ("input", "weight", "bias_sizes"),
-    "native_layer_norm_backward.default": ("input", "weight", "bias"),
-    "native_group_norm_backward.default": ("input", "weight", "weight"),
-    "native_batch_norm_backward.default": ("input", "weight", "weight"),
-}
-
-
-def _request_every_gradient(gm: Any) -> None:
-    """Turn the undefined results of masked backward ops into computed, unused ones (their mask
-    entries set to True, their metas filled in), so the importer sees only tensors. The extra
-    results are dead and vanish when the executor plans. Edits `gm` (a copy) in place."""
-    import torch
-
-    for node in gm.graph.nodes:
-        if node.op != "call_function" or not hasattr(node.target, "_schema"):
-            continue
-        op_name = node.target._schema.name.split("::")[-1]
-        sources = MASKED_BACKWARD_OPS.get(f"{op_name}.{node.target._overloadname}")
-        values = node.meta.get("val")
-        if (
-            sources is None
-            or not isinstance(values, list | tuple)
-            or all(v is not None for v in values)
-        ):
-            continue
-        schema_names = [a.name for a in node.target._schema.arguments]
-        bound = dict(zip(schema_names, node.args)) | dict(node.kwargs)
-        filled = list(values)
-        mask = list(bound["output_mask"])
-        for index, value in enumerate(values):
-            if value is not None:
-                continue
-            source = bound.get(sources[index])
-            if isinstance(source, torch.fx.Node) and isinstance(
-                source.meta.get("val"), torch.Tensor
-            ):
-                filled[index] = torch.empty_like(source.meta["val"])
-            elif sources[index] == "bias_sizes" and source is not None:
-                # convolution_backward's bias gradient: shaped by bias_sizes, dtype of grad_output.
-                grad = bound["grad_output"].meta["val"]
-                filled[index] = grad.new_empty(tuple(source))
-            else:
-                continue
-            mask[index] = True
-        position = schema_names.index("output_mask")
-        if position < len(node.args):
-            node.args = (*node.args[:position], mask, *node.args[position + 1 :])
-        else:
-            node.kwargs = {**node.kwargs, "output_mask": mask}
-        node.meta["val"] = type(values)(filled)
-    gm.recompile()
-
-
 def compile_aot_graph(gm: Any, *, executor: str = "numpy", name: str = "graph") -> CompiledGraph:
     """Lower one AOT autograd graph (a GraphModule of Core ATen ops whose output may hold None
     entries) and make it callable on torch tensors."""
@@ -132,7 +76,6 @@ def compile_aot_graph(gm: Any, *, executor: str = "numpy", name: str = "graph") 
         else:
             mapping[node] = copy.node_copy(node, lambda n: mapping[n])
     gm = torch.fx.GraphModule(gm, copy)
-    _request_every_gradient(gm)
     aten = from_fx(gm, name=name)
     lowered = lower(aten)
     module = to_fx(lowered) if executor == "torch" else None

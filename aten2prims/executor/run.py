@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import DTypeError, ExecutionError, ShapeError
 from ..ir.dtypes import DType
-from ..ir.graph import Graph, GraphInput, InputKind, OutputKind
+from ..ir.graph import Graph, GraphInput, InputKind
 from ..ir.printer import format_provenance
 from ..ir.values import ScalarMeta, TensorMeta
 from ..limits import nbytes, over_budget
@@ -114,8 +114,9 @@ def execute(
     return_all_outputs: bool = False,
     max_memory: int | None = None,
 ) -> list[np.ndarray]:
-    """Run `graph` and return its user outputs (all outputs with `return_all_outputs=True`) as
-    NumPy arrays (Python scalars for scalar outputs).
+    """Run `graph` and return its user outputs (`OutputKind.is_user`: user outputs and a loss;
+    all outputs with `return_all_outputs=True`) as NumPy arrays (Python scalars for scalar
+    outputs).
 
     `inputs` maps input names to arrays, or lists the user inputs in order. Parameters, buffers
     and constants that carry data need not be given (a given one overrides the stored data).
@@ -157,7 +158,7 @@ def execute(
     # Kernels may hand an input back unchanged (a contiguous clone): inputs are never results.
     inputs_by_id = {id(array) for _, array in given} | plan.stored_ids
     for graph_output, slot, is_input in zip(plan.outputs, plan.output_slots, plan.output_is_input):
-        if not return_all_outputs and graph_output.kind is not OutputKind.USER_OUTPUT:
+        if not return_all_outputs and not graph_output.kind.is_user:
             continue
         result = _fresh(values[slot], is_input or id(values[slot]) in inputs_by_id)
         if any(result is earlier for earlier in results if isinstance(earlier, np.ndarray)):

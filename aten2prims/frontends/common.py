@@ -27,6 +27,12 @@ def is_value_name(name: object) -> bool:
     return type(name) is str and _VALUE_NAME.fullmatch(name) is not None
 
 
+def undefined_name(index: int) -> str:
+    """The name of a graph's `index`-th undefined result (in node order): torch names a None
+    result nothing, so both frontends make up the same name."""
+    return f"undefined_{index}"
+
+
 def graph_name(stem: str) -> str:
     """A file stem made into an identifier the text form accepts ('my-model.v2' -> 'my_model_v2')."""
     name = re.sub(r"[^A-Za-z0-9_]", "_", stem)
@@ -38,10 +44,12 @@ def graph_name(stem: str) -> str:
 def user_source(stack_trace: str | None) -> str | None:
     """'model.py:12 in forward' for the innermost frame of the user's code in a torch.export
     stack trace (frames are listed outermost first); the innermost frame when every frame is
-    torch's; None when there is no trace."""
+    torch's; None when there is no trace. Frames of generated code (`<eval_with_key>.7 from
+    .../proxy_tensor.py:1738 in wrapped`: every node of a joint forward-backward program) name
+    no file anyone wrote, and are left out."""
     if not stack_trace:
         return None
-    frames = list(_FRAME.finditer(stack_trace))
+    frames = [f for f in _FRAME.finditer(stack_trace) if not f["file"].startswith("<")]
     if not frames:
         return None
     user_frames = [f for f in frames if _TORCH_FRAME.search(f["file"]) is None]

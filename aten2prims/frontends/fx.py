@@ -14,9 +14,16 @@ from typing import Any
 
 from ..errors import LoadError
 from ..ir.graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
-from ..ir.values import Device, Layout, MemoryFormat, TensorMeta, Value
+from ..ir.values import UNDEFINED, Device, Layout, MemoryFormat, TensorMeta, Value
 from ..schema.registry import aten_schema
-from .common import SYMBOLIC, check_known_aten_op, check_known_aten_ops, user_source, verified
+from .common import (
+    SYMBOLIC,
+    check_known_aten_op,
+    check_known_aten_ops,
+    undefined_name,
+    user_source,
+    verified,
+)
 from .torch_interop import from_torch_dtype, to_numpy
 
 _INPUT_KINDS = {
@@ -31,6 +38,8 @@ _OUTPUT_KINDS = {
     "BUFFER_MUTATION": OutputKind.BUFFER_MUTATION,
     "PARAMETER_MUTATION": OutputKind.PARAMETER_MUTATION,
     "USER_INPUT_MUTATION": OutputKind.USER_INPUT_MUTATION,
+    "GRADIENT_TO_PARAMETER": OutputKind.GRADIENT_TO_PARAMETER,
+    "GRADIENT_TO_USER_INPUT": OutputKind.GRADIENT_TO_USER_INPUT,
 }
 
 
@@ -63,6 +72,7 @@ class _Importer:
     def __init__(self, graph: Any) -> None:
         self.graph = graph
         self.values: dict[Any, Value] = {}  # fx node -> Value (getitem nodes -> their element)
+        self.undefined_count = 0  # undefined results named so far
         for node in graph.nodes:  # what is not an aten graph at all is refused before anything else
             if node.op not in ("placeholder", "get_attr", "call_function", "output"):
                 raise LoadError(
@@ -88,7 +98,7 @@ class _Importer:
         if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             raise LoadError(f"{where} is a symbolic scalar; {SYMBOLIC}")
         if val is None:
-            raise LoadError(f"{where} is an undefined tensor (None), which the IR cannot hold")
+            raise LoadError(f"{where} is None where the op returns a tensor")
         if not isinstance(val, torch.Tensor):
             raise LoadError(
                 f"{where} is a {type(val).__name__}, not a tensor; trace with torch.export or make_fx "
@@ -183,7 +193,9 @@ class _Importer:
                 f"{where}: node.meta['val'] should hold one entry per result, found {val!r}"
             )
         # The serializer names result i after the first getitem(node, i) among the node's users,
-        # or `<node>_unused_<i>`; later duplicate getitems read the same value.
+        # or `<node>_unused_<i>`; later duplicate getitems read the same value. A None result
+        # (a masked backward result) is written unnamed, and named `undefined_<k>` by both
+        # frontends.
         getitems: dict[int, list[Any]] = {}
         for user in fx_node.users:
             if user.target is not operator.getitem:
@@ -192,8 +204,12 @@ class _Importer:
         results = []
         for index, element in enumerate(val):
             users = getitems.get(index, [])
-            name = users[0].name if users else f"{fx_node.name}_unused_{index}"
-            value = Value(name, self.meta(element, f"%{name}"))
+            if element is None:
+                value = Value(undefined_name(self.undefined_count), UNDEFINED)
+                self.undefined_count += 1
+            else:
+                name = users[0].name if users else f"{fx_node.name}_unused_{index}"
+                value = Value(name, self.meta(element, f"%{name}"))
             for user in users:
                 self.values[user] = value
             results.append(value)

@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import LoadError
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
-from ..ir.values import Device, Layout, MemoryFormat, TensorMeta, Value
+from ..ir.values import UNDEFINED, Device, Layout, MemoryFormat, TensorMeta, Value
 from ..limits import MAX_JSON_BYTES, default_memory_budget, format_bytes
 from .common import (
     SYMBOLIC,
@@ -41,6 +41,7 @@ from .common import (
     check_known_aten_ops,
     graph_name,
     is_value_name,
+    undefined_name,
     user_source,
     verified,
 )
@@ -94,6 +95,8 @@ _OUTPUT_ROLES = {
     "buffer_mutation": (OutputKind.BUFFER_MUTATION, "buffer_name"),
     "parameter_mutation": (OutputKind.PARAMETER_MUTATION, "parameter_name"),
     "user_input_mutation": (OutputKind.USER_INPUT_MUTATION, "user_input_name"),
+    "gradient_to_parameter": (OutputKind.GRADIENT_TO_PARAMETER, "parameter_name"),
+    "gradient_to_user_input": (OutputKind.GRADIENT_TO_USER_INPUT, "user_input_name"),
 }
 
 
@@ -417,6 +420,7 @@ class _ModelReader:
         self.entry = entry
         self.payloads = payloads
         self.values: dict[str, Value] = {}
+        self.undefined_count = 0  # undefined results named so far
         self.arguments: dict[str, Callable[[Any], Any]] = {
             "as_none": lambda payload: None,
             "as_tensor": self.tensor,
@@ -472,6 +476,16 @@ class _ModelReader:
             raise ValueError(f"tensor %{name} has no entry in tensor_values")
         meta, _, _ = _tensor_meta(tensor_values[name], f"tensor %{name}")
         value = self.values[name] = Value(name, meta)
+        return value
+
+    def define_undefined(self) -> Value:
+        """An undefined result (a backward op's masked None). The archive names it nothing: it
+        is `undefined_<k>`, the k-th of the graph, as `from_fx` names it."""
+        name = undefined_name(self.undefined_count)
+        self.undefined_count += 1
+        if name in self.values:
+            raise ValueError(f"tensor %{name} is defined twice")
+        value = self.values[name] = Value(name, UNDEFINED)
         return value
 
     def tensor(self, payload: Any) -> Value:
@@ -549,9 +563,7 @@ class _ModelReader:
             elif variant in ("as_sym_int", "as_sym_float", "as_sym_bool"):
                 raise _Symbolic(f"output {position} is a symbolic scalar")
             elif variant == "as_none":
-                raise _Unsupported(
-                    f"output {position} is an undefined tensor (None), which the IR cannot hold"
-                )
+                yield self.define_undefined()
             else:
                 raise _Unsupported(f"output {position} of kind {_short(variant)} is not supported")
 

@@ -108,6 +108,14 @@ class OutputKind(enum.Enum):
     PARAMETER_MUTATION = "parameter_mutation"
     USER_INPUT_MUTATION = "user_input_mutation"
     LOSS_OUTPUT = "loss_output"
+    GRADIENT_TO_PARAMETER = "gradient_to_parameter"
+    GRADIENT_TO_USER_INPUT = "gradient_to_user_input"
+
+    @property
+    def is_user(self) -> bool:
+        """What the caller asked for, as torch's `ExportGraphSignature.user_outputs` counts it:
+        user outputs and a training step's loss (the rest is state: mutations, gradients)."""
+        return self is OutputKind.USER_OUTPUT or self is OutputKind.LOSS_OUTPUT
 
 
 @attrs.define(eq=False, slots=True)
@@ -148,7 +156,7 @@ class Graph:
 
     @property
     def user_outputs(self) -> list[GraphOutput]:
-        return [o for o in self.outputs if o.kind is OutputKind.USER_OUTPUT]
+        return [o for o in self.outputs if o.kind.is_user]
 
     def input(self, name: str) -> GraphInput:
         for graph_input in self.inputs:

@@ -17,7 +17,17 @@ import attrs
 from ..errors import ParseError
 from .dtypes import DType
 from .graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
-from .values import SCALAR_KINDS, Device, Layout, MemoryFormat, Meta, ScalarMeta, TensorMeta, Value
+from .values import (
+    SCALAR_KINDS,
+    UNDEFINED,
+    Device,
+    Layout,
+    MemoryFormat,
+    Meta,
+    ScalarMeta,
+    TensorMeta,
+    Value,
+)
 
 _TOKEN = re.compile(
     r"""
@@ -251,10 +261,12 @@ class _Parser:
         token = self.expect("ident")
         if token.text in SCALAR_KINDS:
             return ScalarMeta(SCALAR_KINDS[token.text])
+        if token.text == "undefined":
+            return UNDEFINED
         try:
             dtype = DType.from_short(token.text)
         except ValueError:
-            self.fail("expected a type such as f32[2, 3] or int", token)
+            self.fail("expected a type such as f32[2, 3], int or undefined", token)
         self.expect("punct", "[")
         shape: list[int] = []
         if not self.accept("punct", "]"):

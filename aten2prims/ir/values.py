@@ -4,6 +4,8 @@
   semantics in a functional graph).
 - `ScalarMeta`: the static type of a scalar value computed at run time (`aten._local_scalar_dense`,
   `prims.item`, `aten.sym_size.int`, …): Python's bool, int, float or complex.
+- `UndefinedMeta`: the type of an undefined tensor — the None a backward op returns for a result
+  its `output_mask` does not request.
 - `Value`: an SSA value, defined once by a graph input or a node result.
 - Literal operands: Python scalars (kept distinct from 0-dim tensors: promotion depends on it),
   strings, `DType`, `Layout`, `MemoryFormat`, `Device`, `None`, and tuples of these or of values.
@@ -70,7 +72,19 @@ class ScalarMeta:
         return self.kind.__name__
 
 
-Meta: TypeAlias = TensorMeta | ScalarMeta
+@attrs.frozen(slots=True)
+class UndefinedMeta:
+    """The type of an undefined tensor: the None torch returns for a result nobody asked for
+    (a backward op's `output_mask` entry False). It carries no shape and no dtype; only an
+    argument that accepts None may read it."""
+
+    def __str__(self) -> str:
+        return "undefined"
+
+
+UNDEFINED = UndefinedMeta()
+
+Meta: TypeAlias = TensorMeta | ScalarMeta | UndefinedMeta
 
 
 @attrs.define(eq=False, slots=True, repr=False)
@@ -84,6 +98,10 @@ class Value:
     @property
     def is_tensor(self) -> bool:
         return type(self.meta) is TensorMeta
+
+    @property
+    def is_undefined(self) -> bool:
+        return type(self.meta) is UndefinedMeta
 
     @property
     def shape(self) -> Shape:

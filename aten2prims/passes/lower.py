@@ -5,7 +5,8 @@ builder whose provenance names that node, so every prim it emits records the ate
 name it came from (and the user's source location). The rule's results must have exactly the
 node's declared metas — a rule producing another dtype or shape is a bug, reported by op and node.
 The last value a rule makes for a result takes that result's name, so the lowered graph reads
-like the original one.
+like the original one. An undefined result (the None of a backward op's masked result) is one
+the rule returns None for, and is not computed; its readers get None.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..errors import Error, LoweringError, ResultDTypeError, ResultShapeError, U
 from ..ir.building import collector_paused
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node, Provenance
-from ..ir.values import ScalarMeta, TensorMeta, Value, map_values
+from ..ir.values import ScalarMeta, TensorMeta, UndefinedMeta, Value, map_values
 from .dce import eliminate_dead_code
 
 # Which aten nodes to leave as they are: overload names ("aten.mm.default"), shell-style
@@ -142,6 +143,9 @@ def _expand(
     created = {value for new_node in builder.nodes[start:] for value in new_node.results}
     for old, new in zip(node.results, results):
         _check_result(node, old, new)
+        if new is None:
+            mapping[old] = None  # undefined: whoever reads it reads None
+            continue
         if type(new) is Value and new in created:
             # The aten result's name is reserved in the builder, so it is free for this value.
             new.name = old.name
@@ -163,6 +167,13 @@ def _as_results(node: Node, produced: Any) -> tuple[Any, ...]:
 
 def _check_result(node: Node, old: Value, new: Any) -> None:
     expected = old.meta
+    if (type(expected) is UndefinedMeta) != (new is None):
+        made = "leaves it undefined (None)" if new is None else f"computes {new!r}"
+        raise LoweringError(
+            f"{_where(node)}: the graph declares %{old.name} as {expected}, but the rule {made}"
+        )
+    if new is None:
+        return
     if type(expected) is TensorMeta:
         if type(new) is not Value or type(new.meta) is not TensorMeta:
             raise LoweringError(

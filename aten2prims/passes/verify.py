@@ -3,7 +3,10 @@
 Checked, for every graph:
 - names: every value name unique; every value defined exactly once (SSA);
 - use before definition: operands and outputs refer to values defined earlier in the graph;
-- metas: every value has a TensorMeta or ScalarMeta;
+- metas: every value has a TensorMeta, ScalarMeta or UndefinedMeta;
+- undefined tensors (the None of a masked backward result) only as results where an aten
+  schema returns a Tensor, read only by arguments whose schema accepts None, never a graph
+  output and never a prim's operand or result;
 - operands: only values, literals and tuples of those;
 - known ops: `prims.*` must be registered prims, `aten.*` must have a known schema (unknown
   namespaces are rejected unless `allow_unknown_ops=True`, or `allow_custom_ops=True`, which
@@ -24,7 +27,7 @@ from prims.registry import PrimDef, lookup
 
 from ..errors import DTypeError, SchemaError, ShapeError, VerificationError
 from ..ir.graph import Graph, Node
-from ..ir.values import LITERAL_TYPES, ScalarMeta, TensorMeta, Value
+from ..ir.values import LITERAL_TYPES, ScalarMeta, TensorMeta, UndefinedMeta, Value, iter_values
 from ..schema.parser import Schema, check_argument
 from ..schema.registry import aten_schema
 
@@ -38,7 +41,7 @@ def verify(
     def check_typed(value: Any, where: str) -> None:
         if type(value) is not Value:
             raise VerificationError(f"{where}: expected a Value, got {value!r}")
-        if type(value.meta) not in (TensorMeta, ScalarMeta):
+        if type(value.meta) not in (TensorMeta, ScalarMeta, UndefinedMeta):
             raise VerificationError(f"{where}: %{value.name} has no valid meta ({value.meta!r})")
 
     def define(value: Any, where: str) -> None:
@@ -52,6 +55,10 @@ def verify(
 
     for graph_input in graph.inputs:
         define(graph_input.value, f"input %{graph_input.name}")
+        if graph_input.value.is_undefined:
+            raise VerificationError(
+                f"input %{graph_input.name}: an undefined tensor (None) cannot be a graph input"
+            )
 
     for index, node in enumerate(graph.nodes):
         results = ", ".join(f"%{r.name}" if type(r) is Value else repr(r) for r in node.results)
@@ -74,6 +81,8 @@ def verify(
                 _check_aten_node(node, schema, where)
         elif not (allow_unknown_ops or allow_custom_ops):
             raise VerificationError(f"{where}: unknown op namespace {node.namespace!r}")
+        if node.namespace != "prims" and aten_schema(node.op) is None:
+            _check_no_undefined_operands(node, where)
         for result in node.results:
             define(result, where)
 
@@ -82,6 +91,23 @@ def verify(
         if type(value) is not Value or value not in defined:
             name = f"%{value.name}" if type(value) is Value else repr(value)
             raise VerificationError(f"output {position}: {name} is not defined in the graph")
+        if value.is_undefined:
+            raise VerificationError(
+                f"output {position}: %{value.name} is an undefined tensor (None); a graph "
+                "returns tensors and scalars only"
+            )
+
+
+def _check_no_undefined_operands(node: Node, where: str) -> None:
+    """A node without a schema cannot say which arguments accept None: it reads no undefined
+    tensor."""
+    for operand in (*node.args, *node.kwargs.values()):
+        for value in iter_values(operand):
+            if value.is_undefined:
+                raise VerificationError(
+                    f"{where}: reads %{value.name}, an undefined tensor (None), but the op has no "
+                    "schema saying which arguments accept None"
+                )
 
 
 def _check_operand(operand: Any, defined: set[Value], where: str) -> None:
@@ -144,7 +170,9 @@ def _check_aten_node(node: Node, schema: Schema, where: str) -> None:
             )
     for result, kind in zip(node.results, kinds):
         wants_tensor = kind == "Tensor"
-        if wants_tensor != (type(result.meta) is TensorMeta):
+        # torch returns None (undefined) for a tensor nobody asked for (output_mask)
+        allowed = (TensorMeta, UndefinedMeta) if wants_tensor else (ScalarMeta,)
+        if type(result.meta) not in allowed:
             raise VerificationError(
                 f"{where}: result %{result.name} is {result.meta}, the schema returns {kind}"
             )

@@ -19,7 +19,7 @@ import attrs
 
 from ..errors import SchemaError
 from ..ir.dtypes import DType
-from ..ir.values import Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, Value
+from ..ir.values import Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, UndefinedMeta, Value
 
 NO_DEFAULT: Any = type("NoDefault", (), {"__repr__": lambda self: "NO_DEFAULT"})()
 
@@ -197,12 +197,14 @@ class Schema:
 
 
 def check_argument(schema_type: SchemaType, value: Any) -> str | None:
-    """None when `value` is acceptable for an argument of this type, else what was expected."""
-    if value is None:
+    """None when `value` is acceptable for an argument of this type, else what was expected.
+    An undefined tensor value (a masked backward result) is accepted where None is."""
+    undefined = type(value) is Value and type(value.meta) is UndefinedMeta
+    if value is None or undefined:
         return (
             None
             if schema_type.optional or (schema_type.element_optional and not schema_type.is_list)
-            else (f"{schema_type} (got None)")
+            else (f"{schema_type} (got {_describe(value) if undefined else None})")
         )
     if schema_type.is_list:
         if type(value) is not tuple:

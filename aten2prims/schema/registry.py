@@ -26,6 +26,13 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
         "Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) "
         "-> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"
     ),
+    # A BatchNorm's backward: torch's Core ATen table decomposes it, and a joint
+    # forward-backward program exported with a table that keeps the backward ops whole holds it.
+    "aten.native_batch_norm_backward.default": (
+        "native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, "
+        "Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, "
+        "bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"
+    ),
     # Ops run_decompositions() keeps because torch's table has no decomposition for them, seen in
     # exported models: F.normalize / torch.norm, `x << n` / `x >> n`, torch.round(x, decimals=n),
     # adaptive max pooling.

@@ -27,7 +27,7 @@ from ..frontends.torch_interop import (
 )
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.printer import format_graph
-from ..ir.values import Value
+from ..ir.values import Value, map_values
 from ..passes.lower import lower
 from .record import AtenCall
 from .runner import judge_outputs
@@ -103,13 +103,25 @@ class BisectReport:
 
 
 def _one_node_graph(node: Node) -> Graph:
-    """The node alone, reading its operands as graph inputs."""
+    """The node alone, reading its operands as graph inputs (an undefined operand as the None
+    it stands for: a graph input is never undefined)."""
+
+    def defined(operand: Any) -> Any:
+        return map_values(operand, lambda value: None if value.is_undefined else value)
+
+    node = Node(
+        node.op,
+        tuple(defined(a) for a in node.args),
+        {name: defined(a) for name, a in node.kwargs.items()},
+        node.results,
+        node.provenance,
+    )
     operands: dict[Value, None] = dict.fromkeys(node.operand_values())
     return Graph(
         f"bisect_{node.results[0].name if node.results else 'node'}",
         [GraphInput(value) for value in operands],
         [node],
-        [GraphOutput(result) for result in node.results],
+        [GraphOutput(result) for result in node.results if not result.is_undefined],
     )
 
 
@@ -151,6 +163,7 @@ def bisect(
         seen = {
             value: to_numpy(env[value]) if isinstance(env[value], torch.Tensor) else env[value]
             for value in node.operand_values()
+            if not value.is_undefined
         }
         result = function(*args, **kwargs)
         results = list(result) if isinstance(result, list | tuple) else [result]
@@ -177,8 +190,26 @@ def _check(
         ours = execute(expansion, {value.name: array for value, array in seen.items()}, seed=seed)
     except Error as error:
         return verdict(False, float("inf"), f"{type(error).__name__}: {error}")
-    theirs = [to_numpy(r) if isinstance(r, torch.Tensor) else r for r in results]
-    comparisons = judge_outputs(call, ours, theirs)
+    # Our outputs are the node's defined results. torch's kernel returns None for a result its
+    # output_mask does not request, where the graph (torch's meta) may still declare one
+    # (native_batch_norm_backward's grad_input), and the reverse (convolution_backward's
+    # grad_weight beside a lone grad_bias): the results both computed are judged, each with its
+    # place among torch's defined results (which the float64 reference lists).
+    defined = iter(ours)
+    judged: list[tuple[Any, Any, int]] = []
+    rank = 0
+    for node_result, result in zip(node.results, results):
+        our = None if node_result.is_undefined else next(defined)
+        if result is None:
+            continue
+        if not node_result.is_undefined:
+            judged.append(
+                (our, to_numpy(result) if isinstance(result, torch.Tensor) else result, rank)
+            )
+        rank += 1
+    comparisons = judge_outputs(
+        call, [j[0] for j in judged], [j[1] for j in judged], [j[2] for j in judged]
+    )
     worst = max((comparison.max_abs_error for comparison in comparisons), default=0.0)
     messages = [comparison.message for comparison in comparisons if not comparison]
     return verdict(not messages, worst, "; ".join(messages) or "close", expansion)

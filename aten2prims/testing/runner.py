@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -28,7 +29,7 @@ from ..executor import execute
 from ..frontends.torch_interop import to_numpy
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
-from ..ir.values import Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, Value
+from ..ir.values import UNDEFINED, Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, Value
 from ..passes.lower import lower
 from .compare import ZERO_SIGN_UNDEFINED, Comparison, compare
 from .record import AtenCall, clone_arguments
@@ -84,7 +85,9 @@ def torch_outputs(call: AtenCall) -> list[Any]:
 
 
 def build_graph(call: AtenCall, outputs: list[Any]) -> tuple[Graph, dict[str, Any]]:
-    """A one-node graph of the call and its input arrays."""
+    """A one-node graph of the call and its input arrays. A None among torch's `outputs` (a
+    backward op's result its output_mask does not request) is an undefined result of the node,
+    not an output of the graph."""
     inputs: list[GraphInput] = []
     arrays: dict[str, Any] = {}
 
@@ -115,9 +118,8 @@ def build_graph(call: AtenCall, outputs: list[Any]) -> tuple[Graph, dict[str, An
     kwargs = {name: operand(v) for name, v in call.kwargs.items()}
     results = tuple(Value(f"out{i}", _meta_of(output)) for i, output in enumerate(outputs))
     name = re.sub(r"\W", "_", call.op.removeprefix("aten."))
-    graph = Graph(
-        name, inputs, [Node(call.op, args, kwargs, results)], [GraphOutput(r) for r in results]
-    )
+    defined = [GraphOutput(r) for r in results if not r.is_undefined]
+    graph = Graph(name, inputs, [Node(call.op, args, kwargs, results)], defined)
     return graph, arrays
 
 
@@ -135,13 +137,16 @@ def _meta_of(output: Any) -> Any:
         return TensorMeta(tuple(output.shape), _dtype(output.dtype))
     if isinstance(output, bool | int | float | complex):
         return ScalarMeta(type(output))
+    if output is None:
+        return UNDEFINED
     raise Unrepresentable(f"result {output!r}")
 
 
 def _expected(outputs: list[Any]) -> list[Any]:
+    """torch's outputs as the graph of `build_graph` returns them: undefined (None) ones left out."""
     import torch
 
-    return [to_numpy(o) if isinstance(o, torch.Tensor) else o for o in outputs]
+    return [to_numpy(o) if isinstance(o, torch.Tensor) else o for o in outputs if o is not None]
 
 
 # Overloads whose every result element is a sum of products of input elements (scaled by
@@ -234,10 +239,16 @@ def run_call(call: AtenCall, *, registry: Any = None, seed: int = 0) -> Outcome:
     return Outcome(call, Status.PASS, "", extensions, lowered)
 
 
-def judge_outputs(call: AtenCall, ours: list[Any], expected: list[Any]) -> list[Comparison]:
+def judge_outputs(
+    call: AtenCall,
+    ours: list[Any],
+    expected: list[Any],
+    positions: Sequence[int] | None = None,
+) -> list[Comparison]:
     """Our outputs of the call against torch's: by the op's statistical check (random and
     unstable-order ops), by dtype and shape alone (ops whose values torch leaves undefined), or
-    by the tolerance rule."""
+    by the tolerance rule. `positions[i]` is where `expected[i]` stands among torch's defined
+    (not None) outputs of the call, when they are not all judged (default: all, in order)."""
     statistical = STATISTICAL_CHECKS.get(call.op)
     if statistical is not None:
         return [statistical(call, ours, expected)]
@@ -245,16 +256,22 @@ def judge_outputs(call: AtenCall, ours: list[Any], expected: list[Any]) -> list[
         return [
             _compare_layout(o, e, f"output {i}") for i, (o, e) in enumerate(zip(ours, expected))
         ]
-    return compare_outputs(call, ours, expected)
+    return compare_outputs(call, ours, expected, positions)
 
 
-def compare_outputs(call: AtenCall, ours: list[Any], expected: list[Any]) -> list[Comparison]:
+def compare_outputs(
+    call: AtenCall,
+    ours: list[Any],
+    expected: list[Any],
+    positions: Sequence[int] | None = None,
+) -> list[Comparison]:
     """Each output under the tolerance rule; one that fails against torch alone is judged again
-    against the float64 reference (computed only then)."""
+    against the float64 reference (computed only then; `positions` as for `judge_outputs`)."""
     reference: list[Any] | None = None
     magnitudes: list[Any] = []
     verdicts = []
-    for index, (our, their) in enumerate(zip(ours, expected)):
+    where = range(len(expected)) if positions is None else positions
+    for index, (our, their, at) in enumerate(zip(ours, expected, where)):
         signed_zeros = call.op not in ZERO_SIGN_UNDEFINED
         verdict = compare(our, their, signed_zeros=signed_zeros, what=f"output {index}")
         if not verdict and verdict.reason == "value":
@@ -262,12 +279,12 @@ def compare_outputs(call: AtenCall, ours: list[Any], expected: list[Any]) -> lis
                 reference = float64_reference(call) or []
                 if call.op in SUMS_OF_PRODUCTS:
                     magnitudes = float64_reference(call, magnitudes=True) or []
-            if index < len(reference):
+            if at < len(reference):
                 verdict = compare(
                     our,
                     their,
-                    reference=reference[index],
-                    sum_of_magnitudes=magnitudes[index] if index < len(magnitudes) else None,
+                    reference=reference[at],
+                    sum_of_magnitudes=magnitudes[at] if at < len(magnitudes) else None,
                     signed_zeros=signed_zeros,
                     what=f"output {index}",
                 )

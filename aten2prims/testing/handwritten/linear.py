@@ -10,10 +10,9 @@ ignores inf in the matrices, integer tensors truncate float beta/alpha).
 Each op takes a few cases per dtype, rotating through its list, so every case runs on several
 dtypes and OpInfo's samples keep room in the fast budget.
 
-convolution_backward's `output_mask` entries that are False make torch return undefined
-tensors (None), which our IR cannot hold: the harness would file such samples as
-unrepresentable. Every mask is tested in tests/test_contraction.py instead, on graphs that
-declare the masked results and do not output them.
+convolution_backward's `output_mask` entries that are False leave results undefined (None);
+every mask is tested in tests/test_contraction.py, against torch's meta, which (unlike its CPU
+kernel, which also returns grad_weight when only grad_bias is requested) follows the mask.
 """
 
 from __future__ import annotations

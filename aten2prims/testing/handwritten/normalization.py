@@ -15,9 +15,8 @@ keep room in the fast budget; the others take every case, rotated so that the fa
 first samples differ from dtype to dtype. Either way every case runs on some dtype.
 
 Not here, on purpose:
-- backward calls with an `output_mask` entry False: torch returns None there, which the harness
-  cannot represent (tests/test_normalization.py checks every mask on graphs declaring all three
-  results);
+- backward calls with an `output_mask` entry False (tests/test_normalization.py runs every mask
+  through the runner, whose graphs hold torch's None results as undefined ones);
 - `_native_batch_norm_legit.no_stats` with training=False: torch 2.13's CPU kernel crashes the
   process (segmentation fault) on it.
 """
