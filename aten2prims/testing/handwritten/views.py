@@ -417,3 +417,27 @@ def _sym_is_contiguous(dtype: DType) -> Iterator[AtenCall]:
         yield _call(
             "aten.sym_is_contiguous.default", _tensor(shape, dtype), getattr(torch, memory_format)
         )
+
+
+def _triangle_samples(op: str) -> None:
+    @handwritten(op, (DType.int32, DType.int64))
+    def samples(dtype: DType) -> Iterator[AtenCall]:
+        import torch
+
+        # Offsets below, inside and past the matrix; empty matrices and triangles.
+        for row, col, offset in (
+            (5, 7, 0),
+            (7, 4, -2),
+            (4, 6, 3),
+            (3, 3, 9),
+            (3, 3, -9),
+            (0, 4, 0),
+        ):
+            yield _call(op, row, col, offset, dtype=torch_dtype(dtype))
+        yield _call(op, 4, 5, 1, dtype=torch_dtype(dtype), device=torch.device("cpu"))
+
+    samples.__name__ = f"_{op.split('.')[1]}_samples"
+
+
+for _op in ("aten.tril_indices.default", "aten.triu_indices.default"):
+    _triangle_samples(_op)
