@@ -959,6 +959,25 @@ def native_dropout(input: Value, p: float, train: bool | None) -> tuple[Value, V
     return elementwise(prims.mul, masked, scale), keep
 
 
+@register("aten.bernoulli.p")
+def bernoulli_p(self: Value, p: float, generator: Any = None) -> Value:
+    """Not Core ATen (training-mode channel dropout): ones with probability p, zeros otherwise,
+    of self's shape and dtype (self's values are not read)."""
+    if self.dtype.is_complex:
+        raise DTypeError(f"bernoulli: {self.dtype.short} is not supported (torch has no kernel)")
+    if not 0.0 <= p <= 1.0:
+        raise ShapeError(f"bernoulli: p must lie in [0, 1], got {p}")
+    draws = prims.uniform(
+        list(self.shape),
+        low=0.0,
+        high=1.0,
+        dtype=DType.float64,
+        device=CPU,
+        stride=list(row_major_strides(self.shape)),
+    )
+    return convert(prims.lt(draws, p), self.dtype)
+
+
 @register("aten.rrelu_with_noise_functional.default")
 def rrelu_with_noise_functional(
     self: Value,

@@ -489,6 +489,27 @@ def empty_memory_format(
     )
 
 
+@register("aten.empty_permuted.default")
+def empty_permuted(
+    size: Sequence[int],
+    physical_layout: Sequence[int],
+    dtype: DType | None = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+) -> Value:
+    """Not Core ATen: `empty` (the physical order of dims changes no value of a functional
+    tensor)."""
+    if sorted(physical_layout) != list(range(len(size))):
+        raise ShapeError(
+            f"aten.empty_permuted: physical_layout {list(physical_layout)} is not a permutation "
+            f"of the {len(size)} dims"
+        )
+    return prims.empty(
+        list(size), dtype=DEFAULT_FLOAT if dtype is None else dtype, device=CPU, requires_grad=False
+    )
+
+
 @register("aten.empty_strided.default")
 def empty_strided(
     size: Sequence[int],

@@ -110,6 +110,13 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
         "_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, "
         "int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor"
     ),
+    # Training-mode dropout of channels (Dropout1d/2d/3d, AlphaDropout, FeatureAlphaDropout):
+    # a Bernoulli mask drawn into a tensor made by empty_permuted.
+    "aten.bernoulli.p": "bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor",
+    "aten.empty_permuted.default": (
+        "empty_permuted(SymInt[] size, int[] physical_layout, *, ScalarType? dtype=None, "
+        "Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"
+    ),
     # F.rrelu / nn.RReLU: the functional form of rrelu_with_noise, returning the noise it drew.
     "aten.rrelu_with_noise_functional.default": (
         "rrelu_with_noise_functional(Tensor self, Tensor noise, Scalar lower=0.125, "

@@ -288,6 +288,20 @@ def check_native_dropout(call: AtenCall, ours: list[Any], theirs: list[Any]) -> 
     return _mask_is_bernoulli(mask, 1.0 - p, "native_dropout mask")
 
 
+@statistical_check("aten.bernoulli.p")
+def check_bernoulli_p(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    """Zeros and ones of self's dtype, the ones independent draws of probability p."""
+    layout = _same_layout(ours[0], theirs[0], "bernoulli")
+    if not layout:
+        return layout
+    values = ours[0].astype(np.float64)
+    if not np.isin(values, (0.0, 1.0)).all():
+        return _fail("bernoulli: values other than 0 and 1")
+    if values.size == 0:
+        return _ok("bernoulli: empty")
+    return _mask_is_bernoulli(values.astype(bool), _arguments(call)["p"], "bernoulli")
+
+
 @statistical_check("aten.rrelu_with_noise_functional.default")
 def check_rrelu_with_noise(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
     """Evaluation mode is deterministic. In training, the noise is 1 where the input is not

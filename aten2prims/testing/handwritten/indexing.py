@@ -481,3 +481,15 @@ def _rrelu_with_noise_samples(dtype: DType) -> Iterator[AtenCall]:
     yield _call(op, x, noise, 0.2, 0.4, False)  # evaluation: leaky_relu, noise unchanged
     yield _call(op, x[:7], noise[:7], 0.5, 0.5, True)  # lower = upper: one slope
     yield _call(op, x[:0], noise[:0], 0.125, 1 / 3, True)  # empty
+
+
+@handwritten("aten.bernoulli.p", (*ORDERED,))
+def _bernoulli_p_samples(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    op = "aten.bernoulli.p"
+    target = torch.zeros((40, 50), dtype=torch_dtype(dtype))
+    yield _call(op, target, 0.3)
+    yield _call(op, target[:7], 0.0)
+    yield _call(op, target[:7], 1.0)
+    yield _call(op, target[:0], 0.5)  # empty

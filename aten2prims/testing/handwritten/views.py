@@ -441,3 +441,10 @@ def _triangle_samples(op: str) -> None:
 
 for _op in ("aten.tril_indices.default", "aten.triu_indices.default"):
     _triangle_samples(_op)
+
+
+@handwritten("aten.empty_permuted.default", ALL)
+def _empty_permuted_samples(dtype: DType) -> Iterator[AtenCall]:
+    # Values undefined: the harness compares dtype and shape (runner.UNDEFINED_VALUES).
+    yield _call("aten.empty_permuted.default", [2, 3, 4], [0, 2, 1], dtype=torch_dtype(dtype))
+    yield _call("aten.empty_permuted.default", [0, 3], [1, 0], dtype=torch_dtype(dtype))
