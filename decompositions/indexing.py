@@ -978,6 +978,26 @@ def bernoulli_p(self: Value, p: float, generator: Any = None) -> Value:
     return convert(prims.lt(draws, p), self.dtype)
 
 
+@register("aten.exponential.default")
+def exponential(self: Value, lambd: float = 1.0, generator: Any = None) -> Value:
+    """Not Core ATen (F.gumbel_softmax): draws of the exponential distribution of rate lambd,
+    -log(1 - u) / lambd for u uniform on [0, 1) in float64, of self's shape and dtype (self's
+    values are not read)."""
+    check_dtype("aten.exponential", self, FLOATS, "self")
+    if not lambd > 0:
+        raise ShapeError(f"aten.exponential: lambd must be positive, got {lambd}")
+    draws = prims.uniform(
+        list(self.shape),
+        low=0.0,
+        high=1.0,
+        dtype=DType.float64,
+        device=CPU,
+        stride=list(row_major_strides(self.shape)),
+    )
+    values = prims.div(prims.neg(prims.log1p(prims.neg(draws))), float(lambd))
+    return convert(values, self.dtype)
+
+
 @register("aten.rrelu_with_noise_functional.default")
 def rrelu_with_noise_functional(
     self: Value,

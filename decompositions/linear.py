@@ -655,3 +655,31 @@ def _trilinear(
     out = "".join(letters[d] for d in range(rank) if d not in summed)
     result = einsum(f"{pair},{labels[2]}->{out}", product, c)
     return convert(result, dtype)
+
+
+@register("aten.conv_tbc.default")
+def conv_tbc(self: Value, weight: Value, bias: Value, pad: int = 0) -> Value:
+    """Not Core ATen (F.conv_tbc): a 1-d convolution of a [time, batch, in] input with a
+    [kernel, in, out] weight, padded by `pad` in time: the input as [batch, in, time] and the
+    weight as [out, in, kernel] through `convolution`, the result back to [time, batch, out]."""
+    op = "aten.conv_tbc"
+    _check_matrix(op, "self", self, 3)
+    _check_matrix(op, "weight", weight, 3)
+    _check_matrix(op, "bias", bias, 1)
+    if weight.shape[1] != self.shape[2] or bias.shape[0] != weight.shape[2]:
+        raise ShapeError(
+            f"{op}: input {list(self.shape)}, weight {list(weight.shape)} and bias "
+            f"{list(bias.shape)} do not fit [time, batch, in], [kernel, in, out], [out]"
+        )
+    output = convolution(
+        prims.transpose(self, [1, 2, 0]),
+        prims.transpose(weight, [2, 1, 0]),
+        bias,
+        [1],
+        [pad],
+        [1],
+        False,
+        [0],
+        1,
+    )
+    return prims.transpose(output, [2, 0, 1])

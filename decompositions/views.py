@@ -638,6 +638,23 @@ def _triangle_indices(
     return convert(prims.transpose(coordinates, [1, 0]), dtype)
 
 
+@register("aten.native_channel_shuffle.default")
+def native_channel_shuffle(self: Value, groups: int) -> Value:
+    """Not Core ATen (F.channel_shuffle): [N, C, *] seen as [N, groups, C/groups, *], the two
+    group dims swapped, seen as [N, C, *] again."""
+    op = "aten.native_channel_shuffle"
+    if self.ndim < 3:
+        raise ShapeError(f"{op}: expected at least 3 dims, got shape {list(self.shape)}")
+    channels = self.shape[1]
+    if groups <= 0 or channels % groups:
+        raise ShapeError(f"{op}: {channels} channels cannot be split into {groups} groups")
+    if groups == 1 or self.numel == 0:
+        return self
+    split = prims.split_dim(self, 1, groups)  # [N, groups, C/groups, *]
+    order = [0, 2, 1, *range(3, split.ndim)]
+    return prims.reshape(prims.transpose(split, order), list(self.shape))
+
+
 @register("aten.tril_indices.default")
 def tril_indices(
     row: int,

@@ -117,6 +117,14 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
         "empty_permuted(SymInt[] size, int[] physical_layout, *, ScalarType? dtype=None, "
         "Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"
     ),
+    # F.native_channel_shuffle, F.conv_tbc, F.gumbel_softmax's exponential draws.
+    "aten.native_channel_shuffle.default": (
+        "native_channel_shuffle(Tensor self, SymInt groups) -> Tensor"
+    ),
+    "aten.conv_tbc.default": "conv_tbc(Tensor self, Tensor weight, Tensor bias, int pad=0) -> Tensor",
+    "aten.exponential.default": (
+        "exponential(Tensor self, float lambd=1., *, Generator? generator=None) -> Tensor"
+    ),
     # F.rrelu / nn.RReLU: the functional form of rrelu_with_noise, returning the noise it drew.
     "aten.rrelu_with_noise_functional.default": (
         "rrelu_with_noise_functional(Tensor self, Tensor noise, Scalar lower=0.125, "

@@ -302,6 +302,23 @@ def check_bernoulli_p(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Com
     return _mask_is_bernoulli(values.astype(bool), _arguments(call)["p"], "bernoulli")
 
 
+@statistical_check("aten.exponential.default")
+def check_exponential(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    """Exponential draws of rate lambd: non-negative, Kolmogorov–Smirnov, ascents."""
+    layout = _same_layout(ours[0], theirs[0], "exponential")
+    if not layout:
+        return layout
+    rate = float(_arguments(call)["lambd"])
+    draws = ours[0].reshape(-1)
+    if draws.size and draws.astype(np.float64).min() < 0:
+        return _fail("exponential: negative draws")
+    checks = [
+        _distributed_as(draws, lambda x: -np.expm1(-rate * np.maximum(x, 0.0)), "exponential"),
+        _ascents_look_independent(draws, "exponential"),
+    ]
+    return _all_ok(checks, "exponential: distributed as Exp(lambd) and unordered")
+
+
 @statistical_check("aten.rrelu_with_noise_functional.default")
 def check_rrelu_with_noise(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
     """Evaluation mode is deterministic. In training, the noise is 1 where the input is not

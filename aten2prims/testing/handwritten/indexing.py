@@ -493,3 +493,13 @@ def _bernoulli_p_samples(dtype: DType) -> Iterator[AtenCall]:
     yield _call(op, target[:7], 0.0)
     yield _call(op, target[:7], 1.0)
     yield _call(op, target[:0], 0.5)  # empty
+
+
+@handwritten("aten.exponential.default", FLOATS)
+def _exponential_samples(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    target = torch.zeros((40, 50), dtype=torch_dtype(dtype))
+    yield _call("aten.exponential.default", target, 1.0)
+    yield _call("aten.exponential.default", target[:20], 3.5)
+    yield _call("aten.exponential.default", target[:0], 1.0)  # empty

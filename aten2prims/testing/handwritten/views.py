@@ -448,3 +448,13 @@ def _empty_permuted_samples(dtype: DType) -> Iterator[AtenCall]:
     # Values undefined: the harness compares dtype and shape (runner.UNDEFINED_VALUES).
     yield _call("aten.empty_permuted.default", [2, 3, 4], [0, 2, 1], dtype=torch_dtype(dtype))
     yield _call("aten.empty_permuted.default", [0, 3], [1, 0], dtype=torch_dtype(dtype))
+
+
+@handwritten("aten.native_channel_shuffle.default", ALL)
+def _native_channel_shuffle_samples(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    x = torch.arange(2 * 6 * 3 * 2).reshape(2, 6, 3, 2).to(torch_dtype(dtype))
+    for groups in (2, 3, 1, 6):
+        yield _call("aten.native_channel_shuffle.default", x, groups)
+    yield _call("aten.native_channel_shuffle.default", x[:, :, 0], 3)  # one spatial dim
