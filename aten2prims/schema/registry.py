@@ -125,6 +125,15 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
     "aten.exponential.default": (
         "exponential(Tensor self, float lambd=1., *, Generator? generator=None) -> Tensor"
     ),
+    # nn.FractionalMaxPool2d/3d: deterministic given the random samples the graph draws.
+    "aten.fractional_max_pool2d.default": (
+        "fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, "
+        "Tensor random_samples) -> (Tensor, Tensor)"
+    ),
+    "aten.fractional_max_pool3d.default": (
+        "fractional_max_pool3d(Tensor self, int[3] kernel_size, int[3] output_size, "
+        "Tensor random_samples) -> (Tensor, Tensor)"
+    ),
     # F.rrelu / nn.RReLU: the functional form of rrelu_with_noise, returning the noise it drew.
     "aten.rrelu_with_noise_functional.default": (
         "rrelu_with_noise_functional(Tensor self, Tensor noise, Scalar lower=0.125, "
