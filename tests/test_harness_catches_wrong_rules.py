@@ -167,6 +167,20 @@ def _first_of_ties(self: Value, dim: int) -> tuple[Value, Value]:
     return _running_extreme("cummax", self, dim, prims.gt, -math.inf)
 
 
+def _bernoulli_wrong_p(self: Value, p: float, generator: Any) -> Value:
+    """Bernoulli draws of probability p + 0.1."""
+    real = default_rules().get("aten.bernoulli.p")
+    assert real is not None
+    return real.function(self, min(p + 0.1, 1.0) if 0.0 < p < 1.0 else p, generator)
+
+
+def _exponential_wrong_rate(self: Value, lambd: float, generator: Any) -> Value:
+    """Exponential draws of twice the rate."""
+    real = default_rules().get("aten.exponential.default")
+    assert real is not None
+    return real.function(self, 2 * lambd, generator)
+
+
 @attrs.frozen
 class WrongRule:
     name: str
@@ -286,6 +300,16 @@ WRONG_RULES = [
         _altered("aten.median.dim", _first_index),
         F32,
         "the index points at",
+    ),
+    WrongRule(
+        "bernoulli draws the wrong p", "aten.bernoulli.p", _bernoulli_wrong_p, F32, "binomial"
+    ),
+    WrongRule(
+        "exponential draws at twice the rate",
+        "aten.exponential.default",
+        _exponential_wrong_rate,
+        F32,
+        "Kolmogorov–Smirnov",
     ),
     WrongRule(
         "cummax reports the first of equal maxima",
