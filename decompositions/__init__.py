@@ -13,6 +13,7 @@ Importing this package registers every rule in `RULES`. One module per kind of o
 - resampling: upsampling, grid sampling
 - distances: cdist, pdist
 - fft: real-to-complex and complex-to-real FFTs
+- selection: order statistics (kthvalue, median, mode) and binary searches (searchsorted, bucketize)
 
 `registry` holds `RULES` and the `@register("aten.<op>.<overload>")` decorator every rule is
 written with; `common` holds the helpers the rules share.
@@ -28,6 +29,7 @@ from . import (  # noqa: F401 - importing a module registers its rules
     pooling,
     reductions,
     resampling,
+    selection,
     views,
 )
 from .registry import (

@@ -266,6 +266,57 @@ def _embedding_bag(
     return output, offset2bag, convert(sizes, aux), convert(max_indices, aux)
 
 
+@register("aten._embedding_bag_forward_only.default")
+def _embedding_bag_forward_only(
+    weight: Value,
+    indices: Value,
+    offsets: Value,
+    scale_grad_by_freq: bool = False,
+    mode: int = 0,
+    sparse: bool = False,
+    per_sample_weights: Value | None = None,
+    include_last_offset: bool = False,
+    padding_idx: int = -1,
+) -> tuple[Value, Value, Value, Value]:
+    """Not Core ATen: what embedding_bag runs when the weight needs no gradient. The results of
+    `_embedding_bag`, except for the lengths of bag_size and max_indices with
+    include_last_offset, where torch's meta function and CPU kernel disagree: in mode sum the
+    kernel returns zeros of the offsets' length for both (the meta function declares
+    max_indices one per bag); in modes mean and max the meta function declares a bag_size of
+    the offsets' length where the kernel returns one count per bag. We give the kernel's
+    values, cut or padded with zeros to the length the graph declares."""
+    output, offset2bag, sizes, max_indices = _embedding_bag(
+        weight,
+        indices,
+        offsets,
+        scale_grad_by_freq,
+        mode,
+        sparse,
+        per_sample_weights,
+        include_last_offset,
+        padding_idx,
+    )
+    if mode == _SUM:
+        sizes = max_indices = full([offsets.shape[0]], 0, sizes.dtype)
+    declared = declared_result_metas()
+    return (
+        output,
+        offset2bag,
+        _to_declared_length(sizes, declared[2]),
+        _to_declared_length(max_indices, declared[3]),
+    )
+
+
+def _to_declared_length(x: Value, declared: Any) -> Value:
+    """A 1-D x cut to, or padded with zeros to, the length of a declared 1-D tensor."""
+    if type(declared) is not TensorMeta or x.ndim != 1 or len(declared.shape) != 1:
+        return x
+    length = declared.shape[0]
+    if length <= x.shape[0]:
+        return slice_in_dim(x, 0, length, 1, 0)
+    return prims.cat([x, full([length - x.shape[0]], 0, x.dtype)], 0)
+
+
 def _bag_sizes(bag: Value, kept: Value | None, bags: int) -> Value:
     """The number of non-padding indices in each bag (int64)."""
     ones = full(bag.shape, 1, DType.int64) if kept is None else convert(kept, DType.int64)
@@ -906,3 +957,84 @@ def native_dropout(input: Value, p: float, train: bool | None) -> tuple[Value, V
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
     masked = elementwise(prims.mul, input, convert(keep, input.dtype))
     return elementwise(prims.mul, masked, scale), keep
+
+
+@register("aten.bernoulli.p")
+def bernoulli_p(self: Value, p: float, generator: Any = None) -> Value:
+    """Not Core ATen (training-mode channel dropout): ones with probability p, zeros otherwise,
+    of self's shape and dtype (self's values are not read)."""
+    if self.dtype.is_complex:
+        raise DTypeError(f"bernoulli: {self.dtype.short} is not supported (torch has no kernel)")
+    if not 0.0 <= p <= 1.0:
+        raise ShapeError(f"bernoulli: p must lie in [0, 1], got {p}")
+    draws = prims.uniform(
+        list(self.shape),
+        low=0.0,
+        high=1.0,
+        dtype=DType.float64,
+        device=CPU,
+        stride=list(row_major_strides(self.shape)),
+    )
+    return convert(prims.lt(draws, p), self.dtype)
+
+
+@register("aten.exponential.default")
+def exponential(self: Value, lambd: float = 1.0, generator: Any = None) -> Value:
+    """Not Core ATen (F.gumbel_softmax): draws of the exponential distribution of rate lambd,
+    -log(1 - u) / lambd for u uniform on [0, 1) in float64, of self's shape and dtype (self's
+    values are not read)."""
+    check_dtype("aten.exponential", self, FLOATS, "self")
+    if not lambd > 0:
+        raise ShapeError(f"aten.exponential: lambd must be positive, got {lambd}")
+    draws = prims.uniform(
+        list(self.shape),
+        low=0.0,
+        high=1.0,
+        dtype=DType.float64,
+        device=CPU,
+        stride=list(row_major_strides(self.shape)),
+    )
+    values = prims.div(prims.neg(prims.log1p(prims.neg(draws))), float(lambd))
+    return convert(values, self.dtype)
+
+
+@register("aten.rrelu_with_noise_functional.default")
+def rrelu_with_noise_functional(
+    self: Value,
+    noise: Value,
+    lower: Any = 0.125,
+    upper: Any = 1.0 / 3.0,
+    training: bool = False,
+    generator: Any = None,
+) -> tuple[Value, Value]:
+    """Not Core ATen: nn.RReLU / F.rrelu as exported, returning the noise it used. Training: each
+    element x <= 0 is multiplied by its own slope drawn uniformly from [lower, upper] (in float64,
+    rounded to self's dtype), and the noise holds that slope (1 elsewhere, NaN included);
+    evaluation: leaky_relu with the slope (lower + upper) / 2 and the noise unchanged."""
+    op = "rrelu_with_noise_functional"
+    check_dtype(op, self, FLOATS, "self")
+    if noise.numel != self.numel or noise.dtype is not self.dtype:
+        raise ShapeError(
+            f"{op}: noise must be {self.dtype.short} with {self.numel} elements, got "
+            f"{noise.dtype.short}{list(noise.shape)}"
+        )
+    low, high = float(lower), float(upper)
+    if not training:
+        return aten.leaky_relu.default(self, (low + high) / 2), noise
+    if self.numel == 0:
+        return self, noise
+    slopes = convert(
+        prims.uniform(
+            list(self.shape),
+            low=low,
+            high=high,
+            dtype=DType.float64,
+            device=CPU,
+            stride=list(row_major_strides(self.shape)),
+        ),
+        self.dtype,
+    )
+    negative = prims.le(self, convert_number(0, self.dtype))
+    output = prims.where(negative, elementwise(prims.mul, self, slopes), self)
+    slope_of_each = prims.where(negative, slopes, full(self.shape, 1.0, self.dtype))
+    return output, prims.reshape(slope_of_each, list(noise.shape))

@@ -616,3 +616,79 @@ def col2im(
     if self.ndim == 2:
         image = prims.squeeze(image, [0])
     return image
+
+
+# -- _trilinear (nn.Bilinear; not Core ATen: torch.export keeps it) ----------------------------------
+
+
+@register("aten._trilinear.default")
+def _trilinear(
+    i1: Value,
+    i2: Value,
+    i3: Value,
+    expand1: Sequence[int],
+    expand2: Sequence[int],
+    expand3: Sequence[int],
+    sumdim: Sequence[int],
+    unroll_dim: int = 1,
+) -> Value:
+    """Σ over `sumdim` of i1·i2·i3, each operand seen with size-1 dims inserted at its `expand`
+    positions (all then of one rank), the summed dims dropped. As torch's kernel: first i1·i2
+    summed over the dims i3 lacks, then that times i3 summed over the rest — two contractions,
+    in float32 for float16/bfloat16 and rounded once."""
+    op = "aten._trilinear"
+    dtype = _same_dtype(op, i1=i1, i2=i2, i3=i3)
+    rank = i1.ndim + len(expand1)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    if rank > len(letters):
+        raise ShapeError(f"{op}: {rank} dims are more than supported ({len(letters)})")
+    expanded = [set(e) for e in (expand1, expand2, expand3)]
+    summed = set(sumdim)
+    for operand, dims, name in zip((i1, i2, i3), expanded, ("i1", "i2", "i3")):
+        if operand.ndim + len(dims) != rank or any(not 0 <= d < rank for d in dims):
+            raise ShapeError(
+                f"{op}: {name} of shape {list(operand.shape)} with expand dims {sorted(dims)} "
+                f"is not of rank {rank}"
+            )
+    labels = ["".join(letters[d] for d in range(rank) if d not in dims) for dims in expanded]
+    compute = opmath_dtype(dtype)
+    a, b, c = (convert(x, compute) for x in (i1, i2, i3))
+    # i1·i2, summing the dims only they have that are summed; then with i3.
+    pair = "".join(
+        letters[d]
+        for d in range(rank)
+        if (letters[d] in labels[0] or letters[d] in labels[1])
+        and not (d in summed and d in expanded[2])
+    )
+    product = einsum(f"{labels[0]},{labels[1]}->{pair}", a, b)
+    out = "".join(letters[d] for d in range(rank) if d not in summed)
+    result = einsum(f"{pair},{labels[2]}->{out}", product, c)
+    return convert(result, dtype)
+
+
+@register("aten.conv_tbc.default")
+def conv_tbc(self: Value, weight: Value, bias: Value, pad: int = 0) -> Value:
+    """Not Core ATen (F.conv_tbc): a 1-d convolution of a [time, batch, in] input with a
+    [kernel, in, out] weight, padded by `pad` in time: the input as [batch, in, time] and the
+    weight as [out, in, kernel] through `convolution`, the result back to [time, batch, out]."""
+    op = "aten.conv_tbc"
+    _check_matrix(op, "self", self, 3)
+    _check_matrix(op, "weight", weight, 3)
+    _check_matrix(op, "bias", bias, 1)
+    if weight.shape[1] != self.shape[2] or bias.shape[0] != weight.shape[2]:
+        raise ShapeError(
+            f"{op}: input {list(self.shape)}, weight {list(weight.shape)} and bias "
+            f"{list(bias.shape)} do not fit [time, batch, in], [kernel, in, out], [out]"
+        )
+    output = convolution(
+        prims.transpose(self, [1, 2, 0]),
+        prims.transpose(weight, [2, 1, 0]),
+        bias,
+        [1],
+        [pad],
+        [1],
+        False,
+        [0],
+        1,
+    )
+    return prims.transpose(output, [2, 0, 1])

@@ -38,6 +38,7 @@ from .common import (
     per_spatial_dim,
     row_major_strides,
     sequential_sum,
+    slice_in_dim,
 )
 from .registry import aten, register
 
@@ -705,3 +706,107 @@ def adaptive_max_pool2d(self: Value, output_size: Sequence[int]) -> tuple[Value,
 @register("aten.adaptive_max_pool3d.default")
 def adaptive_max_pool3d(self: Value, output_size: Sequence[int]) -> tuple[Value, Value]:
     return _adaptive_max_pool("aten.adaptive_max_pool3d", self, output_size, 3)
+
+
+# -- fractional max pooling (not Core ATen: torch.export keeps it) ----------------------------------
+
+
+def _fractional_max_pool(
+    op: str,
+    x: Value,
+    kernel_size: Sequence[int],
+    output_size: Sequence[int],
+    random_samples: Value,
+    rank: int,
+) -> tuple[Value, Value]:
+    """ATen's CPU kernel, all windows at once. Per plane and dim d, window i starts at
+    `int((i + u)·α) − int(u·α)` with α = (in − k)/(out − 1) computed in the input's dtype
+    (u the plane's sample for that dim), the last at in − k. The kernel's offsets are scanned in
+    row-major order from (−inf, the window's first position): an element is taken when it is
+    greater than the running max or NaN; the index is flat in the input plane."""
+    check_dtype(op, x, FLOATS)
+    if x.ndim not in (rank + 1, rank + 2):
+        raise ShapeError(
+            f"{op}: expected a {rank + 1}-D or {rank + 2}-D input, got {list(x.shape)}"
+        )
+    kernel = per_spatial_dim(op, "kernel_size", kernel_size, rank)
+    out = per_spatial_dim(op, "output_size", output_size, rank)
+    batched = x.ndim == rank + 2
+    x4 = x if batched else prims.reshape(x, [1, *x.shape])
+    batch, channels, spatial = x4.shape[0], x4.shape[1], list(x4.shape[2:])
+    if random_samples.dtype is not x.dtype or random_samples.ndim != 3:
+        raise ShapeError(f"{op}: expected random_samples of {x.dtype.short} and 3 dims")
+    if random_samples.shape[0] < batch or random_samples.shape[1:] != (channels, rank):
+        raise ShapeError(
+            f"{op}: random_samples of shape {list(random_samples.shape)} do not fit "
+            f"{batch} samples of {channels} channels and {rank} dims"
+        )
+    for d in range(rank):
+        if spatial[d] == 0 or out[d] + kernel[d] - 1 > spatial[d]:
+            raise ShapeError(
+                f"{op}: kernel {kernel[d]} and output {out[d]} do not fit input size {spatial[d]}"
+            )
+    shape = [batch, channels, *out]
+    starts = []
+    for d in range(rank):
+        # ATen's 2-d kernel reads a plane's samples width first, its 3-d kernel time first.
+        j = rank - 1 - d if rank == 2 else d
+        sample = prims.squeeze(
+            slice_in_dim(slice_in_dim(random_samples, 0, batch, 1, 0), j, j + 1, 1, 2), [2]
+        )
+        starts.append(
+            prims.broadcast_in_dim(
+                _fractional_starts(sample, spatial[d], out[d], kernel[d]), shape, [0, 1, 2 + d]
+            )
+        )
+    planes = [index_ramp(shape, 0), index_ramp(shape, 1)]
+    strides = [math.prod(spatial[d + 1 :]) for d in range(rank)]
+
+    def flat(positions: Sequence[Value]) -> Value:
+        return sequential_sum(prims.mul(p, stride) for p, stride in zip(positions, strides))
+
+    best = full(shape, -math.inf, x.dtype)
+    where_best = flat(starts)
+    for offsets in itertools.product(*(range(k) for k in kernel)):
+        positions = [prims.add(s, o) if o else s for s, o in zip(starts, offsets)]
+        value = prims.gather_nd(x4, [*planes, *positions])
+        take = prims.bitwise_or(prims.gt(value, best), prims.ne(value, value))
+        best = prims.where(take, value, best)
+        where_best = prims.where(take, flat(positions), where_best)
+    if not batched:
+        best, where_best = prims.reshape(best, shape[1:]), prims.reshape(where_best, shape[1:])
+    return best, where_best
+
+
+def _fractional_starts(sample: Value, size: int, out: int, kernel: int) -> Value:
+    """int64[N, C, out]: each window's start along one dim, from the planes' samples [N, C]."""
+    batch, channels = sample.shape
+    shape = [batch, channels, out]
+    last = full(shape, size - kernel, DType.int64)
+    if out == 1:
+        return last
+    dtype = sample.dtype
+    alpha = prims.div(full([], size - kernel, dtype), full([], out - 1, dtype))
+    u = prims.broadcast_in_dim(sample, shape, [0, 1])
+    steps = prims.mul(prims.add(convert(index_ramp(shape, 2), dtype), u), alpha)
+    first = convert(prims.mul(u, alpha), DType.int64)
+    starts = prims.sub(convert(steps, DType.int64), first)
+    return prims.where(prims.eq(index_ramp(shape, 2), out - 1), last, starts)
+
+
+@register("aten.fractional_max_pool2d.default")
+def fractional_max_pool2d(
+    self: Value, kernel_size: Sequence[int], output_size: Sequence[int], random_samples: Value
+) -> tuple[Value, Value]:
+    return _fractional_max_pool(
+        "aten.fractional_max_pool2d", self, kernel_size, output_size, random_samples, 2
+    )
+
+
+@register("aten.fractional_max_pool3d.default")
+def fractional_max_pool3d(
+    self: Value, kernel_size: Sequence[int], output_size: Sequence[int], random_samples: Value
+) -> tuple[Value, Value]:
+    return _fractional_max_pool(
+        "aten.fractional_max_pool3d", self, kernel_size, output_size, random_samples, 3
+    )

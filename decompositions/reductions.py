@@ -27,6 +27,7 @@ from aten2prims.promotion import (
     result_type,
     sum_dtype,
 )
+from prims.misc import dtype_limits
 
 from .common import (
     FLOATS,
@@ -136,6 +137,19 @@ def var_correction(
         correction = float(correction)
     variance = prims.var(convert(self, computation), list(dims), correction)
     return _kept(convert(variance, result), dims, self, keepdim)
+
+
+@register("aten.var_mean.correction")
+def var_mean_correction(
+    self: Value,
+    dim: Sequence[int] | None = None,
+    correction: float | None = None,
+    keepdim: bool = False,
+) -> tuple[Value, Value]:
+    """Not Core ATen (torch.export keeps it): var.correction and mean over the same dims."""
+    variance = var_correction(self, dim, correction, keepdim)
+    dims = reduction_dims(dim, self.ndim)
+    return variance, _kept(_mean(self, dims, None), dims, self, keepdim)
 
 
 @register("aten.var.dim")
@@ -266,22 +280,44 @@ _SCAN_ACCUMULATION = {
 }
 
 
-def _inclusive_scan(x: Value, d: int, combine: Reducer = prims.add, identity: int = 0) -> Value:
-    """Running sums (or products: `combine`, `identity`) along dim d by Hillis–Steele: after the
-    step with shift s, each element holds the sum of the 2s elements ending at it;
-    ceil(log2 n) steps of one add each, O(n log n) work and no n×n intermediate. The running
-    sums are kept behind n zeros along d, so "shifted by s, zeros shifted in" is one window of
-    that padded tensor."""
-    n = x.shape[d]
-    zeros_shape = list(x.shape)
-    zeros_shape[d] = n
-    zeros = full(zeros_shape, convert_number(identity, x.dtype), x.dtype) if n > 1 else None
+def _inclusive_scan(x: Value, d: int, combine: Reducer = prims.add, identity: float = 0) -> Value:
+    """Running sums (or products: `combine`, `identity`) along dim d (`_scan_tuples` of one
+    tensor)."""
+    (result,) = _scan_tuples(
+        (x,), d, lambda earlier, later: (combine(later[0], earlier[0]),), (identity,)
+    )
+    return result
+
+
+Combine = Callable[[tuple[Value, ...], tuple[Value, ...]], tuple[Value, ...]]
+
+
+def _scan_tuples(
+    xs: tuple[Value, ...], d: int, combine: Combine, identities: tuple[float, ...]
+) -> tuple[Value, ...]:
+    """An inclusive scan along dim d of an associative `combine(earlier, later)` over tuples of
+    same-shaped tensors, by Hillis–Steele: after the step with shift s, each position holds the
+    combination of the 2s positions ending at it; ceil(log2 n) steps, O(n log n) work and no n×n
+    intermediate. The running values are kept behind n copies of the identities along d, so
+    "shifted by s, identities shifted in" is one window of that padded tensor."""
+    n = xs[0].shape[d]
+    if n <= 1:
+        return xs
+    pad_shape = list(xs[0].shape)
+    pad_shape[d] = n
+    pads = tuple(
+        full(pad_shape, convert_number(identity, x.dtype), x.dtype)
+        for x, identity in zip(xs, identities)
+    )
     shift = 1
     while shift < n:
-        padded = prims.cat([zeros, x], d)
-        x = combine(x, slice_in_dim(padded, n - shift, 2 * n - shift, 1, d))
+        earlier = tuple(
+            slice_in_dim(prims.cat([pad, x], d), n - shift, 2 * n - shift, 1, d)
+            for pad, x in zip(pads, xs)
+        )
+        xs = combine(earlier, xs)
         shift *= 2
-    return x
+    return xs
 
 
 def _scan(
@@ -308,6 +344,137 @@ def cumsum(self: Value, dim: int, dtype: DType | None = None) -> Value:
 def cumprod(self: Value, dim: int, dtype: DType | None = None) -> Value:
     """Not Core ATen (torch.export keeps it): cumsum's scan with products."""
     return _scan("cumprod", self, dim, dtype, prims.mul, 1)
+
+
+# -- logcumsumexp, cummax, cummin (not Core ATen: torch.export keeps them) ----------------------------
+
+
+def _has_nan(x: Value) -> Value:
+    """x != x: NaN (either part of a complex number)."""
+    if x.dtype.is_complex:
+        return prims.bitwise_or(_has_nan(prims.real(x)), _has_nan(prims.imag(x)))
+    return prims.ne(x, x)
+
+
+def _log_add_exp(running: Value, x: Value) -> Value:
+    """log(exp(running) + exp(x)) as torch's CPU scan computes it: max + log1p(exp(min - max)),
+    NaN propagating; two equal infinities give themselves (-inf + -inf stays -inf)."""
+    if x.dtype.is_complex:
+        return _complex_log_add_exp(running, x)
+    low, high = prims.minimum(x, running), prims.maximum(x, running)
+    general = prims.add(prims.log1p(prims.exp(prims.sub(low, high))), high)
+    return prims.where(prims.bitwise_or(prims.ne(low, high), prims.isfinite(low)), general, x)
+
+
+def _complex_log_add_exp(running: Value, x: Value) -> Value:
+    """The complex form: min and max by real part (x the max on equal real parts, a NaN part
+    taking both), NaN when one has a NaN part, the running value when both real parts are -inf,
+    log(exp(min) + exp(max)) when both are +inf, else max + log1p(exp(min - max))."""
+    x_first = prims.ge(prims.real(x), prims.real(running))
+    nan_x, nan_running = _has_nan(x), _has_nan(running)
+    low = prims.where(nan_running, running, prims.where(nan_x, x, prims.where(x_first, running, x)))
+    high = prims.where(
+        nan_running, running, prims.where(nan_x, x, prims.where(x_first, x, running))
+    )
+    low_real, high_real = prims.real(low), prims.real(high)
+    general = _by_parts(prims.add, prims.log1p(prims.exp(_by_parts(prims.sub, low, high))), high)
+    both_infinite = prims.bitwise_and(
+        prims.bitwise_not(prims.isfinite(low_real)), prims.eq(low_real, high_real)
+    )
+    infinite = prims.where(
+        prims.lt(low_real, 0.0),
+        low,
+        prims.log(_by_parts(prims.add, prims.exp(low), prims.exp(high))),
+    )
+    nan = prims.mul(low, math.nan)  # NaN in both parts (a real NaN literal: to_fx prints it)
+    return prims.where(_has_nan(low), nan, prims.where(both_infinite, infinite, general))
+
+
+def _by_parts(combine: Reducer, a: Value, b: Value) -> Value:
+    """Complex a + b or a - b part by part, as C++'s complex operators compute it (prims.add
+    follows torch's add, `a + 1·b`, whose product turns the other part of an infinite one into
+    NaN)."""
+    real = a.dtype.real
+    return prims.view_of_dtype(
+        combine(prims.view_of_dtype(a, real), prims.view_of_dtype(b, real)), a.dtype
+    )
+
+
+@register("aten.logcumsumexp.default")
+def logcumsumexp(self: Value, dim: int) -> Value:
+    """The running log-sum-exp along dim from -inf, in torch's CPU accumulation dtype (float32 in
+    float64, float16/bfloat16 in float32, complex64 in complex128). Real inputs scan by
+    Hillis–Steele. A complex log is defined up to multiples of 2πi and each step's imaginary part
+    builds on the previous one's, so complex inputs are scanned one element after the other, as
+    torch does (a graph linear in the dim's size): another order gives another branch."""
+    if not (self.dtype.is_floating or self.dtype.is_complex):
+        raise DTypeError(
+            f"logcumsumexp: expected a floating or complex tensor, got {self.dtype.short}"
+        )
+    d = canonical_dim(dim, self.ndim)
+    x = convert(self, _SCAN_ACCUMULATION.get(self.dtype, self.dtype))
+    if self.ndim == 0 or x.shape[d] == 0:
+        running = x
+    elif x.dtype.is_complex:
+        shape = list(x.shape)
+        shape[d] = 1
+        total = full(shape, convert_number(-math.inf, x.dtype), x.dtype)
+        steps = []
+        for i in range(x.shape[d]):
+            total = _log_add_exp(total, slice_in_dim(x, i, i + 1, 1, d))
+            steps.append(total)
+        running = prims.cat(steps, d) if len(steps) > 1 else steps[0]
+    else:
+        (running,) = _scan_tuples(
+            (x,), d, lambda earlier, later: (_log_add_exp(earlier[0], later[0]),), (-math.inf,)
+        )
+    return convert(running, self.dtype)
+
+
+def _running_extreme(
+    op: str, x: Value, dim: int, better_or_equal: Reducer, identity: float
+) -> tuple[Value, Value]:
+    """cummax/cummin as torch's CPU scan: a later element replaces the running one when it is
+    NaN, or when the running one is not NaN and the later one is `better_or_equal` — so ties
+    and NaNs report their last index. That rule is associative over (value, index) pairs:
+    the later segment's pair wins under the same test."""
+    if x.dtype.is_complex:
+        raise DTypeError(f"{op}: complex tensors are not supported (torch has no kernel for them)")
+    d = canonical_dim(dim, x.ndim)
+    if x.ndim == 0:
+        return x, full([], 0, DType.int64)
+    values = convert(x, DType.uint8) if x.dtype.is_bool else x
+
+    def combine(earlier: tuple[Value, ...], later: tuple[Value, ...]) -> tuple[Value, ...]:
+        take = better_or_equal(later[0], earlier[0])
+        if values.dtype.is_floating:
+            take = prims.bitwise_or(
+                _has_nan(later[0]), prims.bitwise_and(prims.bitwise_not(_has_nan(earlier[0])), take)
+            )
+        return tuple(prims.where(take, b, a) for a, b in zip(earlier, later))
+
+    scanned, indices = _scan_tuples((values, index_ramp(x.shape, d)), d, combine, (identity, 0))
+    return convert(scanned, x.dtype), indices
+
+
+def _lowest(dtype: DType) -> float:
+    return -math.inf if dtype.is_floating else dtype_limits(dtype)[0]
+
+
+def _highest(dtype: DType) -> float:
+    return math.inf if dtype.is_floating else dtype_limits(dtype)[1]
+
+
+@register("aten.cummax.default")
+def cummax(self: Value, dim: int) -> tuple[Value, Value]:
+    scan_dtype = DType.uint8 if self.dtype.is_bool else self.dtype
+    return _running_extreme("cummax", self, dim, prims.ge, _lowest(scan_dtype))
+
+
+@register("aten.cummin.default")
+def cummin(self: Value, dim: int) -> tuple[Value, Value]:
+    scan_dtype = DType.uint8 if self.dtype.is_bool else self.dtype
+    return _running_extreme("cummin", self, dim, prims.le, _highest(scan_dtype))
 
 
 # -- softmax, log_softmax -------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from aten2prims.promotion import DEFAULT_FLOAT, convert, result_type
 from .common import (
     canonical_dim,
     full,
+    index_ramp,
     iota,
     row_major_strides,
     scalar_kind,
@@ -488,6 +489,27 @@ def empty_memory_format(
     )
 
 
+@register("aten.empty_permuted.default")
+def empty_permuted(
+    size: Sequence[int],
+    physical_layout: Sequence[int],
+    dtype: DType | None = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+) -> Value:
+    """Not Core ATen: `empty` (the physical order of dims changes no value of a functional
+    tensor)."""
+    if sorted(physical_layout) != list(range(len(size))):
+        raise ShapeError(
+            f"aten.empty_permuted: physical_layout {list(physical_layout)} is not a permutation "
+            f"of the {len(size)} dims"
+        )
+    return prims.empty(
+        list(size), dtype=DEFAULT_FLOAT if dtype is None else dtype, device=CPU, requires_grad=False
+    )
+
+
 @register("aten.empty_strided.default")
 def empty_strided(
     size: Sequence[int],
@@ -587,6 +609,78 @@ def arange_start_step(
     accumulate = DType.float32 if dtype.is_low_precision else DType.float64
     ramp = convert(iota(length), accumulate)
     return convert(prims.add(prims.mul(ramp, float(step)), float(start)), dtype)
+
+
+def _triangle_indices(
+    op: str, row: int, col: int, offset: int, dtype: DType | None, lower: bool
+) -> Value:
+    """The [2, count] coordinates of a row × col matrix's lower (j - i <= offset) or upper
+    (j - i >= offset) triangle, in row-major order: `nonzero` of that mask, whose element count
+    is known from the arguments alone."""
+    dtype = DType.int64 if dtype is None else dtype
+    if dtype not in (DType.int32, DType.int64):
+        raise DTypeError(f"{op}: dtype {dtype.short} is not supported (int32 or int64)")
+    if row < 0 or col < 0:
+        raise ShapeError(f"{op}: row and col must be non-negative, got {row} and {col}")
+
+    def in_row(i: int) -> int:  # the number of columns j of row i inside the triangle
+        if lower:
+            return min(max(i + offset + 1, 0), col)
+        return col - min(max(i + offset, 0), col)
+
+    count = sum(in_row(i) for i in range(row))
+    if count == 0:
+        return full([2, 0], 0, dtype)
+    shape = [row, col]
+    difference = prims.sub(index_ramp(shape, 1), index_ramp(shape, 0))
+    mask = prims.le(difference, offset) if lower else prims.ge(difference, offset)
+    coordinates = prims.nonzero(mask, count)  # int64[count, 2]
+    return convert(prims.transpose(coordinates, [1, 0]), dtype)
+
+
+@register("aten.native_channel_shuffle.default")
+def native_channel_shuffle(self: Value, groups: int) -> Value:
+    """Not Core ATen (F.channel_shuffle): [N, C, *] seen as [N, groups, C/groups, *], the two
+    group dims swapped, seen as [N, C, *] again."""
+    op = "aten.native_channel_shuffle"
+    if self.ndim < 3:
+        raise ShapeError(f"{op}: expected at least 3 dims, got shape {list(self.shape)}")
+    channels = self.shape[1]
+    if groups <= 0 or channels % groups:
+        raise ShapeError(f"{op}: {channels} channels cannot be split into {groups} groups")
+    if groups == 1 or self.numel == 0:
+        return self
+    split = prims.split_dim(self, 1, groups)  # [N, groups, C/groups, *]
+    order = [0, 2, 1, *range(3, split.ndim)]
+    return prims.reshape(prims.transpose(split, order), list(self.shape))
+
+
+@register("aten.tril_indices.default")
+def tril_indices(
+    row: int,
+    col: int,
+    offset: int = 0,
+    dtype: DType | None = DType.int64,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+) -> Value:
+    """Not Core ATen (torch.export keeps it)."""
+    return _triangle_indices("tril_indices", row, col, offset, dtype, lower=True)
+
+
+@register("aten.triu_indices.default")
+def triu_indices(
+    row: int,
+    col: int,
+    offset: int = 0,
+    dtype: DType | None = DType.int64,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+) -> Value:
+    """Not Core ATen (torch.export keeps it)."""
+    return _triangle_indices("triu_indices", row, col, offset, dtype, lower=False)
 
 
 @register("aten.resize_.default")

@@ -90,3 +90,79 @@ def test_exported_graph_with_extra_overloads_matches_torch(tmp_path: Path) -> No
         theirs = to_numpy(theirs)
         assert mine.dtype == theirs.dtype and mine.shape == theirs.shape
         np.testing.assert_allclose(mine, theirs, rtol=1.3e-6, atol=1e-5)
+
+
+class ExportedSelections(torch.nn.Module):
+    """The order statistics, scans, searches and modules whose overloads torch.export keeps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # A weight that requires no gradient: embedding_bag runs _embedding_bag_forward_only.
+        self.register_buffer(
+            "table", torch.randn(10, 3, generator=torch.Generator().manual_seed(1))
+        )
+        self.bilinear = torch.nn.Bilinear(6, 5, 2)
+
+    def forward(
+        self, x: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        boundaries = torch.tensor([-1.0, 0.0, 0.5])
+        return (
+            *torch.var_mean(x, 1, correction=0),
+            torch.logcumsumexp(x, 0),
+            *torch.cummax(x, 1),
+            *torch.cummin(x, 0),
+            torch.searchsorted(boundaries, x),
+            torch.searchsorted(boundaries, 0.25, right=True),
+            torch.bucketize(x, boundaries),
+            torch.median(x, 1).values,
+            torch.median(x),
+            torch.nanmedian(x, 0).values,
+            torch.kthvalue(x, 2, 1).values,
+            torch.mode(torch.round(x), 1).values,
+            torch.tril_indices(3, 4, 1),
+            torch.triu_indices(4, 3, -1),
+            self.bilinear(x, x[:, :5] * 2),
+            *(
+                F.embedding_bag(indices, self.table, offsets, mode=mode, include_last_offset=True)
+                for mode in ("sum", "mean", "max")
+            ),
+            torch.nn.functional.rrelu(x, training=False),
+        )
+
+
+def test_exported_selections_match_torch(tmp_path: Path) -> None:
+    model = ExportedSelections().eval()
+    generator = torch.Generator().manual_seed(0)
+    inputs = (
+        torch.randn(3, 6, generator=generator),
+        torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]),
+        torch.tensor([0, 3, 3, 8]),
+    )
+    program = torch.export.export(model, inputs).run_decompositions()
+    kept = {str(node.target) for node in program.graph.nodes if node.op == "call_function"}
+    assert {
+        "aten.var_mean.correction",
+        "aten.logcumsumexp.default",
+        "aten.cummax.default",
+        "aten.searchsorted.Tensor",
+        "aten.searchsorted.Scalar",
+        "aten.bucketize.Tensor",
+        "aten.median.dim",
+        "aten.kthvalue.default",
+        "aten.mode.default",
+        "aten.tril_indices.default",
+        "aten._trilinear.default",
+        "aten._embedding_bag_forward_only.default",
+        "aten.rrelu_with_noise_functional.default",
+    } <= kept
+    path = tmp_path / "selections.pt2"
+    torch.export.save(program, str(path))
+    graph = aten2prims.lower(aten2prims.load(path))
+    ours = aten2prims.execute(graph, [to_numpy(t) for t in inputs])
+    with torch.no_grad():
+        expected = model(*inputs)
+    for mine, theirs in zip(ours, expected, strict=True):
+        theirs = to_numpy(theirs)
+        assert mine.dtype == theirs.dtype and mine.shape == theirs.shape
+        np.testing.assert_allclose(mine, theirs, rtol=1.3e-6, atol=1e-5)

@@ -53,6 +53,8 @@ CASES: dict[
     ),
     "two batch dims": ((2, 3, 9), [(None, (0,)), (None, (1,)), ((2, 3, 4), (0, 1, 2))], (2, 3, 4)),
     "only ramps": ((3, 4), [(None, (0,)), (None, (1,))], (3, 4)),
+    # One element per batch position (nanmedian's pick per row): each slice is 0-dim.
+    "one element per row": ((3, 5), [(None, (0,)), ((3,), (0,))], (3,)),
 }
 
 
@@ -81,7 +83,8 @@ def test_fused_gathers_agree_with_the_kernel(name: str) -> None:
     graph, inputs = _case_graph(name)
     (kernel,) = _gathers(graph)
     assert bool(kernel.batch_sizes) == (
-        name in ("grid sampling", "batch dim in the middle", "two batch dims")
+        name
+        in ("grid sampling", "batch dim in the middle", "two batch dims", "one element per row")
     )
     expected = run_reference(graph, inputs)
     assert_same(aten2prims.execute(graph, inputs), expected)

@@ -21,6 +21,7 @@ from aten2prims.ir.dtypes import DType
 from aten2prims.ir.values import Value
 from aten2prims.testing.conformance import Verdict, check_op
 from decompositions.common import full, index_ramp, iota, scalar
+from decompositions.reductions import _running_extreme
 
 # Enough samples that each wrong rule meets an input it gets wrong (hand-written samples, which
 # hold the special values and the large random draws, come first).
@@ -131,6 +132,55 @@ def _dropout_wrong_p(input: Value, p: float, train: bool | None) -> tuple[Value,
     return _dropped(input, mask, p), mask
 
 
+def _rrelu_one_slope(
+    self: Value, noise: Value, lower: Any, upper: Any, training: bool, generator: Any
+) -> tuple[Value, Value]:
+    """Every slope `lower`: the right shape of noise and an output consistent with it, but no
+    randomness."""
+    real = default_rules().get("aten.rrelu_with_noise_functional.default")
+    assert real is not None
+    if not training or self.numel == 0:
+        return real.function(self, noise, lower, upper, training, generator)
+    return real.function(self, noise, lower, lower, training, generator)
+
+
+def _rrelu_output_without_noise(
+    self: Value, noise: Value, lower: Any, upper: Any, training: bool, generator: Any
+) -> tuple[Value, Value]:
+    """Random noise, but the output of evaluation mode (the mean slope), not of that noise."""
+    real = default_rules().get("aten.rrelu_with_noise_functional.default")
+    assert real is not None
+    _, drawn = real.function(self, noise, lower, upper, training, generator)
+    output, _ = real.function(self, noise, lower, upper, False, generator)
+    return output, drawn
+
+
+def _first_index(result: tuple[Value, Value], *_: Any) -> tuple[Value, Value]:
+    """The right values with index 0: right only where the median sits first."""
+    values, indices = result
+    return values, full(indices.shape, 0, DType.int64)
+
+
+def _first_of_ties(self: Value, dim: int) -> tuple[Value, Value]:
+    """cummax replacing the running maximum only by a strictly greater element: the first index
+    among equal maxima, where torch reports the last."""
+    return _running_extreme("cummax", self, dim, prims.gt, -math.inf)
+
+
+def _bernoulli_wrong_p(self: Value, p: float, generator: Any) -> Value:
+    """Bernoulli draws of probability p + 0.1."""
+    real = default_rules().get("aten.bernoulli.p")
+    assert real is not None
+    return real.function(self, min(p + 0.1, 1.0) if 0.0 < p < 1.0 else p, generator)
+
+
+def _exponential_wrong_rate(self: Value, lambd: float, generator: Any) -> Value:
+    """Exponential draws of twice the rate."""
+    real = default_rules().get("aten.exponential.default")
+    assert real is not None
+    return real.function(self, 2 * lambd, generator)
+
+
 @attrs.frozen
 class WrongRule:
     name: str
@@ -229,6 +279,44 @@ WRONG_RULES = [
         _dropout_wrong_p,
         F32,
         "binomial",
+    ),
+    WrongRule(
+        "rrelu draws one slope",
+        "aten.rrelu_with_noise_functional.default",
+        _rrelu_one_slope,
+        F32,
+        "Kolmogorov–Smirnov",
+    ),
+    WrongRule(
+        "rrelu's output ignores its noise",
+        "aten.rrelu_with_noise_functional.default",
+        _rrelu_output_without_noise,
+        F32,
+        "given our noise",
+    ),
+    WrongRule(
+        "median's index is always 0",
+        "aten.median.dim",
+        _altered("aten.median.dim", _first_index),
+        F32,
+        "the index points at",
+    ),
+    WrongRule(
+        "bernoulli draws the wrong p", "aten.bernoulli.p", _bernoulli_wrong_p, F32, "binomial"
+    ),
+    WrongRule(
+        "exponential draws at twice the rate",
+        "aten.exponential.default",
+        _exponential_wrong_rate,
+        F32,
+        "Kolmogorov–Smirnov",
+    ),
+    WrongRule(
+        "cummax reports the first of equal maxima",
+        "aten.cummax.default",
+        _first_of_ties,
+        F32,
+        "element.* differ",
     ),
 ]
 

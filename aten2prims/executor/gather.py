@@ -109,7 +109,9 @@ class OrthogonalGather:
 
 
 def _at(position: tuple[int, ...], entries: tuple[int | None, ...]) -> tuple[Any, ...]:
-    return tuple(slice(None) if entry is None else position[entry] for entry in entries)
+    """The subscript of one batch position. The trailing Ellipsis keeps a slice that every
+    entry fixes a 0-dim array view (writable as `out=`) rather than a NumPy scalar."""
+    return (*(slice(None) if entry is None else position[entry] for entry in entries), Ellipsis)
 
 
 def orthogonal_gather_rule(context: FusionContext, index: int) -> FusedGroup | None:

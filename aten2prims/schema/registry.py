@@ -58,6 +58,95 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
     # nn.AdaptiveMaxPool1d/2d/3d (1d runs through 2d).
     "aten.adaptive_max_pool2d.default": "adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)",
     "aten.adaptive_max_pool3d.default": "adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)",
+    # Ops of common modules and functions that run_decompositions() keeps (found by exporting
+    # them): embedding bags without gradient, torch.var_mean, scans, binary searches, order
+    # statistics, triangle indices, nn.Bilinear.
+    "aten._embedding_bag_forward_only.default": (
+        "_embedding_bag_forward_only(Tensor weight, Tensor indices, Tensor offsets, "
+        "bool scale_grad_by_freq=False, int mode=0, bool sparse=False, "
+        "Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) "
+        "-> (Tensor, Tensor, Tensor, Tensor)"
+    ),
+    "aten.var_mean.correction": (
+        "var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, "
+        "bool keepdim=False) -> (Tensor, Tensor)"
+    ),
+    "aten.logcumsumexp.default": "logcumsumexp(Tensor self, int dim) -> Tensor",
+    "aten.cummax.default": "cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)",
+    "aten.cummin.default": "cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)",
+    "aten.searchsorted.Tensor": (
+        "searchsorted.Tensor(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, "
+        "bool right=False, str? side=None, Tensor? sorter=None) -> Tensor"
+    ),
+    "aten.searchsorted.Scalar": (
+        "searchsorted.Scalar(Tensor sorted_sequence, Scalar self, *, bool out_int32=False, "
+        "bool right=False, str? side=None, Tensor? sorter=None) -> Tensor"
+    ),
+    "aten.bucketize.Tensor": (
+        "bucketize.Tensor(Tensor self, Tensor boundaries, *, bool out_int32=False, "
+        "bool right=False) -> Tensor"
+    ),
+    "aten.bucketize.Scalar": (
+        "bucketize.Scalar(Scalar self, Tensor boundaries, *, bool out_int32=False, "
+        "bool right=False) -> Tensor"
+    ),
+    "aten.median.default": "median(Tensor self) -> Tensor",
+    "aten.median.dim": (
+        "median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"
+    ),
+    "aten.nanmedian.default": "nanmedian(Tensor self) -> Tensor",
+    "aten.nanmedian.dim": (
+        "nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"
+    ),
+    "aten.kthvalue.default": (
+        "kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) "
+        "-> (Tensor values, Tensor indices)"
+    ),
+    "aten.mode.default": (
+        "mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"
+    ),
+    "aten.tril_indices.default": (
+        "tril_indices(int row, int col, int offset=0, *, ScalarType? dtype=4, "
+        "Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"
+    ),
+    "aten.triu_indices.default": (
+        "triu_indices(int row, int col, int offset=0, *, ScalarType? dtype=4, "
+        "Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"
+    ),
+    "aten._trilinear.default": (
+        "_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, "
+        "int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor"
+    ),
+    # Training-mode dropout of channels (Dropout1d/2d/3d, AlphaDropout, FeatureAlphaDropout):
+    # a Bernoulli mask drawn into a tensor made by empty_permuted.
+    "aten.bernoulli.p": "bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor",
+    "aten.empty_permuted.default": (
+        "empty_permuted(SymInt[] size, int[] physical_layout, *, ScalarType? dtype=None, "
+        "Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"
+    ),
+    # F.native_channel_shuffle, F.conv_tbc, F.gumbel_softmax's exponential draws.
+    "aten.native_channel_shuffle.default": (
+        "native_channel_shuffle(Tensor self, SymInt groups) -> Tensor"
+    ),
+    "aten.conv_tbc.default": "conv_tbc(Tensor self, Tensor weight, Tensor bias, int pad=0) -> Tensor",
+    "aten.exponential.default": (
+        "exponential(Tensor self, float lambd=1., *, Generator? generator=None) -> Tensor"
+    ),
+    # nn.FractionalMaxPool2d/3d: deterministic given the random samples the graph draws.
+    "aten.fractional_max_pool2d.default": (
+        "fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, "
+        "Tensor random_samples) -> (Tensor, Tensor)"
+    ),
+    "aten.fractional_max_pool3d.default": (
+        "fractional_max_pool3d(Tensor self, int[3] kernel_size, int[3] output_size, "
+        "Tensor random_samples) -> (Tensor, Tensor)"
+    ),
+    # F.rrelu / nn.RReLU: the functional form of rrelu_with_noise, returning the noise it drew.
+    "aten.rrelu_with_noise_functional.default": (
+        "rrelu_with_noise_functional(Tensor self, Tensor noise, Scalar lower=0.125, "
+        "Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) "
+        "-> (Tensor, Tensor noise_out)"
+    ),
 }
 
 # The extra overloads that compute something (the others are checks the frontends skip).

@@ -11,7 +11,12 @@
   values must equal torch's exactly (for topk with sorted=False, as a multiset), and our indices
   must point at those values — each index in range, distinct along the dim, and
   self.gather(indices) == values. Ties are the only freedom this allows: where the values are
-  distinct the indices are determined.
+  distinct the indices are determined;
+- order statistics (kthvalue, median, nanmedian, mode), whose index among equal elements torch
+  leaves to quickselect or an unstable sort: values equal to torch's, each index naming an
+  element equal to its value;
+- rrelu_with_noise_functional (not Core ATen) in training: noise 1 where the input is not <= 0,
+  uniform on [lower, upper] elsewhere, and the output computed by torch from our noise.
 """
 
 from __future__ import annotations
@@ -283,6 +288,85 @@ def check_native_dropout(call: AtenCall, ours: list[Any], theirs: list[Any]) -> 
     return _mask_is_bernoulli(mask, 1.0 - p, "native_dropout mask")
 
 
+@statistical_check("aten.bernoulli.p")
+def check_bernoulli_p(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    """Zeros and ones of self's dtype, the ones independent draws of probability p."""
+    layout = _same_layout(ours[0], theirs[0], "bernoulli")
+    if not layout:
+        return layout
+    values = ours[0].astype(np.float64)
+    if not np.isin(values, (0.0, 1.0)).all():
+        return _fail("bernoulli: values other than 0 and 1")
+    if values.size == 0:
+        return _ok("bernoulli: empty")
+    return _mask_is_bernoulli(values.astype(bool), _arguments(call)["p"], "bernoulli")
+
+
+@statistical_check("aten.exponential.default")
+def check_exponential(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    """Exponential draws of rate lambd: non-negative, Kolmogorov–Smirnov, ascents."""
+    layout = _same_layout(ours[0], theirs[0], "exponential")
+    if not layout:
+        return layout
+    rate = float(_arguments(call)["lambd"])
+    draws = ours[0].reshape(-1)
+    if draws.size and draws.astype(np.float64).min() < 0:
+        return _fail("exponential: negative draws")
+    checks = [
+        _distributed_as(draws, lambda x: -np.expm1(-rate * np.maximum(x, 0.0)), "exponential"),
+        _ascents_look_independent(draws, "exponential"),
+    ]
+    return _all_ok(checks, "exponential: distributed as Exp(lambd) and unordered")
+
+
+@statistical_check("aten.rrelu_with_noise_functional.default")
+def check_rrelu_with_noise(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    """Evaluation mode is deterministic. In training, the noise is 1 where the input is not
+    <= 0, and elsewhere uniform draws from [lower, upper] (Kolmogorov–Smirnov, rounded to the
+    dtype; ascents); and the output is what torch computes from that noise: where(x <= 0,
+    x * noise, x)."""
+    for index, what in enumerate(("output", "noise")):
+        layout = _same_layout(ours[index], theirs[index], f"rrelu_with_noise {what}")
+        if not layout:
+            return layout
+    arguments = _arguments(call)
+    x, training = arguments["self"], arguments["training"]
+    lower, upper = float(arguments["lower"]), float(arguments["upper"])
+    output, noise = ours
+    if not training:
+        verdict = compare(output, theirs[0], what="rrelu_with_noise output")
+        return verdict if not verdict else compare(noise, theirs[1], what="rrelu_with_noise noise")
+    # torch computes the expected output; the harness imports it lazily.
+    import torch
+
+    torch_x, torch_noise = to_torch(x), to_torch(noise).reshape(x.shape)
+    expected = to_numpy(torch.where(torch_x <= 0, torch_x * torch_noise, torch_x))
+    verdict = compare(output, expected, what="rrelu_with_noise output (given our noise)")
+    if not verdict:
+        return verdict
+    negative = (x <= 0).reshape(-1)
+    flat = noise.reshape(-1)
+    if not (flat[~negative].astype(np.float64) == 1.0).all():
+        return _fail("rrelu_with_noise: the noise is not 1 where the input is positive or NaN")
+    slopes = flat[negative]
+    wide = slopes.astype(np.float64)
+    low = float(np.asarray(lower, slopes.dtype)) if slopes.size else lower
+    high = float(np.asarray(upper, slopes.dtype)) if slopes.size else upper
+    if wide.size and not (wide.min() >= low and wide.max() <= high):
+        return _fail(
+            f"rrelu_with_noise: slopes span [{wide.min()}, {wide.max()}], outside [{lower}, {upper}]"
+        )
+    if upper - lower <= 0:
+        return _ok("rrelu_with_noise: one slope, lower = upper")
+    checks = [
+        _distributed_as(
+            slopes, lambda v: np.clip((v - lower) / (upper - lower), 0.0, 1.0), "rrelu slopes"
+        ),
+        _ascents_look_independent(slopes, "rrelu slopes"),
+    ]
+    return _all_ok(checks, "rrelu_with_noise: slopes uniform on [lower, upper], output from them")
+
+
 # -- sorting: the order of ties is unspecified -------------------------------------------------------
 
 
@@ -357,3 +441,49 @@ def check_topk(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison
     if not layout:
         return layout
     return _indices_point_at_values(source, ours[0], ours[1], dim, "topk indices")
+
+
+# -- order statistics: which of equal elements the index names is unspecified ---------------------
+
+
+def _index_points_at_value(
+    source: np.ndarray, values: np.ndarray, indices: np.ndarray, dim: int, keepdim: bool, what: str
+) -> Comparison:
+    """One index per row along dim: in range, and source at it equals the value (NaN for NaN)."""
+    if source.ndim == 0:
+        if indices.reshape(-1)[0] != 0:
+            return _fail(f"{what}: index {indices} into a 0-dim tensor")
+        return _ok(f"{what}: index consistent")
+    kept = indices if keepdim else np.expand_dims(indices, dim)
+    return _indices_point_at_values(
+        source, values if keepdim else np.expand_dims(values, dim), kept, dim, what
+    )
+
+
+def _selection_check(name: str) -> StatisticalCheck:
+    def check(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+        verdict = compare(ours[0], theirs[0], what=f"{name} values")
+        if not verdict:
+            return verdict
+        layout = _same_layout(ours[1], theirs[1], f"{name} indices")
+        if not layout:
+            return layout
+        arguments = _arguments(call)
+        source = arguments["self"]
+        dim = arguments["dim"] % max(source.ndim, 1)
+        return _index_points_at_value(
+            source, ours[0], ours[1], dim, arguments["keepdim"], f"{name} indices"
+        )
+
+    return check
+
+
+# torch picks the index among equal elements by quickselect (kthvalue, median, nanmedian) or by
+# an unstable sort (mode): the values are compared, the index by the element it names.
+for _op, _name in (
+    ("aten.kthvalue.default", "kthvalue"),
+    ("aten.median.dim", "median"),
+    ("aten.nanmedian.dim", "nanmedian"),
+    ("aten.mode.default", "mode"),
+):
+    statistical_check(_op)(_selection_check(_name))

@@ -4,7 +4,7 @@ per decomposition module. Each generator is registered with `@handwritten(op, dt
 inside the generators only."""
 
 # Importing the modules registers their generators in HANDWRITTEN.
-from . import indexing, linear, normalization, pointwise, pooling, reductions, views
+from . import indexing, linear, normalization, pointwise, pooling, reductions, selection, views
 from .registry import HANDWRITTEN, handwritten
 
 __all__ = [
@@ -16,5 +16,6 @@ __all__ = [
     "pointwise",
     "pooling",
     "reductions",
+    "selection",
     "views",
 ]

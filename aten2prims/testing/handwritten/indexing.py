@@ -466,3 +466,40 @@ def _native_dropout_samples(dtype: DType) -> Iterator[AtenCall]:
         lambda d: _call(op, random_tensor((0, 3), d), 0.5, True),
     ]
     yield from _rotated(cases, dtype)
+
+
+@handwritten("aten.rrelu_with_noise_functional.default", FLOATS)
+def _rrelu_with_noise_samples(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    op = "aten.rrelu_with_noise_functional.default"
+    x = random_tensor((40, 50), dtype)
+    x[0, :3] = torch.tensor([NAN, 0.0, -0.0])
+    noise = torch.zeros_like(x)
+    yield _call(op, x, noise, 0.125, 1 / 3, True)
+    yield _call(op, random_tensor((30, 40), dtype, seed=1), noise[:30, :40], 0.1, 0.9, True)
+    yield _call(op, x, noise, 0.2, 0.4, False)  # evaluation: leaky_relu, noise unchanged
+    yield _call(op, x[:7], noise[:7], 0.5, 0.5, True)  # lower = upper: one slope
+    yield _call(op, x[:0], noise[:0], 0.125, 1 / 3, True)  # empty
+
+
+@handwritten("aten.bernoulli.p", (*ORDERED,))
+def _bernoulli_p_samples(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    op = "aten.bernoulli.p"
+    target = torch.zeros((40, 50), dtype=torch_dtype(dtype))
+    yield _call(op, target, 0.3)
+    yield _call(op, target[:7], 0.0)
+    yield _call(op, target[:7], 1.0)
+    yield _call(op, target[:0], 0.5)  # empty
+
+
+@handwritten("aten.exponential.default", FLOATS)
+def _exponential_samples(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    target = torch.zeros((40, 50), dtype=torch_dtype(dtype))
+    yield _call("aten.exponential.default", target, 1.0)
+    yield _call("aten.exponential.default", target[:20], 3.5)
+    yield _call("aten.exponential.default", target[:0], 1.0)  # empty

@@ -222,3 +222,11 @@ def _col2im(dtype: DType) -> Iterator[AtenCall]:
             {},
             origin="handwritten",
         )
+
+
+@handwritten("aten.conv_tbc.default", (DType.float32, DType.float64))
+def _conv_tbc_samples(dtype: DType) -> Iterator[AtenCall]:
+    x = random_tensor((9, 2, 4), dtype)
+    weight, bias = random_tensor((3, 4, 5), dtype, seed=1), random_tensor((5,), dtype, seed=2)
+    for pad in (0, 1, 2):
+        yield AtenCall("aten.conv_tbc.default", (x, weight, bias, pad), {}, origin="handwritten")

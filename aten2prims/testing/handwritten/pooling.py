@@ -20,7 +20,7 @@ from typing import Any
 
 from ...ir.dtypes import DType
 from ..record import AtenCall
-from .common import FLOATS, INF, INTS, NAN, torch_dtype
+from .common import FLOATS, INF, INTS, NAN, random_tensor, torch_dtype
 from .registry import handwritten
 
 
@@ -294,3 +294,18 @@ def _adaptive_max_pool3d(dtype: DType) -> Iterator[AtenCall]:
     for size in ([2, 3, 4], [1, 1, 1], [5, 4, 9]):
         yield _call("aten.adaptive_max_pool3d.default", x, size)
     yield _call("aten.adaptive_max_pool3d.default", x[1], [3, 2, 2])
+
+
+@handwritten("aten.fractional_max_pool2d.default", FLOATS)
+def _fractional_max_pool2d_samples(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    op = "aten.fractional_max_pool2d.default"
+    x = random_tensor((2, 3, 9, 8), dtype)
+    x[0, 0, :4, :4] = -torch.inf  # a window of -inf only: its first position
+    x[0, 1, 2, 3] = torch.nan
+    x[1, 2] = 1.0  # ties: the first maximum
+    samples = torch.rand((2, 3, 2), generator=torch.Generator().manual_seed(0))
+    samples = samples.to(torch_dtype(dtype))
+    yield AtenCall(op, (x, [2, 3], [4, 5], samples), {}, origin="handwritten")
+    yield AtenCall(op, (x[0], [3, 2], [1, 7], samples), {}, origin="handwritten")  # unbatched

@@ -243,3 +243,58 @@ def _softmax_samples(op: str) -> None:
 
 for _op in ("aten._softmax.default", "aten._log_softmax.default"):
     _softmax_samples(_op)
+
+
+# -- var_mean, logcumsumexp, cummax, cummin (non-core overloads torch.export keeps) -----------------
+
+
+@handwritten("aten.var_mean.correction", (*FLOATS, *COMPLEX))
+def _var_mean_samples(dtype: DType) -> Iterator[AtenCall]:
+    x = random_tensor((4, 5, 6), dtype)
+    yield _call("aten.var_mean.correction", x, [0, 2], correction=0, keepdim=True)
+    yield _call("aten.var_mean.correction", x, None, correction=2.5)
+    yield _call("aten.var_mean.correction", x, [-1])
+
+
+@handwritten("aten.logcumsumexp.default", (*FLOATS, *COMPLEX))
+def _logcumsumexp_samples(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    # Large magnitudes (exp would overflow), -inf (log 0) entries, +inf and NaN.
+    wide = random_tensor((3, 40), dtype, seed=2) * 30 + 60
+    yield _call("aten.logcumsumexp.default", wide, 1)
+    if dtype.is_floating:
+        special = torch.tensor(
+            [[-INF, -INF, 0.0, -INF, 1.0], [1.0, INF, 2.0, -INF, 0.5], [0.0, NAN, 1.0, 2.0, -INF]],
+            dtype=torch_dtype(dtype),
+        )
+        yield _call("aten.logcumsumexp.default", special, 1)
+        yield _call("aten.logcumsumexp.default", special, 0)
+    else:
+        special = torch.tensor(
+            [
+                [complex(NAN, 1), 1 + 0j, 2 - 1j, complex(-INF, 2)],
+                [complex(INF, 0), 1 + 1j, complex(INF, 1), 0.5j],
+                [complex(-INF, 2), complex(-INF, 1), 1 + 1j, complex(1, NAN)],
+            ],
+            dtype=torch_dtype(dtype),
+        )
+        yield _call("aten.logcumsumexp.default", special, 1)
+    yield _call("aten.logcumsumexp.default", random_tensor((0, 3), dtype), 0)  # empty
+
+
+def _scan_extreme_samples(op: str) -> None:
+    @handwritten(op, ORDERED)
+    def samples(dtype: DType) -> Iterator[AtenCall]:
+        # Ties (the last index wins) and NaNs (the last NaN wins) along both dims.
+        ties = _with_nans_and_ties(dtype)
+        yield _call(op, ties, 1)
+        yield _call(op, ties, 0)
+        yield _call(op, random_tensor((3, 70), dtype, seed=3), -1)  # several scan steps
+        yield _call(op, random_tensor((), dtype, seed=4), 0)  # 0-dim
+
+    samples.__name__ = f"_{op.split('.')[1]}_samples"
+
+
+for _op in ("aten.cummax.default", "aten.cummin.default"):
+    _scan_extreme_samples(_op)

@@ -417,3 +417,44 @@ def _sym_is_contiguous(dtype: DType) -> Iterator[AtenCall]:
         yield _call(
             "aten.sym_is_contiguous.default", _tensor(shape, dtype), getattr(torch, memory_format)
         )
+
+
+def _triangle_samples(op: str) -> None:
+    @handwritten(op, (DType.int32, DType.int64))
+    def samples(dtype: DType) -> Iterator[AtenCall]:
+        import torch
+
+        # Offsets below, inside and past the matrix; empty matrices and triangles.
+        for row, col, offset in (
+            (5, 7, 0),
+            (7, 4, -2),
+            (4, 6, 3),
+            (3, 3, 9),
+            (3, 3, -9),
+            (0, 4, 0),
+        ):
+            yield _call(op, row, col, offset, dtype=torch_dtype(dtype))
+        yield _call(op, 4, 5, 1, dtype=torch_dtype(dtype), device=torch.device("cpu"))
+
+    samples.__name__ = f"_{op.split('.')[1]}_samples"
+
+
+for _op in ("aten.tril_indices.default", "aten.triu_indices.default"):
+    _triangle_samples(_op)
+
+
+@handwritten("aten.empty_permuted.default", ALL)
+def _empty_permuted_samples(dtype: DType) -> Iterator[AtenCall]:
+    # Values undefined: the harness compares dtype and shape (runner.UNDEFINED_VALUES).
+    yield _call("aten.empty_permuted.default", [2, 3, 4], [0, 2, 1], dtype=torch_dtype(dtype))
+    yield _call("aten.empty_permuted.default", [0, 3], [1, 0], dtype=torch_dtype(dtype))
+
+
+@handwritten("aten.native_channel_shuffle.default", ALL)
+def _native_channel_shuffle_samples(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    x = torch.arange(2 * 6 * 3 * 2).reshape(2, 6, 3, 2).to(torch_dtype(dtype))
+    for groups in (2, 3, 1, 6):
+        yield _call("aten.native_channel_shuffle.default", x, groups)
+    yield _call("aten.native_channel_shuffle.default", x[:, :, 0], 3)  # one spatial dim
