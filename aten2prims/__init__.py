@@ -87,17 +87,20 @@ def execute(
     seed: int | None = None,
     check: bool = False,
     max_memory: int | None = None,
+    threads: int | None = None,
 ) -> list:
     """Run a graph on NumPy and return its user outputs as arrays (lowering it first if it still
     holds aten nodes). `inputs` maps input names to arrays or lists the user inputs in order;
     parameters, buffers and constants with stored data are filled in. `seed` makes random ops
     reproducible; `check=True` verifies every intermediate's shape and dtype against its meta.
     A graph needing more than `max_memory` bytes (default: the machine's memory) is refused with
-    MemoryBudgetError before anything is allocated."""
+    MemoryBudgetError before anything is allocated. `threads` (default: the machine's cores, or
+    the ATEN2PRIMS_NUM_THREADS environment variable) run large steps in parts and BLAS; results
+    are the same bit for bit for every thread count."""
     # Lazy: every submodule import runs this package first, and the layers above ir import it.
     from .executor import execute as _execute
 
-    return _execute(graph, inputs, seed=seed, check=check, max_memory=max_memory)
+    return _execute(graph, inputs, seed=seed, check=check, max_memory=max_memory, threads=threads)
 
 
 def load(path: str | PathLike[str], *, max_memory: int | None = None) -> Graph:

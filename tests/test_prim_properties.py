@@ -1,5 +1,5 @@
-"""Each property a prim definition carries (reshape, element_view, meta_only_operands, view) holds
-for its kernel; the definitions are the only place they are set; `bind` and `lookup` are the one
+"""Each property a prim definition carries (reshape, element_view, meta_only_operands, view,
+out) holds for its kernel; the definitions are the only place they are set; `bind` and `lookup` are the one
 way from a node to its kernel's arguments and its definition."""
 
 from __future__ import annotations
@@ -179,3 +179,49 @@ def test_node_repr_uses_the_text_form() -> None:
     x = Value("x", TensorMeta((2,), DType.float32))
     node = Node("prims.neg", (x,), {}, (Value("y", TensorMeta((2,), DType.float32)),))
     assert repr(node) == "%y: f32[2] = prims.neg(%x)"
+
+
+# One call per prim whose kernel takes out=: (operands, attributes by name).
+OUT_SAMPLES: dict[str, tuple[list[np.ndarray], dict[str, Any]]] = {
+    "full": (
+        [],
+        {
+            "shape": [2, 3, 4],
+            "fill_value": -1.5,
+            "dtype": DType.float32,
+            "device": CPU,
+            "requires_grad": False,
+        },
+    ),
+    "full_like": ([OPERAND], SAMPLES["full_like"][1]),
+    "as_strided_scatter": (
+        [OPERAND, -np.arange(6, dtype=np.float32).reshape(2, 3)],
+        {"size": [2, 3], "stride": [4, 1], "storage_offset": 5},
+    ),
+}
+
+
+def test_every_prim_taking_out_has_a_sample() -> None:
+    assert set(tagged("out")) == set(OUT_SAMPLES)
+
+
+@pytest.mark.parametrize("name", tagged("out"))
+def test_kernels_write_into_out_what_they_would_return(name: str) -> None:
+    definition = PRIMS[name]
+    operands, attributes = OUT_SAMPLES[name]
+    assert definition.kernel is not None
+    arguments = definition.bind(operands, attributes)
+    fresh = np.asarray(definition.kernel(*arguments))
+    out = np.full_like(fresh, 99)
+    written = definition.kernel(*arguments, out=out)
+    assert written is out and out.tobytes() == fresh.tobytes()
+    assert not any(np.shares_memory(out, operand) for operand in operands)
+
+
+def test_a_kernel_taking_out_must_say_so_in_its_signature() -> None:
+    def kernel(a: np.ndarray) -> np.ndarray:
+        return a
+
+    with pytest.raises(ValueError, match="out"):
+        register("test_out(Tensor a) -> Tensor", meta=None, kernel=kernel, out=True)
+    assert "test_out" not in PRIMS

@@ -29,11 +29,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
+
+from .threads import run_parts
 
 
 @attrs.frozen(cache_hash=True)
@@ -560,11 +563,46 @@ def _chunked_product(
     epilogue: Epilogue | None,
 ) -> None:
     """out[P..., M..., N...] = sum over K of xv[P..., M..., K...] * yv[P..., K..., N...], then
-    `epilogue(index)` on each finished chunk `out[index]` while it is still in cache."""
-    buffers = _Buffers()
-    partial: np.ndarray | None = None
+    `epilogue(index)` on each finished chunk `out[index]` while it is still in cache.
+
+    The chunks of one output part (its chunks along contracted levels, accumulated in order) are
+    one task; the tasks write disjoint parts of the output and run on the call's threads
+    (threads.py), each thread with its own staging buffers."""
     summed = [position for position, level in enumerate(levels) if level.out_axis is None]
+    tasks: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
     for starts in itertools.product(*(range(0, level.length, level.step) for level in levels)):
+        key = tuple(start for position, start in enumerate(starts) if position not in summed)
+        tasks.setdefault(key, []).append(starts)
+    per_thread: dict[int, _Buffers] = {}
+
+    def task(chunks: list[tuple[int, ...]]) -> Callable[[], None]:
+        def run() -> None:
+            buffers = per_thread.get(threading.get_ident())
+            if buffers is None:
+                buffers = per_thread[threading.get_ident()] = _Buffers()
+            _product_chunks(xv, yv, out, np_, nm, nk, levels, epilogue, chunks, buffers, summed)
+
+        return run
+
+    run_parts([task(chunks) for chunks in tasks.values()], blas=True)
+
+
+def _product_chunks(
+    xv: np.ndarray,
+    yv: np.ndarray,
+    out: np.ndarray,
+    np_: int,
+    nm: int,
+    nk: int,
+    levels: tuple[_Level, ...],
+    epilogue: Epilogue | None,
+    chunks: list[tuple[int, ...]],
+    buffers: _Buffers,
+    summed: list[int],
+) -> None:
+    """The chunks (by their starts along `levels`) of one output part, in order."""
+    partial: np.ndarray | None = None
+    for starts in chunks:
         xs, ys = xv, yv
         index = [slice(None)] * out.ndim
         for level, start in zip(levels, starts):
@@ -684,12 +722,22 @@ def _take(x: np.ndarray, axis: int | None, start: int, stop: int) -> np.ndarray:
     return x[tuple(index)]
 
 
+# Staging buffers of up to this many bytes are kept by each thread between products, so a
+# steady-state call of a plan allocates (and page-faults) none of them anew.
+KEPT_STAGING_BYTES = 16 << 20
+_STAGING = threading.local()
+
+
 class _Buffers:
-    """One reusable staging buffer per operand for the chunk copies; an operand the chunking
-    does not slice is merged (copied) once."""
+    """One reusable staging buffer per operand for the chunk copies (kept by the thread for its
+    later products, up to KEPT_STAGING_BYTES each); an operand the chunking does not slice is
+    merged (copied) once."""
 
     def __init__(self) -> None:
-        self._buffers: dict[str, np.ndarray] = {}
+        kept = getattr(_STAGING, "buffers", None)
+        if kept is None:
+            kept = _STAGING.buffers = {}
+        self._buffers: dict[str, np.ndarray] = kept
         self._last: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def merged(self, key: str, view: np.ndarray, np_: int, first: int) -> np.ndarray:
@@ -701,10 +749,11 @@ class _Buffers:
             matrix = np.reshape(view, shape, copy=False)
         except ValueError:
             buffer = self._buffers.get(key)
-            if buffer is None or buffer.size < view.size:
-                buffer = np.empty(view.size, view.dtype)
-                self._buffers[key] = buffer
-            staging = buffer[: view.size].reshape(view.shape)
+            if buffer is None or buffer.nbytes < view.nbytes:
+                buffer = np.empty(view.nbytes, np.uint8)
+                if buffer.nbytes <= KEPT_STAGING_BYTES:
+                    self._buffers[key] = buffer
+            staging = buffer[: view.nbytes].view(view.dtype).reshape(view.shape)
             np.copyto(staging, view)
             matrix = staging.reshape(shape)
         self._last[key] = (view, matrix)

@@ -85,12 +85,14 @@ class ContractionKernel:
     # The calls planned so far, by operand layout (strides, dtype): filled by the calls themselves.
     _calls: dict[tuple[Any, ...], _PlannedCall] = attrs.field(factory=dict, eq=False, repr=False)
 
-    def __call__(self, a: np.ndarray, b: np.ndarray, *others: np.ndarray) -> np.ndarray:
+    def __call__(
+        self, a: np.ndarray, b: np.ndarray, *others: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
         key = (a.strides, b.strides, a.dtype)
         call = self._calls.get(key)
         if call is None:
             call = self._calls[key] = _PlannedCall(self, a, b)
-        return call(a, b, others)
+        return call(a, b, others, out)
 
     def recipes(self) -> list[ContractionRecipe]:
         """The recipes planned by the calls so far (one per operand layout)."""
@@ -132,8 +134,15 @@ class _PlannedCall:
             tuning=kernel.tuning,
         )
 
-    def __call__(self, a: np.ndarray, b: np.ndarray, others: tuple[np.ndarray, ...]) -> np.ndarray:
-        result = np.empty(self.result_shape, a.dtype)
+    def __call__(
+        self,
+        a: np.ndarray,
+        b: np.ndarray,
+        others: tuple[np.ndarray, ...],
+        result: np.ndarray | None = None,
+    ) -> np.ndarray:
+        if result is None:
+            result = np.empty(self.result_shape, a.dtype)
         # The epilogue runs on the contraction's own shape: reshapes keep row-major order, so
         # each in-place operand is reshaped (a view, for broadcast biases too) to that shape.
         out = result.reshape(self.out_shape)
@@ -252,7 +261,9 @@ def _group(
     kernel = ContractionKernel(
         (specs[0], specs[1]), out_labels, tuple(joint), tuple(epilogue), tuning
     )
-    return FusedGroup(tuple(sorted(members)), tuple(sources), kernel, fresh_result=True)
+    return FusedGroup(
+        tuple(sorted(members)), tuple(sources), kernel, fresh_result=True, takes_out=True
+    )
 
 
 def _next_in_chain(context: FusionContext, index: int) -> int | None:

@@ -1,0 +1,271 @@
+"""The threads of a call: `execute(..., threads=N)` runs the parts of large steps on a pool of
+N threads (the caller and N - 1 workers) and sets BLAS's thread count to N for the call.
+
+NumPy releases the GIL inside its kernels, so the parts of one step run at once. What a step
+splits into is decided when the plan is made and never depends on N (`chunks`): a step
+computes the same kernel calls on the same slices whatever the thread count, which only decides
+who runs which part. Parts are slices along dimensions nothing is reduced over, so every
+result element is computed exactly as one thread computes it; the results are bit for bit
+those of one thread.
+
+BLAS runs its own threads inside one matrix product. While parts that call BLAS run in
+parallel, BLAS is held at one thread (a product is then computed by the same one-thread code).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import threadpoolctl
+
+from ..ir.values import TensorMeta
+
+# The environment variable giving execute()'s default thread count.
+THREADS_VARIABLE = "ATEN2PRIMS_NUM_THREADS"
+# Steps whose result has at least this many bytes are split into parts of about this size.
+PART_BYTES = 1 << 17
+# At most this many parts per step.
+MAX_PARTS = 64
+
+
+def default_threads() -> int:
+    """ATEN2PRIMS_NUM_THREADS when set, else the cores this process may run on."""
+    value = os.environ.get(THREADS_VARIABLE)
+    if value:
+        try:
+            count = int(value)
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise ValueError(f"{THREADS_VARIABLE} must be a positive integer, got {value!r}")
+        return count
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class _Call(threading.local):
+    """The pool of the call running on this thread (None: one thread)."""
+
+    pool: ThreadPoolExecutor | None = None
+    threads: int = 1
+
+
+_CALL = _Call()
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    with _POOLS_LOCK:
+        pool = _POOLS.get(threads)
+        if pool is None:
+            pool = _POOLS[threads] = ThreadPoolExecutor(
+                threads - 1, thread_name_prefix="aten2prims"
+            )
+        return pool
+
+
+class _Blas:
+    """BLAS's thread count, through threadpoolctl (its libraries found at first use)."""
+
+    def __init__(self) -> None:
+        self._libraries: list[Any] | None = None
+        self._lock = threading.Lock()
+
+    def libraries(self) -> list[Any]:
+        with self._lock:
+            if self._libraries is None:
+                controller = threadpoolctl.ThreadpoolController()
+                self._libraries = list(controller.select(user_api="blas").lib_controllers)
+            return self._libraries
+
+    @contextmanager
+    def limited(self, threads: int) -> Iterator[None]:
+        changed = []
+        for library in self.libraries():
+            before = library.num_threads
+            if before != threads:
+                library.set_num_threads(threads)
+                changed.append((library, before))
+        try:
+            yield
+        finally:
+            for library, before in changed:
+                library.set_num_threads(before)
+
+
+BLAS = _Blas()
+
+
+@contextmanager
+def running_with(threads: int) -> Iterator[None]:
+    """The calling thread's steps run their parts on `threads` threads, BLAS on as many."""
+    if threads < 1:
+        raise ValueError(f"threads must be a positive integer, got {threads}")
+    outer = _CALL.pool, _CALL.threads
+    _CALL.pool, _CALL.threads = (_pool(threads) if threads > 1 else None), threads
+    try:
+        with BLAS.limited(threads):
+            yield
+    finally:
+        _CALL.pool, _CALL.threads = outer
+
+
+def threads() -> int:
+    """The thread count of the call running on this thread (1 inside a part)."""
+    return _CALL.threads
+
+
+def run_parts(parts: Sequence[Callable[[], None]], *, blas: bool = False) -> None:
+    """Runs every part, on the call's threads when it has several (`blas`: the parts call BLAS,
+    which then runs on one thread each). Parts must write disjoint memory. Exceptions are
+    re-raised (the first part's first) after every part has ended."""
+    pool = _CALL.pool
+    if pool is None or len(parts) < 2:
+        for part in parts:
+            part()
+        return
+    count = min(_CALL.threads, len(parts))
+    # Each thread runs a contiguous run of the parts, in order.
+    runs = [parts[i * len(parts) // count : (i + 1) * len(parts) // count] for i in range(count)]
+
+    state = np.geterr()  # NumPy's error state is per thread: the workers take the caller's
+
+    def run(items: Sequence[Callable[[], None]]) -> None:
+        with np.errstate(**state):
+            for item in items:
+                item()
+
+    with BLAS.limited(1) if blas else _nothing():
+        futures: list[Future[None]] = [pool.submit(run, items) for items in runs[1:]]
+        error: BaseException | None = None
+        try:
+            for item in runs[0]:
+                item()
+        except BaseException as raised:  # wait for the other threads before re-raising
+            error = raised
+        for future in futures:
+            exception = future.exception()
+            if error is None and exception is not None:
+                error = exception
+        if error is not None:
+            raise error
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+# -- splitting a result into parts ------------------------------------------------------------------
+
+
+def chunks(shape: tuple[int, ...], itemsize: int) -> tuple[tuple[Any, ...], ...]:
+    """Indices of the parts of an array of `shape` (a plan-time decision: never depends on the
+    thread count): slices along its outer dims of about PART_BYTES each, at most MAX_PARTS;
+    () when the array is too small to split."""
+    size = math.prod(shape) * itemsize
+    wanted = min(MAX_PARTS, size // PART_BYTES)
+    if wanted < 2 or not shape:
+        return ()
+    # Split the outermost dims: whole index positions over the dims before `axis`, slices along it.
+    outer = 1
+    for axis, length in enumerate(shape):
+        if outer * length >= wanted or axis == len(shape) - 1:
+            break
+        outer *= length
+    per = max(1, -(-wanted // outer))
+    per = min(per, shape[axis])
+    bounds = [(i * shape[axis] // per, (i + 1) * shape[axis] // per) for i in range(per)]
+    indices: list[tuple[Any, ...]] = []
+    for position in np.ndindex(*shape[:axis]):
+        for start, stop in bounds:
+            indices.append((*position, slice(start, stop)))
+    return tuple(indices) if len(indices) > 1 else ()
+
+
+def operand_part(operand: Any, index: tuple[Any, ...], ndim: int) -> Any:
+    """The part of an elementwise operand (broadcast against a result of `ndim` dims) that
+    result part `index` reads."""
+    if type(operand) is not np.ndarray or operand.ndim == 0:
+        return operand
+    lead = ndim - operand.ndim
+    own: list[Any] = []
+    for axis, item in enumerate(index):
+        if axis < lead:
+            continue
+        if operand.shape[axis - lead] == 1:
+            own.append(0 if type(item) is int else slice(None))
+        else:
+            own.append(item)
+    return operand[tuple(own)]
+
+
+class Parted:
+    """An elementwise kernel taking `out=`, run part by part: each part of the result (`parts`,
+    from `chunks`, of a result of `shape` and `dtype`) is the kernel of the operands' matching
+    parts."""
+
+    __slots__ = ("dtype", "kernel", "parts", "shape")
+
+    def __init__(
+        self,
+        kernel: Callable[..., Any],
+        parts: tuple[tuple[Any, ...], ...],
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+    ) -> None:
+        self.kernel = kernel
+        self.parts = parts
+        self.shape = shape
+        self.dtype = dtype
+
+    def __call__(self, *operands: Any, out: np.ndarray | None = None) -> Any:
+        if out is None:
+            out = np.empty(self.shape, self.dtype)
+        kernel, ndim = self.kernel, out.ndim
+
+        def part(index: tuple[Any, ...]) -> Callable[[], None]:
+            def run() -> None:
+                kernel(*(operand_part(o, index, ndim) for o in operands), out=out[index])
+
+            return run
+
+        run_parts([part(index) for index in self.parts])
+        return out
+
+
+def copy_in_parts(destination: np.ndarray, source: np.ndarray) -> None:
+    """np.copyto(destination, source) of two arrays of one shape, part by part."""
+    parts = chunks(destination.shape, destination.itemsize)
+    if not parts:
+        np.copyto(destination, source)
+        return
+
+    def part(index: tuple[Any, ...]) -> Callable[[], None]:
+        return lambda: np.copyto(destination[index], source[index])
+
+    run_parts([part(index) for index in parts])
+
+
+def split_steps(steps: Sequence[Any], meta_of: dict[int, Any]) -> None:
+    """Elementwise steps taking `out=` whose result is large enough to split run part by part
+    (`Parted`); a step without a buffer then allocates its result whole first."""
+    for step in steps:
+        if not (step.elementwise and step.takes_out and len(step.out_slots) == 1):
+            continue
+        meta = meta_of[step.out_slots[0]]
+        if type(meta) is not TensorMeta or not meta.shape:
+            continue
+        parts = chunks(meta.shape, meta.dtype.itemsize)
+        if parts:
+            step.kernel = Parted(step.kernel, parts, meta.shape, np.dtype(meta.dtype.numpy))
