@@ -95,8 +95,8 @@ def execute(
     reproducible; `check=True` verifies every intermediate's shape and dtype against its meta.
     A graph needing more than `max_memory` bytes (default: the machine's memory) is refused with
     MemoryBudgetError before anything is allocated. `threads` (default: the machine's cores, or
-    the ATEN2PRIMS_NUM_THREADS environment variable) run large steps in parts and BLAS; results
-    are the same bit for bit for every thread count."""
+    the ATEN2PRIMS_NUM_THREADS environment variable) share the parts of large steps (matrix
+    products included); results are the same bit for bit for every thread count."""
     # Lazy: every submodule import runs this package first, and the layers above ir import it.
     from .executor import execute as _execute
 

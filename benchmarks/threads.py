@@ -10,7 +10,8 @@ then measures steady-state calls of `aten2prims.execute`:
   buffers to it), against the bytes of the plan's arena and of the call's outputs;
 - median wall time at one thread and at `--threads` threads (default 2), the two alternating
   call by call in this one process (BLAS's thread count is set per call through threadpoolctl),
-  and whether both give bit-identical outputs.
+  the process CPU time of both (all threads: what splitting costs), and whether both give
+  bit-identical outputs.
 
 On a machine shared with other work the times are noisy; alternating keeps the comparison fair.
 """
@@ -70,12 +71,15 @@ def measure(path: Path, inputs: list[Any], threads: int, repeats: int) -> dict[s
     output_bytes = sum(o.nbytes for o in outputs if isinstance(o, np.ndarray))
     one: list[float] = []
     many: list[float] = []
+    one_cpu: list[float] = []
+    many_cpu: list[float] = []
     identical = True
     for _ in range(repeats):
-        for count, times in ((1, one), (threads, many)):
-            start = time.perf_counter()
+        for count, times, cpu in ((1, one, one_cpu), (threads, many, many_cpu)):
+            start, start_cpu = time.perf_counter(), time.process_time()
             result = aten2prims.execute(graph, inputs, threads=count)
             times.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
             if count == 1:
                 reference = result
             else:
@@ -90,6 +94,8 @@ def measure(path: Path, inputs: list[Any], threads: int, repeats: int) -> dict[s
         "arena": plan.arenas.layout.nbytes,
         "one": statistics.median(one),
         "many": statistics.median(many),
+        "one_cpu": statistics.median(one_cpu),
+        "many_cpu": statistics.median(many_cpu),
         "identical": identical,
     }
 
@@ -119,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{name:12} {r['faults']:>11.0f} {r['traced'] / 1e6:>9.2f} "
                 f"{r['outputs'] / 1e6:>10.2f} {r['arena'] / 1e6:>8.2f} {r['one'] * 1e3:>11.2f} "
-                f"{r['many'] * 1e3:>13.2f} {r['one'] / r['many']:>8.2f} {r['identical']}",
+                f"{r['many'] * 1e3:>13.2f} {r['one'] / r['many']:>8.2f} "
+                f"{r['one_cpu'] * 1e3:>6.1f} / {r['many_cpu'] * 1e3:<6.1f} {r['identical']}",
                 flush=True,
             )
     return 0

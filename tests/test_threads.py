@@ -33,7 +33,7 @@ def _inputs(name: str) -> tuple[torch.Tensor, ...]:
     if name == "unet":
         return (torch.randn(2, 3, 64, 64),)
     if name == "mlp":
-        return (torch.randn(8192, 16),)
+        return (torch.randn(65536, 16),)
     sequence = 128
     mask = torch.triu(torch.full((sequence, sequence), float("-inf")), diagonal=1)
     return torch.randn(8, sequence, 32), mask
@@ -67,7 +67,8 @@ def test_every_thread_count_gives_one_threads_bits(name: str, models: dict) -> N
 
 
 def test_large_steps_are_split_into_parts(models: dict) -> None:
-    """The models above do run in parts: elementwise steps and chunked convolutions."""
+    """The models above do run in parts: elementwise steps, chunked convolutions and matrix
+    products."""
     cnn = plan_for(models["cnn"][0])
     assert sum(type(step.kernel) is Parted for step in cnn.steps) >= 3
     chunked = [
@@ -80,6 +81,14 @@ def test_large_steps_are_split_into_parts(models: dict) -> None:
     assert chunked, "a convolution's im2col runs in chunks, which the threads share"
     transformer = plan_for(models["transformer"][0])
     assert any(type(step.kernel) is Parted for step in transformer.steps)
+    products = [
+        recipe
+        for step in plan_for(models["mlp"][0]).steps
+        if isinstance(step.kernel, ContractionKernel)
+        for recipe in step.kernel.recipes()
+        if recipe.parts is not None
+    ]
+    assert products, "a linear layer's product is made in parts"
 
 
 def test_blas_threads_are_restored_after_a_call(models: dict) -> None:

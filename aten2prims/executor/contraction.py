@@ -69,6 +69,12 @@ class ContractionTuning:
     short_axis_copies: int = 64
     # ... for copies of at least this many elements (below, the Python loop costs more).
     short_axis_min_elements: int = 1 << 14
+    # An unchunked product of at least twice this many multiply-adds is made in parts (each at
+    # least this large and `min_part_rows` rows or columns wide, at most `max_parts`), which a
+    # call's threads share (BLAS itself runs on one thread).
+    part_macs: int = 1 << 23
+    min_part_rows: int = 64
+    max_parts: int = 4
 
 
 DEFAULT_TUNING = ContractionTuning()
@@ -180,6 +186,10 @@ class ContractionRecipe:
     contracted_axes: int = 0  # len(K)
     levels: tuple[_Level, ...] = ()
     swapped: bool = False
+    # An unchunked product made in parts (threads.py): the axis of `out_matrix` split (a batch
+    # axis, the rows or the columns) and each part's bounds; a plan-time choice, so every
+    # thread count makes the same products.
+    parts: tuple[int, tuple[tuple[int, int], ...]] | None = None
     reorder: _Reorder | None = None
     present_shape: tuple[int, ...] = ()
     broadcast_shape: tuple[int, ...] | None = None
@@ -243,6 +253,43 @@ class ContractionRecipe:
 
         return copy_chunk
 
+    def _matmul(self, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+        if self.swapped:
+            transposed = np.matmul(y.swapaxes(-1, -2), x.swapaxes(-1, -2))
+            np.copyto(out, transposed.swapaxes(-1, -2))
+        else:
+            np.matmul(x, y, out=out)
+
+    def _matmul_in_parts(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        out: np.ndarray,
+        axis: int,
+        bounds: tuple[tuple[int, int], ...],
+    ) -> None:
+        """x @ y into out, one product per slice `bounds` of out's `axis` (a batch axis, the
+        rows or the columns: never the contracted one), on the call's threads."""
+
+        def part(a: np.ndarray, start: int, stop: int, along: int) -> np.ndarray:
+            if a.shape[along] == 1 and out.shape[along] != 1:  # broadcast along a batch axis
+                return a
+            index: list[Any] = [slice(None)] * a.ndim
+            index[along] = slice(start, stop)
+            return a[tuple(index)]
+
+        x_axis = axis if axis != out.ndim - 1 else None
+        y_axis = axis if axis != out.ndim - 2 else None
+
+        def task(start: int, stop: int) -> Callable[[], None]:
+            return lambda: self._matmul(
+                x if x_axis is None else part(x, start, stop, x_axis),
+                y if y_axis is None else part(y, start, stop, y_axis),
+                part(out, start, stop, axis),
+            )
+
+        run_parts([task(start, stop) for start, stop in bounds], blas=True)
+
     def _product(
         self, x: np.ndarray, y: np.ndarray, out: np.ndarray, epilogue: Epilogue | None
     ) -> None:
@@ -250,14 +297,14 @@ class ContractionRecipe:
         the transposed operands x and y (`out` holds the product's elements in row-major order),
         then `epilogue(index)` on each finished chunk `out[index]` (of `product_shape`) while it
         is still in cache."""
-        if not self.levels:  # one call; numpy copies what it must
+        if not self.levels:  # one call per part; numpy copies what it must
             x = x.reshape(self.x_matrix)
             y = y.reshape(self.y_matrix)
-            if self.swapped:
-                transposed = np.matmul(y.swapaxes(-1, -2), x.swapaxes(-1, -2))
-                np.copyto(out.reshape(self.out_matrix), transposed.swapaxes(-1, -2))
+            target = out.reshape(self.out_matrix)
+            if self.parts is None:
+                self._matmul(x, y, target)
             else:
-                np.matmul(x, y, out=out.reshape(self.out_matrix))
+                self._matmul_in_parts(x, y, target, *self.parts)
             if epilogue is not None:
                 epilogue(())
             return
@@ -378,6 +425,8 @@ def plan_contraction(
         out_bytes = 0
     levels = _chunk_levels(xv, yv, np_, nm, nk, x_copy, y_copy, out_bytes, tuning)
     swapped = not levels and _swap_pays(np.reshape(xv, x_matrix), np.reshape(yv, y_matrix), tuning)
+    out_matrix = _merged_shape(tuple(sizes[label] for label in layout.order), np_, nm)
+    parts = None if levels else _product_parts(x_matrix, y_matrix, out_matrix, tuning)
     return ContractionRecipe(
         tuning,
         a_index=a_index,
@@ -392,18 +441,51 @@ def plan_contraction(
         y_view=yv.shape,
         y_matrix=y_matrix,
         product_shape=tuple(sizes[label] for label in layout.order),
-        out_matrix=_merged_shape(tuple(sizes[label] for label in layout.order), np_, nm),
+        out_matrix=out_matrix,
         batch_axes=np_,
         rows_axes=nm,
         contracted_axes=nk,
         levels=tuple(levels),
         swapped=swapped,
+        parts=parts,
         reorder=reorder,
         present_shape=present_shape,
         broadcast_shape=broadcast_shape,
         scale=scale,
         epilogue_per_chunk=per_chunk,
     )
+
+
+def _product_parts(
+    x_matrix: tuple[int, ...],
+    y_matrix: tuple[int, ...],
+    out_matrix: tuple[int, ...],
+    tuning: ContractionTuning,
+) -> tuple[int, tuple[tuple[int, int], ...]] | None:
+    """How a product of these matrices splits into parts (`ContractionRecipe.parts`): along the
+    outermost batch axis both operands have whole or broadcast, else along the longer of rows
+    and columns, into parts of at least `part_macs` multiply-adds (and `min_part_rows` rows or
+    columns); None when it is too small to split."""
+    macs = math.prod(out_matrix) * x_matrix[-1]
+    wanted = min(tuning.max_parts, macs // tuning.part_macs)
+    if wanted < 2:
+        return None
+    rows, columns = out_matrix[-2], out_matrix[-1]
+    batch = len(out_matrix) - 2
+    if (
+        batch
+        and out_matrix[0] >= 2
+        and all(m[0] in (1, out_matrix[0]) for m in (x_matrix, y_matrix))
+    ):
+        axis, length, least = 0, out_matrix[0], 1
+    elif rows >= columns:
+        axis, length, least = batch, rows, tuning.min_part_rows
+    else:
+        axis, length, least = batch + 1, columns, tuning.min_part_rows
+    count = min(wanted, length // least)
+    if count < 2:
+        return None
+    return axis, tuple((i * length // count, (i + 1) * length // count) for i in range(count))
 
 
 def _lone_axes(

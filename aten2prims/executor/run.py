@@ -127,8 +127,8 @@ def execute(
     machine's memory, `limits.default_memory_budget`) raises MemoryBudgetError before anything
     is allocated (plans fold constants, so the check precedes planning). `threads` (default:
     `threads.default_threads()`, the machine's cores or ATEN2PRIMS_NUM_THREADS) is how many
-    threads run the parts of large steps, and BLAS's thread count during the call; results are
-    bit for bit the same for every thread count.
+    threads run the parts of large steps (BLAS runs on one thread inside each); results are bit
+    for bit the same for every thread count.
     """
     planned, prims_graph = _planned(graph)
     over_budget(f"the inputs of graph {prims_graph.name}", planned.input_bytes, max_memory)

@@ -1,19 +1,22 @@
 """The threads of a call: `execute(..., threads=N)` runs the parts of large steps on a pool of
-N threads (the caller and N - 1 workers) and sets BLAS's thread count to N for the call.
+N threads (the caller and N - 1 workers).
 
 NumPy releases the GIL inside its kernels, so the parts of one step run at once. What a step
-splits into is decided when the plan is made and never depends on N (`chunks`): a step
-computes the same kernel calls on the same slices whatever the thread count, which only decides
-who runs which part. Parts are slices along dimensions nothing is reduced over, so every
-result element is computed exactly as one thread computes it; the results are bit for bit
-those of one thread.
+splits into is decided when the plan is made and never depends on N (`chunks`, and the
+contraction engine's chunks and product parts): a step makes the same kernel calls on the same
+slices whatever the thread count, which only decides who runs which part. Parts are slices
+along dimensions nothing is reduced over, so every result element is computed exactly as one
+thread computes it; the results are bit for bit those of one thread.
 
-BLAS runs its own threads inside one matrix product. While parts that call BLAS run in
-parallel, BLAS is held at one thread (a product is then computed by the same one-thread code).
+BLAS is held at one thread during a call (through threadpoolctl; restored afterwards): its
+products are split into parts by the plan instead, so a product is always computed by the same
+one-thread code, and no BLAS thread pool spins beside ours (measured: BLAS at two threads beside
+our parts took half again as much CPU time on the transformer).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -31,8 +34,8 @@ from ..ir.values import TensorMeta
 THREADS_VARIABLE = "ATEN2PRIMS_NUM_THREADS"
 # Steps whose result has at least this many bytes are split into parts of about this size.
 PART_BYTES = 1 << 17
-# At most this many parts per step.
-MAX_PARTS = 64
+# At most this many parts per step (each part costs a few microseconds of Python).
+MAX_PARTS = 4
 
 
 def default_threads() -> int:
@@ -108,13 +111,13 @@ BLAS = _Blas()
 
 @contextmanager
 def running_with(threads: int) -> Iterator[None]:
-    """The calling thread's steps run their parts on `threads` threads, BLAS on as many."""
+    """The calling thread's steps run their parts on `threads` threads, BLAS on one."""
     if threads < 1:
         raise ValueError(f"threads must be a positive integer, got {threads}")
     outer = _CALL.pool, _CALL.threads
     _CALL.pool, _CALL.threads = (_pool(threads) if threads > 1 else None), threads
     try:
-        with BLAS.limited(threads):
+        with BLAS.limited(1):
             yield
     finally:
         _CALL.pool, _CALL.threads = outer
@@ -232,16 +235,28 @@ class Parted:
     def __call__(self, *operands: Any, out: np.ndarray | None = None) -> Any:
         if out is None:
             out = np.empty(self.shape, self.dtype)
-        kernel, ndim = self.kernel, out.ndim
-
-        def part(index: tuple[Any, ...]) -> Callable[[], None]:
-            def run() -> None:
-                kernel(*(operand_part(o, index, ndim) for o in operands), out=out[index])
-
-            return run
-
-        run_parts([part(index) for index in self.parts])
+        kernel, ndim, shape = self.kernel, out.ndim, out.shape
+        # Operands of the result's shape are sliced as the result is (the common case, fast).
+        whole = [type(o) is np.ndarray and o.shape == shape for o in operands]
+        run_parts(
+            [
+                functools.partial(
+                    _call,
+                    kernel,
+                    [
+                        o[index] if w else operand_part(o, index, ndim)
+                        for o, w in zip(operands, whole)
+                    ],
+                    out[index],
+                )
+                for index in self.parts
+            ]
+        )
         return out
+
+
+def _call(kernel: Callable[..., Any], operands: list[Any], out: np.ndarray) -> None:
+    kernel(*operands, out=out)
 
 
 def copy_in_parts(destination: np.ndarray, source: np.ndarray) -> None:
