@@ -13,11 +13,14 @@ import threadpoolctl
 import torch
 
 import aten2prims
+import prims
 from aten2prims.cli import main
 from aten2prims.executor import plan_for
 from aten2prims.executor.contraction_fusion import ContractionKernel
 from aten2prims.executor.threads import THREADS_VARIABLE, Parted, default_threads
 from aten2prims.frontends.torch_interop import to_numpy
+from aten2prims.ir import DType, TensorMeta
+from prims.builder import Builder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from models import build
@@ -135,3 +138,19 @@ def test_cli_run_takes_threads(tmp_path: Path, capsys: pytest.CaptureFixture[str
         main(["run", str(example), "--threads", "0"])
     assert exit_.value.code == 2
     assert "positive integer" in capsys.readouterr().err
+
+
+def test_a_result_written_into_an_operand_read_transposed_is_not_split() -> None:
+    """add(a, transpose(a)) written into a's buffer (a dies there): parts would read elements
+    an earlier part already overwrote; the step runs whole and NumPy copies the transpose."""
+    with Builder("g") as builder:
+        x = builder.add_input("x", TensorMeta((1024, 1024), DType.float32))
+        a = prims.exp(x)
+        graph = builder.finish([prims.neg(prims.add(a, prims.transpose(a, [1, 0])))])
+    data = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
+    add = next(s for s in plan_for(graph).steps if s.node.op == "prims.add")
+    assert type(add.kernel) is Parted and add.out_argument == 0, "in place, and split"
+    expected = -(np.exp(data) + np.exp(data).T)
+    for threads in (1, 2):
+        result = aten2prims.execute(graph, {"x": data}, threads=threads)[0]
+        assert result.tobytes() == expected.tobytes()

@@ -236,6 +236,11 @@ class Parted:
         if out is None:
             out = np.empty(self.shape, self.dtype)
         kernel, ndim, shape = self.kernel, out.ndim, out.shape
+        if any(_overlaps(o, out) for o in operands):
+            # An operand sharing out's memory other than element for element (a result written
+            # into a dying operand, read also through a transpose of it): one call, in which
+            # NumPy copies that operand first; parts would read elements others wrote.
+            return kernel(*operands, out=out)
         # Operands of the result's shape are sliced as the result is (the common case, fast).
         whole = [type(o) is np.ndarray and o.shape == shape for o in operands]
         run_parts(
@@ -253,6 +258,16 @@ class Parted:
             ]
         )
         return out
+
+
+def _overlaps(operand: Any, out: np.ndarray) -> bool:
+    """`operand` may share memory with `out` other than as the same elements in one layout."""
+    if type(operand) is not np.ndarray or operand.ndim == 0:
+        return False
+    if operand.shape == out.shape and operand.strides == out.strides:
+        if operand.ctypes.data == out.ctypes.data:
+            return False
+    return bool(np.may_share_memory(operand, out))
 
 
 def _call(kernel: Callable[..., Any], operands: list[Any], out: np.ndarray) -> None:
