@@ -154,3 +154,20 @@ def test_a_result_written_into_an_operand_read_transposed_is_not_split() -> None
     for threads in (1, 2):
         result = aten2prims.execute(graph, {"x": data}, threads=threads)[0]
         assert result.tobytes() == expected.tobytes()
+
+
+def test_a_forked_child_runs_on_threads_of_its_own(models: dict) -> None:
+    """Pools are per process: a child forked after a call makes its own (the parent's
+    threads do not exist in it)."""
+    import multiprocessing
+
+    graph, inputs, _ = models["cnn"]
+    expected = aten2prims.execute(graph, inputs, threads=2)[0]
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        result = pool.apply_async(_run_in_child, (graph, inputs)).get(timeout=300)
+    assert result.tobytes() == expected.tobytes()
+
+
+def _run_in_child(graph: object, inputs: list[np.ndarray]) -> np.ndarray:
+    return aten2prims.execute(graph, inputs, threads=2)[0]  # type: ignore[arg-type]  # a Graph

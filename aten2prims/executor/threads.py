@@ -67,6 +67,17 @@ _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
 
 
+def _forget_pools() -> None:
+    """A forked child has none of its parent's threads: it makes pools of its own."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools)
+
+
 def _pool(threads: int) -> ThreadPoolExecutor:
     with _POOLS_LOCK:
         pool = _POOLS.get(threads)
