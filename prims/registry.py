@@ -55,6 +55,9 @@ class PrimDef:
     # shares memory with no operand; it writes the result there and returns it (the executor's
     # arena, aten2prims/executor/arena.py).
     out: bool = False
+    # The kernel is kernel(inp, dims, output_dtype), reducing inp over dims; each element of
+    # the result reads only its own position along the kept dims.
+    reduces: bool = False
     # Why a prim of torch's has no implementation here (docs/prims.md lists these).
     omitted_reason: str | None = None
     # Indices of the Tensor-typed schema arguments: a node's positional operands.
@@ -124,6 +127,7 @@ def register(
     element_view: bool = False,
     meta_only_operands: bool = False,
     out: bool = False,
+    reduces: bool = False,
     omitted_reason: str | None = None,
 ) -> PrimDef:
     """Register one prim. Duplicate names and functions whose parameters do not match the
@@ -164,6 +168,7 @@ def register(
         element_view=element_view,
         meta_only_operands=meta_only_operands,
         out=out,
+        reduces=reduces,
         omitted_reason=omitted_reason,
     )
     PRIMS[name] = definition

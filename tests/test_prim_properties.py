@@ -225,3 +225,20 @@ def test_a_kernel_taking_out_must_say_so_in_its_signature() -> None:
     with pytest.raises(ValueError, match="out"):
         register("test_out(Tensor a) -> Tensor", meta=None, kernel=kernel, out=True)
     assert "test_out" not in PRIMS
+
+
+@pytest.mark.parametrize("name", tagged("reduces"))
+def test_reductions_read_each_kept_position_alone(name: str) -> None:
+    """kernel(inp, dims, output_dtype): a slice along a kept dim reduces to that slice of the
+    result (integer values: every order of summation is exact)."""
+    definition = PRIMS[name]
+    assert definition.kernel is not None
+    operand = np.arange(2 * 6 * 4, dtype=np.int64).reshape(2, 6, 4) % 7
+    for dims in ([0], [2], [0, 2]):
+        whole = np.asarray(definition.kernel(operand, dims, None))
+        kept = [axis for axis in range(3) if axis not in dims]
+        result_axis = kept.index(1)  # slice the operand's dim 1, always kept here
+        index: list[Any] = [slice(None)] * whole.ndim
+        index[result_axis] = slice(2, 5)
+        part = np.asarray(definition.kernel(operand[:, 2:5], dims, None))
+        assert part.tobytes() == whole[tuple(index)].tobytes()

@@ -17,7 +17,12 @@ import prims
 from aten2prims.cli import main
 from aten2prims.executor import plan_for
 from aten2prims.executor.contraction_fusion import ContractionKernel
-from aten2prims.executor.threads import THREADS_VARIABLE, Parted, default_threads
+from aten2prims.executor.threads import (
+    THREADS_VARIABLE,
+    Parted,
+    ReducedParted,
+    default_threads,
+)
 from aten2prims.frontends.torch_interop import to_numpy
 from aten2prims.ir import DType, TensorMeta
 from prims.builder import Builder
@@ -70,8 +75,8 @@ def test_every_thread_count_gives_one_threads_bits(name: str, models: dict) -> N
 
 
 def test_large_steps_are_split_into_parts(models: dict) -> None:
-    """The models above do run in parts: elementwise steps, chunked convolutions and matrix
-    products."""
+    """The models above do run in parts: elementwise steps, reductions, chunked convolutions
+    and matrix products."""
     cnn = plan_for(models["cnn"][0])
     assert sum(type(step.kernel) is Parted for step in cnn.steps) >= 3
     chunked = [
@@ -84,6 +89,7 @@ def test_large_steps_are_split_into_parts(models: dict) -> None:
     assert chunked, "a convolution's im2col runs in chunks, which the threads share"
     transformer = plan_for(models["transformer"][0])
     assert any(type(step.kernel) is Parted for step in transformer.steps)
+    assert any(type(step.kernel) is ReducedParted for step in transformer.steps), "softmax"
     products = [
         recipe
         for step in plan_for(models["mlp"][0]).steps

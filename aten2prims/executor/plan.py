@@ -13,9 +13,10 @@ Planning, in order:
    only by elementwise steps left to NumPy's broadcasting;
 5. the last use of every slot, so intermediates are released as soon as possible;
 6. buffer reuse (`inplace.py`): elementwise results written into operands that die there;
-7. static memory planning (`arena.py`): every other result whose kernel takes `out=` written
+7. parts (`threads.py`): large elementwise steps and reductions split into parts that a call's
+   threads share;
+8. static memory planning (`arena.py`): every other result whose kernel takes `out=` written
    into a buffer of an arena kept between calls, buffers shared by results of disjoint lifetimes;
-8. parts (`threads.py`): large elementwise steps split into parts that a call's threads share;
 9. code generation (`codegen.py`): the steps as one straight-line Python function.
 
 `reference.py` runs a graph node by node with none of this: the oracle the tests compare with.
@@ -134,8 +135,8 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     relax_broadcasts(steps, output_slots, meta_of)
     _assign_last_uses(steps, output_slots)
     reuse_dying_operands(steps, output_slots, meta_of, set(input_slots.values()))
-    layout = plan_arena(steps, output_slots, meta_of, set(input_slots.values()))
     split_steps(steps, meta_of)
+    layout = plan_arena(steps, output_slots, meta_of, set(input_slots.values()))
     initial: list[Any] = [None] * len(slots.slot_of)
     for graph_input in folded.inputs:
         if graph_input.data is not None and graph_input.name not in overridden:

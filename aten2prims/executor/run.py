@@ -23,7 +23,7 @@ from ..ir.values import ScalarMeta, TensorMeta
 from ..limits import nbytes, over_budget
 from .plan import Plan, build_plan
 from .steps import Step, resolve
-from .threads import Parted, default_threads, running_with
+from .threads import Parted, ReducedParted, default_threads, running_with
 
 
 @attrs.define(slots=True)
@@ -229,7 +229,9 @@ def _run_step(step: Step, values: list[Any], rng: np.random.Generator | None) ->
         keywords["rng"] = rng
     if step.out_argument is not None:
         keywords["out"] = args[step.out_argument]
-    kernel = step.kernel.kernel if type(step.kernel) is Parted else step.kernel
+    kernel = step.kernel
+    if isinstance(kernel, Parted | ReducedParted):
+        kernel = kernel.kernel
     try:
         result = kernel(*args, **keywords)
     except ExecutionError:

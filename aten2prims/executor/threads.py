@@ -28,7 +28,10 @@ from typing import Any
 import numpy as np
 import threadpoolctl
 
+from prims.registry import lookup
+
 from ..ir.values import TensorMeta
+from .steps import SlotRef
 
 # The environment variable giving execute()'s default thread count.
 THREADS_VARIABLE = "ATEN2PRIMS_NUM_THREADS"
@@ -298,10 +301,96 @@ def copy_in_parts(destination: np.ndarray, source: np.ndarray) -> None:
     run_parts([part(index) for index in parts])
 
 
+class ReducedParted:
+    """A reduction prim's kernel (`PrimDef.reduces`) run part by part: the result split along
+    one kept dim (`bounds` along result dim `axis`, operand dim `operand_axis`), each part the
+    reduction of the operand's matching slice; takes `out=`."""
+
+    __slots__ = ("axis", "bounds", "dtype", "kernel", "operand_axis", "shape")
+
+    def __init__(
+        self,
+        kernel: Callable[..., Any],
+        axis: int,
+        operand_axis: int,
+        bounds: tuple[tuple[int, int], ...],
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+    ) -> None:
+        self.kernel = kernel
+        self.axis = axis
+        self.operand_axis = operand_axis
+        self.bounds = bounds
+        self.shape = shape
+        self.dtype = dtype
+
+    def __call__(
+        self, inp: np.ndarray, dims: Any, output_dtype: Any, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        if out is None:
+            out = np.empty(self.shape, self.dtype)
+        kernel = self.kernel
+
+        def part(start: int, stop: int) -> Callable[[], None]:
+            index: list[Any] = [slice(None)] * inp.ndim
+            index[self.operand_axis] = slice(start, stop)
+            target: list[Any] = [slice(None)] * out.ndim
+            target[self.axis] = slice(start, stop)
+            return lambda: np.copyto(
+                out[tuple(target)], kernel(inp[tuple(index)], dims, output_dtype)
+            )
+
+        run_parts([part(start, stop) for start, stop in self.bounds])
+        return out
+
+
+def _reduction_parts(step: Any, meta: TensorMeta, operand: Any) -> ReducedParted | None:
+    """A reduction step whose operand is large enough to split: along the outermost result dim
+    of length >= 2, by the operand bytes each result element reads."""
+    definition = lookup(step.node.op)
+    if definition is None or definition.kernel is None or type(operand) is not TensorMeta:
+        return None
+    dims = step.arguments[1]
+    reduced = set(range(operand.ndim)) if dims is None else {d for d in dims if d < operand.ndim}
+    kept = [axis for axis in range(operand.ndim) if axis not in reduced]
+    if len(kept) != len(meta.shape) or not kept:
+        return None
+    axis = next((j for j, n in enumerate(meta.shape) if n >= 2), None)
+    if axis is None:
+        return None
+    size = math.prod(operand.shape) * operand.dtype.itemsize
+    count = min(MAX_PARTS, size // PART_BYTES, meta.shape[axis])
+    if count < 2:
+        return None
+    length = meta.shape[axis]
+    bounds = tuple((i * length // count, (i + 1) * length // count) for i in range(count))
+    return ReducedParted(
+        definition.kernel, axis, kept[axis], bounds, meta.shape, np.dtype(meta.dtype.numpy)
+    )
+
+
 def split_steps(steps: Sequence[Any], meta_of: dict[int, Any]) -> None:
     """Elementwise steps taking `out=` whose result is large enough to split run part by part
-    (`Parted`); a step without a buffer then allocates its result whole first."""
+    (`Parted`); a step without a buffer then allocates its result whole first. Reductions of a
+    large operand run part by part along a kept dim (`ReducedParted`) and then take `out=`."""
     for step in steps:
+        if len(step.nodes) == 1 and len(step.out_slots) == 1 and not step.random:
+            definition = lookup(step.node.op)
+            meta = meta_of[step.out_slots[0]]
+            argument = step.arguments[0] if step.arguments else None
+            if (
+                definition is not None
+                and definition.reduces
+                and type(meta) is TensorMeta
+                and meta.shape
+                and type(argument) is SlotRef
+                and step.relaxed_shape is None
+            ):
+                parted = _reduction_parts(step, meta, meta_of.get(int(argument)))
+                if parted is not None:
+                    step.kernel = parted
+                    step.takes_out = True
+                continue
         if not (step.elementwise and step.takes_out and len(step.out_slots) == 1):
             continue
         meta = meta_of[step.out_slots[0]]
