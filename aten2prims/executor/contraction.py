@@ -36,7 +36,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .threads import run_parts
+from .threads import even_parts, run_parts
 
 
 @attrs.frozen(cache_hash=True)
@@ -482,7 +482,7 @@ def _product_parts(
         axis, length, least = batch, rows, tuning.min_part_rows
     else:
         axis, length, least = batch + 1, columns, tuning.min_part_rows
-    count = min(wanted, length // least)
+    count = even_parts(min(wanted, length // least))
     if count < 2:
         return None
     return axis, tuple((i * length // count, (i + 1) * length // count) for i in range(count))

@@ -37,6 +37,7 @@ from ..ir.dtypes import DType
 from ..ir.values import Value
 from .contraction import DEFAULT_TUNING, ContractionRecipe, ContractionTuning, plan_contraction
 from .fusion import FusedGroup, FusionContext
+from .threads import elementwise_in_parts
 
 # Reshapes (prims registered with `reshape=True`: the contiguous result of the contraction in
 # another shape, row-major order kept), and elementwise prims applied in place on it, may follow
@@ -152,12 +153,13 @@ class _PlannedCall:
             self.recipe.run(a, b, out, self._chunk_epilogue(out, others))
             return result
         self.recipe.run(a, b, out)
-        for ufunc, operand, number in self.steps:
+        for ufunc, operand, number in self.steps:  # in parts: the call's threads share them
             if operand is None:
-                ufunc(out, number, out=out)
+                elementwise_in_parts(ufunc, out, number, out=out)
             else:
                 other = others[operand]
-                ufunc(out, other if other.ndim == 0 else other.reshape(self.out_shape), out=out)
+                other = other if other.ndim == 0 else other.reshape(self.out_shape)
+                elementwise_in_parts(ufunc, out, other, out=out)
         return result
 
     def _chunk_epilogue(
@@ -171,7 +173,12 @@ class _PlannedCall:
             steps.append((ufunc, other))
 
         def epilogue(index: tuple[slice, ...]) -> None:
-            part = out[index] if index else out  # (a 0-dim array indexed by () is a copy)
+            if not index:  # the whole output at once: in parts, which the call's threads share
+                with np.errstate(all="ignore"):
+                    for ufunc, other in steps:
+                        elementwise_in_parts(ufunc, out, other, out=out)
+                return
+            part = out[index]
             with np.errstate(all="ignore"):
                 for ufunc, other in steps:
                     ufunc(part, other[index] if other.ndim else other, out=part)

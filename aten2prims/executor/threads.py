@@ -186,12 +186,17 @@ def _nothing() -> Iterator[None]:
 # -- splitting a result into parts ------------------------------------------------------------------
 
 
+def even_parts(count: int) -> int:
+    """A part count rounded down to an even one (two threads then get equal shares)."""
+    return count - count % 2 if count > 2 else count
+
+
 def chunks(shape: tuple[int, ...], itemsize: int) -> tuple[tuple[Any, ...], ...]:
     """Indices of the parts of an array of `shape` (a plan-time decision: never depends on the
     thread count): slices along its outer dims of about PART_BYTES each, at most MAX_PARTS;
     () when the array is too small to split."""
     size = math.prod(shape) * itemsize
-    wanted = min(MAX_PARTS, size // PART_BYTES)
+    wanted = even_parts(min(MAX_PARTS, size // PART_BYTES))
     if wanted < 2 or not shape:
         return ()
     # Split the outermost dims: whole index positions over the dims before `axis`, slices along it.
@@ -288,6 +293,16 @@ def _call(kernel: Callable[..., Any], operands: list[Any], out: np.ndarray) -> N
     kernel(*operands, out=out)
 
 
+def elementwise_in_parts(kernel: Callable[..., Any], *operands: Any, out: np.ndarray) -> None:
+    """kernel(*operands, out=out) for an elementwise kernel (a ufunc), part by part (`chunks`
+    of out's shape)."""
+    parts = chunks(out.shape, out.itemsize)
+    if parts:
+        Parted(kernel, parts, out.shape, out.dtype)(*operands, out=out)
+    else:
+        kernel(*operands, out=out)
+
+
 def copy_in_parts(destination: np.ndarray, source: np.ndarray) -> None:
     """np.copyto(destination, source) of two arrays of one shape, part by part."""
     parts = chunks(destination.shape, destination.itemsize)
@@ -359,7 +374,7 @@ def _reduction_parts(step: Any, meta: TensorMeta, operand: Any) -> ReducedParted
     if axis is None:
         return None
     size = math.prod(operand.shape) * operand.dtype.itemsize
-    count = min(MAX_PARTS, size // PART_BYTES, meta.shape[axis])
+    count = even_parts(min(MAX_PARTS, size // PART_BYTES, meta.shape[axis]))
     if count < 2:
         return None
     length = meta.shape[axis]
