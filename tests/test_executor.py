@@ -580,3 +580,20 @@ def test_every_prim_literal_combination_of_dtypes_plans() -> None:
         graph = build({"x": ((3,), dtype)}, lambda x, n=number: prims.add(x, n))
         x = np.array([1, 2, 3], dtype=dtype.numpy)
         assert_same(aten2prims.execute(graph, {"x": x}), run_reference(graph, {"x": x}))
+
+
+@pytest.mark.parametrize("dtype", [DType.float32, DType.int64, DType.bool, DType.bfloat16])
+def test_fills_agree_with_the_kernels(dtype: DType) -> None:
+    """full and full_like with a literal value run as one converted value copied in parts."""
+    value = {DType.bool: True, DType.int64: -3}.get(dtype, 0.1)
+
+    def body(x: Value) -> tuple[Value, ...]:
+        full = prims.full([256, 300], value, dtype=dtype, device=CPU, requires_grad=False)
+        like = prims.full_like(x, value, dtype=dtype, device=CPU, requires_grad=False)
+        return prims.eq(full, like), full, like
+
+    graph = build({"x": ((256, 300), DType.float32)}, body)
+    inputs = {"x": np.zeros((256, 300), np.float32)}
+    expected = run_reference(graph, inputs)
+    for threads in (1, 2):
+        assert_same(aten2prims.execute(graph, inputs, threads=threads), expected)

@@ -14,6 +14,7 @@ computation with that work done once.
 - `as_strided` windows that are basic slices of the operand's row-major layout (`select`,
   `slice`, `narrow`): that index, when the operand is C-contiguous at run time; and
   `as_strided_scatter` into such a window (padding): two copies, the second into that index;
+- `full`, `full_like` with a literal value: the value converted once, copied in parts;
 - broadcasts whose every reader is a direct elementwise call that NumPy's broadcasting brings to
   the full shape anyway (`relax_broadcasts`): the operand with size-1 dims inserted, no
   `np.broadcast_to` view.
@@ -333,7 +334,33 @@ def _row_major(node: Node) -> Specialized | None:
     return Specialized(row_major, (operand,), Result.REVIEW, takes_out=True)
 
 
+def _filled(node: Node) -> Specialized | None:
+    """full, full_like with a literal fill value: the value as the generic kernel converts it
+    (taken from one call of it at plan time), written in parts (threads.py)."""
+    definition = lookup(node.op)
+    if definition is None or definition.kernel is None or type(node.kwargs["fill_value"]) is Value:
+        return None
+    result = node.results[0]
+    shape, dtype = result.shape, result.dtype.numpy
+    if not shape or math.prod(shape) == 0:
+        return None
+    # Operands (full_like's `a`) are read for their shape only: a broadcast view stands in.
+    stand_ins = [np.broadcast_to(np.zeros((), o.dtype.numpy), o.shape) for o in node.args]
+    first = np.asarray(definition.kernel(*definition.bind(stand_ins, node.kwargs))).reshape(-1)
+    value = first[:1].reshape(())
+
+    def fill(*operands: Any, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None:
+            out = np.empty(shape, dtype)
+        copy_in_parts(out, np.broadcast_to(value, shape))
+        return out
+
+    return Specialized(fill, tuple(node.args), Result.FRESH, takes_out=True)
+
+
 _SHAPE_RULES: dict[str, Callable[[Node], Specialized | None]] = {
+    "full": _filled,
+    "full_like": _filled,
     "clone": _row_major,
     "copy_strided": _row_major,
     "reshape": _row_major,
