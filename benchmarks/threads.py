@@ -14,6 +14,11 @@ then measures steady-state calls of `aten2prims.execute`:
   bit-identical outputs.
 
 On a machine shared with other work the times are noisy; alternating keeps the comparison fair.
+When the machine is oversubscribed (more runnable threads than cores) the two threads of a call
+wait for each other's time slices and no wall-time speed-up can show; `--estimate` then also
+times every part of every parallel region of a one-thread call (thread CPU time) and prints the
+speed-up two threads would reach with those parts split as the executor splits them (each
+region costs its larger half; serial work stays whole; synchronization not counted).
 """
 
 from __future__ import annotations
@@ -100,12 +105,54 @@ def measure(path: Path, inputs: list[Any], threads: int, repeats: int) -> dict[s
     }
 
 
+def estimate(path: Path, inputs: list[Any], repeats: int) -> float:
+    """The two-thread speed-up a one-thread call's part timings allow (see the docstring)."""
+    import aten2prims
+    from aten2prims.executor import contraction, threads
+
+    graph = aten2prims.lower(aten2prims.load(path))
+    run_parts = threads.run_parts
+    saved = [0.0]
+
+    def timed_parts(parts: Any, *, blas: bool = False) -> None:
+        times: list[float] = []
+
+        def timed(part: Any) -> Any:
+            def run() -> None:
+                start = time.thread_time()
+                part()
+                times.append(time.thread_time() - start)
+
+            return run
+
+        run_parts([timed(part) for part in parts], blas=blas)
+        if len(times) >= 2:  # run_parts gives each of two threads a contiguous half
+            half = len(times) // 2
+            saved[0] += sum(times) - max(sum(times[:half]), sum(times[half:]))
+
+    threads.run_parts = contraction.run_parts = timed_parts  # measurement only
+    try:
+        for _ in range(2):
+            aten2prims.execute(graph, inputs, threads=1)
+        ratios = []
+        for _ in range(repeats):
+            saved[0] = 0.0
+            start = time.thread_time()
+            aten2prims.execute(graph, inputs, threads=1)
+            total = time.thread_time() - start
+            ratios.append(total / (total - saved[0]))
+    finally:
+        threads.run_parts = contraction.run_parts = run_parts
+    return statistics.median(ratios)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=("test", "medium"), default="medium")
     parser.add_argument("--only", default=None, help="regex over model names")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--estimate", action="store_true", help="also the ideal 2-thread speed-up")
     options = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     import numpy as np
@@ -114,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n in models.model_names() if not options.only or re.search(options.only, n)]
     print(
         f"{'model':12} {'faults/call':>11} {'traced MB':>9} {'outputs MB':>10} {'arena MB':>8} "
-        f"{'1 thread ms':>11} {f'{options.threads} threads ms':>13} {'speed-up':>8} identical"
+        f"{'1 thread ms':>11} {f'{options.threads} threads ms':>13} {'speed-up':>8} "
+        f"{'CPU ms 1 / N':>15} identical"
     )
     with tempfile.TemporaryDirectory() as directory:
         for name in names:
@@ -129,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['one_cpu'] * 1e3:>6.1f} / {r['many_cpu'] * 1e3:<6.1f} {r['identical']}",
                 flush=True,
             )
+            if options.estimate:
+                ideal = estimate(path, inputs, options.repeats)
+                print(f"{'':12} ideal 2-thread speed-up from part timings: {ideal:.2f}x")
     return 0
 
 
