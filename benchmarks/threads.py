@@ -114,7 +114,7 @@ def estimate(path: Path, inputs: list[Any], repeats: int) -> float:
     run_parts = threads.run_parts
     saved = [0.0]
 
-    def timed_parts(parts: Any, *, blas: bool = False) -> None:
+    def timed_parts(parts: Any) -> None:
         times: list[float] = []
 
         def timed(part: Any) -> Any:
@@ -125,7 +125,7 @@ def estimate(path: Path, inputs: list[Any], repeats: int) -> float:
 
             return run
 
-        run_parts([timed(part) for part in parts], blas=blas)
+        run_parts([timed(part) for part in parts])
         if len(times) >= 2:  # run_parts gives each of two threads a contiguous half
             half = len(times) // 2
             saved[0] += sum(times) - max(sum(times[:half]), sum(times[half:]))

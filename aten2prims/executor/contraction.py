@@ -288,7 +288,7 @@ class ContractionRecipe:
                 part(out, start, stop, axis),
             )
 
-        run_parts([task(start, stop) for start, stop in bounds], blas=True)
+        run_parts([task(start, stop) for start, stop in bounds])
 
     def _product(
         self, x: np.ndarray, y: np.ndarray, out: np.ndarray, epilogue: Epilogue | None
@@ -666,7 +666,7 @@ def _chunked_product(
 
         return run
 
-    run_parts([task(chunks) for chunks in tasks.values()], blas=True)
+    run_parts([task(chunks) for chunks in tasks.values()])
 
 
 def _product_chunks(

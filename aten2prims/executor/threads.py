@@ -35,7 +35,7 @@ from .steps import SlotRef
 
 # The environment variable giving execute()'s default thread count.
 THREADS_VARIABLE = "ATEN2PRIMS_NUM_THREADS"
-# Steps whose result has at least this many bytes are split into parts of about this size.
+# A part holds at least this many bytes (of the result; of the operand, for a reduction).
 PART_BYTES = 1 << 17
 # At most this many parts per step (each part costs a few microseconds of Python).
 MAX_PARTS = 4
@@ -137,15 +137,9 @@ def running_with(threads: int) -> Iterator[None]:
         _CALL.pool, _CALL.threads = outer
 
 
-def threads() -> int:
-    """The thread count of the call running on this thread (1 inside a part)."""
-    return _CALL.threads
-
-
-def run_parts(parts: Sequence[Callable[[], None]], *, blas: bool = False) -> None:
-    """Runs every part, on the call's threads when it has several (`blas`: the parts call BLAS,
-    which then runs on one thread each). Parts must write disjoint memory. Exceptions are
-    re-raised (the first part's first) after every part has ended."""
+def run_parts(parts: Sequence[Callable[[], None]]) -> None:
+    """Runs every part, on the call's threads when it has several. Parts must write disjoint
+    memory. Exceptions are re-raised (the first part's first) after every part has ended."""
     pool = _CALL.pool
     if pool is None or len(parts) < 2:
         for part in parts:
@@ -162,25 +156,19 @@ def run_parts(parts: Sequence[Callable[[], None]], *, blas: bool = False) -> Non
             for item in items:
                 item()
 
-    with BLAS.limited(1) if blas else _nothing():
-        futures: list[Future[None]] = [pool.submit(run, items) for items in runs[1:]]
-        error: BaseException | None = None
-        try:
-            for item in runs[0]:
-                item()
-        except BaseException as raised:  # wait for the other threads before re-raising
-            error = raised
-        for future in futures:
-            exception = future.exception()
-            if error is None and exception is not None:
-                error = exception
-        if error is not None:
-            raise error
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
+    futures: list[Future[None]] = [pool.submit(run, items) for items in runs[1:]]
+    error: BaseException | None = None
+    try:
+        for item in runs[0]:
+            item()
+    except BaseException as raised:  # wait for the other threads before re-raising
+        error = raised
+    for future in futures:
+        exception = future.exception()
+        if error is None and exception is not None:
+            error = exception
+    if error is not None:
+        raise error
 
 
 # -- splitting a result into parts ------------------------------------------------------------------
