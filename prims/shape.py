@@ -480,14 +480,17 @@ def _cat_meta(tensors: Sequence[Value], dim: int) -> TensorMeta:
     return TensorMeta(tuple(shape), first.dtype)
 
 
-def _cat_kernel(tensors: Sequence[np.ndarray], dim: int) -> np.ndarray:
-    return np.concatenate(tensors, axis=dim)
+def _cat_kernel(
+    tensors: Sequence[np.ndarray], dim: int, *, out: np.ndarray | None = None
+) -> np.ndarray:
+    return np.concatenate(tensors, axis=dim, out=out)
 
 
 register(
     "cat(Tensor[] tensors, int dim) -> Tensor",
     meta=_cat_meta,
     kernel=_cat_kernel,
+    out=True,
     doc="concatenation along dim of tensors of one dtype and rank (never 0-dim)",
 )
 

@@ -194,6 +194,10 @@ OUT_SAMPLES: dict[str, tuple[list[np.ndarray], dict[str, Any]]] = {
         },
     ),
     "full_like": ([OPERAND], SAMPLES["full_like"][1]),
+    "cat": (
+        [(OPERAND, -OPERAND[:, :1])],
+        {"dim": 1},
+    ),
     "as_strided_scatter": (
         [OPERAND, -np.arange(6, dtype=np.float32).reshape(2, 3)],
         {"size": [2, 3], "stride": [4, 1], "storage_offset": 5},
@@ -215,7 +219,10 @@ def test_kernels_write_into_out_what_they_would_return(name: str) -> None:
     out = np.full_like(fresh, 99)
     written = definition.kernel(*arguments, out=out)
     assert written is out and out.tobytes() == fresh.tobytes()
-    assert not any(np.shares_memory(out, operand) for operand in operands)
+    arrays = [
+        a for operand in operands for a in (operand if type(operand) is tuple else (operand,))
+    ]
+    assert not any(np.shares_memory(out, array) for array in arrays)
 
 
 def test_a_kernel_taking_out_must_say_so_in_its_signature() -> None:

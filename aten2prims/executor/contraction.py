@@ -224,7 +224,7 @@ class ContractionRecipe:
         if self.reorder is None:
             self._product(x, y, target, inner)
         else:
-            ordered = np.empty(self.reorder.ordered_shape, out.dtype)
+            ordered = _kept_buffer("ordered", self.reorder.ordered_shape, out.dtype)
             copier = self._copier(ordered, target.reshape(self.present_shape), inner)
             self._product(x, y, ordered, copier)
         if self.broadcast_shape is not None:
@@ -808,6 +808,21 @@ def _take(x: np.ndarray, axis: int | None, start: int, stop: int) -> np.ndarray:
 # steady-state call of a plan allocates (and page-faults) none of them anew.
 KEPT_STAGING_BYTES = 16 << 20
 _STAGING = threading.local()
+
+
+def _kept_buffer(key: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An uninitialized array of the thread's kept staging buffer `key` (or a new array, when
+    it would exceed KEPT_STAGING_BYTES)."""
+    kept = getattr(_STAGING, "buffers", None)
+    if kept is None:
+        kept = _STAGING.buffers = {}
+    size = math.prod(shape) * dtype.itemsize
+    buffer = kept.get(key)
+    if buffer is None or buffer.nbytes < size:
+        buffer = np.empty(size, np.uint8)
+        if size <= KEPT_STAGING_BYTES:
+            kept[key] = buffer
+    return buffer[:size].view(dtype).reshape(shape)
 
 
 class _Buffers:
