@@ -88,6 +88,7 @@ def execute(
     check: bool = False,
     return_all_outputs: bool = False,
     max_memory: int | None = None,
+    threads: int | None = None,
 ) -> list:
     """Run a graph on NumPy and return its user outputs (user outputs and a loss; every output,
     mutations and gradients included, with `return_all_outputs=True`) as arrays (lowering it
@@ -95,7 +96,9 @@ def execute(
     parameters, buffers and constants with stored data are filled in. `seed` makes random ops
     reproducible; `check=True` verifies every intermediate's shape and dtype against its meta.
     A graph needing more than `max_memory` bytes (default: the machine's memory) is refused with
-    MemoryBudgetError before anything is allocated."""
+    MemoryBudgetError before anything is allocated. `threads` (default: the machine's cores, or
+    the ATEN2PRIMS_NUM_THREADS environment variable) share the parts of large steps (matrix
+    products included); results are the same bit for bit for every thread count."""
     # Lazy: every submodule import runs this package first, and the layers above ir import it.
     from .executor import execute as _execute
 
@@ -106,6 +109,7 @@ def execute(
         check=check,
         return_all_outputs=return_all_outputs,
         max_memory=max_memory,
+        threads=threads,
     )
 
 

@@ -3,6 +3,7 @@
     aten2prims lower FILE [--aten] [--keep OPS] [--nested] [--format text|json|dot] [--stats]
                           [--max-memory SIZE]
     aten2prims run FILE [--inputs IN.npz] [--output OUT.npz] [--seed N] [--max-memory SIZE]
+                        [--threads N]
     aten2prims check FILE [--inputs IN.npz] [--expected OUT.npz] [--seed N] [--bisect]
                           [--max-memory SIZE]
     aten2prims check --ops [REGEX] [--dtype DT ...] [--json FILE] [--full-budget] [--coverage FILE]
@@ -54,6 +55,16 @@ def _size(text: str) -> int:
         return parse_size(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
 
 
 def _add_max_memory(command: argparse.ArgumentParser) -> None:
@@ -116,6 +127,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--output", metavar="OUT.npz", help="save outputs as output_0, output_1, …")
     run.add_argument("--seed", type=int, default=None, help="seed for random inputs and random ops")
     _add_max_memory(run)
+    run.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="threads running the graph (default: the machine's cores, or ATEN2PRIMS_NUM_THREADS)",
+    )
 
     check = commands.add_parser(
         "check",
@@ -291,7 +309,7 @@ def _run(args: argparse.Namespace) -> int:
     check_memory_budget(lowered, args.max_memory)  # before random inputs are drawn
     inputs, seed = _inputs(graph, args.inputs, args.seed, args.max_memory)
     start = time.perf_counter()
-    outputs = execute(lowered, inputs, seed=seed, max_memory=args.max_memory)
+    outputs = execute(lowered, inputs, seed=seed, max_memory=args.max_memory, threads=args.threads)
     elapsed = time.perf_counter() - start
     for index, output in enumerate(outputs):
         print(f"output_{index}: {_describe(output)}")

@@ -11,7 +11,7 @@ directory, as a user would) it measures, all in this one run:
   "cold");
 - `aten2prims.execute` against torch eager (`model(*inputs)` under `torch.no_grad()`) on the same
   inputs, median times and their ratio (ours / torch; the target is <= 1.5), once at one thread
-  (`torch.set_num_threads(1)`; OPENBLAS/OMP/MKL_NUM_THREADS=1 set before NumPy loads) and once
+  (`torch.set_num_threads(1)`; OPENBLAS/OMP/MKL/ATEN2PRIMS_NUM_THREADS=1 set before NumPy loads) and once
   at the machine's default. Each setting runs in its own subprocess, since BLAS reads its thread
   count once, when NumPy is imported. At one thread the engines alternate call by call and the
   ratio is of process CPU times (as benchmarks/ops.py: not inflated when other processes share
@@ -49,7 +49,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+THREAD_VARIABLES = (
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "ATEN2PRIMS_NUM_THREADS",
+)
 SIZES = ("test", "medium")
 # Each timed loop runs at least this long (and at least --repeats times) per engine.
 MIN_SECONDS = 0.5

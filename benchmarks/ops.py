@@ -23,8 +23,14 @@ from __future__ import annotations
 
 import os
 
-# One BLAS thread, set before NumPy or torch load their BLAS (hence the imports below, E402).
-for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+# One BLAS thread, set before NumPy or torch load their BLAS (hence the imports below, E402),
+# and one executor thread.
+for _variable in (
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "ATEN2PRIMS_NUM_THREADS",
+):
     os.environ[_variable] = "1"
 
 import argparse

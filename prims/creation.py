@@ -93,8 +93,14 @@ def _check_fill_value(value: Any, dtype: DType, numel: int, what: str) -> None:
     scalar_array(value, dtype, numel=numel)
 
 
-def _filled(shape: Sequence[int], value: Any, dtype: DType) -> np.ndarray:
-    return np.full(tuple(shape), scalar_array(value, dtype, numel=math.prod(shape)), dtype.numpy)
+def _filled(
+    shape: Sequence[int], value: Any, dtype: DType, out: np.ndarray | None = None
+) -> np.ndarray:
+    fill = scalar_array(value, dtype, numel=math.prod(shape))
+    if out is None:
+        return np.full(tuple(shape), fill, dtype.numpy)
+    out[...] = fill
+    return out
 
 
 # -- empty, empty_permuted, empty_strided ---------------------------------------------------------------
@@ -190,15 +196,22 @@ def _full_meta(
 
 
 def _full_kernel(
-    shape: Sequence[int], fill_value: Any, dtype: DType, device: Device, requires_grad: bool
+    shape: Sequence[int],
+    fill_value: Any,
+    dtype: DType,
+    device: Device,
+    requires_grad: bool,
+    *,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    return _filled(shape, fill_value, dtype)
+    return _filled(shape, fill_value, dtype, out)
 
 
 register(
     "full(SymInt[] shape, Scalar fill_value, *, ScalarType dtype, Device device, bool requires_grad) -> Tensor",
     meta=_full_meta,
     kernel=_full_kernel,
+    out=True,
     doc="a tensor of shape and dtype holding fill_value everywhere (converted as torch's fill converts)",
 )
 
@@ -213,9 +226,15 @@ def _full_like_meta(
 
 
 def _full_like_kernel(
-    a: np.ndarray, fill_value: Any, dtype: DType, device: Device, requires_grad: bool
+    a: np.ndarray,
+    fill_value: Any,
+    dtype: DType,
+    device: Device,
+    requires_grad: bool,
+    *,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    return _filled(a.shape, fill_value, dtype)
+    return _filled(a.shape, fill_value, dtype, out)
 
 
 register(
@@ -223,6 +242,7 @@ register(
     meta=_full_like_meta,
     kernel=_full_like_kernel,
     meta_only_operands=True,
+    out=True,
     doc="full with a's shape (the dtype is given explicitly)",
 )
 

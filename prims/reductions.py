@@ -108,6 +108,7 @@ def reduction(
         f"{name}(Tensor inp, int[]? dims, *, ScalarType? output_dtype=None) -> Tensor",
         meta=_reduction_meta(domain, **meta_options),
         kernel=_reduction_kernel(reduce),
+        reduces=True,
         doc=doc,
     )
 

@@ -51,6 +51,13 @@ class PrimDef:
     element_view: bool = False
     # The result depends on the metas of the tensor operands only, never on their values.
     meta_only_operands: bool = False
+    # The kernel also takes `out=`: a C-contiguous array of the result's shape and dtype that
+    # shares memory with no operand; it writes the result there and returns it (the executor's
+    # arena, aten2prims/executor/arena.py).
+    out: bool = False
+    # The kernel is kernel(inp, dims, output_dtype), reducing inp over dims; each element of
+    # the result reads only its own position along the kept dims.
+    reduces: bool = False
     # Why a prim of torch's has no implementation here (docs/prims.md lists these).
     omitted_reason: str | None = None
     # Indices of the Tensor-typed schema arguments: a node's positional operands.
@@ -119,6 +126,8 @@ def register(
     reshape: bool = False,
     element_view: bool = False,
     meta_only_operands: bool = False,
+    out: bool = False,
+    reduces: bool = False,
     omitted_reason: str | None = None,
 ) -> PrimDef:
     """Register one prim. Duplicate names and functions whose parameters do not match the
@@ -131,6 +140,8 @@ def register(
         raise ValueError(f"prims.{name}: an element view must be registered as a view")
     if reshape and view and not element_view:
         raise ValueError(f"prims.{name}: a reshaping view reads its operand element for element")
+    if out and (kernel is None or "out" not in inspect.signature(kernel).parameters):
+        raise ValueError(f"prims.{name}: a kernel taking out= must have an `out` parameter")
     expected = list(parsed.argument_names)
     for role, function in (("meta", meta), ("kernel", kernel)):
         if function is None:
@@ -156,6 +167,8 @@ def register(
         reshape=reshape,
         element_view=element_view,
         meta_only_operands=meta_only_operands,
+        out=out,
+        reduces=reduces,
         omitted_reason=omitted_reason,
     )
     PRIMS[name] = definition

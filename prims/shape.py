@@ -187,8 +187,13 @@ def _as_strided_scatter_kernel(
     size: Sequence[int],
     stride: Sequence[int],
     storage_offset: int,
+    *,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    out = np.array(self, order="C", copy=True)
+    if out is None:
+        out = np.array(self, order="C", copy=True)
+    else:
+        np.copyto(out, self)
     if math.prod(size) > 0:
         _strided_window(out.reshape(-1), size, stride, storage_offset, writeable=True)[...] = src
     return out
@@ -198,6 +203,7 @@ register(
     "as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt storage_offset) -> Tensor",
     meta=_as_strided_scatter_meta,
     kernel=_as_strided_scatter_kernel,
+    out=True,
     doc="a copy of self whose as_strided(size, stride, storage_offset) window holds src",
 )
 
@@ -474,14 +480,17 @@ def _cat_meta(tensors: Sequence[Value], dim: int) -> TensorMeta:
     return TensorMeta(tuple(shape), first.dtype)
 
 
-def _cat_kernel(tensors: Sequence[np.ndarray], dim: int) -> np.ndarray:
-    return np.concatenate(tensors, axis=dim)
+def _cat_kernel(
+    tensors: Sequence[np.ndarray], dim: int, *, out: np.ndarray | None = None
+) -> np.ndarray:
+    return np.concatenate(tensors, axis=dim, out=out)
 
 
 register(
     "cat(Tensor[] tensors, int dim) -> Tensor",
     meta=_cat_meta,
     kernel=_cat_kernel,
+    out=True,
     doc="concatenation along dim of tensors of one dtype and rank (never 0-dim)",
 )
 

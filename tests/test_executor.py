@@ -172,9 +172,11 @@ def test_outputs_are_fresh_and_writable() -> None:
 
 def test_intermediates_are_released_after_their_last_use() -> None:
     """Run the compiled plan with every kernel wrapped: each result is watched by a weakref, and
-    before each step every value whose last reader has run must be gone (outputs excepted)."""
+    before each step every value whose last reader has run must be gone (outputs excepted) or
+    be a buffer of the plan's arena, which the plan keeps between calls (arena.py)."""
     graph, inputs = example("transformer")
     plan = plan_for(graph)
+    arena = plan.arenas.layout.views()
     last_read = {}
     for index, step in enumerate(plan.steps):
         for slot in step.reads():
@@ -191,9 +193,13 @@ def test_intermediates_are_released_after_their_last_use() -> None:
                 if slot not in outputs and last_read.get(slot, -1) < index:
                     assert values[slot] is None, f"slot {slot} outlived its last use"
                     alive = ref()  # still alive only as memory another live value shares (a view, a reused buffer)
-                    assert alive is None or any(
-                        isinstance(v, np.ndarray) and np.shares_memory(v, alive)
-                        for v in (*values, *args)
+                    assert (
+                        alive is None
+                        or any(alive is buffer for buffer in arena)
+                        or any(
+                            isinstance(v, np.ndarray) and np.shares_memory(v, alive)
+                            for v in (*values, *args)
+                        )
                     ), f"slot {slot}'s array outlived every value sharing it"
             checked.append(index)
             result = kernel(*args, **kwargs)
@@ -215,7 +221,7 @@ def test_intermediates_are_released_after_their_last_use() -> None:
         for name, array in inputs.items():
             values[plan.input_slots[name]] = array
         with np.errstate(all="ignore"):
-            run(values, None)
+            run(values, None, arena)
     finally:
         for step, kernel in zip(plan.steps, original):
             step.kernel = kernel
@@ -474,6 +480,9 @@ def test_relaxed_broadcasts_and_windows_agree_with_the_kernels() -> None:
             prims.where(prims.gt(x, row), column, 0.0),
             prims.neg(window),
             both,
+            # a window scatter (padding): specialized into two copies when a basic index
+            prims.as_strided_scatter(prims.mul(x, 2.0), prims.neg(window), [2, 6], [6, 1], 6),
+            prims.as_strided_scatter(x, prims.neg(window), [2, 6], [1, 4], 1),
         )
 
     graph = build({"x": ((4, 6), DType.float32), "y": ((6,), DType.float32)}, body)
@@ -664,3 +673,20 @@ def test_zero_bounds_on_values_that_may_be_negative_zero_stay_selections() -> No
     x = np.array([-0.0, 0.0, -1.0, np.nan], np.float32)
     (result,) = aten2prims.execute(graph, {"x": x})
     assert np.array_equal(np.signbit(result), [True, False, False, np.signbit(np.float32(np.nan))])
+
+
+@pytest.mark.parametrize("dtype", [DType.float32, DType.int64, DType.bool, DType.bfloat16])
+def test_fills_agree_with_the_kernels(dtype: DType) -> None:
+    """full and full_like with a literal value run as one converted value copied in parts."""
+    value = {DType.bool: True, DType.int64: -3}.get(dtype, 0.1)
+
+    def body(x: Value) -> tuple[Value, ...]:
+        full = prims.full([256, 300], value, dtype=dtype, device=CPU, requires_grad=False)
+        like = prims.full_like(x, value, dtype=dtype, device=CPU, requires_grad=False)
+        return prims.eq(full, like), full, like
+
+    graph = build({"x": ((256, 300), DType.float32)}, body)
+    inputs = {"x": np.zeros((256, 300), np.float32)}
+    expected = run_reference(graph, inputs)
+    for threads in (1, 2):
+        assert_same(aten2prims.execute(graph, inputs, threads=threads), expected)

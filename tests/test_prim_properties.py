@@ -1,5 +1,5 @@
-"""Each property a prim definition carries (reshape, element_view, meta_only_operands, view) holds
-for its kernel; the definitions are the only place they are set; `bind` and `lookup` are the one
+"""Each property a prim definition carries (reshape, element_view, meta_only_operands, view,
+out) holds for its kernel; the definitions are the only place they are set; `bind` and `lookup` are the one
 way from a node to its kernel's arguments and its definition."""
 
 from __future__ import annotations
@@ -179,3 +179,73 @@ def test_node_repr_uses_the_text_form() -> None:
     x = Value("x", TensorMeta((2,), DType.float32))
     node = Node("prims.neg", (x,), {}, (Value("y", TensorMeta((2,), DType.float32)),))
     assert repr(node) == "%y: f32[2] = prims.neg(%x)"
+
+
+# One call per prim whose kernel takes out=: (operands, attributes by name).
+OUT_SAMPLES: dict[str, tuple[list[np.ndarray], dict[str, Any]]] = {
+    "full": (
+        [],
+        {
+            "shape": [2, 3, 4],
+            "fill_value": -1.5,
+            "dtype": DType.float32,
+            "device": CPU,
+            "requires_grad": False,
+        },
+    ),
+    "full_like": ([OPERAND], SAMPLES["full_like"][1]),
+    "cat": (
+        [(OPERAND, -OPERAND[:, :1])],
+        {"dim": 1},
+    ),
+    "as_strided_scatter": (
+        [OPERAND, -np.arange(6, dtype=np.float32).reshape(2, 3)],
+        {"size": [2, 3], "stride": [4, 1], "storage_offset": 5},
+    ),
+}
+
+
+def test_every_prim_taking_out_has_a_sample() -> None:
+    assert set(tagged("out")) == set(OUT_SAMPLES)
+
+
+@pytest.mark.parametrize("name", tagged("out"))
+def test_kernels_write_into_out_what_they_would_return(name: str) -> None:
+    definition = PRIMS[name]
+    operands, attributes = OUT_SAMPLES[name]
+    assert definition.kernel is not None
+    arguments = definition.bind(operands, attributes)
+    fresh = np.asarray(definition.kernel(*arguments))
+    out = np.full_like(fresh, 99)
+    written = definition.kernel(*arguments, out=out)
+    assert written is out and out.tobytes() == fresh.tobytes()
+    arrays = [
+        a for operand in operands for a in (operand if type(operand) is tuple else (operand,))
+    ]
+    assert not any(np.shares_memory(out, array) for array in arrays)
+
+
+def test_a_kernel_taking_out_must_say_so_in_its_signature() -> None:
+    def kernel(a: np.ndarray) -> np.ndarray:
+        return a
+
+    with pytest.raises(ValueError, match="out"):
+        register("test_out(Tensor a) -> Tensor", meta=None, kernel=kernel, out=True)
+    assert "test_out" not in PRIMS
+
+
+@pytest.mark.parametrize("name", tagged("reduces"))
+def test_reductions_read_each_kept_position_alone(name: str) -> None:
+    """kernel(inp, dims, output_dtype): a slice along a kept dim reduces to that slice of the
+    result (integer values: every order of summation is exact)."""
+    definition = PRIMS[name]
+    assert definition.kernel is not None
+    operand = np.arange(2 * 6 * 4, dtype=np.int64).reshape(2, 6, 4) % 7
+    for dims in ([0], [2], [0, 2]):
+        whole = np.asarray(definition.kernel(operand, dims, None))
+        kept = [axis for axis in range(3) if axis not in dims]
+        result_axis = kept.index(1)  # slice the operand's dim 1, always kept here
+        index: list[Any] = [slice(None)] * whole.ndim
+        index[result_axis] = slice(2, 5)
+        part = np.asarray(definition.kernel(operand[:, 2:5], dims, None))
+        assert part.tobytes() == whole[tuple(index)].tobytes()

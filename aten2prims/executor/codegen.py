@@ -1,14 +1,16 @@
 """A plan's steps as one straight-line Python function, so a run costs the kernels and little
 else: no per-step argument templates, fetch loops or result dispatch.
 
-    def run(v, rng):
+    def run(v, rng, o):
         v[7] = k0(v[0], c0_1)          # a kernel with a literal argument
         v[8] = asarray(k1(v[7]))       # a 0-dim tensor result: kernels may return NumPy scalars
         v[9] = k2(v[8], c2_1, out=v[8])  # written into an operand that dies here (inplace.py)
+        v[10] = k3(v[9], out=o[4])     # written into its arena buffer (arena.py)
         v[7] = v[8] = None             # released after their last use
         ...
 
-`v` is the list of slot values, `rng` the run's random generator (random prims take it as `rng=`).
+`v` is the list of slot values, `rng` the run's random generator (random prims take it as `rng=`),
+`o` the arena's buffers.
 Kernels and literals are bound by name in the function's globals, never printed into the source.
 A kernel that raises is found by the line it failed on and reported as the step's error.
 """
@@ -31,15 +33,16 @@ _COUNTER = itertools.count()
 
 @attrs.frozen
 class CompiledRun:
-    """`run(values, rng)`; `step_at_line` maps a source line to the index of the step it runs."""
+    """`run(values, rng, arena)`; `step_at_line` maps a source line to the index of the step it
+    runs."""
 
-    function: Callable[[list[Any], Any], None]
+    function: Callable[[list[Any], Any, tuple[Any, ...]], None]
     code: Any
     step_at_line: tuple[int, ...]
     source: str
 
-    def __call__(self, values: list[Any], rng: Any) -> None:
-        self.function(values, rng)
+    def __call__(self, values: list[Any], rng: Any, arena: tuple[Any, ...] = ()) -> None:
+        self.function(values, rng, arena)
 
     def failed_step(self, traceback: TracebackType | None) -> int | None:
         """The index of the step whose line raised, from the exception's traceback."""
@@ -53,7 +56,7 @@ class CompiledRun:
 
 def compile_steps(steps: list[Step]) -> CompiledRun:
     namespace: dict[str, Any] = {"asarray": np.asarray}
-    lines = ["def run(v, rng):"]
+    lines = ["def run(v, rng, o):"]
     step_at_line = [-1, -1]  # line numbers start at 1; line 1 is the def
     for index, step in enumerate(steps):
         kernel = f"k{index}"
@@ -66,6 +69,8 @@ def compile_steps(steps: list[Step]) -> CompiledRun:
             arguments.append("rng=rng")
         if step.out_argument is not None:
             arguments.append(f"out={arguments[step.out_argument]}")
+        elif step.out_buffer is not None:
+            arguments.append(f"out=o[{step.out_buffer}]")
         call = f"{kernel}({', '.join(arguments)})"
         wraps = [_wraps(meta) for meta in step.out_metas]
         if len(step.out_slots) == 1:

@@ -29,11 +29,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
+
+from .threads import even_parts, run_parts
 
 
 @attrs.frozen(cache_hash=True)
@@ -66,6 +69,12 @@ class ContractionTuning:
     short_axis_copies: int = 64
     # ... for copies of at least this many elements (below, the Python loop costs more).
     short_axis_min_elements: int = 1 << 14
+    # An unchunked product of at least twice this many multiply-adds is made in parts (each at
+    # least this large and `min_part_rows` rows or columns wide, at most `max_parts`), which a
+    # call's threads share (BLAS itself runs on one thread).
+    part_macs: int = 1 << 23
+    min_part_rows: int = 64
+    max_parts: int = 4
 
 
 DEFAULT_TUNING = ContractionTuning()
@@ -177,6 +186,10 @@ class ContractionRecipe:
     contracted_axes: int = 0  # len(K)
     levels: tuple[_Level, ...] = ()
     swapped: bool = False
+    # An unchunked product made in parts (threads.py): the axis of `out_matrix` split (a batch
+    # axis, the rows or the columns) and each part's bounds; a plan-time choice, so every
+    # thread count makes the same products.
+    parts: tuple[int, tuple[tuple[int, int], ...]] | None = None
     reorder: _Reorder | None = None
     present_shape: tuple[int, ...] = ()
     broadcast_shape: tuple[int, ...] | None = None
@@ -211,7 +224,7 @@ class ContractionRecipe:
         if self.reorder is None:
             self._product(x, y, target, inner)
         else:
-            ordered = np.empty(self.reorder.ordered_shape, out.dtype)
+            ordered = _kept_buffer("ordered", self.reorder.ordered_shape, out.dtype)
             copier = self._copier(ordered, target.reshape(self.present_shape), inner)
             self._product(x, y, ordered, copier)
         if self.broadcast_shape is not None:
@@ -240,6 +253,43 @@ class ContractionRecipe:
 
         return copy_chunk
 
+    def _matmul(self, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+        if self.swapped:
+            transposed = np.matmul(y.swapaxes(-1, -2), x.swapaxes(-1, -2))
+            np.copyto(out, transposed.swapaxes(-1, -2))
+        else:
+            np.matmul(x, y, out=out)
+
+    def _matmul_in_parts(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        out: np.ndarray,
+        axis: int,
+        bounds: tuple[tuple[int, int], ...],
+    ) -> None:
+        """x @ y into out, one product per slice `bounds` of out's `axis` (a batch axis, the
+        rows or the columns: never the contracted one), on the call's threads."""
+
+        def part(a: np.ndarray, start: int, stop: int, along: int) -> np.ndarray:
+            if a.shape[along] == 1 and out.shape[along] != 1:  # broadcast along a batch axis
+                return a
+            index: list[Any] = [slice(None)] * a.ndim
+            index[along] = slice(start, stop)
+            return a[tuple(index)]
+
+        x_axis = axis if axis != out.ndim - 1 else None
+        y_axis = axis if axis != out.ndim - 2 else None
+
+        def task(start: int, stop: int) -> Callable[[], None]:
+            return lambda: self._matmul(
+                x if x_axis is None else part(x, start, stop, x_axis),
+                y if y_axis is None else part(y, start, stop, y_axis),
+                part(out, start, stop, axis),
+            )
+
+        run_parts([task(start, stop) for start, stop in bounds])
+
     def _product(
         self, x: np.ndarray, y: np.ndarray, out: np.ndarray, epilogue: Epilogue | None
     ) -> None:
@@ -247,14 +297,14 @@ class ContractionRecipe:
         the transposed operands x and y (`out` holds the product's elements in row-major order),
         then `epilogue(index)` on each finished chunk `out[index]` (of `product_shape`) while it
         is still in cache."""
-        if not self.levels:  # one call; numpy copies what it must
+        if not self.levels:  # one call per part; numpy copies what it must
             x = x.reshape(self.x_matrix)
             y = y.reshape(self.y_matrix)
-            if self.swapped:
-                transposed = np.matmul(y.swapaxes(-1, -2), x.swapaxes(-1, -2))
-                np.copyto(out.reshape(self.out_matrix), transposed.swapaxes(-1, -2))
+            target = out.reshape(self.out_matrix)
+            if self.parts is None:
+                self._matmul(x, y, target)
             else:
-                np.matmul(x, y, out=out.reshape(self.out_matrix))
+                self._matmul_in_parts(x, y, target, *self.parts)
             if epilogue is not None:
                 epilogue(())
             return
@@ -375,6 +425,8 @@ def plan_contraction(
         out_bytes = 0
     levels = _chunk_levels(xv, yv, np_, nm, nk, x_copy, y_copy, out_bytes, tuning)
     swapped = not levels and _swap_pays(np.reshape(xv, x_matrix), np.reshape(yv, y_matrix), tuning)
+    out_matrix = _merged_shape(tuple(sizes[label] for label in layout.order), np_, nm)
+    parts = None if levels else _product_parts(x_matrix, y_matrix, out_matrix, tuning)
     return ContractionRecipe(
         tuning,
         a_index=a_index,
@@ -389,18 +441,51 @@ def plan_contraction(
         y_view=yv.shape,
         y_matrix=y_matrix,
         product_shape=tuple(sizes[label] for label in layout.order),
-        out_matrix=_merged_shape(tuple(sizes[label] for label in layout.order), np_, nm),
+        out_matrix=out_matrix,
         batch_axes=np_,
         rows_axes=nm,
         contracted_axes=nk,
         levels=tuple(levels),
         swapped=swapped,
+        parts=parts,
         reorder=reorder,
         present_shape=present_shape,
         broadcast_shape=broadcast_shape,
         scale=scale,
         epilogue_per_chunk=per_chunk,
     )
+
+
+def _product_parts(
+    x_matrix: tuple[int, ...],
+    y_matrix: tuple[int, ...],
+    out_matrix: tuple[int, ...],
+    tuning: ContractionTuning,
+) -> tuple[int, tuple[tuple[int, int], ...]] | None:
+    """How a product of these matrices splits into parts (`ContractionRecipe.parts`): along the
+    outermost batch axis both operands have whole or broadcast, else along the longer of rows
+    and columns, into parts of at least `part_macs` multiply-adds (and `min_part_rows` rows or
+    columns); None when it is too small to split."""
+    macs = math.prod(out_matrix) * x_matrix[-1]
+    wanted = min(tuning.max_parts, macs // tuning.part_macs)
+    if wanted < 2:
+        return None
+    rows, columns = out_matrix[-2], out_matrix[-1]
+    batch = len(out_matrix) - 2
+    if (
+        batch
+        and out_matrix[0] >= 2
+        and all(m[0] in (1, out_matrix[0]) for m in (x_matrix, y_matrix))
+    ):
+        axis, length, least = 0, out_matrix[0], 1
+    elif rows >= columns:
+        axis, length, least = batch, rows, tuning.min_part_rows
+    else:
+        axis, length, least = batch + 1, columns, tuning.min_part_rows
+    count = even_parts(min(wanted, length // least))
+    if count < 2:
+        return None
+    return axis, tuple((i * length // count, (i + 1) * length // count) for i in range(count))
 
 
 def _lone_axes(
@@ -560,11 +645,46 @@ def _chunked_product(
     epilogue: Epilogue | None,
 ) -> None:
     """out[P..., M..., N...] = sum over K of xv[P..., M..., K...] * yv[P..., K..., N...], then
-    `epilogue(index)` on each finished chunk `out[index]` while it is still in cache."""
-    buffers = _Buffers()
-    partial: np.ndarray | None = None
+    `epilogue(index)` on each finished chunk `out[index]` while it is still in cache.
+
+    The chunks of one output part (its chunks along contracted levels, accumulated in order) are
+    one task; the tasks write disjoint parts of the output and run on the call's threads
+    (threads.py), each thread with its own staging buffers."""
     summed = [position for position, level in enumerate(levels) if level.out_axis is None]
+    tasks: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
     for starts in itertools.product(*(range(0, level.length, level.step) for level in levels)):
+        key = tuple(start for position, start in enumerate(starts) if position not in summed)
+        tasks.setdefault(key, []).append(starts)
+    per_thread: dict[int, _Buffers] = {}
+
+    def task(chunks: list[tuple[int, ...]]) -> Callable[[], None]:
+        def run() -> None:
+            buffers = per_thread.get(threading.get_ident())
+            if buffers is None:
+                buffers = per_thread[threading.get_ident()] = _Buffers()
+            _product_chunks(xv, yv, out, np_, nm, nk, levels, epilogue, chunks, buffers, summed)
+
+        return run
+
+    run_parts([task(chunks) for chunks in tasks.values()])
+
+
+def _product_chunks(
+    xv: np.ndarray,
+    yv: np.ndarray,
+    out: np.ndarray,
+    np_: int,
+    nm: int,
+    nk: int,
+    levels: tuple[_Level, ...],
+    epilogue: Epilogue | None,
+    chunks: list[tuple[int, ...]],
+    buffers: _Buffers,
+    summed: list[int],
+) -> None:
+    """The chunks (by their starts along `levels`) of one output part, in order."""
+    partial: np.ndarray | None = None
+    for starts in chunks:
         xs, ys = xv, yv
         index = [slice(None)] * out.ndim
         for level, start in zip(levels, starts):
@@ -684,12 +804,37 @@ def _take(x: np.ndarray, axis: int | None, start: int, stop: int) -> np.ndarray:
     return x[tuple(index)]
 
 
+# Staging buffers of up to this many bytes are kept by each thread between products, so a
+# steady-state call of a plan allocates (and page-faults) none of them anew.
+KEPT_STAGING_BYTES = 16 << 20
+_STAGING = threading.local()
+
+
+def _kept_buffer(key: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An uninitialized array of the thread's kept staging buffer `key` (or a new array, when
+    it would exceed KEPT_STAGING_BYTES)."""
+    kept = getattr(_STAGING, "buffers", None)
+    if kept is None:
+        kept = _STAGING.buffers = {}
+    size = math.prod(shape) * dtype.itemsize
+    buffer = kept.get(key)
+    if buffer is None or buffer.nbytes < size:
+        buffer = np.empty(size, np.uint8)
+        if size <= KEPT_STAGING_BYTES:
+            kept[key] = buffer
+    return buffer[:size].view(dtype).reshape(shape)
+
+
 class _Buffers:
-    """One reusable staging buffer per operand for the chunk copies; an operand the chunking
-    does not slice is merged (copied) once."""
+    """One reusable staging buffer per operand for the chunk copies (kept by the thread for its
+    later products, up to KEPT_STAGING_BYTES each); an operand the chunking does not slice is
+    merged (copied) once."""
 
     def __init__(self) -> None:
-        self._buffers: dict[str, np.ndarray] = {}
+        kept = getattr(_STAGING, "buffers", None)
+        if kept is None:
+            kept = _STAGING.buffers = {}
+        self._buffers: dict[str, np.ndarray] = kept
         self._last: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def merged(self, key: str, view: np.ndarray, np_: int, first: int) -> np.ndarray:
@@ -701,10 +846,11 @@ class _Buffers:
             matrix = np.reshape(view, shape, copy=False)
         except ValueError:
             buffer = self._buffers.get(key)
-            if buffer is None or buffer.size < view.size:
-                buffer = np.empty(view.size, view.dtype)
-                self._buffers[key] = buffer
-            staging = buffer[: view.size].reshape(view.shape)
+            if buffer is None or buffer.nbytes < view.nbytes:
+                buffer = np.empty(view.nbytes, np.uint8)
+                if buffer.nbytes <= KEPT_STAGING_BYTES:
+                    self._buffers[key] = buffer
+            staging = buffer[: view.nbytes].view(view.dtype).reshape(view.shape)
             np.copyto(staging, view)
             matrix = staging.reshape(shape)
         self._last[key] = (view, matrix)

@@ -38,6 +38,7 @@ from ..ir.values import Value
 from .contraction import DEFAULT_TUNING, ContractionRecipe, ContractionTuning, plan_contraction
 from .fusion import FusedGroup, FusionContext
 from .multiply_accumulate import MultiplyAccumulateRecipe, plan_multiply_accumulate
+from .threads import elementwise_in_parts
 
 # Reshapes (prims registered with `reshape=True`: the contiguous result of the contraction in
 # another shape, row-major order kept), and elementwise prims applied in place on it, may follow
@@ -86,12 +87,14 @@ class ContractionKernel:
     # The calls planned so far, by operand layout (strides, dtype): filled by the calls themselves.
     _calls: dict[tuple[Any, ...], _PlannedCall] = attrs.field(factory=dict, eq=False, repr=False)
 
-    def __call__(self, a: np.ndarray, b: np.ndarray, *others: np.ndarray) -> np.ndarray:
+    def __call__(
+        self, a: np.ndarray, b: np.ndarray, *others: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
         key = (a.strides, b.strides, a.dtype)
         call = self._calls.get(key)
         if call is None:
             call = self._calls[key] = _PlannedCall(self, a, b)
-        return call(a, b, others)
+        return call(a, b, others, out)
 
     def recipes(self) -> list[ContractionRecipe | MultiplyAccumulateRecipe]:
         """The recipes planned by the calls so far (one per operand layout)."""
@@ -146,8 +149,15 @@ class _PlannedCall:
             )
         )
 
-    def __call__(self, a: np.ndarray, b: np.ndarray, others: tuple[np.ndarray, ...]) -> np.ndarray:
-        result = np.empty(self.result_shape, a.dtype)
+    def __call__(
+        self,
+        a: np.ndarray,
+        b: np.ndarray,
+        others: tuple[np.ndarray, ...],
+        result: np.ndarray | None = None,
+    ) -> np.ndarray:
+        if result is None:
+            result = np.empty(self.result_shape, a.dtype)
         # The epilogue runs on the contraction's own shape: reshapes keep row-major order, so
         # each in-place operand is reshaped (a view, for broadcast biases too) to that shape.
         out = result.reshape(self.out_shape)
@@ -161,12 +171,13 @@ class _PlannedCall:
             self.recipe.run(a, b, out, self._chunk_epilogue(out, others))
             return result
         self.recipe.run(a, b, out)
-        for ufunc, operand, number in self.steps:
+        for ufunc, operand, number in self.steps:  # in parts: the call's threads share them
             if operand is None:
-                ufunc(out, number, out=out)
+                elementwise_in_parts(ufunc, out, number, out=out)
             else:
                 other = others[operand]
-                ufunc(out, other if other.ndim == 0 else other.reshape(self.out_shape), out=out)
+                other = other if other.ndim == 0 else other.reshape(self.out_shape)
+                elementwise_in_parts(ufunc, out, other, out=out)
         return result
 
     def _chunk_epilogue(
@@ -180,7 +191,12 @@ class _PlannedCall:
             steps.append((ufunc, other))
 
         def epilogue(index: tuple[slice, ...]) -> None:
-            part = out[index] if index else out  # (a 0-dim array indexed by () is a copy)
+            if not index:  # the whole output at once: in parts, which the call's threads share
+                with np.errstate(all="ignore"):
+                    for ufunc, other in steps:
+                        elementwise_in_parts(ufunc, out, other, out=out)
+                return
+            part = out[index]
             with np.errstate(all="ignore"):
                 for ufunc, other in steps:
                     ufunc(part, other[index] if other.ndim else other, out=part)
@@ -270,7 +286,9 @@ def _group(
     kernel = ContractionKernel(
         (specs[0], specs[1]), out_labels, tuple(joint), tuple(epilogue), tuning
     )
-    return FusedGroup(tuple(sorted(members)), tuple(sources), kernel, fresh_result=True)
+    return FusedGroup(
+        tuple(sorted(members)), tuple(sources), kernel, fresh_result=True, takes_out=True
+    )
 
 
 def _next_in_chain(context: FusionContext, index: int) -> int | None:

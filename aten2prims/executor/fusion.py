@@ -61,6 +61,8 @@ class FusedGroup:
     kernel: Callable[..., Any]
     # The kernel returns one new array, never a view (buffer reuse, inplace.py, may write into it).
     fresh_result: bool = False
+    # The kernel also takes `out=` (Step.takes_out).
+    takes_out: bool = False
 
 
 FusionRule = Callable[[FusionContext, int], "FusedGroup | None"]

@@ -73,14 +73,17 @@ class OrthogonalGather:
     index_batch: tuple[tuple[int | None, ...], ...] = ()
     result_batch: tuple[int | None, ...] = ()
 
-    def __call__(self, a: np.ndarray, *indices: np.ndarray) -> np.ndarray:
+    def __call__(
+        self, a: np.ndarray, *indices: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
         for dim, (index, size, identity) in enumerate(zip(indices, self.sizes, self.identity)):
             if not identity:
                 checked_index(index, size, dim)
         if not self.batch_sizes:
-            result = self._chain(a, indices, None)
+            result = self._chain(a, indices, out)
             return result.copy() if result is a else result
-        out = np.empty(self.result_shape, a.dtype)
+        if out is None:
+            out = np.empty(self.result_shape, a.dtype)
         taken = {take.index for take in self.takes}
         for position in itertools.product(*map(range, self.batch_sizes)):
             sliced = [
@@ -153,7 +156,9 @@ def orthogonal_gather_rule(context: FusionContext, index: int) -> FusedGroup | N
     kernel = _kernel(tuple(a.shape), tuple(shape), spans, identity)
     if kernel is None:
         return None
-    return FusedGroup(tuple(sorted(members)), (a, *sources), kernel, fresh_result=True)
+    return FusedGroup(
+        tuple(sorted(members)), (a, *sources), kernel, fresh_result=True, takes_out=True
+    )
 
 
 def _kernel(

@@ -27,7 +27,7 @@ from ..ir.values import TensorMeta
 from .steps import SlotRef, Step
 
 
-class _Memory:
+class Memory:
     """Union-find of slots sharing memory; each group knows whether it is the plan's own and
     which of its slots see each element once."""
 
@@ -51,7 +51,7 @@ class _Memory:
 def reuse_dying_operands(
     steps: list[Step], output_slots: tuple[int, ...], meta_of: dict[int, Any], input_slots: set[int]
 ) -> None:
-    memory = _Memory()
+    memory = Memory()
     owned: set[int] = set()  # roots of memory the plan made
     once: set[int] = set()  # slots seeing each element of their memory exactly once
     for step in steps:

@@ -14,7 +14,11 @@ Planning, in order:
    only by elementwise steps left to NumPy's broadcasting;
 5. the last use of every slot, so intermediates are released as soon as possible;
 6. buffer reuse (`inplace.py`): elementwise results written into operands that die there;
-7. code generation (`codegen.py`): the steps as one straight-line Python function.
+7. parts (`threads.py`): large elementwise steps and reductions split into parts that a call's
+   threads share;
+8. static memory planning (`arena.py`): every other result whose kernel takes `out=` written
+   into a buffer of an arena kept between calls, buffers shared by results of disjoint lifetimes;
+9. code generation (`codegen.py`): the steps as one straight-line Python function.
 
 `reference.py` runs a graph node by node with none of this: the oracle the tests compare with.
 """
@@ -33,6 +37,7 @@ from ..errors import ExecutionError
 from ..ir.building import collector_paused
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.values import Value
+from .arena import ArenaPool, plan_arena
 from .codegen import compile_steps
 from .contraction_fusion import ContractionFusion
 from .filled_scatter import filled_scatter_rule
@@ -43,6 +48,7 @@ from .inplace import reuse_dying_operands
 from .select import bound_select_rule
 from .specialize import relax_broadcasts, specialized
 from .steps import Slots, Step
+from .threads import split_steps
 
 # The fusion rules, in the order they are tried at each node (the first group found wins).
 FUSION_RULES: Sequence[FusionRule] = (
@@ -69,8 +75,10 @@ class Plan:
     # Slot values every run starts from: folded constants and stored input data (not
     # overridden); None elsewhere.
     initial_values: list[Any]
-    # The straight-line function running the steps (codegen.py); run(values, rng).
-    run: Callable[[list[Any], Any], None]
+    # The straight-line function running the steps (codegen.py); run(values, rng, arena).
+    run: Callable[..., None]
+    # The arena the steps write their results into (arena.py), one per concurrent call.
+    arenas: ArenaPool
     random: bool = False
     # Bytes the plan keeps alive for its folded constants (not views of stored data).
     resident_bytes: int = 0
@@ -90,9 +98,11 @@ def node_step(node: Node, slots: Slots) -> Step:
     special = None if definition.random else specialized(node)
     result_kind = "view" if definition.view else "fresh"
     elementwise = False
+    takes_out = definition.out and not definition.random
     if special is not None:
         kernel, operands = special.kernel, special.operands
         result_kind, elementwise = special.result.value, special.elementwise
+        takes_out = special.takes_out
     else:
         kernel, operands = definition.kernel, definition.bind(node.args, node.kwargs)
     arguments = slots.arguments(operands)
@@ -106,6 +116,7 @@ def node_step(node: Node, slots: Slots) -> Step:
         random=definition.random,
         result_kind=result_kind,
         elementwise=elementwise,
+        takes_out=takes_out,
     )
 
 
@@ -132,6 +143,8 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     relax_broadcasts(steps, output_slots, meta_of)
     _assign_last_uses(steps, output_slots)
     reuse_dying_operands(steps, output_slots, meta_of, set(input_slots.values()))
+    split_steps(steps, meta_of)
+    layout = plan_arena(steps, output_slots, meta_of, set(input_slots.values()))
     initial: list[Any] = [None] * len(slots.slot_of)
     for graph_input in folded.inputs:
         if graph_input.data is not None and graph_input.name not in overridden:
@@ -147,6 +160,7 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
         len(slots.slot_of),
         initial,
         compile_steps(steps),
+        ArenaPool(layout),
         random=any(step.random for step in steps),
         resident_bytes=constants.resident_bytes,
         stored_ids=frozenset(id(value) for value in initial if value is not None),
@@ -168,6 +182,7 @@ def _steps(graph: Graph, slots: Slots, groups: dict[int, FusedGroup]) -> list[St
                     tuple(slots.assign(result) for result in node.results),
                     tuple(r.meta for r in node.results),
                     result_kind="fresh" if group.fresh_result else "view",
+                    takes_out=group.takes_out,
                 )
             )
         elif index not in claimed:

@@ -23,6 +23,7 @@ from ..ir.values import ScalarMeta, TensorMeta
 from ..limits import nbytes, over_budget
 from .plan import Plan, build_plan
 from .steps import Step, resolve
+from .threads import Parted, ReducedParted, default_threads, running_with
 
 
 @attrs.define(slots=True)
@@ -113,6 +114,7 @@ def execute(
     check: bool = False,
     return_all_outputs: bool = False,
     max_memory: int | None = None,
+    threads: int | None = None,
 ) -> list[np.ndarray]:
     """Run `graph` and return its user outputs (`OutputKind.is_user`: user outputs and a loss;
     all outputs with `return_all_outputs=True`) as NumPy arrays (Python scalars for scalar
@@ -124,7 +126,10 @@ def execute(
     against its node's meta (debug mode). A graph that still holds aten nodes is lowered first.
     A graph whose inputs and live intermediates could exceed `max_memory` bytes (default: the
     machine's memory, `limits.default_memory_budget`) raises MemoryBudgetError before anything
-    is allocated (plans fold constants, so the check precedes planning).
+    is allocated (plans fold constants, so the check precedes planning). `threads` (default:
+    `threads.default_threads()`, the machine's cores or ATEN2PRIMS_NUM_THREADS) is how many
+    threads run the parts of large steps (BLAS runs on one thread inside each); results are bit
+    for bit the same for every thread count.
     """
     planned, prims_graph = _planned(graph)
     over_budget(f"the inputs of graph {prims_graph.name}", planned.input_bytes, max_memory)
@@ -139,21 +144,28 @@ def execute(
     for name, array in given:
         values[plan.input_slots[name]] = array
     rng = np.random.default_rng(seed) if plan.random else None
-    # torch returns IEEE results (inf, nan, wrapped integers) silently; so do the kernels.
-    with np.errstate(all="ignore"):
-        if check:
-            for step in plan.steps:
-                _run_step(step, values, rng)
-        else:
-            try:
-                plan.run(values, rng)
-            except ExecutionError:
-                raise
-            except Exception as error:  # a kernel failed: name the node and where it came from
-                index = plan.run.failed_step(error.__traceback__)  # type: ignore[attr-defined]  # set by codegen
-                if index is None or index < 0:
+    arena = plan.arenas.take()
+    try:
+        # torch returns IEEE results (inf, nan, wrapped integers) silently; so do the kernels.
+        with (
+            np.errstate(all="ignore"),
+            running_with(default_threads() if threads is None else threads),
+        ):
+            if check:
+                for step in plan.steps:
+                    _run_step(step, values, rng)
+            else:
+                try:
+                    plan.run(values, rng, arena)
+                except ExecutionError:
                     raise
-                raise ExecutionError(_describe_failure(plan.steps[index], error)) from error
+                except Exception as error:  # a kernel failed: name the node and where it came from
+                    index = plan.run.failed_step(error.__traceback__)  # type: ignore[attr-defined]  # set by codegen
+                    if index is None or index < 0:
+                        raise
+                    raise ExecutionError(_describe_failure(plan.steps[index], error)) from error
+    finally:
+        plan.arenas.give(arena)
     results: list[Any] = []
     # Kernels may hand an input back unchanged (a contiguous clone): inputs are never results.
     inputs_by_id = {id(array) for _, array in given} | plan.stored_ids
@@ -193,11 +205,12 @@ def _checked_plan(
 
 
 def _steps_peak(plan: Plan) -> int:
-    """The most bytes the plan's fresh step results hold at once, plus its folded constants."""
+    """The most bytes the plan's fresh step results outside its arena hold at once, plus its
+    folded constants and its arena."""
     held: dict[int, int] = {}
-    live = peak = plan.resident_bytes
+    live = peak = plan.resident_bytes + plan.arenas.layout.nbytes
     for step in plan.steps:
-        if step.result_kind != "view":
+        if step.result_kind != "view" and step.out_buffer is None:
             for slot, meta in zip(step.out_slots, step.out_metas):
                 held[slot] = nbytes(meta)
                 live += held[slot]
@@ -208,15 +221,20 @@ def _steps_peak(plan: Plan) -> int:
 
 
 def _run_step(step: Step, values: list[Any], rng: np.random.Generator | None) -> None:
-    """One step, checked (execute(check=True)): every result against its meta."""
+    """One step, checked (execute(check=True)): every result against its meta. The kernel runs
+    whole (not in parts) and allocates its result where the plan gives it an arena buffer
+    (an `out=` of the meta's dtype would hide a kernel computing another one)."""
     args = [resolve(argument, values) for argument in step.arguments]
     keywords: dict[str, Any] = {}
     if step.random:
         keywords["rng"] = rng
     if step.out_argument is not None:
         keywords["out"] = args[step.out_argument]
+    kernel = step.kernel
+    if isinstance(kernel, Parted | ReducedParted):
+        kernel = kernel.kernel
     try:
-        result = step.kernel(*args, **keywords)
+        result = kernel(*args, **keywords)
     except ExecutionError:
         raise
     except Exception as error:  # a kernel failed: name the node and where it came from

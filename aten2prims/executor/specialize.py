@@ -13,7 +13,9 @@ computation with that work done once.
 - copies into row-major order (`clone`, `copy_strided`, `reshape`, `collapse`) of an operand
   that already is C-contiguous: the operand itself, reshaped;
 - `as_strided` windows that are basic slices of the operand's row-major layout (`select`,
-  `slice`, `narrow`): that index, when the operand is C-contiguous at run time;
+  `slice`, `narrow`): that index, when the operand is C-contiguous at run time; and
+  `as_strided_scatter` into such a window (padding): two copies, the second into that index;
+- `full`, `full_like` with a literal value: the value converted once, copied in parts;
 - broadcasts whose every reader is a direct elementwise call that NumPy's broadcasting brings to
   the full shape anyway (`relax_broadcasts`): the operand with size-1 dims inserted, no
   `np.broadcast_to` view.
@@ -41,6 +43,7 @@ from ..ir.values import TensorMeta, Value
 from .direct_kernels import direct_kernel
 from .select import zero_select
 from .steps import SlotRef, Step
+from .threads import copy_in_parts
 
 
 class Result(enum.Enum):
@@ -61,6 +64,8 @@ class Specialized:
     operands: Sequence[Any]
     result: Result
     elementwise: bool = False
+    # The kernel also takes `out=` (Step.takes_out).
+    takes_out: bool = False
 
 
 def specialized(node: Node) -> Specialized | None:
@@ -95,9 +100,29 @@ def _elementwise(node: Node, name: str) -> Specialized | None:
         converted = [number_as(a, dtype) if is_number(a) else a for a in node.args]
     if name == "reciprocal":  # 1 / a, as the kernel computes it, as a ufunc (out= works)
         return Specialized(
-            np.true_divide, (number_as(1, dtype), *converted), Result.FRESH, elementwise=True
+            np.true_divide,
+            (number_as(1, dtype), *converted),
+            Result.FRESH,
+            elementwise=True,
+            takes_out=True,
         )
-    return Specialized(function, converted, Result.FRESH, elementwise=True)
+    if function is np.where:
+        return Specialized(select, converted, Result.FRESH, elementwise=True, takes_out=True)
+    takes_out = isinstance(function, np.ufunc) and function.nout == 1
+    return Specialized(function, converted, Result.FRESH, elementwise=True, takes_out=takes_out)
+
+
+def select(pred: Any, a: Any, b: Any, out: np.ndarray | None = None) -> Any:
+    """np.where(pred, a, b) for operands of the result's dtype, written into `out` when given
+    (b copied, then a where pred holds: each element is a copy of the one np.where picks)."""
+    if out is None:
+        return np.where(pred, a, b)
+    np.copyto(out, b)
+    if np.shape(pred) == out.shape and np.ndim(a) in (0, out.ndim) and np.size(a) in (1, out.size):
+        np.putmask(out, pred, a)  # one pass, where every operand is whole (no broadcasting)
+    else:
+        np.copyto(out, a, where=pred)
+    return out
 
 
 # -- shape prims --------------------------------------------------------------------------------------
@@ -184,6 +209,31 @@ def _as_strided(node: Node) -> Specialized | None:
         return generic(a, size, stride, offset)
 
     return Specialized(window, (operand,), Result.VIEW)
+
+
+def _as_strided_scatter(node: Node) -> Specialized | None:
+    """A scatter into a window that is `out[index]` of the C-contiguous result: self copied
+    into the result, then src into that window (both copies in parts, threads.py)."""
+    operand, source = node.args[0], node.args[1]
+    if type(operand) is not Value or type(source) is not Value or not operand.is_tensor:
+        return None
+    size, stride = tuple(node.kwargs["size"]), tuple(node.kwargs["stride"])
+    offset: int = node.kwargs["storage_offset"]
+    if math.prod(size) == 0 or source.shape != size:
+        return None
+    index = basic_index(operand.shape, size, stride, offset)
+    if index is None:
+        return None
+    shape, dtype = operand.shape, operand.dtype.numpy
+
+    def scatter(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None:
+            out = np.empty(shape, dtype)
+        copy_in_parts(out, a)
+        copy_in_parts(out[index], b)
+        return out
+
+    return Specialized(scatter, (operand, source), Result.FRESH, takes_out=True)
 
 
 def basic_index(
@@ -279,15 +329,44 @@ def _row_major(node: Node) -> Specialized | None:
     shape = node.results[0].shape
     attributes = tuple(node.kwargs[name] for name in definition.attribute_names)
 
-    def row_major(a: np.ndarray) -> np.ndarray:
+    def row_major(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if a.flags.c_contiguous:
             return a.reshape(shape)
-        return generic(a, *attributes)
+        if out is None:
+            return generic(a, *attributes)
+        copy_in_parts(out.reshape(a.shape), a)  # out is C-contiguous: a's elements, row-major
+        return out
 
-    return Specialized(row_major, (operand,), Result.REVIEW)
+    return Specialized(row_major, (operand,), Result.REVIEW, takes_out=True)
+
+
+def _filled(node: Node) -> Specialized | None:
+    """full, full_like with a literal fill value: the value as the generic kernel converts it
+    (taken from one call of it at plan time), written in parts (threads.py)."""
+    definition = lookup(node.op)
+    if definition is None or definition.kernel is None or type(node.kwargs["fill_value"]) is Value:
+        return None
+    result = node.results[0]
+    shape, dtype = result.shape, result.dtype.numpy
+    if not shape or math.prod(shape) == 0:
+        return None
+    # Operands (full_like's `a`) are read for their shape only: a broadcast view stands in.
+    stand_ins = [np.broadcast_to(np.zeros((), o.dtype.numpy), o.shape) for o in node.args]
+    first = np.asarray(definition.kernel(*definition.bind(stand_ins, node.kwargs))).reshape(-1)
+    value = first[:1].reshape(())
+
+    def fill(*operands: Any, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None:
+            out = np.empty(shape, dtype)
+        copy_in_parts(out, np.broadcast_to(value, shape))
+        return out
+
+    return Specialized(fill, tuple(node.args), Result.FRESH, takes_out=True)
 
 
 _SHAPE_RULES: dict[str, Callable[[Node], Specialized | None]] = {
+    "full": _filled,
+    "full_like": _filled,
     "clone": _row_major,
     "copy_strided": _row_major,
     "reshape": _row_major,
@@ -298,6 +377,7 @@ _SHAPE_RULES: dict[str, Callable[[Node], Specialized | None]] = {
     "transpose": _transpose,
     "broadcast_in_dim": _broadcast_in_dim,
     "as_strided": _as_strided,
+    "as_strided_scatter": _as_strided_scatter,
 }
 
 

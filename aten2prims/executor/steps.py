@@ -44,6 +44,12 @@ class Step:
     # The position of an argument whose array dies here and takes the result (`out=`,
     # inplace.py), or None.
     out_argument: int | None = None
+    # The kernel also takes `out=`, a C-contiguous array of its one result's shape and dtype
+    # sharing memory with no operand, and writes its result there (it may still return a view
+    # of an operand when its result_kind is not "fresh").
+    takes_out: bool = False
+    # The number of the arena buffer the step writes its result into (arena.py), or None.
+    out_buffer: int | None = None
 
     @property
     def node(self) -> Node:

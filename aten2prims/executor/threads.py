@@ -1,0 +1,404 @@
+"""The threads of a call: `execute(..., threads=N)` runs the parts of large steps on a pool of
+N threads (the caller and N - 1 workers).
+
+NumPy releases the GIL inside its kernels, so the parts of one step run at once. What a step
+splits into is decided when the plan is made and never depends on N (`chunks`, and the
+contraction engine's chunks and product parts): a step makes the same kernel calls on the same
+slices whatever the thread count, which only decides who runs which part. Parts are slices
+along dimensions nothing is reduced over, so every result element is computed exactly as one
+thread computes it; the results are bit for bit those of one thread.
+
+BLAS is held at one thread during a call (through threadpoolctl; restored afterwards): its
+products are split into parts by the plan instead, so a product is always computed by the same
+one-thread code, and no BLAS thread pool spins beside ours (measured: BLAS at two threads beside
+our parts took half again as much CPU time on the transformer).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import threadpoolctl
+
+from prims.registry import lookup
+
+from ..ir.values import TensorMeta
+from .steps import SlotRef
+
+# The environment variable giving execute()'s default thread count.
+THREADS_VARIABLE = "ATEN2PRIMS_NUM_THREADS"
+# A part holds at least this many bytes (of the result; of the operand, for a reduction).
+PART_BYTES = 1 << 17
+# At most this many parts per step (each part costs a few microseconds of Python).
+MAX_PARTS = 4
+
+
+def default_threads() -> int:
+    """ATEN2PRIMS_NUM_THREADS when set, else the cores this process may run on."""
+    value = os.environ.get(THREADS_VARIABLE)
+    if value:
+        try:
+            count = int(value)
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise ValueError(f"{THREADS_VARIABLE} must be a positive integer, got {value!r}")
+        return count
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class _Call(threading.local):
+    """The pool of the call running on this thread (None: one thread)."""
+
+    pool: ThreadPoolExecutor | None = None
+    threads: int = 1
+
+
+_CALL = _Call()
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _forget_pools() -> None:
+    """A forked child has none of its parent's threads: it makes pools of its own."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools)
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    with _POOLS_LOCK:
+        pool = _POOLS.get(threads)
+        if pool is None:
+            pool = _POOLS[threads] = ThreadPoolExecutor(
+                threads - 1, thread_name_prefix="aten2prims"
+            )
+        return pool
+
+
+class _Blas:
+    """BLAS's thread count, through threadpoolctl (its libraries found at first use)."""
+
+    def __init__(self) -> None:
+        self._libraries: list[Any] | None = None
+        self._lock = threading.Lock()
+
+    def libraries(self) -> list[Any]:
+        with self._lock:
+            if self._libraries is None:
+                controller = threadpoolctl.ThreadpoolController()
+                self._libraries = list(controller.select(user_api="blas").lib_controllers)
+            return self._libraries
+
+    @contextmanager
+    def limited(self, threads: int) -> Iterator[None]:
+        changed = []
+        for library in self.libraries():
+            before = library.num_threads
+            if before != threads:
+                library.set_num_threads(threads)
+                changed.append((library, before))
+        try:
+            yield
+        finally:
+            for library, before in changed:
+                library.set_num_threads(before)
+
+
+BLAS = _Blas()
+
+
+@contextmanager
+def running_with(threads: int) -> Iterator[None]:
+    """The calling thread's steps run their parts on `threads` threads, BLAS on one."""
+    if threads < 1:
+        raise ValueError(f"threads must be a positive integer, got {threads}")
+    outer = _CALL.pool, _CALL.threads
+    _CALL.pool, _CALL.threads = (_pool(threads) if threads > 1 else None), threads
+    try:
+        with BLAS.limited(1):
+            yield
+    finally:
+        _CALL.pool, _CALL.threads = outer
+
+
+def run_parts(parts: Sequence[Callable[[], None]]) -> None:
+    """Runs every part, on the call's threads when it has several. Parts must write disjoint
+    memory. Exceptions are re-raised (the first part's first) after every part has ended."""
+    pool = _CALL.pool
+    if pool is None or len(parts) < 2:
+        for part in parts:
+            part()
+        return
+    count = min(_CALL.threads, len(parts))
+    # Each thread runs a contiguous run of the parts, in order.
+    runs = [parts[i * len(parts) // count : (i + 1) * len(parts) // count] for i in range(count)]
+
+    state = np.geterr()  # NumPy's error state is per thread: the workers take the caller's
+
+    def run(items: Sequence[Callable[[], None]]) -> None:
+        with np.errstate(**state):
+            for item in items:
+                item()
+
+    futures: list[Future[None]] = [pool.submit(run, items) for items in runs[1:]]
+    error: BaseException | None = None
+    try:
+        for item in runs[0]:
+            item()
+    except BaseException as raised:  # wait for the other threads before re-raising
+        error = raised
+    for future in futures:
+        exception = future.exception()
+        if error is None and exception is not None:
+            error = exception
+    if error is not None:
+        raise error
+
+
+# -- splitting a result into parts ------------------------------------------------------------------
+
+
+def even_parts(count: int) -> int:
+    """A part count rounded down to an even one (two threads then get equal shares)."""
+    return count - count % 2 if count > 2 else count
+
+
+def chunks(shape: tuple[int, ...], itemsize: int) -> tuple[tuple[Any, ...], ...]:
+    """Indices of the parts of an array of `shape` (a plan-time decision: never depends on the
+    thread count): slices along its outer dims of about PART_BYTES each, at most MAX_PARTS;
+    () when the array is too small to split."""
+    size = math.prod(shape) * itemsize
+    wanted = even_parts(min(MAX_PARTS, size // PART_BYTES))
+    if wanted < 2 or not shape:
+        return ()
+    # Split the outermost dims: whole index positions over the dims before `axis`, slices along it.
+    outer = 1
+    for axis, length in enumerate(shape):
+        if outer * length >= wanted or axis == len(shape) - 1:
+            break
+        outer *= length
+    per = max(1, -(-wanted // outer))
+    per = min(per, shape[axis])
+    bounds = [(i * shape[axis] // per, (i + 1) * shape[axis] // per) for i in range(per)]
+    indices: list[tuple[Any, ...]] = []
+    for position in np.ndindex(*shape[:axis]):
+        for start, stop in bounds:
+            indices.append((*position, slice(start, stop)))
+    return tuple(indices) if len(indices) > 1 else ()
+
+
+def operand_part(operand: Any, index: tuple[Any, ...], ndim: int) -> Any:
+    """The part of an elementwise operand (broadcast against a result of `ndim` dims) that
+    result part `index` reads."""
+    if type(operand) is not np.ndarray or operand.ndim == 0:
+        return operand
+    lead = ndim - operand.ndim
+    own: list[Any] = []
+    for axis, item in enumerate(index):
+        if axis < lead:
+            continue
+        if operand.shape[axis - lead] == 1:
+            own.append(0 if type(item) is int else slice(None))
+        else:
+            own.append(item)
+    return operand[tuple(own)]
+
+
+class Parted:
+    """An elementwise kernel taking `out=`, run part by part: each part of the result (`parts`,
+    from `chunks`, of a result of `shape` and `dtype`) is the kernel of the operands' matching
+    parts."""
+
+    __slots__ = ("dtype", "kernel", "parts", "shape")
+
+    def __init__(
+        self,
+        kernel: Callable[..., Any],
+        parts: tuple[tuple[Any, ...], ...],
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+    ) -> None:
+        self.kernel = kernel
+        self.parts = parts
+        self.shape = shape
+        self.dtype = dtype
+
+    def __call__(self, *operands: Any, out: np.ndarray | None = None) -> Any:
+        if out is None:
+            out = np.empty(self.shape, self.dtype)
+        kernel, ndim, shape = self.kernel, out.ndim, out.shape
+        if any(_overlaps(o, out) for o in operands):
+            # An operand sharing out's memory other than element for element (a result written
+            # into a dying operand, read also through a transpose of it): one call, in which
+            # NumPy copies that operand first; parts would read elements others wrote.
+            return kernel(*operands, out=out)
+        # Operands of the result's shape are sliced as the result is (the common case, fast).
+        whole = [type(o) is np.ndarray and o.shape == shape for o in operands]
+        run_parts(
+            [
+                functools.partial(
+                    _call,
+                    kernel,
+                    [
+                        o[index] if w else operand_part(o, index, ndim)
+                        for o, w in zip(operands, whole)
+                    ],
+                    out[index],
+                )
+                for index in self.parts
+            ]
+        )
+        return out
+
+
+def _overlaps(operand: Any, out: np.ndarray) -> bool:
+    """`operand` may share memory with `out` other than as the same elements in one layout."""
+    if type(operand) is not np.ndarray or operand.ndim == 0:
+        return False
+    if operand.shape == out.shape and operand.strides == out.strides:
+        if operand.ctypes.data == out.ctypes.data:
+            return False
+    return bool(np.may_share_memory(operand, out))
+
+
+def _call(kernel: Callable[..., Any], operands: list[Any], out: np.ndarray) -> None:
+    kernel(*operands, out=out)
+
+
+def elementwise_in_parts(kernel: Callable[..., Any], *operands: Any, out: np.ndarray) -> None:
+    """kernel(*operands, out=out) for an elementwise kernel (a ufunc), part by part (`chunks`
+    of out's shape)."""
+    parts = chunks(out.shape, out.itemsize)
+    if parts:
+        Parted(kernel, parts, out.shape, out.dtype)(*operands, out=out)
+    else:
+        kernel(*operands, out=out)
+
+
+def copy_in_parts(destination: np.ndarray, source: np.ndarray) -> None:
+    """np.copyto(destination, source) of two arrays of one shape, part by part."""
+    parts = chunks(destination.shape, destination.itemsize)
+    if not parts:
+        np.copyto(destination, source)
+        return
+
+    def part(index: tuple[Any, ...]) -> Callable[[], None]:
+        return lambda: np.copyto(destination[index], source[index])
+
+    run_parts([part(index) for index in parts])
+
+
+class ReducedParted:
+    """A reduction prim's kernel (`PrimDef.reduces`) run part by part: the result split along
+    one kept dim (`bounds` along result dim `axis`, operand dim `operand_axis`), each part the
+    reduction of the operand's matching slice; takes `out=`."""
+
+    __slots__ = ("axis", "bounds", "dtype", "kernel", "operand_axis", "shape")
+
+    def __init__(
+        self,
+        kernel: Callable[..., Any],
+        axis: int,
+        operand_axis: int,
+        bounds: tuple[tuple[int, int], ...],
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+    ) -> None:
+        self.kernel = kernel
+        self.axis = axis
+        self.operand_axis = operand_axis
+        self.bounds = bounds
+        self.shape = shape
+        self.dtype = dtype
+
+    def __call__(
+        self, inp: np.ndarray, dims: Any, output_dtype: Any, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        if out is None:
+            out = np.empty(self.shape, self.dtype)
+        kernel = self.kernel
+
+        def part(start: int, stop: int) -> Callable[[], None]:
+            index: list[Any] = [slice(None)] * inp.ndim
+            index[self.operand_axis] = slice(start, stop)
+            target: list[Any] = [slice(None)] * out.ndim
+            target[self.axis] = slice(start, stop)
+            return lambda: np.copyto(
+                out[tuple(target)], kernel(inp[tuple(index)], dims, output_dtype)
+            )
+
+        run_parts([part(start, stop) for start, stop in self.bounds])
+        return out
+
+
+def _reduction_parts(step: Any, meta: TensorMeta, operand: Any) -> ReducedParted | None:
+    """A reduction step whose operand is large enough to split: along the outermost result dim
+    of length >= 2, by the operand bytes each result element reads."""
+    definition = lookup(step.node.op)
+    if definition is None or definition.kernel is None or type(operand) is not TensorMeta:
+        return None
+    dims = step.arguments[1]
+    reduced = set(range(operand.ndim)) if dims is None else {d for d in dims if d < operand.ndim}
+    kept = [axis for axis in range(operand.ndim) if axis not in reduced]
+    if len(kept) != len(meta.shape) or not kept:
+        return None
+    axis = next((j for j, n in enumerate(meta.shape) if n >= 2), None)
+    if axis is None:
+        return None
+    size = math.prod(operand.shape) * operand.dtype.itemsize
+    count = even_parts(min(MAX_PARTS, size // PART_BYTES, meta.shape[axis]))
+    if count < 2:
+        return None
+    length = meta.shape[axis]
+    bounds = tuple((i * length // count, (i + 1) * length // count) for i in range(count))
+    return ReducedParted(
+        definition.kernel, axis, kept[axis], bounds, meta.shape, np.dtype(meta.dtype.numpy)
+    )
+
+
+def split_steps(steps: Sequence[Any], meta_of: dict[int, Any]) -> None:
+    """Elementwise steps taking `out=` whose result is large enough to split run part by part
+    (`Parted`); a step without a buffer then allocates its result whole first. Reductions of a
+    large operand run part by part along a kept dim (`ReducedParted`) and then take `out=`."""
+    for step in steps:
+        if len(step.nodes) == 1 and len(step.out_slots) == 1 and not step.random:
+            definition = lookup(step.node.op)
+            meta = meta_of[step.out_slots[0]]
+            argument = step.arguments[0] if step.arguments else None
+            if (
+                definition is not None
+                and definition.reduces
+                and type(meta) is TensorMeta
+                and meta.shape
+                and type(argument) is SlotRef
+                and step.relaxed_shape is None
+            ):
+                parted = _reduction_parts(step, meta, meta_of.get(int(argument)))
+                if parted is not None:
+                    step.kernel = parted
+                    step.takes_out = True
+                continue
+        if not (step.elementwise and step.takes_out and len(step.out_slots) == 1):
+            continue
+        meta = meta_of[step.out_slots[0]]
+        if type(meta) is not TensorMeta or not meta.shape:
+            continue
+        parts = chunks(meta.shape, meta.dtype.itemsize)
+        if parts:
+            step.kernel = Parted(step.kernel, parts, meta.shape, np.dtype(meta.dtype.numpy))

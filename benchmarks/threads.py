@@ -1,0 +1,187 @@
+"""Per-call memory traffic and thread scaling of the executor on the model zoo.
+
+    .venv/bin/python benchmarks/threads.py [--size test|medium] [--only REGEX] [--repeats N]
+                                           [--threads N]
+
+For each model (exported as `benchmarks/models.py` exports it) it runs a few warm-up calls,
+then measures steady-state calls of `aten2prims.execute`:
+
+- minor page faults per call (`getrusage`) and tracemalloc's peak per call (NumPy reports its
+  buffers to it), against the bytes of the plan's arena and of the call's outputs;
+- median wall time at one thread and at `--threads` threads (default 2), the two alternating
+  call by call in this one process (BLAS's thread count is set per call through threadpoolctl),
+  the process CPU time of both (all threads: what splitting costs), and whether both give
+  bit-identical outputs.
+
+On a machine shared with other work the times are noisy; alternating keeps the comparison fair.
+When the machine is oversubscribed (more runnable threads than cores) the two threads of a call
+wait for each other's time slices and no wall-time speed-up can show; `--estimate` then also
+times every part of every parallel region of a one-thread call (thread CPU time) and prints the
+speed-up two threads would reach with those parts split as the executor splits them (each
+region costs its larger half; serial work stays whole; synchronization not counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import resource
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+import warnings
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _models_module() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "benchmark_models", ROOT / "benchmarks" / "models.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def measure(path: Path, inputs: list[Any], threads: int, repeats: int) -> dict[str, Any]:
+    import numpy as np
+
+    import aten2prims
+    from aten2prims.executor import plan_for
+
+    graph = aten2prims.lower(aten2prims.load(path))
+    for _ in range(3):
+        aten2prims.execute(graph, inputs, threads=1)
+        aten2prims.execute(graph, inputs, threads=threads)
+    plan = plan_for(graph)
+    faults = []
+    for _ in range(5):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        outputs = aten2prims.execute(graph, inputs, threads=1)
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+        del outputs
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    outputs = aten2prims.execute(graph, inputs, threads=1)
+    traced = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    output_bytes = sum(o.nbytes for o in outputs if isinstance(o, np.ndarray))
+    one: list[float] = []
+    many: list[float] = []
+    one_cpu: list[float] = []
+    many_cpu: list[float] = []
+    identical = True
+    for _ in range(repeats):
+        for count, times, cpu in ((1, one, one_cpu), (threads, many, many_cpu)):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            result = aten2prims.execute(graph, inputs, threads=count)
+            times.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
+            if count == 1:
+                reference = result
+            else:
+                identical &= all(
+                    np.asarray(a).tobytes() == np.asarray(b).tobytes()
+                    for a, b in zip(reference, result, strict=True)
+                )
+    return {
+        "faults": statistics.median(faults),
+        "traced": traced,
+        "outputs": output_bytes,
+        "arena": plan.arenas.layout.nbytes,
+        "one": statistics.median(one),
+        "many": statistics.median(many),
+        "one_cpu": statistics.median(one_cpu),
+        "many_cpu": statistics.median(many_cpu),
+        "identical": identical,
+    }
+
+
+def estimate(path: Path, inputs: list[Any], repeats: int) -> float:
+    """The two-thread speed-up a one-thread call's part timings allow (see the docstring)."""
+    import aten2prims
+    from aten2prims.executor import contraction, threads
+
+    graph = aten2prims.lower(aten2prims.load(path))
+    run_parts = threads.run_parts
+    saved = [0.0]
+
+    def timed_parts(parts: Any) -> None:
+        times: list[float] = []
+
+        def timed(part: Any) -> Any:
+            def run() -> None:
+                start = time.thread_time()
+                part()
+                times.append(time.thread_time() - start)
+
+            return run
+
+        run_parts([timed(part) for part in parts])
+        if len(times) >= 2:  # run_parts gives each of two threads a contiguous half
+            half = len(times) // 2
+            saved[0] += sum(times) - max(sum(times[:half]), sum(times[half:]))
+
+    threads.run_parts = contraction.run_parts = timed_parts  # measurement only
+    try:
+        for _ in range(2):
+            aten2prims.execute(graph, inputs, threads=1)
+        ratios = []
+        for _ in range(repeats):
+            saved[0] = 0.0
+            start = time.thread_time()
+            aten2prims.execute(graph, inputs, threads=1)
+            total = time.thread_time() - start
+            ratios.append(total / (total - saved[0]))
+    finally:
+        threads.run_parts = contraction.run_parts = run_parts
+    return statistics.median(ratios)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=("test", "medium"), default="medium")
+    parser.add_argument("--only", default=None, help="regex over model names")
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--estimate", action="store_true", help="also the ideal 2-thread speed-up")
+    options = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    import numpy as np
+
+    models = _models_module()
+    names = [n for n in models.model_names() if not options.only or re.search(options.only, n)]
+    print(
+        f"{'model':12} {'faults/call':>11} {'traced MB':>9} {'outputs MB':>10} {'arena MB':>8} "
+        f"{'1 thread ms':>11} {f'{options.threads} threads ms':>13} {'speed-up':>8} "
+        f"{'CPU ms 1 / N':>15} identical"
+    )
+    with tempfile.TemporaryDirectory() as directory:
+        for name in names:
+            path = models.export(name, options.size, Path(directory))
+            with np.load(path.with_suffix(".npz")) as archive:
+                inputs = [archive[f"arr_{i}"] for i in range(len(archive.files))]
+            r = measure(path, inputs, options.threads, options.repeats)
+            print(
+                f"{name:12} {r['faults']:>11.0f} {r['traced'] / 1e6:>9.2f} "
+                f"{r['outputs'] / 1e6:>10.2f} {r['arena'] / 1e6:>8.2f} {r['one'] * 1e3:>11.2f} "
+                f"{r['many'] * 1e3:>13.2f} {r['one'] / r['many']:>8.2f} "
+                f"{r['one_cpu'] * 1e3:>6.1f} / {r['many_cpu'] * 1e3:<6.1f} {r['identical']}",
+                flush=True,
+            )
+            if options.estimate:
+                ideal = estimate(path, inputs, options.repeats)
+                print(f"{'':12} ideal 2-thread speed-up from part timings: {ideal:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""Threads (aten2prims/executor/threads.py): execute(..., threads=N) runs the parts of large
+steps on N threads and BLAS on N threads; the results are bit for bit those of one thread, on
+real models, and torch agrees with them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import threadpoolctl
+import torch
+
+import aten2prims
+import prims
+from aten2prims.cli import main
+from aten2prims.executor import plan_for
+from aten2prims.executor.contraction_fusion import ContractionKernel
+from aten2prims.executor.threads import (
+    THREADS_VARIABLE,
+    Parted,
+    ReducedParted,
+    default_threads,
+)
+from aten2prims.frontends.torch_interop import to_numpy
+from aten2prims.ir import DType, TensorMeta
+from prims.builder import Builder
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from models import build
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _inputs(name: str) -> tuple[torch.Tensor, ...]:
+    """Inputs making the zoo's models' intermediates megabytes large (split into parts)."""
+    torch.manual_seed(2)
+    if name == "cnn":
+        return (torch.randn(8, 3, 64, 64),)
+    if name == "unet":
+        return (torch.randn(2, 3, 64, 64),)
+    if name == "mlp":
+        return (torch.randn(65536, 16),)
+    sequence = 128
+    mask = torch.triu(torch.full((sequence, sequence), float("-inf")), diagonal=1)
+    return torch.randn(8, sequence, 32), mask
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    directory = tmp_path_factory.mktemp("threads")
+    made = {}
+    for name in ("cnn", "transformer", "unet", "mlp"):
+        model, _ = build(name)
+        inputs = _inputs(name)
+        program = torch.export.export(model, inputs).run_decompositions()
+        torch.export.save(program, directory / f"{name}.pt2")
+        graph = aten2prims.lower(aten2prims.load(directory / f"{name}.pt2"))
+        with torch.no_grad():
+            expected = to_numpy(model(*inputs))
+        made[name] = (graph, [to_numpy(t) for t in inputs], expected)
+    return made
+
+
+@pytest.mark.parametrize("name", ["cnn", "transformer", "unet", "mlp"])
+def test_every_thread_count_gives_one_threads_bits(name: str, models: dict) -> None:
+    graph, inputs, expected = models[name]
+    one = aten2prims.execute(graph, inputs, threads=1)
+    np.testing.assert_allclose(one[0], expected, rtol=1e-4, atol=1e-4)
+    for threads in (2, 3, 4):
+        for _ in range(2):
+            many = aten2prims.execute(graph, inputs, threads=threads)
+            assert [o.tobytes() for o in many] == [o.tobytes() for o in one], threads
+
+
+def test_large_steps_are_split_into_parts(models: dict) -> None:
+    """The models above do run in parts: elementwise steps, reductions, chunked convolutions
+    and matrix products."""
+    cnn = plan_for(models["cnn"][0])
+    assert sum(type(step.kernel) is Parted for step in cnn.steps) >= 3
+    chunked = [
+        recipe
+        for step in cnn.steps
+        if isinstance(step.kernel, ContractionKernel)
+        for recipe in step.kernel.recipes()
+        if recipe.levels
+    ]
+    assert chunked, "a convolution's im2col runs in chunks, which the threads share"
+    transformer = plan_for(models["transformer"][0])
+    assert any(type(step.kernel) is Parted for step in transformer.steps)
+    assert any(type(step.kernel) is ReducedParted for step in transformer.steps), "softmax"
+    products = [
+        recipe
+        for step in plan_for(models["mlp"][0]).steps
+        if isinstance(step.kernel, ContractionKernel)
+        for recipe in step.kernel.recipes()
+        if recipe.parts is not None
+    ]
+    assert products, "a linear layer's product is made in parts"
+
+
+def test_blas_threads_are_restored_after_a_call(models: dict) -> None:
+    graph, inputs, _ = models["mlp"]
+    before = [info["num_threads"] for info in threadpoolctl.threadpool_info()]
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):
+        aten2prims.execute(graph, inputs, threads=2)
+        assert all(
+            info["num_threads"] == 1
+            for info in threadpoolctl.threadpool_info()
+            if info["user_api"] == "blas"
+        )
+    assert [info["num_threads"] for info in threadpoolctl.threadpool_info()] == before
+
+
+def test_the_default_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(THREADS_VARIABLE, "3")
+    assert default_threads() == 3
+    monkeypatch.setenv(THREADS_VARIABLE, "zero")
+    with pytest.raises(ValueError, match=THREADS_VARIABLE):
+        default_threads()
+    monkeypatch.delenv(THREADS_VARIABLE)
+    assert default_threads() >= 1
+
+
+def test_a_thread_count_below_one_is_refused(models: dict) -> None:
+    graph, inputs, _ = models["mlp"]
+    with pytest.raises(ValueError, match="threads"):
+        aten2prims.execute(graph, inputs, threads=0)
+
+
+def test_cli_run_takes_threads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    example = ROOT / "examples" / "cnn.pt2"
+    inputs = ROOT / "examples" / "cnn.inputs.npz"
+    saved = []
+    for threads in ("1", "2"):
+        out = tmp_path / f"out{threads}.npz"
+        command = ["run", str(example), "--inputs", str(inputs), "--output", str(out)]
+        assert main([*command, "--threads", threads]) == 0
+        with np.load(out) as archive:
+            saved.append(archive["output_0"])
+    assert saved[0].tobytes() == saved[1].tobytes()
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", str(example), "--threads", "0"])
+    assert exit_.value.code == 2
+    assert "positive integer" in capsys.readouterr().err
+
+
+def test_a_result_written_into_an_operand_read_transposed_is_not_split() -> None:
+    """add(a, transpose(a)) written into a's buffer (a dies there): parts would read elements
+    an earlier part already overwrote; the step runs whole and NumPy copies the transpose."""
+    with Builder("g") as builder:
+        x = builder.add_input("x", TensorMeta((1024, 1024), DType.float32))
+        a = prims.exp(x)
+        graph = builder.finish([prims.neg(prims.add(a, prims.transpose(a, [1, 0])))])
+    data = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
+    add = next(s for s in plan_for(graph).steps if s.node.op == "prims.add")
+    assert type(add.kernel) is Parted and add.out_argument == 0, "in place, and split"
+    expected = -(np.exp(data) + np.exp(data).T)
+    for threads in (1, 2):
+        result = aten2prims.execute(graph, {"x": data}, threads=threads)[0]
+        assert result.tobytes() == expected.tobytes()
+
+
+def test_a_forked_child_runs_on_threads_of_its_own(models: dict) -> None:
+    """Pools are per process: a child forked after a call makes its own (the parent's
+    threads do not exist in it)."""
+    import multiprocessing
+
+    graph, inputs, _ = models["cnn"]
+    expected = aten2prims.execute(graph, inputs, threads=2)[0]
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        result = pool.apply_async(_run_in_child, (graph, inputs)).get(timeout=300)
+    assert result.tobytes() == expected.tobytes()
+
+
+def _run_in_child(graph: object, inputs: list[np.ndarray]) -> np.ndarray:
+    return aten2prims.execute(graph, inputs, threads=2)[0]  # type: ignore[arg-type]  # a Graph
