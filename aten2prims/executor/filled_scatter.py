@@ -33,9 +33,23 @@ class FilledScatter:
     size: tuple[int, ...]
     stride: tuple[int, ...]
     storage_offset: int
+    # The fill value as the full kernel converts it (a 0-dim array), made at the first call
+    # writing into a given buffer.
+    _converted: list[np.ndarray] = attrs.field(factory=list, eq=False)
 
-    def __call__(self, src: np.ndarray) -> np.ndarray:
-        out = np.zeros(self.shape, self.dtype) if self.zeros else self.fill()
+    def _element(self) -> np.ndarray:
+        if not self._converted:
+            filled = self.fill()
+            self._converted.append(filled.reshape(-1)[:1].reshape(()).copy())
+        return self._converted[0]
+
+    def __call__(self, src: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None:
+            out = np.zeros(self.shape, self.dtype) if self.zeros else self.fill()
+        elif self.zeros:
+            out.fill(0)
+        elif out.size:  # the full kernel's own conversion of the fill value, made once
+            out[...] = self._element()
         if self.index is not None:
             out[self.index] = src
         elif math.prod(self.size) > 0:
@@ -82,4 +96,4 @@ def filled_scatter_rule(context: FusionContext, index: int) -> FusedGroup | None
 
     window = basic_index(shape, size, stride, offset) if math.prod(size) > 0 else None
     group = FilledScatter(fill, zeros, shape, dtype, window, size, stride, offset)
-    return FusedGroup((full_index, index), (src,), group, fresh_result=True)
+    return FusedGroup((full_index, index), (src,), group, fresh_result=True, takes_out=True)

@@ -54,12 +54,15 @@ class ZeroSelect:
     bits: np.dtype[Any] | None  # the integer dtype of a float's width; None for integers
     dtype: np.dtype[Any]
 
-    def __call__(self, predicate: np.ndarray, value: np.ndarray) -> np.ndarray:
+    def __call__(
+        self, predicate: np.ndarray, value: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
         keep = predicate if self.keep_when else np.logical_not(predicate)
         if self.bits is None:
-            return np.multiply(value, keep, dtype=self.dtype)
-        # A fresh array of the float dtype (the executor copies views it returns).
-        out = np.empty(np.broadcast_shapes(keep.shape, value.shape), self.dtype)
+            return np.multiply(value, keep, dtype=self.dtype, out=out)
+        # A fresh array of the float dtype unless the plan gives one (an arena buffer).
+        if out is None:
+            out = np.empty(np.broadcast_shapes(keep.shape, value.shape), self.dtype)
         np.multiply(value.view(self.bits), keep, out=out.view(self.bits), dtype=self.bits)
         return out
 
@@ -123,11 +126,15 @@ def bound_select_rule(context: FusionContext, index: int) -> FusedGroup | None:
             in_order = ufunc is np.maximum or bool(low <= high)
             if outer_ufunc is not ufunc and in_order and _exact(context, x, low, high):
                 return FusedGroup(
-                    (compare_index, index, *readers), (x, low, high), np.clip, fresh_result=True
+                    (compare_index, index, *readers),
+                    (x, low, high),
+                    np.clip,
+                    fresh_result=True,
+                    takes_out=True,
                 )
     if not _exact(context, x, bound):
         return None
-    return FusedGroup((compare_index, index), (x, bound), ufunc, fresh_result=True)
+    return FusedGroup((compare_index, index), (x, bound), ufunc, fresh_result=True, takes_out=True)
 
 
 def _bound_select(context: FusionContext, index: int) -> tuple[int, Value, np.ufunc, Any] | None:

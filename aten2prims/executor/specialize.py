@@ -83,7 +83,9 @@ def _elementwise(node: Node, name: str) -> Specialized | None:
     if name == "where":
         selection = zero_select(node)
         if selection is not None:
-            return Specialized(selection[0], selection[1], Result.FRESH, elementwise=True)
+            return Specialized(
+                selection[0], selection[1], Result.FRESH, elementwise=True, takes_out=True
+            )
     operands = node.args[1:] if name == "where" else node.args
     tensors = [a for a in operands if type(a) is Value]
     if (
