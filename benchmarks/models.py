@@ -5,7 +5,11 @@ torch.compile (inductor) and ONNX Runtime, on the suite of `benchmarks/suite.py`
         .venv/bin/python benchmarks/models.py [--quick] [--only REGEX] [--threads 1,2]
                                               [--runtimes ours,eager,inductor,ort]
                                               [--repeats 7] [--warmup 3] [--json FILE]
-    .venv/bin/python benchmarks/models.py --from-json FILE   # print the tables of a saved run
+                                              [--no-first-call] [--clock wall|cpu]
+    .venv/bin/python benchmarks/models.py --from-json FILE [--from-json FILE ...] [--clock cpu]
+
+(`--from-json` prints the tables of saved runs, merged: e.g. one run without inductor and one of
+inductor alone. `--clock cpu` shows process CPU times instead of wall times.)
 
 The parent process builds each model (seeded random weights, from its config: no downloads),
 exports it once with `torch.export` and saves it with `torch.export.save` to a temporary
@@ -171,7 +175,8 @@ def prepare(name: str, scale: str, directory: Path, ort: bool) -> dict[str, Any]
                 torch.onnx.export(model, inputs, str(directory / f"{name}.onnx"), dynamo=True)
             facts["onnx_export"] = time.perf_counter() - start
         except Exception as error:  # reported in the row; the other runtimes still run
-            facts["onnx_error"] = f"ONNX export failed: {type(error).__name__}: {error}"[:300]
+            first_line = str(error).splitlines()[0] if str(error) else ""
+            facts["onnx_error"] = f"ONNX export failed: {type(error).__name__}: {first_line}"[:300]
     return facts
 
 
@@ -254,7 +259,9 @@ def measure(options: argparse.Namespace) -> dict[str, Any]:
             try:
                 facts = prepare(name, options.scale, directory, "ort" in runtimes)
             except Exception as error:  # the row is aborted with the reason; the others run
-                message = f"export failed: {type(error).__name__}: {error}"[:300]
+                message = f"export failed: {type(error).__name__}: {str(error).splitlines()[0]}"[
+                    :300
+                ]
                 print(f"{name}: {message}", flush=True)
                 failed = {"error": message}
                 results["models"].append(
@@ -295,6 +302,33 @@ def measure(options: argparse.Namespace) -> dict[str, Any]:
             print(f"  {_progress('ours', 1, first)}", flush=True)
     results["seconds"] = time.perf_counter() - started
     return results
+
+
+def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several saved runs as one: each (model, thread count, runtime) cell from the last run
+    that has it; the runtimes, thread counts and models of all of them."""
+    merged = dict(runs[0])
+    merged["runtimes"] = [r for r in RUNTIMES if any(r in run["runtimes"] for run in runs)]
+    merged["threads"] = sorted({t for run in runs for t in run["threads"]})
+    merged["skipped"] = {
+        r: why
+        for run in runs
+        for r, why in run.get("skipped", {}).items()
+        if r not in merged["runtimes"]
+    }
+    models: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for model in run["models"]:
+            into = models.setdefault(model["model"], {**model, "runs": {}})
+            for threads, row in model["runs"].items():
+                into["runs"].setdefault(threads, {}).update(row)
+        if "first_call" in run:
+            merged["first_call"] = run["first_call"]
+    merged["models"] = list(models.values())
+    if len(runs) > 1:
+        merged.pop("seconds", None)
+        merged["environment"] = runs[0]["environment"] + [f"merged from {len(runs)} runs"]
+    return merged
 
 
 def _progress(runtime: str, threads: int, result: dict[str, Any]) -> str:
@@ -346,7 +380,10 @@ def _ratio(ours: dict[str, Any] | None, theirs: dict[str, Any] | None, key: str)
     return ours[key] / theirs[key] if theirs[key] > 0 else None
 
 
-def print_report(results: dict[str, Any]) -> None:
+def print_report(results: dict[str, Any], clock: str = "wall") -> None:
+    """The tables; `clock="cpu"` shows the median process CPU times instead of wall times (on a
+    loaded machine, at one thread, they are not inflated by the time spent waiting for a core)."""
+    key = "median" if clock == "wall" else "cpu"
     runtimes = results["runtimes"]
     others = [r for r in runtimes if r != "ours"]
     print(
@@ -370,7 +407,7 @@ def print_report(results: dict[str, Any]) -> None:
     errors = []
     summary: list[str] = []
     for threads in [str(t) for t in results["threads"]]:
-        print(f"\n## {threads} thread(s): median time (ms) and ours / other\n")
+        print(f"\n## {threads} thread(s): median {clock} time (ms) and ours / other\n")
         print(
             "| model | input | "
             + " | ".join(LABELS[r] for r in runtimes)
@@ -382,10 +419,10 @@ def print_report(results: dict[str, Any]) -> None:
         memory: list[tuple[float, str]] = []
         for model in results["models"]:
             row = model["runs"].get(threads, {})
-            cells = [_cell(row.get(r), "median", _ms) for r in runtimes]
+            cells = [_cell(row.get(r), key, _ms) for r in runtimes]
             ratio_cells = []
             for runtime in others:
-                ratio = _ratio(row.get("ours"), row.get(runtime), "median")
+                ratio = _ratio(row.get("ours"), row.get(runtime), key)
                 ratio_cells.append("" if ratio is None else f"{ratio:.2f}")
                 if ratio is not None:
                     ratios[runtime].append((ratio, model["model"]))
@@ -725,7 +762,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=None, help="warm-up calls (default 3)")
     parser.add_argument("--no-first-call", dest="first_call", action="store_false")
     parser.add_argument("--json", default=None, help="also save the results to this file")
-    parser.add_argument("--from-json", default=None, help="print the tables of a saved run")
+    parser.add_argument(
+        "--from-json",
+        action="append",
+        default=None,
+        help="print the tables of a saved run; given several times, of the runs merged (e.g. "
+        "one run of ours,eager,ort and one of inductor on the same machine)",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="the times the tables show: wall (default) or the process's CPU time",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--model", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--dir", default=None, help=argparse.SUPPRESS)
@@ -739,13 +788,16 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(worker(options)))
         return 0
     if options.from_json:
-        print_report(json.loads(Path(options.from_json).read_text()))
+        print_report(
+            merge([json.loads(Path(path).read_text()) for path in options.from_json]),
+            options.clock,
+        )
         return 0
     warnings.filterwarnings("ignore")
     results = measure(options)
     if options.json:
         Path(options.json).write_text(json.dumps(results, indent=1))
-    print_report(results)
+    print_report(results, options.clock)
     return 0
 
 
