@@ -419,6 +419,8 @@ def print_report(results: dict[str, Any], clock: str = "wall") -> None:
         memory: list[tuple[float, str]] = []
         for model in results["models"]:
             row = model["runs"].get(threads, {})
+            if not row:
+                continue  # not run at this thread count (a merged partial run)
             cells = [_cell(row.get(r), key, _ms) for r in runtimes]
             ratio_cells = []
             for runtime in others:
@@ -454,6 +456,8 @@ def print_report(results: dict[str, Any], clock: str = "wall") -> None:
         print("|---" * (2 + 2 * len(runtimes)) + "|")
         for model in results["models"]:
             row = model["runs"].get(threads, {})
+            if not row:
+                continue  # not run at this thread count (a merged partial run)
             memory_ratio = _ratio(row.get("ours"), row.get("eager"), "peak")
             print(
                 f"| {model['model']} | "

@@ -183,7 +183,16 @@ SPECS: list[Spec] = [
                 hidden_dim=1280,
                 dropout_rate=0.2,
             ),
-            dict(depth_coefficient=0.1),
+            # one block in each of its first three stages
+            dict(
+                depth_coefficient=0.1,
+                kernel_sizes=[3, 3, 5],
+                in_channels=[32, 16, 24],
+                out_channels=[16, 24, 40],
+                strides=[1, 2, 2],
+                num_block_repeats=[1, 2, 2],
+                expand_ratios=[1, 6, 6],
+            ),
         ),
         _image(224),
         _image_shape(224),
