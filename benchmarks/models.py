@@ -1,43 +1,62 @@
-"""Model speed and memory: the zoo of `examples/models.py` on our NumPy executor against torch eager.
+"""Whole-model speed, first-call time and peak memory: our NumPy executor against torch eager,
+torch.compile (inductor) and ONNX Runtime, on the suite of `benchmarks/suite.py`.
 
-    .venv/bin/python benchmarks/models.py [--size test|medium|both] [--repeats N] [--only REGEX]
-                                          [--no-memory] [--no-default-threads]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE \\
+        .venv/bin/python benchmarks/models.py [--quick] [--only REGEX] [--threads 1,2]
+                                              [--runtimes ours,eager,inductor,ort]
+                                              [--repeats 7] [--warmup 3] [--json FILE]
+                                              [--no-first-call] [--clock wall|cpu]
+    .venv/bin/python benchmarks/models.py --from-json FILE [--from-json FILE ...] [--clock cpu]
 
-For each model (exported with `torch.export` and saved with `torch.export.save` into a temporary
-directory, as a user would) it measures, all in this one run:
+(`--from-json` prints the tables of saved runs, merged: e.g. one run without inductor and one of
+inductor alone. `--clock cpu` shows process CPU times instead of wall times.)
 
-- `aten2prims.load` of the archive and `aten2prims.lower` of the graph (median of repeated calls;
-  the first lowering in a fresh process, which also imports the decomposition rules, is shown as
-  "cold");
-- `aten2prims.execute` against torch eager (`model(*inputs)` under `torch.no_grad()`) on the same
-  inputs, median times and their ratio (ours / torch; the target is <= 1.5), once at one thread
-  (`torch.set_num_threads(1)`; OPENBLAS/OMP/MKL/ATEN2PRIMS_NUM_THREADS=1 set before NumPy loads) and once
-  at the machine's default. Each setting runs in its own subprocess, since BLAS reads its thread
-  count once, when NumPy is imported. At one thread the engines alternate call by call and the
-  ratio is of process CPU times (as benchmarks/ops.py: not inflated when other processes share
-  the cores; the wall-time ratio is printed beside it); at the default thread count they run
-  in alternating blocks (a spinning BLAS or OpenMP pool would slow the other down) and the
-  ratio is of wall times. "first" is our first call (it builds the plan: optimization passes,
-  constant folding, fusion);
-- peak memory of one call after a warm-up call, each engine in a fresh subprocess (glibc's mmap
-  threshold fixed, so large buffers come and go with the resident set): the growth of the peak resident
-  set (VmHWM, reset just before the call) above the resident set before it, and for ours also
-  tracemalloc's peak (NumPy reports its buffers to it) and the bytes the plan keeps (folded
-  constants).
+The parent process builds each model (seeded random weights, from its config: no downloads),
+exports it once with `torch.export` and saves it with `torch.export.save` to a temporary
+directory (the archive we run), exports it to ONNX for ONNX Runtime, and records torch eager's
+outputs and a float64 run of the same model. Then it starts one fresh process per (model,
+runtime, thread count), so each runtime has the process to itself:
 
-`--size test` runs the zoo as the tests use it (tiny: it measures per-op overhead); `--size
-medium` scales batch, width and sequence to realistic sizes (transformer d_model=256, seq=128,
-batch=8; CNN 64 channels at 56x56; MLP 1024 wide, batch 256; ...) by subclasses of the zoo's
-modules that keep their `forward`, so both sizes run the same programs.
+- `ours`: `aten2prims.load` of the archive, `aten2prims.lower`, the plan, `aten2prims.execute`
+  (no torch imported);
+- `eager`: the model built from its config in that process, called under `torch.no_grad()`;
+- `inductor`: the same model through `torch.compile` (default mode; inductor's cache is a fresh
+  directory per run, shared by that run's processes);
+- `ort`: an `onnxruntime.InferenceSession` of the ONNX file, CPU provider, sequential execution
+  (no torch imported).
+
+Thread count N: OMP/OPENBLAS/MKL_NUM_THREADS=N in the process's environment (read when NumPy and
+torch load their libraries), `torch.set_num_threads(N)`, ONNX Runtime's `intra_op_num_threads=N`;
+ours passes `threads=N` to `execute` when it takes it (its BLAS threads otherwise).
+
+Each process: the **first call** (from the artifact to the first result: ours load + lower + plan
++ run; ORT session creation + run; inductor compilation + run; eager the first run of the built
+module), then the correctness check of that first result (ours: the harness's model rule against
+torch eager and the float64 run; a row whose check fails is aborted with the reason; the other
+runtimes are checked more loosely and flagged), `--warmup` more calls, and `--repeats` timed calls
+whose median wall time is reported. **Peak memory**: the process's peak resident set above its
+resident set right after its imports (the high-water mark VmHWM, i.e. `ru_maxrss`, before the
+check, and again from a reset just after it, so the check's own arrays are not counted): model
+weights, compilation, plans and working buffers all count, identically for every runtime.
+
+Output: per thread count, a table of median times and ratios (ours / the other runtime) and one
+of first-call times and peak memory; geomeans per column and thread count next to the targets;
+the first call of a ResNet-18-sized model split into load, lower and plan. `--quick` runs the
+same models on small inputs with fewer repeats (a code-path check, not a measurement).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import inspect
+import io
 import json
+import math
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -49,443 +68,740 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-THREAD_VARIABLES = (
-    "OPENBLAS_NUM_THREADS",
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "ATEN2PRIMS_NUM_THREADS",
-)
-SIZES = ("test", "medium")
-# Each timed loop runs at least this long (and at least --repeats times) per engine.
-MIN_SECONDS = 0.5
+RUNTIMES = ("ours", "eager", "inductor", "ort")
+LABELS = {"ours": "ours", "eager": "eager", "inductor": "inductor", "ort": "ORT"}
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+# Set on some machines to force slow generic OpenBLAS kernels that users do not have.
+SLOW_BLAS_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+WORKER_TIMEOUT = 1800.0  # seconds
+
+# The targets (issue 14), printed next to the geomeans.
+TARGET_EAGER_GEOMEAN = 0.8
+TARGET_EAGER_MAX = 1.25
+TARGET_INDUCTOR_GEOMEAN = 1.0
+TARGET_ORT_GEOMEAN = 2.0
+TARGET_FIRST_CALL = 0.100  # seconds: load + lower + plan of the ResNet-18-sized model
+# The harness's model rule (tests/test_models.py): an output passes `compare` against torch
+# eager with the float64 run as reference, or its largest error against the float64 run is
+# within this factor of torch eager's own.
+MODEL_ERROR_FACTOR = 2.0
+# The other runtimes are only checked for gross errors (a wrong export): largest error against
+# the float64 run within this factor of torch eager's own, or 1e-4 of the output's magnitude.
+LOOSE_ERROR_FACTOR = 20.0
 
 
-# -- the zoo at two sizes (torch imported lazily: workers import it after setting threads) ---------
+def _suite() -> Any:
+    """benchmarks/suite.py (torch imported: the parent and the torch workers only)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import suite  # benchmarks/ is not a package
+
+    return suite
 
 
-def _zoo() -> Any:
-    """examples/models.py, loaded by path (this file is also called models.py)."""
-    spec = importlib.util.spec_from_file_location("zoo_models", ROOT / "examples" / "models.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["zoo_models"] = module
-    spec.loader.exec_module(module)
-    return module
+# -- the parent -------------------------------------------------------------------------------------
 
 
-def _medium_models(zoo: Any) -> dict[str, tuple[Callable[[], Any], Callable[[], tuple[Any, ...]]]]:
-    """The zoo's architectures scaled up: each subclass keeps its parent's `forward`."""
-    import torch
-    from torch import nn
-
-    class MLP(zoo.MLP):
-        def __init__(self) -> None:
-            nn.Module.__init__(self)
-            self.fc1 = nn.Linear(1024, 1024)
-            self.fc2 = nn.Linear(1024, 1024)
-
-    class CNN(zoo.CNN):
-        def __init__(self) -> None:
-            nn.Module.__init__(self)
-            self.stem = nn.Sequential(
-                nn.Conv2d(3, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2)
-            )
-            self.block = zoo.ResidualBlock(64)
-            self.pool = nn.AdaptiveAvgPool2d(1)
-            self.head = nn.Linear(64, 10)
-
-    class Encoder(zoo.Encoder):
-        def __init__(self) -> None:
-            nn.Module.__init__(self)
-            layer = nn.TransformerEncoderLayer(
-                d_model=256, nhead=8, dim_feedforward=1024, dropout=0.0, batch_first=True
-            )
-            self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
-
-    class Attention(zoo.Attention):
-        def __init__(self) -> None:
-            nn.Module.__init__(self)
-            self.attention = nn.MultiheadAttention(256, 8, batch_first=True)
-
-    class Recurrent(zoo.Recurrent):
-        def __init__(self) -> None:
-            nn.Module.__init__(self)
-            self.lstm = nn.LSTM(128, 256, num_layers=2, batch_first=True)
-
-    class UNet(zoo.UNet):
-        def __init__(self) -> None:
-            nn.Module.__init__(self)
-            self.down1 = nn.Sequential(
-                nn.Conv2d(3, 32, 3, padding=1), nn.GroupNorm(8, 32), nn.SiLU()
-            )
-            self.down2 = nn.Sequential(
-                nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.GroupNorm(8, 64), nn.SiLU()
-            )
-            self.bottom = nn.Sequential(
-                nn.Conv2d(64, 64, 3, stride=2, padding=1), nn.GroupNorm(8, 64), nn.SiLU()
-            )
-            self.up_nearest = nn.Upsample(scale_factor=2, mode="nearest")
-            self.up_transposed = nn.ConvTranspose2d(128, 64, 2, stride=2)
-            self.up_bilinear = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
-            self.out = nn.Conv2d(64 + 32, 2, 1)
-
-    class EmbeddingHead(zoo.EmbeddingHead):
-        def __init__(self) -> None:
-            nn.Module.__init__(self)
-            self.embedding = nn.Embedding(10000, 256)
-            self.norm = nn.LayerNorm(256)
-            self.fc1 = nn.Linear(256, 1024)
-            self.fc2 = nn.Linear(1024, 1000)
-
-    def encoder_inputs() -> tuple[Any, ...]:
-        return torch.randn(8, 128, 256), torch.triu(
-            torch.full((128, 128), float("-inf")), diagonal=1
-        )
-
-    return {
-        "mlp": (MLP, lambda: (torch.randn(256, 1024),)),
-        "cnn": (CNN, lambda: (torch.randn(8, 3, 112, 112),)),
-        "transformer": (Encoder, encoder_inputs),
-        "attention": (Attention, lambda: tuple(torch.randn(8, 128, 256) for _ in range(3))),
-        "lstm": (Recurrent, lambda: (torch.randn(8, 32, 128),)),
-        "unet": (UNet, lambda: (torch.randn(2, 3, 128, 128),)),
-        "embedding": (EmbeddingHead, lambda: (torch.randint(0, 10000, (8, 128)),)),
-    }
+def available_runtimes() -> dict[str, str]:
+    """Runtime -> "" when it can run here, else why not."""
+    missing: dict[str, str] = {"ours": "", "eager": ""}
+    compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("gcc")
+    missing["inductor"] = "" if compiler else "no C++ compiler for inductor's CPU code"
+    absent = [m for m in ("onnxruntime", "onnx", "onnxscript") if not importlib.util.find_spec(m)]
+    missing["ort"] = f"{', '.join(absent)} not installed" if absent else ""
+    return missing
 
 
-def build(name: str, size: str) -> tuple[Any, tuple[Any, ...]]:
-    """The model in eval mode with seeded weights (as `examples/models.py` builds them) and inputs."""
-    import torch
-    from torch import nn
-
-    zoo = _zoo()
-    if size == "test":
-        return zoo.build(name)
-    make_model, make_inputs = _medium_models(zoo)[name]
-    torch.manual_seed(0)
-    model = make_model()
-    for module in model.modules():
-        if isinstance(module, nn.BatchNorm2d):
-            module.running_mean.uniform_(-0.5, 0.5)
-            module.running_var.uniform_(0.5, 1.5)
-    return model.eval(), make_inputs()
-
-
-def model_names() -> list[str]:
-    return list(_zoo().MODELS)
-
-
-# -- the parent: export, then measure each model in subprocesses ----------------------------------------
-
-
-def export(name: str, size: str, directory: Path) -> Path:
-    """Saves `<name>-<size>.pt2`, the model's state dict and its inputs; returns the archive."""
+def environment_lines() -> list[str]:
     import numpy as np
     import torch
 
-    model, inputs = build(name, size)
-    program = torch.export.export(model, inputs).run_decompositions()
-    stem = directory / f"{name}-{size}"
-    torch.export.save(program, str(stem.with_suffix(".pt2")))
-    torch.save(model.state_dict(), str(stem.with_suffix(".state")))
-    np.savez(stem.with_suffix(".npz"), *[t.numpy() for t in inputs])
-    return stem.with_suffix(".pt2")
-
-
-def _run_worker(arguments: list[str], *, one_thread: bool) -> dict[str, Any]:
-    environment = dict(os.environ)
-    if arguments[0] == "memory":
-        # A fixed mmap threshold: glibc otherwise raises it after the first large free, and
-        # later large buffers come from the heap, reused without showing in the resident set.
-        environment["MALLOC_MMAP_THRESHOLD_"] = str(1 << 17)
-        environment["MALLOC_TRIM_THRESHOLD_"] = str(1 << 17)
+    lines = [
+        f"python {sys.version.split()[0]}, numpy {np.__version__}, torch {torch.__version__}, "
+        f"{os.cpu_count()} cpu(s)"
+    ]
+    for variable in SLOW_BLAS_VARIABLES:
+        value = os.environ.get(variable)
+        lines.append(
+            f"{variable}: "
+            + (
+                "not set"
+                if value is None
+                else f"SET to {value!r} -- it forces slow OpenBLAS kernels; rerun under "
+                "`env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE`"
+            )
+        )
     for variable in THREAD_VARIABLES:
-        if one_thread:
-            environment[variable] = "1"
-        else:
-            environment.pop(variable, None)
-    completed = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--worker", *arguments],
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(f"worker {arguments} failed:\n{completed.stderr[-3000:]}")
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+        if variable in os.environ:
+            lines.append(f"{variable}={os.environ[variable]} (each worker sets its own)")
+    return lines
 
 
-def measure_model(
-    name: str, size: str, directory: Path, options: argparse.Namespace
+def prepare(name: str, scale: str, directory: Path, ort: bool) -> dict[str, Any]:
+    """Builds the model, saves `<name>.pt2`, `<name>.onnx` and `<name>.npz` (inputs, torch
+    eager's outputs, the float64 run's); returns the preparation's facts."""
+    import copy
+
+    import numpy as np
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    suite = _suite()
+    model, inputs = suite.build(name, scale)
+    facts: dict[str, Any] = {"model": name, "input": suite.BY_NAME[name].shape(scale)}
+    start = time.perf_counter()
+    program = torch.export.export(model, inputs).run_decompositions()
+    torch.export.save(program, str(directory / f"{name}.pt2"))
+    facts["export"] = time.perf_counter() - start
+    del program
+    with torch.no_grad():
+        expected = [t.numpy() for t in tree_leaves(model(*inputs))]
+        wide = copy.deepcopy(model).double()
+        reference = [
+            t.numpy()
+            for t in tree_leaves(
+                wide(*(t.double() if t.is_floating_point() else t for t in inputs))
+            )
+        ]
+        del wide
+    arrays = {f"input_{i}": t.numpy() for i, t in enumerate(inputs)}
+    arrays |= {f"expected_{i}": a for i, a in enumerate(expected)}
+    arrays |= {f"reference_{i}": a for i, a in enumerate(reference)}
+    np.savez(directory / f"{name}.npz", **arrays)
+    if ort:
+        start = time.perf_counter()
+        log = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+                torch.onnx.export(model, inputs, str(directory / f"{name}.onnx"), dynamo=True)
+            facts["onnx_export"] = time.perf_counter() - start
+        except Exception as error:  # reported in the row; the other runtimes still run
+            first_line = str(error).splitlines()[0] if str(error) else ""
+            facts["onnx_error"] = f"ONNX export failed: {type(error).__name__}: {first_line}"[:300]
+    return facts
+
+
+def run_worker(
+    runtime: str, name: str, threads: int, directory: Path, options: argparse.Namespace
 ) -> dict[str, Any]:
-    common = [
+    environment = dict(os.environ)
+    for variable in THREAD_VARIABLES:
+        environment[variable] = str(threads)
+    environment["TORCHINDUCTOR_CACHE_DIR"] = str(directory / "inductor-cache")
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT), *filter(None, [environment.get("PYTHONPATH")])]
+    )
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        runtime,
         "--model",
         name,
-        "--size",
-        size,
+        "--scale",
+        options.scale,
+        "--threads",
+        str(threads),
         "--dir",
         str(directory),
         "--repeats",
         str(options.repeats),
+        "--warmup",
+        str(options.warmup),
     ]
-    result: dict[str, Any] = {"model": name}
-    result["one"] = _run_worker(["speed", *common, "--threads", "1"], one_thread=True)
-    if not options.no_default_threads:
-        result["default"] = _run_worker(
-            ["speed", *common, "--threads", "default"], one_thread=False
+    try:
+        completed = subprocess.run(
+            command,
+            env=environment,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=WORKER_TIMEOUT,
         )
-    if not options.no_memory:
-        result["ours_memory"] = _run_worker(
-            ["memory", *common, "--engine", "ours"], one_thread=True
-        )
-        result["torch_memory"] = _run_worker(
-            ["memory", *common, "--engine", "torch"], one_thread=True
-        )
-    return result
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {WORKER_TIMEOUT:.0f} s"}
+    lines = completed.stdout.strip().splitlines()
+    if completed.returncode != 0 or not lines:
+        tail = completed.stderr.strip().splitlines()[-1:] or ["(no output)"]
+        return {"error": f"worker failed (exit {completed.returncode}): {tail[0][:300]}"}
+    return json.loads(lines[-1])
+
+
+def measure(options: argparse.Namespace) -> dict[str, Any]:
+    suite = _suite()
+    available = available_runtimes()
+    runtimes = [r for r in options.runtimes.split(",") if r]
+    for runtime in runtimes:
+        if runtime not in RUNTIMES:
+            raise SystemExit(f"unknown runtime {runtime!r}; choose from {', '.join(RUNTIMES)}")
+    skipped = {r: available[r] for r in runtimes if available[r]}
+    runtimes = [r for r in runtimes if not available[r]]
+    thread_counts = [int(t) for t in options.threads.split(",") if t]
+    names = [s.name for s in suite.SPECS if not options.only or re.search(options.only, s.name)]
+    results: dict[str, Any] = {
+        "scale": options.scale,
+        "repeats": options.repeats,
+        "warmup": options.warmup,
+        "environment": environment_lines(),
+        "runtimes": runtimes,
+        "skipped": skipped,
+        "threads": thread_counts,
+        "models": [],
+        "legend": {s.name: s.what for s in suite.SPECS},
+    }
+    for line in results["environment"]:
+        print(line, flush=True)
+    for runtime, why in skipped.items():
+        print(f"{runtime}: not run ({why})", flush=True)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="aten2prims-bench-") as temporary:
+        directory = Path(temporary)
+        for name in names:
+            try:
+                facts = prepare(name, options.scale, directory, "ort" in runtimes)
+            except Exception as error:  # the row is aborted with the reason; the others run
+                message = f"export failed: {type(error).__name__}: {str(error).splitlines()[0]}"[
+                    :300
+                ]
+                print(f"{name}: {message}", flush=True)
+                failed = {"error": message}
+                results["models"].append(
+                    {
+                        "model": name,
+                        "input": suite.BY_NAME[name].shape(options.scale),
+                        "runs": {str(t): {"ours": failed} for t in thread_counts},
+                    }
+                )
+                continue
+            print(
+                f"{name} ({facts['input']}): exported in {facts['export']:.1f} s"
+                + (f", ONNX in {facts['onnx_export']:.1f} s" if "onnx_export" in facts else "")
+                + (f"; {facts['onnx_error']}" if "onnx_error" in facts else ""),
+                flush=True,
+            )
+            facts["runs"] = {}
+            for threads in thread_counts:
+                row: dict[str, Any] = {}
+                for runtime in runtimes:
+                    if runtime == "ort" and "onnx_error" in facts:
+                        row[runtime] = {"error": facts["onnx_error"]}
+                        continue
+                    result = run_worker(runtime, name, threads, directory, options)
+                    row[runtime] = result
+                    print(f"  {_progress(runtime, threads, result)}", flush=True)
+                    if runtime == "ours" and "error" in result:
+                        break  # the row is aborted: timing a wrong result means nothing
+                facts["runs"][str(threads)] = row
+            results["models"].append(facts)
+            for suffix in (".pt2", ".npz", ".onnx", ".onnx.data"):
+                (directory / f"{name}{suffix}").unlink(missing_ok=True)
+        if options.first_call and "ours" in runtimes:
+            prepare(suite.RESNET18.name, options.scale, directory, ort=False)
+            first = run_worker("ours", suite.RESNET18.name, 1, directory, options)
+            first["input"] = suite.RESNET18.shape(options.scale)
+            results["first_call"] = first
+            print(f"  {_progress('ours', 1, first)}", flush=True)
+    results["seconds"] = time.perf_counter() - started
+    return results
+
+
+def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several saved runs as one: each (model, thread count, runtime) cell from the last run
+    that has it; the runtimes, thread counts and models of all of them."""
+    merged = dict(runs[0])
+    merged["runtimes"] = [r for r in RUNTIMES if any(r in run["runtimes"] for run in runs)]
+    merged["threads"] = sorted({t for run in runs for t in run["threads"]})
+    merged["skipped"] = {
+        r: why
+        for run in runs
+        for r, why in run.get("skipped", {}).items()
+        if r not in merged["runtimes"]
+    }
+    models: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for model in run["models"]:
+            into = models.setdefault(model["model"], {**model, "runs": {}})
+            for threads, row in model["runs"].items():
+                into["runs"].setdefault(threads, {}).update(row)
+        if "first_call" in run:
+            merged["first_call"] = run["first_call"]
+    merged["models"] = list(models.values())
+    if len(runs) > 1:
+        merged.pop("seconds", None)
+        merged["environment"] = runs[0]["environment"] + [f"merged from {len(runs)} runs"]
+    return merged
+
+
+def _progress(runtime: str, threads: int, result: dict[str, Any]) -> str:
+    head = f"{runtime:<8} {threads} thread(s): "
+    if "error" in result:
+        return head + result["error"]
+    text = (
+        f"median {_ms(result['median'])} ms, first call {_ms(result['first'])} ms, "
+        f"peak {_mib(result['peak'])} MiB; {result['check']}"
+    )
+    if result.get("torch_imported"):
+        text += " (torch was imported in this process)"
+    return head + text + f"; {result['threads_info']}"
+
+
+# -- tables ---------------------------------------------------------------------------------------
 
 
 def _ms(seconds: float) -> str:
+    milliseconds = seconds * 1e3
     return (
-        f"{seconds * 1e3:.3f}"
-        if seconds < 0.01
-        else f"{seconds * 1e3:.1f}"
-        if seconds < 1
-        else f"{seconds * 1e3:.0f}"
+        f"{milliseconds:.2f}"
+        if milliseconds < 10
+        else f"{milliseconds:.1f}"
+        if milliseconds < 100
+        else f"{milliseconds:.0f}"
     )
 
 
-def _mb(count: float) -> str:
-    return f"{count / 2**20:.2f}"
+def _mib(count: float) -> str:
+    return f"{count / 2**20:.0f}"
 
 
-def print_table(size: str, rows: list[dict[str, Any]]) -> None:
-    one_threads = rows[0]["one"]["threads"] if rows else 1
-    default_threads = next((r["default"]["threads"] for r in rows if "default" in r), None)
-    print(f"\n== size {size}: times in ms (medians), ratio = ours / torch eager; memory in MiB ==")
-    header = (
-        f"{'model':<12} {'nodes':>11} {'steps':>5} {'load':>6} {'lower':>6} {'cold':>6} {'first':>7} | "
-        f"{'ours':>8} {'torch':>8} {'ratio':>5} {'wall':>5} ({one_threads} thread, cpu time)"
+def _geomean(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
+
+
+def _cell(run: dict[str, Any] | None, key: str, form: Callable[[float], str]) -> str:
+    if run is None:
+        return ""
+    if "error" in run:
+        return "failed"
+    return form(run[key]) + ("!" if run.get("suspect") else "")
+
+
+def _ratio(ours: dict[str, Any] | None, theirs: dict[str, Any] | None, key: str) -> float | None:
+    if not ours or not theirs or "error" in ours or "error" in theirs:
+        return None
+    return ours[key] / theirs[key] if theirs[key] > 0 else None
+
+
+def print_report(results: dict[str, Any], clock: str = "wall") -> None:
+    """The tables; `clock="cpu"` shows the median process CPU times instead of wall times (on a
+    loaded machine, at one thread, they are not inflated by the time spent waiting for a core)."""
+    key = "median" if clock == "wall" else "cpu"
+    runtimes = results["runtimes"]
+    others = [r for r in runtimes if r != "ours"]
+    print(
+        f"\n# Model benchmark ({results['scale']} inputs; median of {results['repeats']} calls "
+        f"after the first call and {results['warmup']} warm-up calls)\n"
     )
-    if default_threads is not None:
-        header += f" | {'ours':>8} {'torch':>8} {'ratio':>5} ({default_threads} threads, wall)"
-    if any("ours_memory" in row for row in rows):
-        header += f" | {'ours rss':>8} {'ours tm':>8} {'folded':>7} {'torch':>8} {'ratio':>5}"
-    print(header)
-    for row in rows:
-        one = row["one"]
-        line = (
-            f"{row['model']:<12} {one['aten_nodes']:>4}->{one['prims_nodes']:<5} {one['steps']:>5} "
-            f"{_ms(one['load']):>6} {_ms(one['lower']):>6} {_ms(one['lower_cold']):>6} {_ms(one['first']):>7} | "
-            f"{_ms(one['ours_cpu']):>8} {_ms(one['torch_cpu']):>8} {one['ours_cpu'] / one['torch_cpu']:5.2f} "
-            f"{one['ours'] / one['torch']:5.2f}{'':>21}"
+    for line in results["environment"]:
+        print(f"- {line}")
+    for runtime, why in results.get("skipped", {}).items():
+        print(f"- {runtime}: not run ({why})")
+    blas = {}
+    for model in results["models"]:
+        for threads, row in model["runs"].items():
+            for runtime, run in row.items():
+                if "threads_info" in run:
+                    blas.setdefault((runtime, threads), run["threads_info"])
+    for (runtime, threads), info in sorted(blas.items()):
+        print(f"- {runtime}, {threads} thread(s): {info}")
+    if "seconds" in results:
+        print(f"- run took {results['seconds'] / 60:.1f} min")
+    errors = []
+    summary: list[str] = []
+    for threads in [str(t) for t in results["threads"]]:
+        print(f"\n## {threads} thread(s): median {clock} time (ms) and ours / other\n")
+        print(
+            "| model | input | "
+            + " | ".join(LABELS[r] for r in runtimes)
+            + "".join(f" | ours / {LABELS[r]}" for r in others)
+            + " |"
         )
-        if "default" in row:
-            default = row["default"]
-            line += f" | {_ms(default['ours']):>8} {_ms(default['torch']):>8} {default['ours'] / default['torch']:5.2f}{'':>20}"
-        if "ours_memory" in row:
-            ours, theirs = row["ours_memory"], row["torch_memory"]
-            ratio = ours["rss"] / theirs["rss"] if theirs["rss"] > 0 else float("nan")
-            line += (
-                f" | {_mb(ours['rss']):>8} {_mb(ours['traced']):>8} {_mb(ours['resident']):>7} "
-                f"{_mb(theirs['rss']):>8} {ratio:5.2f}"
+        print("|---" * (2 + len(runtimes) + len(others)) + "|")
+        ratios: dict[str, list[tuple[float, str]]] = {r: [] for r in others}
+        memory: list[tuple[float, str]] = []
+        for model in results["models"]:
+            row = model["runs"].get(threads, {})
+            if not row:
+                continue  # not run at this thread count (a merged partial run)
+            cells = [_cell(row.get(r), key, _ms) for r in runtimes]
+            ratio_cells = []
+            for runtime in others:
+                ratio = _ratio(row.get("ours"), row.get(runtime), key)
+                ratio_cells.append("" if ratio is None else f"{ratio:.2f}")
+                if ratio is not None:
+                    ratios[runtime].append((ratio, model["model"]))
+            memory_ratio = _ratio(row.get("ours"), row.get("eager"), "peak")
+            if memory_ratio is not None:
+                memory.append((memory_ratio, model["model"]))
+            print(
+                f"| {model['model']} | {model['input']} | " + " | ".join(cells + ratio_cells) + " |"
             )
-        print(line, flush=True)
+            for runtime, run in row.items():
+                if "error" in run:
+                    errors.append(
+                        f"{model['model']}, {runtime}, {threads} thread(s): {run['error']}"
+                    )
+                elif run.get("suspect"):
+                    errors.append(
+                        f"{model['model']}, {runtime}, {threads} thread(s): {run['check']}"
+                    )
+        print(
+            f"\n## {threads} thread(s): first call (ms) and peak memory (MiB above the imports)\n"
+        )
+        print(
+            "| model | "
+            + " | ".join(f"first {LABELS[r]}" for r in runtimes)
+            + " | "
+            + " | ".join(f"peak {LABELS[r]}" for r in runtimes)
+            + " | peak ours / eager |"
+        )
+        print("|---" * (2 + 2 * len(runtimes)) + "|")
+        for model in results["models"]:
+            row = model["runs"].get(threads, {})
+            if not row:
+                continue  # not run at this thread count (a merged partial run)
+            memory_ratio = _ratio(row.get("ours"), row.get("eager"), "peak")
+            print(
+                f"| {model['model']} | "
+                + " | ".join(_cell(row.get(r), "first", _ms) for r in runtimes)
+                + " | "
+                + " | ".join(_cell(row.get(r), "peak", _mib) for r in runtimes)
+                + f" | {'' if memory_ratio is None else f'{memory_ratio:.2f}'} |"
+            )
+        summary.append(f"\n{threads} thread(s):")
+        for runtime in others:
+            values = [v for v, _ in ratios[runtime]]
+            if not values:
+                continue
+            geomean = _geomean(values)
+            worst, worst_name = max(ratios[runtime])
+            target = {
+                "eager": TARGET_EAGER_GEOMEAN,
+                "inductor": TARGET_INDUCTOR_GEOMEAN,
+                "ort": TARGET_ORT_GEOMEAN,
+            }[runtime]
+            line = (
+                f"- ours / {LABELS[runtime]}: geomean {geomean:.2f} over {len(values)} model(s) "
+                f"(target <= {target}: {'met' if geomean <= target else 'MISSED'}); "
+                f"max {worst:.2f} ({worst_name})"
+            )
+            if runtime == "eager":
+                above = [
+                    f"{n} {v:.2f}"
+                    for v, n in sorted(ratios[runtime], reverse=True)
+                    if v > TARGET_EAGER_MAX
+                ]
+                line += (
+                    f" (target: none above {TARGET_EAGER_MAX}: "
+                    + ("met" if not above else f"MISSED by {', '.join(above)}")
+                    + ")"
+                )
+            summary.append(line)
+        if memory:
+            above = [f"{n} {v:.2f}" for v, n in sorted(memory, reverse=True) if v > 1.0]
+            summary.append(
+                f"- peak memory ours / eager: geomean {_geomean([v for v, _ in memory]):.2f}, "
+                f"max {max(memory)[0]:.2f} (target <= 1 on every model: "
+                + ("met" if not above else f"MISSED by {', '.join(above)}")
+                + ")"
+            )
+    print("\n## Geomeans and targets")
+    for line in summary:
+        print(line)
+    first = results.get("first_call")
+    if first:
+        print(
+            f"\n## First call of a ResNet-18-sized model ({first.get('input', '')}), ours, 1 thread\n"
+        )
+        if "error" in first:
+            print(f"failed: {first['error']}")
+        else:
+            ready = first["load"] + first["lower"] + first["plan"]
+            print(
+                f"(imports of `aten2prims` and of what load, lower and plan use: "
+                f"{_ms(first['imports'])} ms, once per process)\n"
+            )
+            print(
+                f"load {_ms(first['load'])} ms + lower {_ms(first['lower'])} ms + plan "
+                f"{_ms(first['plan'])} ms = {_ms(ready)} ms (target <= {TARGET_FIRST_CALL * 1e3:.0f} ms: "
+                f"{'met' if ready <= TARGET_FIRST_CALL else 'MISSED'}); then the first run "
+                f"{_ms(first['run'])} ms, later runs {_ms(first['median'])} ms"
+            )
+    if errors:
+        print("\n## Aborted or flagged cells\n")
+        for error in errors:
+            print(f"- {error}")
+    print("\n## Models\n")
+    for name, what in results["legend"].items():
+        print(f"- {name}: {what}")
+
+
+# -- workers (one runtime per fresh process) ---------------------------------------------------------
+
+
+def _rss_bytes(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _reset_peak() -> bool:
+    """Resets VmHWM to the current resident set (Linux >= 4.0); False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def _load_arrays(path: Path) -> tuple[list[Any], list[Any], list[Any]]:
+    import numpy as np
+
+    with np.load(path) as archive:
+
+        def take(prefix: str) -> list[Any]:
+            count = sum(1 for key in archive.files if key.startswith(prefix))
+            return [archive[f"{prefix}{i}"] for i in range(count)]
+
+        return take("input_"), take("expected_"), take("reference_")
+
+
+def _check(
+    outputs: list[Any], expected: list[Any], reference: list[Any], strict: bool
+) -> tuple[bool, str]:
+    """Ours (strict): the harness's model rule. Others: gross errors only."""
+    import numpy as np
+
+    if len(outputs) != len(expected):
+        return False, f"{len(outputs)} outputs, torch eager gives {len(expected)}"
+    worst = 0.0
+    for index, (ours, theirs, wide) in enumerate(zip(outputs, expected, reference)):
+        ours = np.asarray(ours)
+        if ours.shape != theirs.shape or ours.dtype != theirs.dtype:
+            return False, (
+                f"output {index}: {ours.dtype}{list(ours.shape)} where torch eager gives "
+                f"{theirs.dtype}{list(theirs.shape)}"
+            )
+        our_error = float(np.max(np.abs(ours.astype(np.float64) - wide), initial=0.0))
+        torch_error = float(np.max(np.abs(theirs.astype(np.float64) - wide), initial=0.0))
+        worst = max(worst, our_error / torch_error if torch_error > 0 else 0.0)
+        if strict:
+            from aten2prims.testing.compare import compare
+
+            verdict = compare(ours, theirs, reference=wide, what=f"output {index}")
+            if not verdict and not (
+                verdict.reason == "value" and our_error <= MODEL_ERROR_FACTOR * torch_error
+            ):
+                return False, (
+                    f"differs from torch eager beyond the model rule: {verdict.message}; "
+                    f"against the float64 run ours errs up to {our_error:.3g}, torch eager {torch_error:.3g}"
+                )
+        elif our_error > LOOSE_ERROR_FACTOR * torch_error + 1e-4 * float(
+            np.max(np.abs(wide), initial=0.0)
+        ):
+            return False, (
+                f"output {index} errs up to {our_error:.3g} against the float64 run, torch eager "
+                f"{torch_error:.3g}"
+            )
+    return True, f"matches torch (error {worst:.2g}x torch eager's against float64)"
+
+
+def _threads_info() -> str:
+    from threadpoolctl import threadpool_info
+
+    parts = []
+    for library in threadpool_info():
+        name = library.get("internal_api", library.get("prefix", "?"))
+        version = library.get("version") or ""
+        architecture = library.get("architecture")
+        parts.append(
+            f"{name} {version}"
+            + (f" kernel {architecture}" if architecture else "")
+            + f" ({Path(library.get('filepath', '')).name}) {library.get('num_threads')} thread(s)"
+        )
+    return "; ".join(parts) or "no BLAS or OpenMP library loaded"
+
+
+def worker(options: argparse.Namespace) -> dict[str, Any]:
+    warnings.filterwarnings("ignore")
+    runtime, threads = options.worker, int(options.threads)
+    directory = Path(options.dir)
+    import numpy  # noqa: F401  # imported before the baseline in every runtime
+
+    if runtime == "ours":
+        start = time.perf_counter()
+        import aten2prims
+
+        # What load, lower and plan import on first use (SciPy among them), imported here so
+        # the first call and the baseline exclude it; its time is reported as "imports".
+        import aten2prims.frontends
+        import aten2prims.passes
+        import decompositions  # noqa: F401  # imported for its side effect (the rules table)
+        from aten2prims.executor import plan_for
+        from aten2prims.testing import compare as _  # the check's import, not counted
+
+        imports = time.perf_counter() - start
+    elif runtime == "ort":
+        import onnxruntime
+    else:
+        import torch
+
+        torch.set_num_threads(threads)
+        suite = _suite()
+        suite.BY_NAME[options.model].preload()  # transformers' lazy modules, as torch's imports
+    import threadpoolctl  # noqa: F401  # likewise
+
+    baseline = _rss_bytes("VmRSS")
+    inputs, expected, reference = _load_arrays(directory / f"{options.model}.npz")
+    result: dict[str, Any] = {}
+    call: Callable[[], list[Any]]
+    start = time.perf_counter()
+    if runtime == "ours":
+        graph = aten2prims.load(directory / f"{options.model}.pt2")
+        loaded = time.perf_counter()
+        lowered = aten2prims.lower(graph)
+        lowered_at = time.perf_counter()
+        plan = plan_for(lowered)
+        planned = time.perf_counter()
+        keywords: dict[str, Any] = {}
+        if "threads" in inspect.signature(aten2prims.execute).parameters:
+            keywords["threads"] = threads
+        result["execute_threads"] = bool(keywords)
+
+        def call() -> list[Any]:
+            return aten2prims.execute(lowered, inputs, **keywords)
+
+        outputs = call()
+        result |= {
+            "imports": imports,
+            "torch_imported": "torch" in sys.modules,
+            "load": loaded - start,
+            "lower": lowered_at - loaded,
+            "plan": planned - lowered_at,
+            "run": time.perf_counter() - planned,
+            "aten_nodes": len(graph.nodes),
+            "prims_nodes": len(lowered.nodes),
+            "steps": len(plan.steps),
+        }
+    elif runtime == "ort":
+        settings = onnxruntime.SessionOptions()
+        settings.intra_op_num_threads = threads
+        settings.inter_op_num_threads = 1
+        settings.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        session = onnxruntime.InferenceSession(
+            str(directory / f"{options.model}.onnx"), settings, providers=["CPUExecutionProvider"]
+        )
+        names = [i.name for i in session.get_inputs()]
+        if len(names) != len(inputs):
+            raise RuntimeError(f"the ONNX model takes inputs {names}, the model {len(inputs)}")
+        feeds = dict(zip(names, inputs))
+
+        def call() -> list[Any]:
+            return session.run(None, feeds)
+
+        outputs = call()
+    else:
+        from torch.utils._pytree import tree_leaves
+
+        model, _ = suite.build(options.model, options.scale)
+        tensors = tuple(torch.from_numpy(a) for a in inputs)
+        module = torch.compile(model) if runtime == "inductor" else model
+        start = time.perf_counter()
+
+        def call() -> list[Any]:
+            with torch.no_grad():
+                return [t.numpy() for t in tree_leaves(module(*tensors))]
+
+        outputs = call()
+    result["first"] = time.perf_counter() - start
+    peak = _rss_bytes("VmHWM")
+    ok, message = _check(outputs, expected, reference, strict=runtime == "ours")
+    if not ok and runtime == "ours":
+        return {"error": f"aborted: ours {message}"}
+    result["check"] = message
+    result["suspect"] = not ok
+    del outputs, expected, reference
+    reset = _reset_peak()
+    for _ in range(options.warmup):
+        call()
+    times, cpu_times = [], []
+    for _ in range(options.repeats):
+        t, c = time.perf_counter(), time.process_time()
+        call()
+        times.append(time.perf_counter() - t)
+        cpu_times.append(time.process_time() - c)
+    peak = max(peak, _rss_bytes("VmHWM")) if reset else _rss_bytes("VmHWM")
+    result |= {
+        "threads": threads,
+        "median": statistics.median(times) if times else float("nan"),
+        "cpu": statistics.median(cpu_times) if cpu_times else float("nan"),
+        "times": times,
+        "peak": peak - baseline,
+        "threads_info": (
+            f"onnxruntime {onnxruntime.__version__} intra_op_num_threads={threads}; "
+            if runtime == "ort"
+            else f"torch {torch.__version__} get_num_threads()={torch.get_num_threads()}; "
+            if runtime in ("eager", "inductor")
+            else f"execute(threads={threads}); "
+            if result.get("execute_threads")
+            else ""
+        )
+        + _threads_info(),
+    }
+    return result
+
+
+# -- command line ---------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=(*SIZES, "both"), default="both")
-    parser.add_argument(
-        "--repeats", type=int, default=15, help="at least this many timed calls per engine"
-    )
+    parser.add_argument("--quick", action="store_true", help="small inputs, 1 warm-up, 3 repeats")
+    parser.add_argument("--scale", choices=("full", "quick", "tiny"), default=None)
     parser.add_argument("--only", default=None, help="regex over model names")
-    parser.add_argument("--no-memory", action="store_true")
-    parser.add_argument("--no-default-threads", action="store_true")
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    parser.add_argument("--runtimes", default=",".join(RUNTIMES))
+    parser.add_argument("--repeats", type=int, default=None, help="timed calls (default 7)")
+    parser.add_argument("--warmup", type=int, default=None, help="warm-up calls (default 3)")
+    parser.add_argument("--no-first-call", dest="first_call", action="store_false")
+    parser.add_argument("--json", default=None, help="also save the results to this file")
+    parser.add_argument(
+        "--from-json",
+        action="append",
+        default=None,
+        help="print the tables of a saved run; given several times, of the runs merged (e.g. "
+        "one run of ours,eager,ort and one of inductor on the same machine)",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="the times the tables show: wall (default) or the process's CPU time",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--model", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--dir", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--threads", default="1", help=argparse.SUPPRESS)
-    parser.add_argument("--engine", default=None, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
+    options.scale = options.scale or ("quick" if options.quick else "full")
+    if options.repeats is None:
+        options.repeats = 3 if options.quick else 7
+    if options.warmup is None:
+        options.warmup = 1 if options.quick else 3
     if options.worker is not None:
-        return worker(options)
-    warnings.filterwarnings("ignore")
-    sizes = SIZES if options.size == "both" else (options.size,)
-    names = [n for n in model_names() if not options.only or re.search(options.only, n)]
-    with tempfile.TemporaryDirectory(prefix="aten2prims-bench-") as temporary:
-        directory = Path(temporary)
-        print(
-            f"python {sys.version.split()[0]}, {os.cpu_count()} cpu(s); exporting to {directory}",
-            flush=True,
+        print(json.dumps(worker(options)))
+        return 0
+    if options.from_json:
+        print_report(
+            merge([json.loads(Path(path).read_text()) for path in options.from_json]),
+            options.clock,
         )
-        for size in sizes:
-            rows = []
-            for name in names:
-                export(name, size, directory)
-                rows.append(measure_model(name, size, directory, options))
-            print_table(size, rows)
-    return 0
-
-
-# -- workers (fresh processes) ------------------------------------------------------------------------
-
-
-def _setup(options: argparse.Namespace) -> tuple[Any, Any, Any, list[Any], tuple[Any, ...]]:
-    """(aten2prims, the loaded graph, torch model, NumPy inputs, torch inputs)."""
+        return 0
     warnings.filterwarnings("ignore")
-    import numpy as np
-    import torch
-
-    if options.threads == "1":
-        torch.set_num_threads(1)
-    sys.path.insert(0, str(ROOT))
-    import aten2prims
-
-    stem = Path(options.dir) / f"{options.model}-{options.size}"
-    model, _ = build(options.model, options.size)
-    model.load_state_dict(torch.load(str(stem.with_suffix(".state"))))
-    with np.load(stem.with_suffix(".npz")) as archive:
-        arrays = [archive[f"arr_{i}"] for i in range(len(archive.files))]
-    tensors = tuple(torch.from_numpy(a.copy()) for a in arrays)
-    return aten2prims, stem.with_suffix(".pt2"), model, arrays, tensors
-
-
-def _median_time(function: Callable[[], Any], repeats: int) -> float:
-    times = []
-    start = time.perf_counter()
-    while len(times) < repeats or (time.perf_counter() - start < MIN_SECONDS and len(times) < 1000):
-        t = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
-def speed_worker(options: argparse.Namespace) -> dict[str, Any]:
-    aten2prims, path, model, arrays, tensors = _setup(options)
-    import torch
-
-    from aten2prims.executor import plan_for
-
-    start = time.perf_counter()
-    graph = aten2prims.load(path)
-    first_load = time.perf_counter() - start
-    start = time.perf_counter()
-    lowered = aten2prims.lower(graph)
-    lower_cold = time.perf_counter() - start
-    load = min(first_load, _median_time(lambda: aten2prims.load(path), 3))
-    lower = _median_time(lambda: aten2prims.lower(graph), 5)
-    start = time.perf_counter()
-    aten2prims.execute(lowered, arrays)
-    first = time.perf_counter() - start
-
-    def ours() -> Any:
-        return aten2prims.execute(lowered, arrays)
-
-    def theirs() -> Any:
-        with torch.no_grad():
-            return model(*tensors)
-
-    theirs()
-    ours_times: list[float] = []
-    torch_times: list[float] = []
-    # At one thread the engines alternate call by call. With several threads they run in blocks:
-    # a BLAS or OpenMP pool keeps spinning for a while after its last call and would slow the
-    # other engine's threads down on the same cores.
-    block = 1 if options.threads == "1" else max(1, options.repeats // 3)
-    ours_cpu: list[float] = []
-    torch_cpu: list[float] = []
-    start = time.perf_counter()
-    while len(ours_times) < options.repeats or (
-        time.perf_counter() - start < 2 * MIN_SECONDS and len(ours_times) < 1000
-    ):
-        for function, times, cpu_times in (
-            (ours, ours_times, ours_cpu),
-            (theirs, torch_times, torch_cpu),
-        ):
-            for _ in range(block):
-                t, c = time.perf_counter(), time.process_time()
-                function()
-                times.append(time.perf_counter() - t)
-                cpu_times.append(time.process_time() - c)
-    return {
-        "threads": torch.get_num_threads(),
-        "aten_nodes": len(graph.nodes),
-        "prims_nodes": len(lowered.nodes),
-        "steps": len(plan_for(lowered).steps),
-        "load": load,
-        "lower": lower,
-        "lower_cold": lower_cold,
-        "first": first,
-        "ours": statistics.median(ours_times),
-        "torch": statistics.median(torch_times),
-        "ours_cpu": statistics.median(ours_cpu),
-        "torch_cpu": statistics.median(torch_cpu),
-    }
-
-
-def _resident_bytes() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _peak_bytes() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
-
-def _reset_peak() -> None:
-    """Resets VmHWM to the current resident set (Linux >= 4.0)."""
-    with open("/proc/self/clear_refs", "w") as clear_refs:
-        clear_refs.write("5")
-
-
-def memory_worker(options: argparse.Namespace) -> dict[str, Any]:
-    """Peak growth of one call above the resident set before it (plan built beforehand)."""
-    import gc
-    import tracemalloc
-
-    aten2prims, path, model, arrays, tensors = _setup(options)
-    import torch
-
-    result: dict[str, Any] = {"traced": 0, "resident": 0}
-    if options.engine == "ours":
-        from aten2prims.executor import plan_for
-
-        lowered = aten2prims.lower(aten2prims.load(path))
-        plan = plan_for(lowered)
-        result["resident"] = getattr(plan, "resident_bytes", 0)
-
-        def call() -> Any:
-            return aten2prims.execute(lowered, arrays)
-    else:
-
-        def call() -> Any:
-            with torch.no_grad():
-                return model(*tensors)
-
-    call()  # warm-up: lazy imports, thread pools, first-call caches (its outputs are dropped)
-    gc.collect()
-    gc.disable()
-    before = _resident_bytes()
-    _reset_peak()
-    outputs = call()
-    result["rss"] = max(0, _peak_bytes() - before)
-    del outputs
-    if options.engine == "ours":
-        tracemalloc.start()
-        call()
-        result["traced"] = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    return result
-
-
-def worker(options: argparse.Namespace) -> int:
-    result = speed_worker(options) if options.worker == "speed" else memory_worker(options)
-    print(json.dumps(result))
+    results = measure(options)
+    if options.json:
+        Path(options.json).write_text(json.dumps(results, indent=1))
+    print_report(results, options.clock)
     return 0
 
 

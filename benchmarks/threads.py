@@ -1,9 +1,10 @@
-"""Per-call memory traffic and thread scaling of the executor on the model zoo.
+"""Per-call memory traffic and thread scaling of the executor on the model suite.
 
-    .venv/bin/python benchmarks/threads.py [--size test|medium] [--only REGEX] [--repeats N]
-                                           [--threads N]
+    .venv/bin/python benchmarks/threads.py [--scale full|quick|tiny] [--only REGEX]
+                                           [--repeats N] [--threads N] [--estimate]
 
-For each model (exported as `benchmarks/models.py` exports it) it runs a few warm-up calls,
+For each model of `benchmarks/suite.py` (exported with `torch.export` and saved with
+`torch.export.save`, as `benchmarks/models.py` does) it runs a few warm-up calls,
 then measures steady-state calls of `aten2prims.execute`:
 
 - minor page faults per call (`getrusage`) and tracemalloc's peak per call (NumPy reports its
@@ -40,14 +41,25 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def _models_module() -> Any:
+def _suite_module() -> Any:
     spec = importlib.util.spec_from_file_location(
-        "benchmark_models", ROOT / "benchmarks" / "models.py"
+        "benchmark_suite", ROOT / "benchmarks" / "suite.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _export(suite: Any, name: str, scale: str, directory: Path) -> tuple[Path, list[Any]]:
+    """The model saved as a .pt2 archive, and its inputs as arrays."""
+    # Only here: the measured calls run on arrays, with torch loaded but idle.
+    import torch
+
+    model, inputs = suite.build(name, scale)
+    path = directory / f"{name}.pt2"
+    torch.export.save(torch.export.export(model, inputs).run_decompositions(), path)
+    return path, [t.numpy() for t in inputs]
 
 
 def measure(path: Path, inputs: list[Any], threads: int, repeats: int) -> dict[str, Any]:
@@ -148,17 +160,16 @@ def estimate(path: Path, inputs: list[Any], repeats: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=("test", "medium"), default="medium")
+    parser.add_argument("--scale", choices=("full", "quick", "tiny"), default="full")
     parser.add_argument("--only", default=None, help="regex over model names")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--estimate", action="store_true", help="also the ideal 2-thread speed-up")
     options = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
-    import numpy as np
 
-    models = _models_module()
-    names = [n for n in models.model_names() if not options.only or re.search(options.only, n)]
+    suite = _suite_module()
+    names = [s.name for s in suite.SPECS if not options.only or re.search(options.only, s.name)]
     print(
         f"{'model':12} {'faults/call':>11} {'traced MB':>9} {'outputs MB':>10} {'arena MB':>8} "
         f"{'1 thread ms':>11} {f'{options.threads} threads ms':>13} {'speed-up':>8} "
@@ -166,9 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     with tempfile.TemporaryDirectory() as directory:
         for name in names:
-            path = models.export(name, options.size, Path(directory))
-            with np.load(path.with_suffix(".npz")) as archive:
-                inputs = [archive[f"arr_{i}"] for i in range(len(archive.files))]
+            path, inputs = _export(suite, name, options.scale, Path(directory))
             r = measure(path, inputs, options.threads, options.repeats)
             print(
                 f"{name:12} {r['faults']:>11.0f} {r['traced'] / 1e6:>9.2f} "

@@ -1,0 +1,100 @@
+"""The model benchmark's suite (`benchmarks/suite.py`) at its tiny scale: every model builds from
+its config, exports, saves and loads as a `.pt2`, lowers, runs on NumPy and passes the
+benchmark's own correctness check against torch eager and a float64 run (the harness's model
+rule); and the benchmark script runs end to end on one model. No timings are asserted."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.utils._pytree import tree_leaves
+
+import aten2prims
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+suite = _load("suite", ROOT / "benchmarks" / "suite.py")
+bench = _load("bench_models", ROOT / "benchmarks" / "models.py")
+NAMES = [spec.name for spec in suite.SPECS] + [suite.RESNET18.name]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_suite_model_lowers_and_matches_torch(name: str, tmp_path: Path) -> None:
+    if suite.BY_NAME[name].classes:
+        pytest.importorskip("transformers")
+    model, inputs = suite.build(name, "tiny")
+    program = torch.export.export(model, inputs).run_decompositions()
+    torch.export.save(program, tmp_path / "model.pt2")
+    with torch.no_grad():
+        expected = [t.numpy() for t in tree_leaves(model(*inputs))]
+        wide = copy.deepcopy(model).double()
+        reference = [
+            t.numpy()
+            for t in tree_leaves(
+                wide(*(t.double() if t.is_floating_point() else t for t in inputs))
+            )
+        ]
+    lowered = aten2prims.lower(aten2prims.load(tmp_path / "model.pt2"))
+    outputs = aten2prims.execute(lowered, [t.numpy() for t in inputs])
+    ok, message = bench._check(outputs, expected, reference, strict=True)
+    assert ok, message
+
+
+def test_suite_builds_the_same_weights_in_every_process() -> None:
+    first, _ = suite.build("mlp", "tiny")
+    second, _ = suite.build("mlp", "tiny")
+    for (key, a), b in zip(first.state_dict().items(), second.state_dict().values()):
+        assert torch.equal(a, b), key
+
+
+def test_benchmark_script_runs_end_to_end() -> None:
+    environment = dict(os.environ, PYTHONPATH=str(ROOT))
+    completed = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "models.py"),
+            "--scale",
+            "tiny",
+            "--only",
+            "^mlp$",
+            "--runtimes",
+            "ours",
+            "--threads",
+            "1",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--no-first-call",
+        ],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    output = completed.stdout
+    assert "ours     1 thread(s): median" in output, output
+    assert "matches torch" in output
+    assert "| mlp | 8x1024 |" in output
+    assert "## Geomeans and targets" in output
+    assert "OPENBLAS_CORETYPE:" in output
