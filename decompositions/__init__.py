@@ -12,6 +12,7 @@ Importing this package registers every rule in `RULES`. One module per kind of o
 - pooling: max/average/adaptive pooling
 - resampling: upsampling, grid sampling
 - distances: cdist, pdist
+- sizes: integer arithmetic on (symbolic) sizes
 - fft: real-to-complex and complex-to-real FFTs
 
 `registry` holds `RULES` and the `@register("aten.<op>.<overload>")` decorator every rule is
@@ -28,6 +29,7 @@ from . import (  # noqa: F401 - importing a module registers its rules
     pooling,
     reductions,
     resampling,
+    sizes,
     views,
 )
 from .registry import (

@@ -9,7 +9,6 @@ row-major strides.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -145,7 +144,7 @@ def slice_in_dim(x: Value, start: int, stop: int, step: int, dim: int) -> Value:
     """x[..., start:stop:step, ...] along `dim` for already-clamped 0 <= start <= stop <= size and
     step >= 1, as one as_strided (x itself when the slice is the whole dim)."""
     size = x.shape[dim]
-    length = max(0, math.ceil((stop - start) / step))
+    length = max(0, -((start - stop) // step))  # ceil((stop - start) / step), sizes may be symbolic
     if start == 0 and step == 1 and length == size:
         return x
     strides = row_major_strides(x.shape)

@@ -728,7 +728,7 @@ def slice_scatter(
     first, last = slice_bounds("aten.slice_scatter", start, end, step, self.shape[d])
     strides = row_major_strides(self.shape)
     window = list(self.shape)
-    window[d] = math.ceil((last - first) / step)
+    window[d] = -((first - last) // step)  # ceil((last - first) / step), sizes may be symbolic
     window_strides = list(strides)
     window_strides[d] = strides[d] * step
     return _embed(

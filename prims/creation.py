@@ -22,6 +22,7 @@ import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.symbolic import SymExpr, is_size, is_symbolic
 from aten2prims.ir.values import Device, ScalarMeta, TensorMeta, Value
 
 from .common import COMPLEX, FLOATS, INTS, check_dtype, check_tensor, is_number
@@ -89,6 +90,8 @@ def _check_fill_value(value: Any, dtype: DType, numel: int, what: str) -> None:
     if type(value) is Value:
         if type(value.meta) is not ScalarMeta:
             raise DTypeError(f"{what} must be a scalar, got the tensor {value!r}")
+        return
+    if is_symbolic(value):  # a symbolic size: its value is known once the symbols are bound
         return
     scalar_array(value, dtype, numel=numel)
 
@@ -289,14 +292,14 @@ def _check_int(x: Any, what: str) -> None:
     if type(x) is Value:
         if type(x.meta) is not ScalarMeta or x.meta.kind is not int:
             raise DTypeError(f"{what} must be an int, got {x!r}")
-    elif type(x) is not int:
+    elif type(x) is not int and type(x) is not SymExpr:
         raise DTypeError(f"{what} must be an int, got {x!r}")
 
 
 def _iota_meta(
     length: int, start: int, step: int, dtype: DType, device: Device, requires_grad: bool
 ) -> TensorMeta:
-    if type(length) is not int or length < 0:
+    if not is_size(length):
         raise ShapeError(f"length must be a non-negative int, got {length!r}")
     _check_int(start, "start")
     _check_int(step, "step")

@@ -21,6 +21,7 @@ from ..ir.graph import Graph, GraphInput, InputKind, OutputKind
 from ..ir.printer import format_provenance
 from ..ir.values import ScalarMeta, TensorMeta
 from ..limits import nbytes, over_budget
+from ..passes.bind import bind_symbols, specialize
 from .plan import Plan, build_plan
 from .steps import Step, resolve
 
@@ -43,6 +44,8 @@ class _Planned:
     input_bytes: int = 0
     # Per plan: input_bytes plus the most bytes its steps' fresh results hold at once.
     peaks: dict[frozenset[str], int] = attrs.Factory(dict)
+    # A dynamic graph's static specializations, by the values of its backed symbols.
+    specialized: dict[tuple[int, ...], Graph] = attrs.Factory(dict)
 
 
 _PLANNED: weakref.WeakKeyDictionary[Graph, _Planned] = weakref.WeakKeyDictionary()
@@ -88,7 +91,9 @@ def _planned_locked(graph: Graph) -> tuple[_Planned, Graph]:
             {gi.name: gi for gi in inputs},
             tuple(gi for gi in inputs if gi.kind is InputKind.USER_INPUT),
             tuple(gi.name for gi in inputs if gi.data is None),
-            input_bytes=sum(nbytes(gi.value.meta) for gi in inputs),
+            input_bytes=0
+            if (lowered or graph).symbols
+            else sum(nbytes(gi.value.meta) for gi in inputs),
         )
         _PLANNED[graph] = planned
     return planned, planned.lowered or graph
@@ -126,6 +131,16 @@ def execute(
     is allocated (plans fold constants, so the check precedes planning).
     """
     planned, prims_graph = _planned(graph)
+    if prims_graph.symbols:
+        static = _specialized(planned, prims_graph, inputs)
+        return execute(
+            static,
+            inputs,
+            seed=seed,
+            check=check,
+            return_all_outputs=return_all_outputs,
+            max_memory=max_memory,
+        )
     over_budget(f"the inputs of graph {prims_graph.name}", planned.input_bytes, max_memory)
     given = _bind_inputs(prims_graph, planned, inputs)
     overridden = (
@@ -164,6 +179,25 @@ def execute(
             result = result.copy()  # the same value returned twice: two independent arrays
         results.append(result)
     return results
+
+
+def _specialized(
+    planned: _Planned, graph: Graph, inputs: Mapping[str, Any] | Sequence[Any]
+) -> Graph:
+    """The static graph of a dynamic one for the sizes of these inputs (symbols bound from their
+    shapes, ranges and run-time checks checked), cached per binding of the backed symbols."""
+    if isinstance(inputs, Mapping):
+        pairs = [(name, array) for name, array in inputs.items() if name in planned.by_name]
+    else:
+        pairs = [(gi.name, array) for gi, array in zip(planned.user_inputs, inputs)]
+    shapes = {name: np.shape(array) for name, array in pairs if hasattr(array, "shape")}
+    binding = bind_symbols(graph, shapes)
+    key = tuple(binding[name] for name in sorted(binding))
+    with _PLANS_LOCK:
+        static = planned.specialized.get(key)
+        if static is None:
+            static = planned.specialized[key] = specialize(graph, binding)
+    return static
 
 
 def check_memory_budget(

@@ -19,4 +19,4 @@ def eliminate_dead_code(graph: Graph) -> Graph:
     if all(keep):
         return graph
     nodes = [node for node, kept in zip(graph.nodes, keep) if kept]
-    return Graph(graph.name, list(graph.inputs), nodes, list(graph.outputs))
+    return graph.with_body(list(graph.inputs), nodes, list(graph.outputs))

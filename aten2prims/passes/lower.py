@@ -24,6 +24,7 @@ from ..errors import Error, LoweringError, ResultDTypeError, ResultShapeError, U
 from ..ir.building import collector_paused
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node, Provenance
+from ..ir.symbolic import ShapeEnv, number_kind, shape_env
 from ..ir.values import ScalarMeta, TensorMeta, Value, map_values
 from .dce import eliminate_dead_code
 
@@ -90,7 +91,9 @@ def _lower(
     def remap(operand: Any) -> Any:
         return map_values(operand, mapping.__getitem__)
 
-    with builder, active_registry(registry):
+    # Size decisions the symbols' ranges do not settle become run-time checks of the result.
+    env = ShapeEnv(dict(graph.symbols), list(graph.checks))
+    with builder, active_registry(registry), shape_env(env):
         for node in graph.nodes:
             args = tuple(remap(a) for a in node.args)
             kwargs = {name: remap(a) for name, a in node.kwargs.items()}
@@ -102,6 +105,8 @@ def _lower(
         outputs = [GraphOutput(_output_value(o, mapping), o.kind, o.target) for o in graph.outputs]
 
     lowered = builder.finish(outputs, name=graph.name)
+    lowered.symbols = dict(graph.symbols)
+    lowered.checks = list(env.checks)
     return eliminate_dead_code(lowered) if dce else lowered
 
 
@@ -178,7 +183,9 @@ def _check_result(node: Node, old: Value, new: Any) -> None:
             )
         return
     assert type(expected) is ScalarMeta
-    kind = new.meta.kind if type(new) is Value and type(new.meta) is ScalarMeta else type(new)
+    kind = (
+        new.meta.kind if type(new) is Value and type(new.meta) is ScalarMeta else number_kind(new)
+    )
     if kind is not expected.kind:
         raise ResultDTypeError(
             f"{_where(node)}: the rule produced a {kind.__name__} for %{old.name}, the graph says {expected}"
@@ -196,10 +203,11 @@ _SCALAR_DTYPES = {
 
 def _output_value(graph_output: GraphOutput, mapping: dict) -> Value:
     value = mapping[graph_output.value]
-    if type(graph_output.value.meta) is ScalarMeta and type(value) in _SCALAR_DTYPES:
-        # A scalar output folded to a constant (sym_size of a static shape): outputs must be
-        # values, so it becomes one again.
-        return prims.item(prims.scalar_tensor(value, dtype=_SCALAR_DTYPES[type(value)]))
+    if type(graph_output.value.meta) is ScalarMeta and number_kind(value) in _SCALAR_DTYPES:
+        # A scalar output folded to a constant (sym_size of a static shape) or to a symbolic
+        # size: outputs must be values, so it becomes one again.
+        dtype = _SCALAR_DTYPES[number_kind(value)]
+        return prims.item(prims.scalar_tensor(value, dtype=dtype))
     if type(value) is not Value:
         raise LoweringError(
             f"output %{graph_output.value.name} folded to the constant {value!r}; outputs must be values"

@@ -53,6 +53,40 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
     "aten.adaptive_max_pool3d.default": "adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)",
 }
 
+# Integer arithmetic on sizes: graphs exported with dynamic shapes compute sizes with Python's
+# operators (`x.shape[0] * 2`), which the importers read as these overloads (torch's own int
+# overloads of the same names). Their rules compute on sizes and emit no prims.
+SIZE_ATEN_SCHEMAS: dict[str, str] = {
+    "aten.add.int": "add.int(int a, int b) -> int",
+    "aten.sub.int": "sub.int(int a, int b) -> int",
+    "aten.mul.int": "mul.int(int a, int b) -> int",
+    "aten.floordiv.int": "floordiv.int(int a, int b) -> int",
+    "aten.remainder.int": "remainder.int(int a, int b) -> int",
+    "aten.neg.int": "neg.int(int a) -> int",
+    "aten.eq.int": "eq.int(int a, int b) -> bool",
+    "aten.ne.int": "ne.int(int a, int b) -> bool",
+    "aten.lt.int": "lt.int(int a, int b) -> bool",
+    "aten.le.int": "le.int(int a, int b) -> bool",
+    "aten.gt.int": "gt.int(int a, int b) -> bool",
+    "aten.ge.int": "ge.int(int a, int b) -> bool",
+}
+
+# What the importers read Python's operators on sizes (`_operator.mul` targets) as.
+SIZE_OPERATORS: dict[str, str] = {
+    "add": "aten.add.int",
+    "sub": "aten.sub.int",
+    "mul": "aten.mul.int",
+    "floordiv": "aten.floordiv.int",
+    "mod": "aten.remainder.int",
+    "neg": "aten.neg.int",
+    "eq": "aten.eq.int",
+    "ne": "aten.ne.int",
+    "lt": "aten.lt.int",
+    "le": "aten.le.int",
+    "gt": "aten.gt.int",
+    "ge": "aten.ge.int",
+}
+
 # The extra overloads that compute something (the others are checks the frontends skip).
 EXTRA_COMPUTING_OPS: frozenset[str] = frozenset(
     op for op in EXTRA_ATEN_SCHEMAS if op != "aten._assert_tensor_metadata.default"
@@ -63,7 +97,7 @@ EXTRA_COMPUTING_OPS: frozenset[str] = frozenset(
 def aten_schema(op: str) -> Schema | None:
     """The parsed schema of an aten overload, or None when it is not known."""
     entry = CORE_ATEN_OPS.get(op)
-    text = entry[1] if entry is not None else EXTRA_ATEN_SCHEMAS.get(op)
+    text = entry[1] if entry is not None else EXTRA_ATEN_SCHEMAS.get(op, SIZE_ATEN_SCHEMAS.get(op))
     return parse_schema(text) if text is not None else None
 
 

@@ -1,0 +1,73 @@
+"""Integer arithmetic on sizes (`x.shape[0] * 2` in a graph exported with dynamic shapes).
+
+The operands are ints or symbolic sizes (`aten2prims.ir.symbolic`); each rule computes the
+result with Python's own operators, so a symbolic operand gives a symbolic result and the
+lowered graph holds no node for it. Comparisons give a bool, or a condition on the symbols
+when their ranges do not settle it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .registry import register
+
+
+@register("aten.add.int")
+def add_int(a: Any, b: Any) -> Any:
+    return a + b
+
+
+@register("aten.sub.int")
+def sub_int(a: Any, b: Any) -> Any:
+    return a - b
+
+
+@register("aten.mul.int")
+def mul_int(a: Any, b: Any) -> Any:
+    return a * b
+
+
+@register("aten.floordiv.int")
+def floordiv_int(a: Any, b: Any) -> Any:
+    return a // b
+
+
+@register("aten.remainder.int")
+def remainder_int(a: Any, b: Any) -> Any:
+    return a % b
+
+
+@register("aten.neg.int")
+def neg_int(a: Any) -> Any:
+    return -a
+
+
+@register("aten.eq.int")
+def eq_int(a: Any, b: Any) -> Any:
+    return a == b
+
+
+@register("aten.ne.int")
+def ne_int(a: Any, b: Any) -> Any:
+    return a != b
+
+
+@register("aten.lt.int")
+def lt_int(a: Any, b: Any) -> Any:
+    return a < b
+
+
+@register("aten.le.int")
+def le_int(a: Any, b: Any) -> Any:
+    return a <= b
+
+
+@register("aten.gt.int")
+def gt_int(a: Any, b: Any) -> Any:
+    return a > b
+
+
+@register("aten.ge.int")
+def ge_int(a: Any, b: Any) -> Any:
+    return a >= b
