@@ -42,6 +42,7 @@ from .common import (
     check_known_aten_op,
     check_known_aten_ops,
     graph_name,
+    graph_symbols,
     is_value_name,
     user_source,
     verified,
@@ -534,33 +535,8 @@ class _ModelReader:
             return Graph(name, inputs, nodes, outputs, self.read_symbols(inputs))
 
     def read_symbols(self, inputs: list[GraphInput]) -> dict[str, Symbol]:
-        """The symbols of `range_constraints` (and any other the sizes use): a symbol some
-        input's size is exactly is backed (bound from that input's shape)."""
-        used: set[str] = set()
-        bare: set[str] = set()
-        for value in self.values.values():
-            for size in getattr(value.meta, "shape", ()):
-                used |= free_symbols(size)
-        for graph_input in inputs:
-            for size in getattr(graph_input.value.meta, "shape", ()):
-                names = free_symbols(size)
-                if len(names) == 1 and size.same(symbol(next(iter(names)))):
-                    bare |= names
-        ranges = self.ranges
-        stray = sorted(used - bare - ranges.keys())
-        if stray:
-            raise ValueError(
-                f"symbol(s) {', '.join(stray)} appear in sizes, but no input's size binds them "
-                "and range_constraints does not declare them"
-            )
-        symbols: dict[str, Symbol] = {}
-        for name in sorted(used | ranges.keys()):
-            lower, upper = ranges.get(name, (0, math.inf))
-            example = self.hints.get(name) if name in bare else None
-            if example is not None and not lower <= example <= upper:
-                raise ValueError(f"symbol {name}: example {example} outside [{lower}, {upper}]")
-            symbols[name] = Symbol(name, lower, upper, example, backed=name in bare)
-        return symbols
+        values = [value.meta for value in self.values.values()]
+        return graph_symbols(inputs, values, self.ranges, self.hints)
 
     def scalar(self, name: Any) -> Value:
         """The Value of a symbolic scalar (a size computed by an earlier node)."""
