@@ -123,3 +123,26 @@ def test_a_repeated_size_reuses_its_plan(cases: Callable[[str], Case]) -> None:
     aten2prims.execute(case.lowered, feed)
     assert len(planned.specialized) == count
     assert not static.symbols  # what the executor plans is a static graph
+
+
+def test_cli_runs_any_size_in_range_and_refuses_others_with_exit_2(
+    cases: Callable[[str], Case], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aten2prims.cli import main
+
+    case = cases("cnn")
+    path = str(case.path)
+    (name,) = [i.name for i in case.graph.user_inputs]
+    assert main(["run", path, "--seed", "3"]) == 0  # random inputs of the example sizes
+    assert "output_0: f32[2, 5]" in capsys.readouterr().out
+    inputs = case.sizes[1]
+    given, out = tmp_path / "in.npz", tmp_path / "out.npz"
+    np.savez(given, **{name: to_numpy(inputs[0])})
+    assert main(["run", path, "--inputs", str(given), "--output", str(out)]) == 0
+    (expected,) = _torch_outputs(case.model, inputs)
+    verdict = compare(np.load(out)["output_0"], expected, what="cli output")
+    assert verdict, verdict.message
+    np.savez(given, **{name: np.zeros((17, 3, 8, 8), np.float32)})  # batch in [1, 16]
+    assert main(["run", path, "--inputs", str(given)]) == 2
+    error = capsys.readouterr().err
+    assert "= 17 is outside its range [1, 16]" in error and f"%{name}" in error

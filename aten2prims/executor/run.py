@@ -133,6 +133,11 @@ def execute(
     planned, prims_graph = _planned(graph)
     if prims_graph.symbols:
         static = _specialized(planned, prims_graph, inputs)
+        if static.symbols:
+            raise ShapeError(
+                f"graph {prims_graph.name}: sizes depend on data (symbol(s) "
+                f"{', '.join(static.symbols)}), which the executor does not run yet"
+            )
         return execute(
             static,
             inputs,
@@ -205,8 +210,11 @@ def check_memory_budget(
 ) -> None:
     """Raise MemoryBudgetError, before anything is allocated, when running `graph` could take
     more than `max_memory` bytes (default: `limits.default_memory_budget()`): its inputs at their
-    full size, then its plan's fresh results alive at once (views cost nothing)."""
+    full size, then its plan's fresh results alive at once (views cost nothing). A dynamic
+    graph's sizes are known only with its inputs: `execute` checks each binding's plan."""
     planned, prims_graph = _planned(graph)
+    if prims_graph.symbols:
+        return
     _checked_plan(planned, prims_graph, overridden, max_memory)
 
 

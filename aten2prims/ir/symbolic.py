@@ -721,6 +721,8 @@ _RELATIONS = {"==", "!=", "<=", ">=", "<", ">"}
 _SREPR_RELATIONS = {
     "Eq": "==",
     "Ne": "!=",
+    "Equality": "==",
+    "Unequality": "!=",
     "StrictLessThan": "<",
     "LessThan": "<=",
     "StrictGreaterThan": ">",

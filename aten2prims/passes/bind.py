@@ -105,7 +105,8 @@ def _describe(binding: Mapping[str, int], names: Any = None) -> str:
 
 def specialize(graph: Graph, binding: Mapping[str, int]) -> Graph:
     """A static copy of the graph with every bound symbol replaced by its value (symbols left
-    unbound stay, with their declarations). Input data is shared, never copied."""
+    unbound that the graph still uses stay, with their declarations). Input data is shared,
+    never copied."""
     lookup = binding.__getitem__
 
     def resolve(name: str) -> Any:
@@ -131,6 +132,18 @@ def specialize(graph: Graph, binding: Mapping[str, int]) -> Graph:
         results = tuple(new_value(r) for r in node.results)
         nodes.append(Node(node.op, args, kwargs, results, node.provenance))
     outputs = [GraphOutput(values[o.value], o.kind, o.target) for o in graph.outputs]
-    symbols = {n: s for n, s in graph.symbols.items() if n not in binding}
     checks = [c for c in graph.checks if not free_symbols(c) <= binding.keys()]
+    used = free_symbols(
+        (
+            [getattr(i.value.meta, "shape", ()) for i in inputs],
+            [(n.args, tuple(n.kwargs.values())) for n in nodes],
+        )
+    ) | free_symbols(checks)
+    used |= {
+        name
+        for node in nodes
+        for result in node.results
+        for name in free_symbols(getattr(result.meta, "shape", ()))
+    }
+    symbols = {n: s for n, s in graph.symbols.items() if n not in binding and n in used}
     return Graph(graph.name, inputs, nodes, outputs, symbols, checks)
