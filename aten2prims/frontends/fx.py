@@ -143,7 +143,7 @@ class _Importer:
         if not isinstance(size, torch.SymInt):
             raise LoadError(f"{where} has a size of type {type(size).__name__}")
         # Local: sympy comes with torch and is needed only for a symbolic size.
-        from sympy.printing.repr import srepr
+        from sympy.printing.repr import srepr  # type: ignore[import-untyped]  # sympy has no stubs
 
         expression = size.node.expr
         try:
@@ -210,9 +210,9 @@ class _Importer:
                     self.operand(arg, f"{where}, argument {i}")
                     for i, arg in enumerate(fx_node.args)
                 )
-                results = (self.define(fx_node, self.val(fx_node)),)
+                scalar = self.define(fx_node, self.val(fx_node))
                 provenance = Provenance(source=user_source(fx_node.meta.get("stack_trace")))
-                nodes.append(Node(size_op, args, {}, results, provenance))
+                nodes.append(Node(size_op, args, {}, (scalar,), provenance))
                 continue
             if not target._schema.returns:
                 continue  # output-less checks such as aten._assert_tensor_metadata
@@ -377,9 +377,10 @@ def _size_operator(target: Any) -> str | None:
     """The aten int overload `load` reads an `_operator.<name>` target as (None for others)."""
     if getattr(target, "__module__", None) not in ("_operator", "operator"):
         return None
-    if getattr(operator, getattr(target, "__name__", ""), None) is not target:
+    name = str(getattr(target, "__name__", ""))
+    if getattr(operator, name, None) is not target:
         return None
-    return SIZE_OPERATORS.get(target.__name__)
+    return SIZE_OPERATORS.get(name)
 
 
 _SCALAR_KINDS = {"SymInt": int, "SymFloat": float, "SymBool": bool}
