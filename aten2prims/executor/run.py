@@ -46,9 +46,13 @@ class _Planned:
     peaks: dict[frozenset[str], int] = attrs.Factory(dict)
     # A dynamic graph's static specializations, by the values of its backed symbols.
     specialized: dict[tuple[int, ...], Graph] = attrs.Factory(dict)
+    # The same, by the (name, shape) pairs of the inputs that bound them (checks passed).
+    by_shapes: dict[tuple[Any, ...], Graph] = attrs.Factory(dict)
 
 
 _PLANNED: weakref.WeakKeyDictionary[Graph, _Planned] = weakref.WeakKeyDictionary()
+# Input-shape keys a dynamic graph remembers (beyond them, each call binds its symbols anew).
+_MAX_SHAPE_KEYS = 4096
 # Guards _PLANNED and every _Planned.plans: threads executing one graph share its plans, and a
 # plan is built once. Running a plan needs no lock (each call has its own slot list).
 _PLANS_LOCK = threading.RLock()
@@ -190,18 +194,25 @@ def _specialized(
     planned: _Planned, graph: Graph, inputs: Mapping[str, Any] | Sequence[Any]
 ) -> Graph:
     """The static graph of a dynamic one for the sizes of these inputs (symbols bound from their
-    shapes, ranges and run-time checks checked), cached per binding of the backed symbols."""
+    shapes, ranges and run-time checks checked), cached per binding of the backed symbols and,
+    for the fast path of a repeated call, per the input shapes that gave it."""
     if isinstance(inputs, Mapping):
         pairs = [(name, array) for name, array in inputs.items() if name in planned.by_name]
     else:
         pairs = [(gi.name, array) for gi, array in zip(planned.user_inputs, inputs)]
-    shapes = {name: np.shape(array) for name, array in pairs if hasattr(array, "shape")}
-    binding = bind_symbols(graph, shapes)
+    shapes = {name: getattr(array, "shape", None) for name, array in pairs}
+    seen = tuple(shapes.items())
+    static = planned.by_shapes.get(seen)
+    if static is not None:
+        return static
+    binding = bind_symbols(graph, {n: s for n, s in shapes.items() if s is not None})
     key = tuple(binding[name] for name in sorted(binding))
     with _PLANS_LOCK:
         static = planned.specialized.get(key)
         if static is None:
             static = planned.specialized[key] = specialize(graph, binding)
+        if len(planned.by_shapes) < _MAX_SHAPE_KEYS:
+            planned.by_shapes[seen] = static
     return static
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -79,6 +80,7 @@ def _cooked(raw: Any) -> int | SymExpr:
     return raw if type(raw) is int else SymExpr(raw)
 
 
+@functools.lru_cache(maxsize=65536)
 def _monomial_key(monomial: Monomial) -> tuple:
     return (len(monomial), tuple(_atom_key(a) for a in monomial))
 
@@ -201,6 +203,10 @@ def _make(terms: dict[Monomial, int]) -> int | SymExpr:
 def add(a: int | SymExpr, b: int | SymExpr) -> int | SymExpr:
     if type(a) is not SymExpr and type(b) is not SymExpr:
         return int(a) + int(b)
+    if type(b) is not SymExpr and not b:
+        return a
+    if type(a) is not SymExpr and not a:
+        return b
     terms = _terms(a)
     for monomial, coefficient in _terms(b).items():
         terms[monomial] = terms.get(monomial, 0) + coefficient
@@ -210,6 +216,15 @@ def add(a: int | SymExpr, b: int | SymExpr) -> int | SymExpr:
 def mul(a: int | SymExpr, b: int | SymExpr) -> int | SymExpr:
     if type(a) is not SymExpr and type(b) is not SymExpr:
         return int(a) * int(b)
+    if type(a) is not SymExpr:
+        a, b = b, a
+    if type(b) is not SymExpr:  # a multiple: the terms' order is kept
+        factor = int(b)
+        if factor == 1:
+            return a
+        if factor == 0:
+            return 0
+        return SymExpr(tuple((m, c * factor) for m, c in a.terms))
     terms: dict[Monomial, int] = {}
     for m1, c1 in _terms(a).items():
         for m2, c2 in _terms(b).items():
@@ -358,6 +373,8 @@ def _as_expr(x: int | SymExpr) -> SymExpr:
 
 def compare(relation: str, a: int | SymExpr, b: int | SymExpr) -> bool | SymBool:
     """`a relation b` as a bool when the expressions settle it structurally, else a SymBool."""
+    if type(a) is SymExpr and a.same(b):
+        return relation in ("==", "<=", ">=")
     if relation in ("<", "<="):
         poly = add(a, mul(b, -1))
         if relation == "<":
@@ -457,10 +474,11 @@ def interval(x: int | SymExpr, symbols: Mapping[str, Symbol]) -> tuple[Bound, Bo
     if type(x) is not SymExpr:
         return int(x), int(x)
     low, high = _term_interval(x, symbols)
-    rewritten = _without_exact_floordivs(x)
-    if rewritten is not x:  # both forms bound the same value: keep the tighter ends
-        other = interval(rewritten, symbols)
-        low, high = max(low, other[0]), min(high, other[1])
+    if not (low > 0 or high < 0 or low == high):  # no sign settled: try the rewritten form
+        rewritten = _without_exact_floordivs(x)
+        if rewritten is not x:  # both forms bound the same value: keep the tighter ends
+            other = interval(rewritten, symbols)
+            low, high = max(low, other[0]), min(high, other[1])
     return low, high
 
 
@@ -564,12 +582,14 @@ class ShapeEnv:
         return declared.example
 
     def decide(self, condition: SymBool) -> bool:
-        answer = decided(condition, self.symbols)
-        if answer is not None:
-            return answer
-        known = self._known.get(condition.key())
+        key = condition.key()
+        known = self._known.get(key)
         if known is not None:
             return known
+        answer = decided(condition, self.symbols)
+        if answer is not None:
+            self._known[key] = answer  # the ranges never change: remember it
+            return answer
         answer = bool(evaluate(condition, _Examples(self)))
         holds = condition if answer else condition.negated()
         self._known[condition.key()] = answer
