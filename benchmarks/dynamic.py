@@ -32,13 +32,13 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import torch  # noqa: E402 - after the thread settings, which BLAS reads once
+import torch  # after the thread settings, which BLAS reads once
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from dynamic_models import MODELS, build  # noqa: E402 - the examples folder is not a package
+from dynamic_models import MODELS, build
 
-import aten2prims  # noqa: E402
-from aten2prims.executor.run import _PLANNED  # noqa: E402 - to start a new size cold
+import aten2prims
+from aten2prims.executor.run import _PLANNED
 
 
 def _median_seconds(function, repeats: int) -> float:

@@ -207,8 +207,14 @@ def add(a: int | SymExpr, b: int | SymExpr) -> int | SymExpr:
         return a
     if type(a) is not SymExpr and not a:
         return b
-    terms = _terms(a)
-    for monomial, coefficient in _terms(b).items():
+    return _sum(_raw(a), _raw(b))
+
+
+@functools.lru_cache(maxsize=65536)
+def _sum(a: Any, b: Any) -> int | SymExpr:
+    """The sum of two raw operands (terms compare structurally: a safe cache key)."""
+    terms = _terms(_cooked(a))
+    for monomial, coefficient in _terms(_cooked(b)).items():
         terms[monomial] = terms.get(monomial, 0) + coefficient
     return _make(terms)
 
@@ -216,18 +222,23 @@ def add(a: int | SymExpr, b: int | SymExpr) -> int | SymExpr:
 def mul(a: int | SymExpr, b: int | SymExpr) -> int | SymExpr:
     if type(a) is not SymExpr and type(b) is not SymExpr:
         return int(a) * int(b)
-    if type(a) is not SymExpr:
-        a, b = b, a
-    if type(b) is not SymExpr:  # a multiple: the terms' order is kept
-        factor = int(b)
+    expr, other = (a, b) if type(a) is SymExpr else (b, a)
+    if type(other) is not SymExpr and type(expr) is SymExpr:  # a multiple: the order is kept
+        factor = int(other)
         if factor == 1:
-            return a
+            return expr
         if factor == 0:
             return 0
-        return SymExpr(tuple((m, c * factor) for m, c in a.terms))
+        return SymExpr(tuple((m, c * factor) for m, c in expr.terms))
+    return _product(_raw(a), _raw(b))
+
+
+@functools.lru_cache(maxsize=65536)
+def _product(a: Any, b: Any) -> int | SymExpr:
+    """The product of two raw operands (terms compare structurally: a safe cache key)."""
     terms: dict[Monomial, int] = {}
-    for m1, c1 in _terms(a).items():
-        for m2, c2 in _terms(b).items():
+    for m1, c1 in _terms(_cooked(a)).items():
+        for m2, c2 in _terms(_cooked(b)).items():
             monomial = tuple(sorted(m1 + m2, key=_atom_key))
             terms[monomial] = terms.get(monomial, 0) + c1 * c2
     return _make(terms)
