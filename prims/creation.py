@@ -66,8 +66,8 @@ def scalar_array(value: Any, dtype: DType, *, numel: int = 2) -> np.ndarray:
     if type(value) is int and not _SCALAR_INTS[0] <= value <= _SCALAR_INTS[1]:
         raise DTypeError(f"the integer {value} does not fit a 64-bit Scalar")
     if (
-        numel == 1 and dtype.is_low_precision
-    ):  # torch's single-element path checks only the imaginary part
+        dtype.is_low_precision and numel == 1
+    ):  # torch's single-element path checks only the imaginary part (dtype first: numel may be symbolic)
         overflows = type(value) is complex and value.imag != 0
     else:
         overflows = _overflows(value, dtype)

@@ -264,6 +264,7 @@ register(
     meta=_nonzero_meta,
     kernel=_nonzero_kernel,
     extension=True,
+    sizes_from_data=lambda a: {"count": int(np.count_nonzero(a))},
     doc="the coordinates of a's nonzero elements in row-major order, as int64[count, a.ndim]; count is "
     "declared by the graph and checked against the data when run",
 )

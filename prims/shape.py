@@ -22,7 +22,7 @@ import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
-from aten2prims.ir.symbolic import is_size
+from aten2prims.ir.symbolic import is_size, settled
 from aten2prims.ir.values import MemoryFormat, TensorMeta, Value
 
 from .common import check_tensor
@@ -92,7 +92,7 @@ def contiguous_copy(a: np.ndarray, shape: Sequence[int]) -> np.ndarray:
 
 def _window_end(size: Sequence[int], stride: Sequence[int], storage_offset: int) -> int:
     """One past the last storage element an as_strided window reads (torch's required length)."""
-    if math.prod(size) == 0:
+    if settled(math.prod(size) == 0):  # undecided (a data-dependent size): the non-empty bound
         return 0
     return storage_offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
 

@@ -31,11 +31,13 @@ def graph_symbols(
     metas: Iterable[Any],
     ranges: Mapping[str, tuple[int | float, int | float]],
     hints: Mapping[str, int],
+    sources: Mapping[str, str] | None = None,
 ) -> dict[str, Symbol]:
     """The symbol table of an imported graph: every symbol of the exporter's range constraints
     and of the sizes (`metas`), by name. A symbol some input's size is exactly is backed (bound
     from that input's shape) and takes its example from `hints`. ValueError for a symbol that
-    no input binds and the constraints do not declare, or an example outside its range."""
+    no input binds and the constraints do not declare, or an example outside its range.
+    `sources` names the scalar value an unbacked symbol is (`u0` of `x.item()`)."""
     used: set[str] = set()
     bare: set[str] = set()
     for meta in metas:
@@ -58,7 +60,9 @@ def graph_symbols(
         example = hints.get(name) if name in bare else None
         if example is not None and not lower <= example <= upper:
             raise ValueError(f"symbol {name}: example {example} outside [{lower}, {upper}]")
-        symbols[name] = Symbol(name, lower, upper, example, backed=name in bare)
+        backed = name in bare
+        source = None if backed else (sources or {}).get(name)
+        symbols[name] = Symbol(name, lower, upper, example, backed, source)
     return symbols
 
 

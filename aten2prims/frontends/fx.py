@@ -68,7 +68,7 @@ def from_fx(obj: Any, *, name: str = "graph") -> Graph:
         )
     metas = [value.meta for value in importer.values.values()]
     try:
-        symbols = graph_symbols(inputs, metas, ranges, importer.hints)
+        symbols = graph_symbols(inputs, metas, ranges, importer.hints, importer.sources)
     except ValueError as error:
         raise LoadError(str(error)) from None
     return verified(Graph(name, inputs, nodes, outputs, symbols))
@@ -94,6 +94,7 @@ class _Importer:
         self.graph = graph
         self.values: dict[Any, Value] = {}  # fx node -> Value (getitem nodes -> their element)
         self.hints: dict[str, int] = {}  # a bare symbol's example value, from its size's hint
+        self.sources: dict[str, str] = {}  # symbol -> the scalar value it is (`x.item()`)
         for node in graph.nodes:  # what is not an aten graph at all is refused before anything else
             if node.op not in ("placeholder", "get_attr", "call_function", "output"):
                 raise LoadError(
@@ -159,6 +160,13 @@ class _Importer:
 
     def define(self, node: Any, val: Any) -> Value:
         value = self.values[node] = Value(node.name, self.meta(val, f"%{node.name}"))
+        import torch
+
+        if isinstance(val, torch.SymInt):  # a scalar that is exactly a symbol is its source
+            size = self.size(val, f"%{node.name}")
+            if type(size) is SymExpr and len(names := free_symbols(size)) == 1:
+                if size.same(symbol(next(iter(names)))):
+                    self.sources.setdefault(next(iter(names)), node.name)
         return value
 
     def operand(self, arg: Any, where: str) -> Any:

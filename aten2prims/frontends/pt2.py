@@ -489,6 +489,7 @@ class _ModelReader:
         # Example values of the symbols, from the hints of the sizes that are a bare symbol.
         self.hints: dict[str, int] = {}
         self.ranges: dict[str, tuple[int | float, int | float]] = {}
+        self.sources: dict[str, str] = {}  # symbol -> the scalar value it is
         self.arguments: dict[str, Callable[[Any], Any]] = {
             "as_none": lambda payload: None,
             "as_tensor": self.tensor,
@@ -536,7 +537,7 @@ class _ModelReader:
 
     def read_symbols(self, inputs: list[GraphInput]) -> dict[str, Symbol]:
         values = [value.meta for value in self.values.values()]
-        return graph_symbols(inputs, values, self.ranges, self.hints)
+        return graph_symbols(inputs, values, self.ranges, self.hints, self.sources)
 
     def scalar(self, name: Any) -> Value:
         """The Value of a symbolic scalar (a size computed by an earlier node)."""
@@ -550,6 +551,13 @@ class _ModelReader:
         if name in self.values:
             raise ValueError(f"value %{name} is defined twice")
         value = self.values[name] = Value(name, ScalarMeta(kind))
+        # A scalar that is exactly a symbol (`u0` of `x.item()`) is where that symbol comes from.
+        expression = (self.graph.get("sym_int_values") or {}).get(name)
+        if kind is int and type(expression) is dict and "as_expr" in expression:
+            size = _expression(expression["as_expr"], f"value %{name}", {})
+            if type(size) is SymExpr and len(names := free_symbols(size)) == 1:
+                if size.same(symbol(next(iter(names)))):
+                    self.sources.setdefault(next(iter(names)), name)
         return value
 
     # -- values --------------------------------------------------------------------------------

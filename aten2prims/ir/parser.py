@@ -54,7 +54,7 @@ _ENUM_LITERALS: dict[str, Any] = {
     **{dtype.short: dtype for dtype in DType},
 }
 # Words that cannot name a symbol: the text form's keywords and literals.
-_RESERVED = frozenset({"in", "example", "unbacked", "sym", *_KEYWORD_LITERALS})
+_RESERVED = frozenset({"in", "example", "unbacked", "from", "sym", *_KEYWORD_LITERALS})
 _INPUT_KINDS = {kind.value: kind for kind in InputKind}
 _OUTPUT_KINDS = {kind.value: kind for kind in OutputKind}
 
@@ -291,7 +291,10 @@ class _Parser:
             if not lower <= example <= upper:
                 self.fail(f"example {example} of {name.text} is outside [{lower}, {upper}]", token)
         backed = self.accept("ident", "unbacked") is None
-        return Symbol(name.text, lower, upper, example, backed)
+        value = None
+        if not backed and self.accept("ident", "from"):
+            value = self.expect("value").text[1:]
+        return Symbol(name.text, lower, upper, example, backed, value)
 
     def parse_bound(self) -> int | float:
         token = self.next()

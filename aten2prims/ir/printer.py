@@ -125,7 +125,9 @@ def format_symbol(declared: Symbol) -> str:
     text = f"symbol {declared.name} in [{_format_bound(declared.lower)}, {_format_bound(declared.upper)}]"
     if declared.example is not None:
         text += f" example {declared.example}"
-    return text if declared.backed else f"{text} unbacked"
+    if declared.backed:
+        return text
+    return f"{text} unbacked" + (f" from %{declared.value}" if declared.value else "")
 
 
 def format_graph(graph: Graph, *, nested: bool = False) -> str:

@@ -37,14 +37,16 @@ Bound: TypeAlias = int | float  # an int, or +-inf for an unbounded side
 
 @attrs.frozen(slots=True)
 class Symbol:
-    """A symbol's declaration: its inclusive range, its example value (None when unknown) and
-    whether an input shape binds it (`backed`) or a data-dependent node does."""
+    """A symbol's declaration: its inclusive range, its example value (None when unknown),
+    whether an input shape binds it (`backed`) or a data-dependent node does, and for one a
+    scalar value computes (`x.item()`), that value's name."""
 
     name: str
     lower: Bound = 0
     upper: Bound = INF
     example: int | None = None
     backed: bool = True
+    value: str | None = None
 
 
 # -- atoms -------------------------------------------------------------------------------------
@@ -585,6 +587,12 @@ class ShapeEnv:
 
     def example(self, name: str) -> int:
         declared = self.symbols.get(name)
+        if declared is not None and declared.example is None and not declared.backed:
+            # A data-dependent size has no example: decide as for a size of 2 (as torch's
+            # size-oblivious reasoning assumes, not 0 or 1), within its range, under a check.
+            low = declared.lower if isinstance(declared.lower, int) else 0
+            high = declared.upper if isinstance(declared.upper, int) else max(low, 2)
+            return min(max(2, low), high)
         if declared is None or declared.example is None:
             raise ShapeError(
                 f"symbol {name} has no example value: a size decision that depends on it cannot "

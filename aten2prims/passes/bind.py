@@ -147,3 +147,36 @@ def specialize(graph: Graph, binding: Mapping[str, int]) -> Graph:
     }
     symbols = {n: s for n, s in graph.symbols.items() if n not in binding and n in used}
     return Graph(graph.name, inputs, nodes, outputs, symbols, checks)
+
+
+def first_unbound(graph: Graph) -> int | None:
+    """The index of the first node whose operands or results use a symbol the graph still
+    declares (a data-dependent size not yet bound), or None."""
+    for index, node in enumerate(graph.nodes):
+        shapes = tuple(getattr(r.meta, "shape", ()) for r in node.results)
+        if free_symbols((node.args, tuple(node.kwargs.values()), shapes)) & graph.symbols.keys():
+            return index
+    return None
+
+
+def split_before(graph: Graph, index: int) -> tuple[Graph, Graph]:
+    """(prefix, rest): the prefix runs nodes[:index] and returns, as user outputs, every value
+    it defines that the rest reads (in definition order); the rest takes those as user inputs
+    after the graph's own inputs and runs nodes[index:] to the graph's outputs."""
+    later = {v for node in graph.nodes[index:] for v in node.operand_values()}
+    later |= {o.value for o in graph.outputs}
+    sources = {s.value for s in graph.symbols.values() if s.value is not None}
+    later |= {r for node in graph.nodes[:index] for r in node.results if r.name in sources}
+    carried = [r for node in graph.nodes[:index] for r in node.results if r in later]
+    prefix = graph.with_body(
+        list(graph.inputs), graph.nodes[:index], [GraphOutput(v) for v in carried]
+    )
+    # The prefix uses none of the symbols still declared: its sizes are all bound.
+    prefix.symbols = {}
+    prefix.checks = [c for c in graph.checks if not free_symbols(c) & graph.symbols.keys()]
+    rest = graph.with_body(
+        [*graph.inputs, *(GraphInput(v) for v in carried)],
+        graph.nodes[index:],
+        list(graph.outputs),
+    )
+    return prefix, rest

@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias
 
+import attrs
+
 import prims
 from decompositions import RULES, active_registry
 from decompositions.registry import lowering_node
@@ -24,7 +26,7 @@ from ..errors import Error, LoweringError, ResultDTypeError, ResultShapeError, U
 from ..ir.building import collector_paused
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node, Provenance
-from ..ir.symbolic import ShapeEnv, number_kind, shape_env
+from ..ir.symbolic import ShapeEnv, number_kind, shape_env, symbol
 from ..ir.values import ScalarMeta, TensorMeta, Value, map_values
 from .dce import eliminate_dead_code
 
@@ -93,6 +95,10 @@ def _lower(
 
     # Size decisions the symbols' ranges do not settle become run-time checks of the result.
     env = ShapeEnv(dict(graph.symbols), list(graph.checks))
+    # Scalars that are data-dependent symbols (`x.item()` is u0): later rules see the symbol,
+    # and the lowered graph names the prims value the executor binds it from.
+    sources = {s.value: s.name for s in graph.symbols.values() if s.value is not None}
+    lowered_sources: dict[str, str] = {}
     with builder, active_registry(registry), shape_env(env):
         for node in graph.nodes:
             args = tuple(remap(a) for a in node.args)
@@ -102,10 +108,19 @@ def _lower(
                 _copy_node(node, args, kwargs, builder, mapping)
             else:
                 _expand(node, rule, args, kwargs, builder, mapping)
+            for result in node.results:
+                name = sources.get(result.name)
+                new = mapping.get(result)
+                if name is not None and type(new) is Value and type(new.meta) is ScalarMeta:
+                    lowered_sources[name] = new.name
+                    mapping[result] = symbol(name)
         outputs = [GraphOutput(_output_value(o, mapping), o.kind, o.target) for o in graph.outputs]
 
     lowered = builder.finish(outputs, name=graph.name)
-    lowered.symbols = dict(graph.symbols)
+    lowered.symbols = {
+        name: attrs.evolve(declared, value=lowered_sources.get(name))
+        for name, declared in graph.symbols.items()
+    }
     lowered.checks = list(env.checks)
     return eliminate_dead_code(lowered) if dce else lowered
 

@@ -1,0 +1,99 @@
+"""Data-dependent sizes against torch: programs whose output sizes depend on their inputs'
+values (nonzero, boolean-mask indexing, `x.item()` feeding a slice), exported
+with torch.export, saved and loaded, lowered once, and run on inputs giving different sizes.
+The executor binds each data-dependent (unbacked) symbol when the data deciding it is known
+and refuses a value outside the symbol's range with a ShapeError naming it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import aten2prims
+from aten2prims.errors import ShapeError
+from aten2prims.ir import graph_difference, parse
+from aten2prims.passes.verify import verify
+from aten2prims.testing.compare import compare
+
+
+class NonZero(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nonzero(x > 0)
+
+
+class MaskIndex(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[x > 0] * 2
+
+
+class ItemSlice(torch.nn.Module):
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        k = n.item()
+        torch._check_is_size(k)
+        torch._check(k <= x.shape[0])
+        return x[:k] * 2 + x[:k].sum()
+
+
+CASES: dict[str, tuple[torch.nn.Module, Any]] = {
+    "nonzero": (NonZero(), lambda g: (torch.randn(4, 3, generator=g),)),
+    "mask_index": (MaskIndex(), lambda g: (torch.randn(7, generator=g),)),
+    "item_slice": (
+        ItemSlice(),
+        lambda g: (torch.randn(6, generator=g), torch.randint(0, 7, (), generator=g)),
+    ),
+}
+
+
+def _load(name: str, tmp_path: Path) -> tuple[torch.nn.Module, Any, aten2prims.Graph]:
+    module, make = CASES[name]
+    example = make(torch.Generator().manual_seed(0))
+    path = tmp_path / f"{name}.pt2"
+    torch.export.save(torch.export.export(module, example).run_decompositions(), path)
+    return module, make, aten2prims.load(path)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_data_dependent_sizes_match_torch_on_inputs_of_several_sizes(
+    name: str, tmp_path: Path
+) -> None:
+    module, make, graph = _load(name, tmp_path)
+    assert any(not s.backed for s in graph.symbols.values())
+    lowered = aten2prims.lower(graph)
+    verify(lowered)
+    assert graph_difference(parse(str(lowered)), lowered) is None
+    sizes = set()
+    for seed in range(6):
+        inputs = make(torch.Generator().manual_seed(seed))
+        (ours,) = aten2prims.execute(lowered, [t.numpy() for t in inputs], check=True)
+        expected = module(*inputs).numpy()
+        verdict = compare(ours, expected, what=f"{name}, seed {seed}")
+        assert verdict, verdict.message
+        sizes.add(expected.shape)
+    assert len(sizes) >= 3  # the data gave several output sizes, all from one lowering
+
+
+def test_a_data_dependent_value_outside_its_range_is_refused(tmp_path: Path) -> None:
+    _, _, graph = _load("item_slice", tmp_path)
+    lowered = aten2prims.lower(graph)
+    x = np.zeros(6, np.float32)
+    with pytest.raises(
+        ShapeError, match=r"data-dependent symbol u\d+ = 9 .* outside its range \[0, 6\]"
+    ):
+        aten2prims.execute(lowered, [x, np.asarray(9)])
+
+
+def test_sizes_from_data_agree_with_each_prims_kernel_and_torch() -> None:
+    from prims.registry import PRIMS
+
+    tagged = {name: d for name, d in PRIMS.items() if d.sizes_from_data is not None}
+    assert set(tagged) == {"nonzero"}
+    rng = np.random.default_rng(0)
+    for shape in [(5,), (3, 4), (2, 0, 3), ()]:
+        a = rng.standard_normal(shape) > 0
+        sizes = tagged["nonzero"].sizes_from_data(a)
+        result = tagged["nonzero"].kernel(a, **sizes)
+        np.testing.assert_array_equal(result, torch.nonzero(torch.from_numpy(a)).numpy())
