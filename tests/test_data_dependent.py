@@ -93,7 +93,7 @@ def test_sizes_from_data_agree_with_each_prims_kernel_and_torch() -> None:
     assert set(tagged) == {"nonzero"}
     rng = np.random.default_rng(0)
     for shape in [(5,), (3, 4), (2, 0, 3), ()]:
-        a = rng.standard_normal(shape) > 0
+        a = np.asarray(rng.standard_normal(shape) > 0)
         sizes = tagged["nonzero"].sizes_from_data(a)
         result = tagged["nonzero"].kernel(a, **sizes)
         np.testing.assert_array_equal(result, torch.nonzero(torch.from_numpy(a)).numpy())
