@@ -55,7 +55,10 @@ def from_fx(obj: Any, *, name: str = "graph") -> Graph:
         inputs = importer.exported_inputs(obj)
         nodes = importer.nodes()
         outputs = importer.exported_outputs(obj.graph_signature)
-        ranges = {str(k): _range(v) for k, v in obj.range_constraints.items()}
+        # Derived dimensions (`s0 + 1`) are keyed by expressions: their symbols' ranges hold.
+        ranges = {
+            str(k): _range(v) for k, v in obj.range_constraints.items() if str(k).isidentifier()
+        }
     elif isinstance(obj, torch.fx.GraphModule):
         importer = _Importer(obj.graph)
         inputs = importer.module_inputs(obj)

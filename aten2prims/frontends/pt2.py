@@ -416,7 +416,12 @@ def _ranges(constraints: Any) -> dict[str, tuple[int | float, int | float]]:
     ranges = {}
     for name, payload in constraints.items():
         if not is_value_name(name) or not name[:1].isalpha():
-            raise ValueError(f"symbol name {_short(name)} is not an identifier")
+            # A derived dimension (`s0 + 1`): its range follows from its symbol's.
+            try:
+                parse_expr(_str(name))
+            except ExprSyntaxError:
+                raise ValueError(f"symbol name {_short(name)} is not an identifier") from None
+            continue
         lower = _bound(payload["min_val"], -math.inf)
         upper = _bound(payload["max_val"], math.inf)
         if lower > upper:
