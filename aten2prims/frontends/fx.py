@@ -162,8 +162,9 @@ class _Importer:
         return parsed
 
     def define(self, node: Any, val: Any) -> Value:
-        value = self.values[node] = Value(node.name, self.meta(val, f"%{node.name}"))
         import torch
+
+        value = self.values[node] = Value(node.name, self.meta(val, f"%{node.name}"))
 
         if isinstance(val, torch.SymInt):  # a scalar that is exactly a symbol is its source
             size = self.size(val, f"%{node.name}")
