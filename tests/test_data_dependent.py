@@ -1,5 +1,5 @@
 """Data-dependent sizes against torch: programs whose output sizes depend on their inputs'
-values (nonzero, boolean-mask indexing, `x.item()` feeding a slice), exported
+values (nonzero, boolean-mask indexing, masked_select, `x.item()` feeding a slice), exported
 with torch.export, saved and loaded, lowered once, and run on inputs giving different sizes.
 The executor binds each data-dependent (unbacked) symbol when the data deciding it is known
 and refuses a value outside the symbol's range with a ShapeError naming it."""
@@ -30,6 +30,11 @@ class MaskIndex(torch.nn.Module):
         return x[x > 0] * 2
 
 
+class MaskedSelect(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.masked_select(x, y > 0.5) + 1
+
+
 class ItemSlice(torch.nn.Module):
     def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
         k = n.item()
@@ -41,6 +46,10 @@ class ItemSlice(torch.nn.Module):
 CASES: dict[str, tuple[torch.nn.Module, Any]] = {
     "nonzero": (NonZero(), lambda g: (torch.randn(4, 3, generator=g),)),
     "mask_index": (MaskIndex(), lambda g: (torch.randn(7, generator=g),)),
+    "masked_select": (
+        MaskedSelect(),
+        lambda g: (torch.randn(3, 4, generator=g), torch.rand(4, generator=g)),
+    ),
     "item_slice": (
         ItemSlice(),
         lambda g: (torch.randn(6, generator=g), torch.randint(0, 7, (), generator=g)),

@@ -48,6 +48,8 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
     "aten.digamma.default": "digamma(Tensor self) -> Tensor",
     "aten.i0.default": "i0(Tensor self) -> Tensor",
     "aten.cumprod.default": "cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
+    # torch.masked_select: a data-dependent number of elements, like x[mask].
+    "aten.masked_select.default": "masked_select(Tensor self, Tensor mask) -> Tensor",
     # nn.AdaptiveMaxPool1d/2d/3d (1d runs through 2d).
     "aten.adaptive_max_pool2d.default": "adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)",
     "aten.adaptive_max_pool3d.default": "adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)",
