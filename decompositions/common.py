@@ -148,7 +148,7 @@ def slice_in_dim(x: Value, start: int, stop: int, step: int, dim: int) -> Value:
     # ceil((stop - start) / step), at least 0; sym_max keeps an undecided symbolic one exact
     length = sym_max(0, -((start - stop) // step))
     # Whole-dim shortcut only when certain: an undecided size (data-dependent) takes the window.
-    if start == 0 and step == 1 and settled(length == size):
+    if settled(start == 0) and step == 1 and settled(length == size):
         return x
     strides = row_major_strides(x.shape)
     shape: list[Any] = list(x.shape)

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from aten2prims.errors import ShapeError
+from aten2prims.ir.symbolic import assume, is_symbolic
+
 from .registry import register
 
 
@@ -71,3 +74,14 @@ def gt_int(a: Any, b: Any) -> Any:
 @register("aten.ge.int")
 def ge_int(a: Any, b: Any) -> Any:
     return a >= b
+
+
+@register("aten._assert_scalar.default")
+def assert_scalar(self: Any, assert_msg: str) -> tuple[()]:
+    """torch._check on sizes: a condition the ranges do not settle is assumed from here on and
+    becomes a run-time check of the graph; a false one is refused now."""
+    if is_symbolic(self):
+        assume(self, assert_msg)
+    elif not self:
+        raise ShapeError(assert_msg)
+    return ()

@@ -106,3 +106,32 @@ def test_sizes_from_data_agree_with_each_prims_kernel_and_torch() -> None:
         sizes = tagged["nonzero"].sizes_from_data(a)
         result = tagged["nonzero"].kernel(a, **sizes)
         np.testing.assert_array_equal(result, torch.nonzero(torch.from_numpy(a)).numpy())
+
+
+class SplitBySizes(torch.nn.Module):
+    """Sizes read with tolist() drive a split; torch._check ties them to the input's size."""
+
+    def forward(self, x: torch.Tensor, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a, b = sizes.tolist()
+        torch._check_is_size(a)
+        torch._check_is_size(b)
+        torch._check(a + b == x.shape[0])
+        first, second = torch.split(x, [a, b])
+        return first.sum(0), second * 2
+
+
+def test_tolist_driven_split_under_torch_check_matches_torch(tmp_path: Path) -> None:
+    x = torch.randn(7, 3)
+    path = tmp_path / "split.pt2"
+    program = torch.export.export(SplitBySizes(), (x, torch.tensor([3, 4])))
+    torch.export.save(program.run_decompositions(), path)
+    lowered = aten2prims.lower(aten2prims.load(path))
+    assert any(str(check) == "u0 + u1 == 7" for check in lowered.checks)  # torch._check's fact
+    for sizes in ([3, 4], [0, 7], [6, 1]):
+        split = torch.tensor(sizes)
+        outputs = aten2prims.execute(lowered, [x.numpy(), split.numpy()], check=True)
+        for index, (ours, theirs) in enumerate(zip(outputs, SplitBySizes()(x, split))):
+            verdict = compare(ours, theirs.numpy(), what=f"split {sizes} output {index}")
+            assert verdict, verdict.message
+    with pytest.raises(ShapeError, match=r"lowered assuming u0 \+ u1 == 7, which fails"):
+        aten2prims.execute(lowered, [x.numpy(), np.asarray([2, 3])])

@@ -16,7 +16,7 @@ from ..errors import LoadError
 from ..ir.graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
 from ..ir.symbolic import ExprSyntaxError, SymExpr, free_symbols, parse_expr, symbol
 from ..ir.values import Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, Value
-from ..schema.registry import SIZE_OPERATORS, aten_schema
+from ..schema.registry import KEPT_CHECKS, SIZE_OPERATORS, aten_schema
 from .common import (
     SYMBOLIC,
     check_known_aten_op,
@@ -226,7 +226,7 @@ class _Importer:
                 provenance = Provenance(source=user_source(fx_node.meta.get("stack_trace")))
                 nodes.append(Node(size_op, args, {}, (scalar,), provenance))
                 continue
-            if not target._schema.returns:
+            if not target._schema.returns and str(target) not in KEPT_CHECKS:
                 continue  # output-less checks such as aten._assert_tensor_metadata
             op = str(target)
             check_known_aten_op(op, where)

@@ -617,6 +617,18 @@ class ShapeEnv:
             self.checks.append(holds)
         return answer
 
+    def assume(self, condition: SymBool, what: str) -> None:
+        """Take `condition` as true from now on (a run-time check unless the ranges settle it)."""
+        answer = decided(condition, self.symbols)
+        if answer is False:
+            raise ShapeError(f"{what}: {condition} is false for every size in range")
+        key = condition.key()
+        if answer is None and key not in self._known:
+            self._known[key] = True
+            self._known[condition.negated().key()] = False
+            if self.recording:
+                self.checks.append(condition)
+
     def concretize(self, expr: SymExpr) -> int:
         value = evaluate(expr, _Examples(self))
         self.decide(_as_bool(compare("==", expr, value)))
@@ -643,6 +655,14 @@ def _as_bool(x: bool | SymBool) -> SymBool:
 
 
 _ENV: contextvars.ContextVar[ShapeEnv | None] = contextvars.ContextVar("shape_env", default=None)
+
+
+def assume(condition: Any, what: str) -> None:
+    """`torch._check(condition)` on sizes, in the active env (see ShapeEnv.assume)."""
+    if type(condition) is SymBool:
+        current_env().assume(condition, what)
+    elif not condition:
+        raise ShapeError(f"{what}: the condition is false")
 
 
 def current_env() -> ShapeEnv:

@@ -132,7 +132,16 @@ def specialize(graph: Graph, binding: Mapping[str, int]) -> Graph:
         results = tuple(new_value(r) for r in node.results)
         nodes.append(Node(node.op, args, kwargs, results, node.provenance))
     outputs = [GraphOutput(values[o.value], o.kind, o.target) for o in graph.outputs]
-    checks = [c for c in graph.checks if not free_symbols(c) <= binding.keys()]
+    checks = []
+    for check in graph.checks:  # a check that fails for this binding is never dropped
+        value = substitute(check, resolve)
+        if value is False:
+            raise ShapeError(
+                f"graph {graph.name} was lowered assuming {check}, which fails for "
+                f"{_describe(binding, free_symbols(check) & binding.keys())}"
+            )
+        if value is not True:
+            checks.append(value)
     used = free_symbols(
         (
             [getattr(i.value.meta, "shape", ()) for i in inputs],

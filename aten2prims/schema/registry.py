@@ -71,7 +71,12 @@ SIZE_ATEN_SCHEMAS: dict[str, str] = {
     "aten.le.int": "le.int(int a, int b) -> bool",
     "aten.gt.int": "gt.int(int a, int b) -> bool",
     "aten.ge.int": "ge.int(int a, int b) -> bool",
+    # torch._check(cond) on sizes: an assertion the lowering takes as a fact, checked at run time.
+    "aten._assert_scalar.default": "_assert_scalar(Scalar self, str assert_msg) -> ()",
 }
+
+# Output-less nodes the importers keep: their operand is a fact about sizes.
+KEPT_CHECKS: frozenset[str] = frozenset({"aten._assert_scalar.default"})
 
 # What the importers read Python's operators on sizes (`_operator.mul` targets) as.
 SIZE_OPERATORS: dict[str, str] = {
