@@ -146,3 +146,19 @@ def test_cli_runs_any_size_in_range_and_refuses_others_with_exit_2(
     assert main(["run", path, "--inputs", str(given)]) == 2
     error = capsys.readouterr().err
     assert "= 17 is outside its range [1, 16]" in error and f"%{name}" in error
+
+
+@pytest.mark.parametrize("name", ["cnn", "bert"])
+def test_to_fx_of_a_dynamic_lowering_runs_at_three_sizes(
+    name: str, cases: Callable[[str], Case]
+) -> None:
+    """Symbols become aten.sym_size.int of the inputs, expressions Python operators on them."""
+    case = cases(name)
+    module = aten2prims.to_fx(case.lowered)
+    assert any("sym_size" in str(node.target) for node in module.graph.nodes)
+    for inputs in case.sizes:
+        with torch.no_grad():
+            ours = module(*inputs)
+        for index, (mine, theirs) in enumerate(zip(ours, _torch_outputs(case.model, inputs))):
+            verdict = compare(to_numpy(mine), theirs, what=f"{name} via to_fx, output {index}")
+            assert verdict, verdict.message
