@@ -39,6 +39,7 @@ from .ir.dtypes import DType
 from .ir.printer import format_nested, format_operand, format_provenance
 from .ir.values import ScalarMeta
 from .limits import default_memory_budget, format_bytes, parse_size
+from .passes.bind import specialize
 from .passes.lower import lower
 from .testing.compare import compare
 
@@ -337,6 +338,9 @@ def _inputs(
         return _load_npz(path, graph, max_memory), seed
     print(f"random inputs, seed {seed}")
     rng = np.random.default_rng(seed)
+    if graph.symbols:  # a dynamic graph: inputs of the sizes it was exported with
+        examples = {n: s.example for n, s in graph.symbols.items() if s.example is not None}
+        graph = specialize(graph, examples)
     return {i.name: random_array(i.value.meta, rng) for i in graph.inputs if i.data is None}, seed
 
 

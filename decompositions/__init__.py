@@ -12,6 +12,7 @@ Importing this package registers every rule in `RULES`. One module per kind of o
 - pooling: max/average/adaptive pooling
 - resampling: upsampling, grid sampling
 - distances: cdist, pdist
+- sizes: integer arithmetic on (symbolic) sizes
 - fft: real-to-complex and complex-to-real FFTs
 - selection: order statistics (kthvalue, median, mode) and binary searches (searchsorted, bucketize)
 
@@ -30,6 +31,7 @@ from . import (  # noqa: F401 - importing a module registers its rules
     reductions,
     resampling,
     selection,
+    sizes,
     views,
 )
 from .registry import (

@@ -9,13 +9,13 @@ row-major strides.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.symbolic import settled, sym_max
 from aten2prims.ir.values import CPU, ScalarMeta, Value
 from aten2prims.promotion import convert
 
@@ -146,15 +146,17 @@ def slice_in_dim(x: Value, start: int, stop: int, step: int, dim: int) -> Value:
     """x[..., start:stop:step, ...] along `dim` for already-clamped 0 <= start <= stop <= size and
     step >= 1, as one as_strided (x itself when the slice is the whole dim)."""
     size = x.shape[dim]
-    length = max(0, math.ceil((stop - start) / step))
-    if start == 0 and step == 1 and length == size:
+    # ceil((stop - start) / step), at least 0; sym_max keeps an undecided symbolic one exact
+    length = sym_max(0, -((start - stop) // step))
+    # Whole-dim shortcut only when certain: an undecided size (data-dependent) takes the window.
+    if settled(start == 0) and step == 1 and settled(length == size):
         return x
     strides = row_major_strides(x.shape)
-    shape = list(x.shape)
+    shape: list[Any] = list(x.shape)
     shape[dim] = length
     new_strides = list(strides)
     new_strides[dim] = strides[dim] * step
-    offset = start * strides[dim] if length else 0
+    offset = 0 if settled(length == 0) else start * strides[dim]
     return prims.as_strided(x, shape, new_strides, offset)
 
 

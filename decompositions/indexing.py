@@ -25,6 +25,7 @@ from aten2prims.ir.values import CPU, Layout, TensorMeta, Value
 from aten2prims.promotion import (
     DEFAULT_FLOAT,
     broadcast_shapes,
+    broadcast_to,
     convert,
     convert_number,
     elementwise,
@@ -779,7 +780,7 @@ def slice_scatter(
     first, last = slice_bounds("aten.slice_scatter", start, end, step, self.shape[d])
     strides = row_major_strides(self.shape)
     window = list(self.shape)
-    window[d] = math.ceil((last - first) / step)
+    window[d] = -((first - last) // step)  # ceil((last - first) / step), sizes may be symbolic
     window_strides = list(strides)
     window_strides[d] = strides[d] * step
     return _embed(
@@ -819,6 +820,19 @@ def masked_scatter(self: Value, mask: Value, source: Value) -> Value:
 
 
 # -- nonzero, sort, topk -------------------------------------------------------------------------------------------
+
+
+@register("aten.masked_select.default")
+def masked_select(self: Value, mask: Value) -> Value:
+    """self's elements where mask (broadcast with self) is true, in row-major order: the boolean
+    mask index of both broadcast to their common shape (the graph declares the count)."""
+    if mask.dtype is not DType.bool:
+        raise DTypeError(f"masked_select: mask must be bool, got {mask.dtype.short}")
+    shape = broadcast_shapes(self.shape, mask.shape)
+    if not shape:  # 0-dim: the one element, selected or not, as a 1-D tensor
+        self, mask = prims.broadcast_in_dim(self, [1], []), prims.broadcast_in_dim(mask, [1], [])
+        shape = (1,)
+    return aten.index.Tensor(broadcast_to(self, shape), (broadcast_to(mask, shape),))
 
 
 @register("aten.nonzero.default")

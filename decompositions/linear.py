@@ -180,7 +180,7 @@ def addmm(self: Value, mat1: Value, mat2: Value, beta: Any, alpha: Any) -> Value
     bias = convert(self, compute)
     if beta != 1:
         bias = prims.mul(bias, convert(beta, compute))
-    if bias.shape != shape:
+    if bias.ndim != 2 or bias.shape != shape:  # ranks first: a size may be symbolic
         bias = prims.broadcast_in_dim(bias, list(shape), _trailing_dims(bias.ndim, 2))
     return convert(prims.add(product, bias), dtype)
 

@@ -176,7 +176,9 @@ def _outer(vectors: Sequence[Value], combine: Callable[[Value, Value], Value]) -
 
 def _to_batch_shape(x: Value, shape: Sequence[int]) -> Value:
     """x (shaped like the trailing dims of `shape`) broadcast to `shape`."""
-    if tuple(x.shape) == tuple(shape):
+    if x.ndim == len(shape) and tuple(x.shape) == tuple(
+        shape
+    ):  # ranks first: sizes may be symbolic
         return x
     return prims.broadcast_in_dim(x, list(shape), list(range(len(shape) - x.ndim, len(shape))))
 

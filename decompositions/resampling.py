@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.symbolic import is_symbolic
 from aten2prims.ir.values import Value
 from aten2prims.promotion import convert, opmath_dtype
 
@@ -24,6 +26,18 @@ from .common import FLOATS, check_dtype, full, index_ramp, iota, row_major_strid
 from .registry import register
 
 # -- shared pieces --------------------------------------------------------------------
+
+
+def _scaled(op: str, size: Any, factor: float) -> Any:
+    """floor(size * factor), as torch computes an output size; a symbolic size takes an
+    integral factor exactly (2.0 doubles it), others are not supported."""
+    if is_symbolic(size):
+        if float(factor).is_integer():
+            return size * int(factor)
+        raise ShapeError(
+            f"{op}: scale factor {factor} with the symbolic size {size} is not supported"
+        )
+    return int(size * factor)
 
 
 def _gather_plane(x: Value, flat: Value, dims: Sequence[int], shape: Sequence[int]) -> Value:
@@ -73,7 +87,7 @@ def _upsample_sizes(
         factors = list(scale_factors)
         if len(factors) != 2:
             raise ShapeError(f"{op}: scale_factors must have 2 entries, got {factors}")
-        sizes = [int(n * s) for n, s in zip(x.shape[2:], factors)]
+        sizes = [_scaled(op, n, s) for n, s in zip(x.shape[2:], factors)]
         scales = list(factors)
     if any(n <= 0 for n in x.shape[2:]) or any(n <= 0 for n in sizes):
         raise ShapeError(

@@ -17,6 +17,7 @@ from typing import Any
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.symbolic import is_literal_one, is_symbolic, same_size, settled
 from aten2prims.ir.values import CPU, MemoryFormat, Value
 from aten2prims.promotion import DEFAULT_FLOAT, convert, result_type
 
@@ -69,8 +70,11 @@ def _reshaped(x: Value, shape: Sequence[int]) -> Value:
     dims, merge/split each group of dims whose products match (collapse_view, split_dim), then
     insert the size-1 dims of `shape` (broadcast_in_dim)."""
     shape = tuple(shape)
-    if x.shape == shape:
+    if len(x.shape) == len(shape) and all(map(same_size, x.shape, shape)):
         return x
+    if any(map(is_symbolic, (*x.shape, *shape))) and not _settles_grouping(x.shape, shape):
+        # Which dims group together depends on the symbols' values: one reshape, right for all.
+        return prims.reshape(x, list(shape))
     if x.numel == 0:
         return prims.reshape(x, list(shape))  # nothing to view; split_dim cannot split a 0
     ones = [d for d, n in enumerate(x.shape) if n == 1]
@@ -97,6 +101,39 @@ def _reshaped(x: Value, shape: Sequence[int]) -> Value:
     if x.shape != shape:
         x = prims.broadcast_in_dim(x, list(shape), [d for d, n in enumerate(shape) if n != 1])
     return x
+
+
+def _settles_grouping(sizes: Sequence[Any], shape: Sequence[Any]) -> bool:
+    """The ranges decide every comparison `_reshaped`'s grouping of dims makes (no check
+    needed): no size may be 1 undecidedly, and the running products compare definitely."""
+    if settled(math.prod(sizes) == 0) is not False:
+        return False
+    kept = []
+    for dims in (sizes, shape):
+        ones = [settled(n == 1) for n in dims]
+        if None in ones:
+            return False
+        kept.append([n for n, one in zip(dims, ones) if not one])
+    (have_sizes, want_sizes), i, j = kept, 0, 0
+    while i < len(have_sizes):
+        have, want = have_sizes[i], want_sizes[j]
+        while True:
+            equal = settled(have == want)
+            if equal is None:
+                return False
+            if equal:
+                break
+            less = settled(have < want)
+            if less is None:
+                return False
+            if less:
+                i += 1
+                have *= have_sizes[i]
+            else:
+                j += 1
+                want *= want_sizes[j]
+        i, j = i + 1, j + 1
+    return True
 
 
 def _inferred_size(op: str, size: Sequence[int], numel: int) -> tuple[int, ...]:
@@ -156,11 +193,13 @@ def expand(self: Value, size: Sequence[int], implicit: bool) -> Value:
         old = self.shape[d - new]
         if n == -1:
             shape[d] = old
+        elif same_size(old, n) or (is_literal_one(old) and not n < 0):
+            continue
         elif old != n and (old != 1 or n < 0):
             raise ShapeError(
                 f"aten.expand: dimension {d - new} of size {old} cannot expand to {n} (size {list(size)})"
             )
-    if tuple(shape) == self.shape:
+    if new == 0 and all(map(same_size, shape, self.shape)):
         return self
     return prims.broadcast_in_dim(self, shape, list(range(new, len(shape))))
 
@@ -584,6 +623,8 @@ def arange_start_step(
     """Values start + i*step computed in the accumulation type (int64 for integers, double for
     float32/float64, float32 for float16/bfloat16), then cast, as ATen's CPU kernel does."""
     _static("aten.arange", start, end, step)
+    if any(is_symbolic(v) for v in (start, end, step)):
+        return _symbolic_arange(start, end, step, dtype)
     if any(type(v) is complex for v in (start, end, step)):
         raise DTypeError("aten.arange: complex start, end or step are not supported")
     if dtype is None:
@@ -681,6 +722,32 @@ def triu_indices(
 ) -> Value:
     """Not Core ATen (torch.export keeps it)."""
     return _triangle_indices("triu_indices", row, col, offset, dtype, lower=False)
+
+
+def _symbolic_arange(start: Any, end: Any, step: Any, dtype: DType | None) -> Value:
+    """arange over integer bounds some of which are symbolic sizes (`arange(x.shape[1])`)."""
+    if any(type(v) not in (bool, int) and not is_symbolic(v) for v in (start, end, step)):
+        raise ShapeError(
+            f"aten.arange: symbolic bounds with non-integer ones ({start}, {end}, {step}) are "
+            "not supported"
+        )
+    if type(step) is not int or step == 0:
+        raise ShapeError(
+            f"aten.arange: with symbolic bounds the step must be a nonzero int, got {step}"
+        )
+    dtype = DType.int64 if dtype is None else dtype
+    if dtype not in _ARANGE_DTYPES:
+        raise DTypeError(f"aten.arange: dtype {dtype.short} is not supported")
+    span = end - start if step > 0 else start - end
+    length = max(0, (span + abs(step) - 1) // abs(step))
+    if dtype.is_integer:
+        ramp = prims.iota(
+            length, start=start, step=step, dtype=DType.int64, device=CPU, requires_grad=False
+        )
+        return convert(ramp, dtype)
+    accumulate = DType.float32 if dtype.is_low_precision else DType.float64
+    ramp = convert(iota(length), accumulate)
+    return convert(prims.add(prims.mul(ramp, step), start), dtype)
 
 
 @register("aten.resize_.default")

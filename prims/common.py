@@ -10,6 +10,7 @@ import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.symbolic import SymBool, SymExpr, number_kind
 from aten2prims.ir.values import Value, is_tensor
 
 # dtype domains (what a prim accepts on CPU, as probed against torch 2.13 eager)
@@ -20,7 +21,8 @@ F32_F64 = frozenset({DType.float32, DType.float64})
 COMPLEX = frozenset({DType.complex64, DType.complex128})
 ALL = BOOL | INTS | FLOATS | COMPLEX
 
-_NUMBER_TYPES = (bool, int, float, complex)
+# A symbolic size is an int operand, a condition on sizes a bool one.
+_NUMBER_TYPES = (bool, int, float, complex, SymExpr, SymBool)
 
 
 def is_number(x: Any) -> bool:
@@ -86,7 +88,7 @@ def elementwise_operands(args: Sequence[Any]) -> tuple[tuple[int, ...], DType]:
         elif t.shape != shape:
             raise ShapeError(f"operands have different shapes: {list(shape)} and {list(t.shape)}")
     for a in args:
-        if is_number(a) and DType.from_python_type(type(a)).category > dtype.category:
+        if is_number(a) and DType.from_python_type(number_kind(a)).category > dtype.category:
             raise DTypeError(
                 f"a Python {type(a).__name__} operand cannot join a {dtype.short} tensor; convert it first"
             )

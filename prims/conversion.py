@@ -10,6 +10,7 @@ import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.symbolic import is_literal_one, is_size, same_size
 from aten2prims.ir.values import TensorMeta, Value
 
 from .common import check_tensor
@@ -108,13 +109,17 @@ def _broadcast_in_dim_meta(
                 f"broadcast dimension {output_dim} is out of range for shape {list(shape)}"
             )
         size = a.shape[input_dim]
-        if size != 1 and size != shape[output_dim]:
+        # Known-equal sizes and a literal 1 first: a symbolic size is not guessed to be 1.
+        target = shape[output_dim]
+        if same_size(size, target) or is_literal_one(size):
+            continue
+        if size != target and size != 1:
             raise ShapeError(
                 f"size {size} of dimension {input_dim} cannot broadcast to {shape[output_dim]}"
             )
         previous = output_dim
     for size in shape:
-        if type(size) is not int or size < 0:
+        if not is_size(size):
             raise ShapeError(f"shape {list(shape)} must hold non-negative ints")
     return TensorMeta(shape, a.dtype)
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.symbolic import SymExpr, is_size, is_symbolic
 from aten2prims.ir.values import Device, ScalarMeta, TensorMeta, Value
 
 from .common import COMPLEX, FLOATS, INTS, check_dtype, check_tensor, is_number
@@ -65,8 +66,8 @@ def scalar_array(value: Any, dtype: DType, *, numel: int = 2) -> np.ndarray:
     if type(value) is int and not _SCALAR_INTS[0] <= value <= _SCALAR_INTS[1]:
         raise DTypeError(f"the integer {value} does not fit a 64-bit Scalar")
     if (
-        numel == 1 and dtype.is_low_precision
-    ):  # torch's single-element path checks only the imaginary part
+        dtype.is_low_precision and numel == 1
+    ):  # torch's single-element path checks only the imaginary part (dtype first: numel may be symbolic)
         overflows = type(value) is complex and value.imag != 0
     else:
         overflows = _overflows(value, dtype)
@@ -89,6 +90,8 @@ def _check_fill_value(value: Any, dtype: DType, numel: int, what: str) -> None:
     if type(value) is Value:
         if type(value.meta) is not ScalarMeta:
             raise DTypeError(f"{what} must be a scalar, got the tensor {value!r}")
+        return
+    if is_symbolic(value):  # a symbolic size: its value is known once the symbols are bound
         return
     scalar_array(value, dtype, numel=numel)
 
@@ -309,14 +312,14 @@ def _check_int(x: Any, what: str) -> None:
     if type(x) is Value:
         if type(x.meta) is not ScalarMeta or x.meta.kind is not int:
             raise DTypeError(f"{what} must be an int, got {x!r}")
-    elif type(x) is not int:
+    elif type(x) is not int and type(x) is not SymExpr:
         raise DTypeError(f"{what} must be an int, got {x!r}")
 
 
 def _iota_meta(
     length: int, start: int, step: int, dtype: DType, device: Device, requires_grad: bool
 ) -> TensorMeta:
-    if type(length) is not int or length < 0:
+    if not is_size(length):
         raise ShapeError(f"length must be a non-negative int, got {length!r}")
     _check_int(start, "start")
     _check_int(step, "step")

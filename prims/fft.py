@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
+from aten2prims.ir.symbolic import is_size
 from aten2prims.ir.values import TensorMeta, Value
 
 from .common import COMPLEX, F32_F64, canonical_dims, check_dtype, check_tensor
@@ -91,7 +92,7 @@ def _c2r_meta(self: Value, dim: Sequence[int], last_dim_size: int) -> TensorMeta
     check_tensor(self, "self")
     check_dtype(self.dtype, COMPLEX)
     dims = _fft_dims(self, dim, allow_empty=False)
-    if type(last_dim_size) is not int or last_dim_size < 1:
+    if not is_size(last_dim_size) or last_dim_size < 1:
         raise ShapeError(f"last_dim_size must be a positive int, got {last_dim_size!r}")
     halved = self.shape[dims[-1]]
     if halved != last_dim_size // 2 + 1:

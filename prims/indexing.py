@@ -25,6 +25,7 @@ import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.symbolic import is_size
 from aten2prims.ir.values import TensorMeta, Value
 
 from .common import BOOL, COMPLEX, FLOATS, INTS, check_dtype, check_tensor
@@ -240,7 +241,7 @@ register(
 
 def _nonzero_meta(a: Value, count: int) -> TensorMeta:
     check_tensor(a, "a")
-    if type(count) is not int or count < 0:
+    if not is_size(count):
         raise ShapeError(f"count must be a non-negative int, got {count!r}")
     if count > a.numel:
         raise ShapeError(f"count {count} exceeds the {a.numel} element(s) of a")
@@ -263,6 +264,7 @@ register(
     meta=_nonzero_meta,
     kernel=_nonzero_kernel,
     extension=True,
+    sizes_from_data=lambda a: {"count": int(np.count_nonzero(a))},
     doc="the coordinates of a's nonzero elements in row-major order, as int64[count, a.ndim]; count is "
     "declared by the graph and checked against the data when run",
 )

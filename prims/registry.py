@@ -60,6 +60,10 @@ class PrimDef:
     reduces: bool = False
     # Why a prim of torch's has no implementation here (docs/prims.md lists these).
     omitted_reason: str | None = None
+    # For a prim whose result size depends on its operands' values (nonzero's count): a function
+    # of the operand arrays giving those size attributes by name. The executor binds a
+    # data-dependent symbol with it when the operands are known.
+    sizes_from_data: Callable[..., dict[str, int]] | None = None
     # Indices of the Tensor-typed schema arguments: a node's positional operands.
     operand_indices: tuple[int, ...] = attrs.field(init=False)
     attribute_names: tuple[str, ...] = attrs.field(init=False)
@@ -129,6 +133,7 @@ def register(
     out: bool = False,
     reduces: bool = False,
     omitted_reason: str | None = None,
+    sizes_from_data: Callable[..., dict[str, int]] | None = None,
 ) -> PrimDef:
     """Register one prim. Duplicate names and functions whose parameters do not match the
     schema's argument names are rejected, and so are properties that contradict each other."""
@@ -170,6 +175,7 @@ def register(
         out=out,
         reduces=reduces,
         omitted_reason=omitted_reason,
+        sizes_from_data=sizes_from_data,
     )
     PRIMS[name] = definition
     return definition

@@ -22,6 +22,7 @@ import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.symbolic import is_size, settled
 from aten2prims.ir.values import MemoryFormat, TensorMeta, Value
 
 from .common import check_tensor
@@ -61,14 +62,14 @@ def check_indices(
 
 def check_shape(shape: Any, what: str = "shape") -> tuple[int, ...]:
     """A static shape: a list of non-negative ints (torch's `validate_shape`)."""
-    if not isinstance(shape, tuple | list) or any(type(s) is not int or s < 0 for s in shape):
+    if not isinstance(shape, tuple | list) or not all(is_size(s) for s in shape):
         raise ShapeError(f"{what} must be a list of non-negative ints, got {shape!r}")
     return tuple(shape)
 
 
 def check_strides(strides: Any, rank: int, what: str = "stride") -> tuple[int, ...]:
     """Strides in elements: one non-negative int per dimension (torch's `validate_strides`)."""
-    if not isinstance(strides, tuple | list) or any(type(s) is not int or s < 0 for s in strides):
+    if not isinstance(strides, tuple | list) or not all(is_size(s) for s in strides):
         raise ShapeError(f"{what} must be a list of non-negative ints, got {strides!r}")
     if len(strides) != rank:
         raise ShapeError(
@@ -91,7 +92,7 @@ def contiguous_copy(a: np.ndarray, shape: Sequence[int]) -> np.ndarray:
 
 def _window_end(size: Sequence[int], stride: Sequence[int], storage_offset: int) -> int:
     """One past the last storage element an as_strided window reads (torch's required length)."""
-    if math.prod(size) == 0:
+    if settled(math.prod(size) == 0):  # undecided (a data-dependent size): the non-empty bound
         return 0
     return storage_offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
 
@@ -101,7 +102,7 @@ def _check_window(
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     size = check_shape(size, "size")
     stride = check_strides(stride, len(size))
-    if type(storage_offset) is not int or storage_offset < 0:
+    if not is_size(storage_offset):
         raise ShapeError(f"storage_offset must be a non-negative int, got {storage_offset!r}")
     end = _window_end(size, stride, storage_offset)
     if end > numel:
@@ -262,7 +263,7 @@ def _split_dim_meta(a: Value, dim: int, outer_length: int) -> TensorMeta:
     if a.ndim == 0:
         raise ShapeError("cannot split a dimension of a 0-dim tensor")
     check_index(dim, a.ndim, "dim")
-    if type(outer_length) is not int or outer_length <= 0:
+    if not is_size(outer_length) or outer_length <= 0:
         raise ShapeError(f"outer_length must be a positive int, got {outer_length!r}")
     length = a.shape[dim]
     if length % outer_length != 0:

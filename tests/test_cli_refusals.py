@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from _pt2_modules import entry_data_offset, export_dynamic, export_everything, rewrite_archive, save
+from _pt2_modules import entry_data_offset, export_everything, rewrite_archive, save
 from test_pt2_reader import REFUSALS, ROOT, _weight_entry
 
 from aten2prims import LoadError, load
@@ -44,10 +44,6 @@ def _corrupted_weight(archive: Path, directory: Path) -> Path:
     return path
 
 
-def _dynamic(archive: Path, directory: Path) -> Path:
-    return save(export_dynamic(), directory / "doubled.pt2")
-
-
 def _not_pt2(archive: Path, directory: Path) -> Path:
     path = directory / "other.pt2"
     with zipfile.ZipFile(path, "w") as other:
@@ -70,7 +66,6 @@ BAD_ARCHIVES: dict[str, tuple[Callable[[Path, Path], Path], str]] = {
     },
     "truncated archive": (_truncated, "not a readable zip archive"),
     "corrupted entry (CRC)": (_corrupted_weight, "CRC"),
-    "symbolic shapes from a dynamic export": (_dynamic, "symbolic shapes are not supported yet"),
     "zip that is not a .pt2 archive": (_not_pt2, "no archive_format entry"),
 }
 

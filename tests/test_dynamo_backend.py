@@ -200,15 +200,20 @@ def test_compiled_graph_lowers_every_node_to_prims() -> None:
     assert {n.namespace for n in backward.lowered.nodes} == {"prims"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=torch._dynamo.exc.BackendCompilerFailed,
-    reason="dynamic=True hands AOT graphs with SymInt placeholders to from_fx, which refuses "
-    "symbolic shapes ('%primals_3 is a symbolic scalar; symbolic shapes are not supported yet')",
+@pytest.mark.parametrize(
+    "make",
+    [lambda: nn.Linear(4, 3), lambda: nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))],
 )
-def test_dynamic_shapes() -> None:
-    compiled = torch.compile(nn.Linear(4, 3), backend=aten2prims_backend, dynamic=True)
-    compiled(torch.randn(2, 4))
+def test_dynamic_shapes(make: Callable[[], nn.Module]) -> None:
+    """dynamic=True: AOT graphs with a symbolic batch (SymInt placeholders, symbolic sizes) run
+    at several batch sizes, matching torch."""
+    torch.manual_seed(0)
+    model = make()
+    compiled = torch.compile(model, backend=aten2prims_backend, dynamic=True)
+    for batch in (2, 5, 9):
+        x = torch.randn(batch, 4)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), model(x))
 
 
 # -- the model zoo (examples/models.py) -------------------------------------------------------------

@@ -175,12 +175,24 @@ def test_duplicate_getitems_read_one_value() -> None:
     assert add.args == (maximum.results[0], maximum.results[0])
 
 
-def test_refuses_symbolic_shapes() -> None:
+def test_dynamic_shapes_import_as_load_reads_them(tmp_path: Path) -> None:
+    """Symbolic sizes, the size nodes (sym_size, Python's `*` on sizes), a size returned as an
+    output and the symbols' ranges and examples: from_fx gives what load reads from the file."""
     program = export_dynamic()
-    with pytest.raises(
-        LoadError, match=r"%x has the symbolic shape .*symbolic shapes are not supported yet"
-    ):
-        aten2prims.from_fx(program)
+    path = save(program, tmp_path / "doubled.pt2")
+    imported = aten2prims.from_fx(program, name="doubled")
+    assert graph_difference(imported, aten2prims.load(path), compare_data=True) is None
+    assert imported.symbols and any(node.op == "aten.mul.Tensor" for node in imported.nodes)
+
+
+def test_refuses_symbolic_operators_it_cannot_read() -> None:
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = torch.empty(2)
+    node = graph.call_function(operator.truediv, (x, 2))
+    graph.output((node,))
+    with pytest.raises(LoadError, match="_operator.truediv computes on symbolic sizes"):
+        aten2prims.from_fx(torch.fx.GraphModule(torch.nn.Module(), graph))
 
 
 def test_refuses_ops_outside_core_aten() -> None:

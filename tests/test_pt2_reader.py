@@ -4,6 +4,7 @@ every refusal of a bad archive; `load` of text IR files."""
 from __future__ import annotations
 
 import json
+import math
 import operator
 import re
 import subprocess
@@ -16,7 +17,14 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from _pt2_modules import entry_data_offset, export_dynamic, export_everything, rewrite_archive, save
+from _pt2_modules import (
+    EXAMPLE_INPUTS,
+    entry_data_offset,
+    export_dynamic,
+    export_everything,
+    rewrite_archive,
+    save,
+)
 
 import aten2prims
 from aten2prims import LoadError, ParseError, load
@@ -32,6 +40,7 @@ from aten2prims.ir import (
     graph_difference,
     parse,
 )
+from aten2prims.testing.compare import compare
 
 ROOT = "everything"
 MODEL = f"{ROOT}/models/model.json"
@@ -429,7 +438,7 @@ REFUSALS: dict[str, tuple[Callable[[Path], Edit], str | Callable[[Path], str], s
             ),
         ),
         MODEL,
-        "symbolic shapes are not supported yet",
+        "symbol(s) s0 appear in sizes, but no input's size binds them",
     ),
     "symbolic argument": (
         lambda a: _edit_json(
@@ -437,12 +446,17 @@ REFUSALS: dict[str, tuple[Callable[[Path], Edit], str | Callable[[Path], str], s
             lambda m: _set(_node(m, "mul")["inputs"][1], "arg", {"as_sym_int": {"as_name": "s0"}}),
         ),
         MODEL,
-        "symbolic shapes are not supported yet",
+        "symbolic value 's0' is used before it is defined",
     ),
     "operator target": (
         lambda a: _edit_json(MODEL, lambda m: _set(_node(m, "mul"), "target", "_operator.mul")),
         MODEL,
-        "symbolic shapes are not supported yet",
+        "aten.mul.int): argument 'a' expects int (got %getitem_5: f32[5, 3])",
+    ),
+    "unsupported operator target": (
+        lambda a: _edit_json(MODEL, lambda m: _set(_node(m, "mul"), "target", "_operator.truediv")),
+        MODEL,
+        "_operator.truediv on symbolic sizes; symbolic shapes are not supported yet",
     ),
     "unknown aten op": (
         lambda a: _edit_json(
@@ -630,12 +644,24 @@ def test_refuses_an_entry_whose_crc_fails(archive: Path, tmp_path: Path) -> None
     assert caught.value.entry == entry
 
 
-def test_refuses_symbolic_shapes_from_dynamic_export(tmp_path: Path) -> None:
-    path = save(export_dynamic(), tmp_path / "doubled.pt2")
-    with pytest.raises(LoadError, match="symbolic shapes are not supported yet") as caught:
-        load(path)
-    assert caught.value.entry == "doubled/models/model.json"
-    assert "%x" in str(caught.value)
+def test_reads_a_dynamic_export_with_its_symbols_and_runs_it_at_other_sizes(
+    tmp_path: Path,
+) -> None:
+    program = export_dynamic()
+    path = save(program, tmp_path / "doubled.pt2")
+    graph = load(path)
+    (name,) = graph.symbols
+    declared = graph.symbols[name]
+    (constraint,) = program.range_constraints.values()
+    assert (declared.lower, declared.backed) == (int(constraint.lower), True)
+    assert declared.upper == math.inf  # Dim("n") without a max: unbounded
+    assert declared.example == EXAMPLE_INPUTS[0].shape[0]
+    assert str(graph.user_inputs[0].value.shape[0]) == name
+    for rows in (EXAMPLE_INPUTS[0].shape[0], 2, 9):
+        x = torch.randn(rows, *EXAMPLE_INPUTS[0].shape[1:])
+        (ours,) = aten2prims.execute(graph, [x.numpy()])
+        verdict = compare(ours, program.module()(x).numpy(), what=f"{rows} rows")
+        assert verdict, verdict.message
 
 
 # -- load: dispatch and text IR -------------------------------------------------------------------------------

@@ -25,7 +25,8 @@ from prims.registry import lookup
 from ..errors import Error
 from ..frontends.torch_interop import to_torch, to_torch_operand, torch_dtype
 from ..ir.graph import Graph, InputKind, Node
-from ..ir.values import Value
+from ..ir.symbolic import SymBool, SymExpr, free_symbols, symbol
+from ..ir.values import ScalarMeta, Value
 from . import extension_ops
 
 
@@ -182,6 +183,85 @@ ADAPTERS: dict[str, str] = {
 }
 
 
+class _SymbolicSizes:
+    """A dynamic graph's sizes in the fx graph: each symbol as `aten.sym_size.int` of the input
+    whose dimension it is, expressions as Python operators on those (fx records them as torch
+    does for SymInts), the graph's run-time checks as `aten._assert_scalar`."""
+
+    def __init__(self, graph: Graph, fx_graph: Any, env: dict[Value, Any]) -> None:
+        import torch
+
+        self.graph = graph
+        self.fx_graph = fx_graph
+        self.env = env
+        self.symbols: dict[str, Any] = {}
+        for graph_input in graph.inputs:
+            for dim, size in enumerate(getattr(graph_input.value.meta, "shape", ())):
+                names = free_symbols(size)
+                if len(names) == 1 and type(size) is SymExpr:
+                    (name,) = names
+                    if name not in self.symbols and size.same(symbol(name)):
+                        self.symbols[name] = fx_graph.call_function(
+                            torch.ops.aten.sym_size.int, (env[graph_input.value], dim)
+                        )
+        self.cache: dict[Any, Value] = {}
+
+    def as_values(self, x: Any) -> Any:
+        """x with each symbolic size replaced by a Value standing for its fx node."""
+        if type(x) is tuple:
+            return tuple(self.as_values(item) for item in x)
+        if type(x) is not SymExpr and type(x) is not SymBool:
+            return x
+        key = (type(x), x.key() if isinstance(x, SymBool) else x.terms)
+        value = self.cache.get(key)
+        if value is None:
+            value = self.cache[key] = Value(f"size_{len(self.cache)}", ScalarMeta(int))
+            self.env[value] = self.emit(x)
+        return value
+
+    def emit(self, x: Any) -> Any:
+        call = self.fx_graph.call_function
+        if type(x) is SymBool:
+            relation = {"==": operator.eq, "!=": operator.ne, "<=": operator.le}[x.relation]
+            return call(relation, (self.emit(x.poly), 0))
+        if type(x) is not SymExpr:
+            return int(x)
+        total: Any = None
+        for monomial, coefficient in x.terms:
+            term: Any = coefficient if not monomial else None
+            for atom in monomial:
+                factor = self.atom(atom)
+                term = factor if term is None else call(operator.mul, (term, factor))
+            if monomial and coefficient != 1:
+                term = call(operator.mul, (term, coefficient))
+            total = term if total is None else call(operator.add, (total, term))
+        return total
+
+    def atom(self, atom: Any) -> Any:
+        import torch
+
+        if atom[0] == "sym":
+            return self.symbols[atom[1]]
+        a, b = (self.emit(SymExpr(arg) if type(arg) is tuple else arg) for arg in atom[1])
+        function = {
+            "floordiv": operator.floordiv,
+            "mod": operator.mod,
+            "min": torch.sym_min,
+            "max": torch.sym_max,
+        }[atom[0]]
+        return self.fx_graph.call_function(function, (a, b))
+
+    def assert_checks(self) -> None:
+        import torch
+
+        for check in self.graph.checks:
+            condition = self.emit(check)
+            self.fx_graph.call_function(
+                torch.ops.aten._assert_scalar.default,
+                (condition, f"graph {self.graph.name} was lowered assuming {check}"),
+            )
+
+
 def to_fx(graph: Graph, *, adapt: bool = True) -> Any:
     """A `torch.fx.GraphModule` computing `graph` (prims only) with `torch.ops.prims`; it takes the
     graph's placeholder inputs (see the module docstring) and returns its user outputs as a tuple.
@@ -190,6 +270,12 @@ def to_fx(graph: Graph, *, adapt: bool = True) -> Any:
     import torch
     import torch.fx
 
+    unbacked = sorted(name for name, s in graph.symbols.items() if not s.backed)
+    if unbacked:
+        raise ToFxError(
+            f"graph {graph.name} has data-dependent sizes ({', '.join(unbacked)}); to_fx takes "
+            "graphs whose symbols the inputs' shapes bind"
+        )
     leftovers = sorted({node.op for node in graph.nodes if node.namespace != "prims"})
     if leftovers:
         raise ToFxError(
@@ -211,8 +297,12 @@ def to_fx(graph: Graph, *, adapt: bool = True) -> Any:
             setattr(root, name, tensor)
         env[graph_input.value] = fx_graph.get_attr(name)
 
+    sizes = _SymbolicSizes(graph, fx_graph, env)
+
     def operand(x: Any) -> Any:
-        return to_torch_operand(x, env.__getitem__)
+        return to_torch_operand(sizes.as_values(x), env.__getitem__)
+
+    sizes.assert_checks()
 
     for node in graph.nodes:
         target = torch_op(node)

@@ -180,7 +180,7 @@ def _evaluate(graph: Graph, folded: set[int], outputs: set[Value]) -> tuple[Grap
         if id(root) not in stored_roots:
             owners[id(root)] = root.nbytes
     nodes = [node for index, node in enumerate(graph.nodes) if index not in done]
-    folded_graph = Graph(graph.name, [*graph.inputs, *constants], nodes, list(graph.outputs))
+    folded_graph = graph.with_body([*graph.inputs, *constants], nodes, list(graph.outputs))
     return folded_graph, FoldedConstants(len(done), sum(owners.values()))
 
 

@@ -15,12 +15,16 @@ from typing import Any
 import attrs
 import numpy as np
 
+from prims.registry import lookup
+
 from ..errors import DTypeError, ExecutionError, ShapeError
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, InputKind
 from ..ir.printer import format_provenance
-from ..ir.values import ScalarMeta, TensorMeta
+from ..ir.symbolic import SymExpr, evaluate, free_symbols, symbol
+from ..ir.values import ScalarMeta, TensorMeta, Value
 from ..limits import nbytes, over_budget
+from ..passes.bind import bind_symbols, first_unbound, specialize, split_before
 from .plan import Plan, build_plan
 from .steps import Step, resolve
 from .threads import Parted, ReducedParted, default_threads, running_with
@@ -44,9 +48,15 @@ class _Planned:
     input_bytes: int = 0
     # Per plan: input_bytes plus the most bytes its steps' fresh results hold at once.
     peaks: dict[frozenset[str], int] = attrs.Factory(dict)
+    # A dynamic graph's static specializations, by the values of its backed symbols.
+    specialized: dict[tuple[int, ...], Graph] = attrs.Factory(dict)
+    # The same, by the (name, shape) pairs of the inputs that bound them (checks passed).
+    by_shapes: dict[tuple[Any, ...], Graph] = attrs.Factory(dict)
 
 
 _PLANNED: weakref.WeakKeyDictionary[Graph, _Planned] = weakref.WeakKeyDictionary()
+# Input-shape keys a dynamic graph remembers (beyond them, each call binds its symbols anew).
+_MAX_SHAPE_KEYS = 4096
 # Guards _PLANNED and every _Planned.plans: threads executing one graph share its plans, and a
 # plan is built once. Running a plan needs no lock (each call has its own slot list).
 _PLANS_LOCK = threading.RLock()
@@ -89,7 +99,9 @@ def _planned_locked(graph: Graph) -> tuple[_Planned, Graph]:
             {gi.name: gi for gi in inputs},
             tuple(gi for gi in inputs if gi.kind is InputKind.USER_INPUT),
             tuple(gi.name for gi in inputs if gi.data is None),
-            input_bytes=sum(nbytes(gi.value.meta) for gi in inputs),
+            input_bytes=0
+            if (lowered or graph).symbols
+            else sum(nbytes(gi.value.meta) for gi in inputs),
         )
         _PLANNED[graph] = planned
     return planned, planned.lowered or graph
@@ -132,6 +144,18 @@ def execute(
     for bit the same for every thread count.
     """
     planned, prims_graph = _planned(graph)
+    if prims_graph.symbols:
+        static = _specialized(planned, prims_graph, inputs)
+        if static.symbols:
+            return _run_data_dependent(static, inputs, seed, check, return_all_outputs, max_memory)
+        return execute(
+            static,
+            inputs,
+            seed=seed,
+            check=check,
+            return_all_outputs=return_all_outputs,
+            max_memory=max_memory,
+        )
     over_budget(f"the inputs of graph {prims_graph.name}", planned.input_bytes, max_memory)
     given = _bind_inputs(prims_graph, planned, inputs)
     overridden = (
@@ -179,13 +203,141 @@ def execute(
     return results
 
 
+def _specialized(
+    planned: _Planned, graph: Graph, inputs: Mapping[str, Any] | Sequence[Any]
+) -> Graph:
+    """The static graph of a dynamic one for the sizes of these inputs (symbols bound from their
+    shapes, ranges and run-time checks checked), cached per binding of the backed symbols and,
+    for the fast path of a repeated call, per the input shapes that gave it."""
+    if isinstance(inputs, Mapping):
+        pairs = [(name, array) for name, array in inputs.items() if name in planned.by_name]
+    else:
+        pairs = [(gi.name, array) for gi, array in zip(planned.user_inputs, inputs)]
+    shapes = {name: getattr(array, "shape", None) for name, array in pairs}
+    seen = tuple(shapes.items())
+    static = planned.by_shapes.get(seen)
+    if static is not None:
+        return static
+    binding = bind_symbols(graph, {n: s for n, s in shapes.items() if s is not None})
+    key = tuple(binding[name] for name in sorted(binding))
+    with _PLANS_LOCK:
+        static = planned.specialized.get(key)
+        if static is None:
+            static = planned.specialized[key] = specialize(graph, binding)
+        if len(planned.by_shapes) < _MAX_SHAPE_KEYS:
+            planned.by_shapes[seen] = static
+    return static
+
+
+def _run_data_dependent(
+    graph: Graph,
+    inputs: Mapping[str, Any] | Sequence[Any],
+    seed: int | None,
+    check: bool,
+    return_all_outputs: bool,
+    max_memory: int | None,
+) -> list[Any]:
+    """Run a graph whose sizes still hold data-dependent (unbacked) symbols in segments: the
+    nodes before the first one that uses such a symbol run as a static graph; that node's prim
+    computes the symbol from its operands' data (`PrimDef.sizes_from_data`: nonzero's count),
+    checked against the symbol's range; the rest, specialized to the value, runs on."""
+    if isinstance(inputs, Mapping):
+        feed = dict(inputs)
+    else:
+        feed = {gi.name: array for gi, array in zip(graph.user_inputs, inputs)}
+    while graph.symbols:
+        index = first_unbound(graph)
+        if index is None:  # only checks still name these symbols, and no size needs them
+            graph = graph.with_body(list(graph.inputs), list(graph.nodes), list(graph.outputs))
+            graph.checks = [c for c in graph.checks if not free_symbols(c) & graph.symbols.keys()]
+            graph.symbols = {}
+            break
+        node = graph.nodes[index]
+        prefix, rest = split_before(graph, index)
+        if prefix.nodes:
+            produced = execute(prefix, feed, seed=seed, check=check, max_memory=max_memory)
+            feed.update((o.value.name, array) for o, array in zip(prefix.outputs, produced))
+        # Symbols that are scalars the prefix computed (`x.item()`), then sizes a prim computes
+        # from its operands' data (nonzero's count).
+        binding = {
+            name: int(feed[declared.value])
+            for name, declared in graph.symbols.items()
+            if declared.value is not None and declared.value in feed
+        }
+        graph = rest
+        if binding:
+            for name, value in binding.items():
+                _check_data_dependent(
+                    graph, name, value, f"the value of %{graph.symbols[name].value}"
+                )
+            graph = specialize(graph, binding)
+            continue
+        definition = lookup(node.op)
+        if definition is None or definition.sizes_from_data is None:
+            raise ShapeError(
+                f"graph {graph.name}: {node.op} (node {index}) uses the data-dependent size(s) "
+                f"{', '.join(sorted(free_symbols(node.kwargs) & graph.symbols.keys()) or graph.symbols)}"
+                ", which no earlier node determines"
+            )
+        stored = {gi.name: gi.data for gi in graph.inputs if gi.data is not None}
+        operands = [
+            feed[v.name] if v.name in feed else stored[v.name]
+            for v in node.args
+            if type(v) is Value
+        ]
+        for name, value in definition.sizes_from_data(*operands).items():
+            symbol_name = _bare_symbol(node.kwargs.get(name))
+            if symbol_name is None or symbol_name not in graph.symbols:
+                continue
+            what = f"the {name} of {node.op} computing %{node.results[0].name}"
+            _check_data_dependent(graph, symbol_name, value, what)
+            binding[symbol_name] = value
+        if not binding:
+            raise ShapeError(f"graph {graph.name}: {node.op} (node {index}) binds no symbol")
+        graph = specialize(graph, binding)
+    return execute(
+        graph,
+        feed,
+        seed=seed,
+        check=check,
+        return_all_outputs=return_all_outputs,
+        max_memory=max_memory,
+    )
+
+
+def _check_data_dependent(graph: Graph, name: str, value: int, what: str) -> None:
+    declared = graph.symbols[name]
+    if not declared.lower <= value <= declared.upper:
+        raise ShapeError(
+            f"data-dependent symbol {name} = {value} ({what}) is outside its range "
+            f"[{declared.lower}, {declared.upper}]"
+        )
+    for check in graph.checks:
+        if free_symbols(check) == {name} and not evaluate(check, {name: value}):
+            raise ShapeError(
+                f"graph {graph.name} was lowered assuming {check}, which fails for "
+                f"{name} = {value} ({what})"
+            )
+
+
+def _bare_symbol(size: Any) -> str | None:
+    names = free_symbols(size)
+    if type(size) is SymExpr and len(names) == 1:
+        (name,) = names
+        return name if size.same(symbol(name)) else None
+    return None
+
+
 def check_memory_budget(
     graph: Graph, max_memory: int | None = None, overridden: frozenset[str] = frozenset()
 ) -> None:
     """Raise MemoryBudgetError, before anything is allocated, when running `graph` could take
     more than `max_memory` bytes (default: `limits.default_memory_budget()`): its inputs at their
-    full size, then its plan's fresh results alive at once (views cost nothing)."""
+    full size, then its plan's fresh results alive at once (views cost nothing). A dynamic
+    graph's sizes are known only with its inputs: `execute` checks each binding's plan."""
     planned, prims_graph = _planned(graph)
+    if prims_graph.symbols:
+        return
     _checked_plan(planned, prims_graph, overridden, max_memory)
 
 

@@ -4,12 +4,15 @@ from a stack trace, which ops are accepted, and the final verification."""
 
 from __future__ import annotations
 
+import math
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..errors import LoadError, VerificationError
-from ..ir.graph import Graph
+from ..ir.graph import Graph, GraphInput
+from ..ir.symbolic import Symbol, SymExpr, free_symbols, symbol
 from ..passes.verify import verify
 from ..schema.registry import aten_schema
 
@@ -21,6 +24,46 @@ _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<functio
 _TORCH_FRAME = re.compile(r"(^|[/\\])torch[/\\]")
 
 SYMBOLIC = "symbolic shapes are not supported yet"
+
+
+def graph_symbols(
+    inputs: list[GraphInput],
+    metas: Iterable[Any],
+    ranges: Mapping[str, tuple[int | float, int | float]],
+    hints: Mapping[str, int],
+    sources: Mapping[str, str] | None = None,
+) -> dict[str, Symbol]:
+    """The symbol table of an imported graph: every symbol of the exporter's range constraints
+    and of the sizes (`metas`), by name. A symbol some input's size is exactly is backed (bound
+    from that input's shape) and takes its example from `hints`. ValueError for a symbol that
+    no input binds and the constraints do not declare, or an example outside its range.
+    `sources` names the scalar value an unbacked symbol is (`u0` of `x.item()`)."""
+    used: set[str] = set()
+    bare: set[str] = set()
+    for meta in metas:
+        for size in getattr(meta, "shape", ()):
+            used |= free_symbols(size)
+    for graph_input in inputs:
+        for size in getattr(graph_input.value.meta, "shape", ()):
+            if type(size) is SymExpr and len(names := free_symbols(size)) == 1:
+                if size.same(symbol(next(iter(names)))):
+                    bare |= names
+    stray = sorted(used - bare - ranges.keys())
+    if stray:
+        raise ValueError(
+            f"symbol(s) {', '.join(stray)} appear in sizes, but no input's size binds them "
+            "and range_constraints does not declare them"
+        )
+    symbols: dict[str, Symbol] = {}
+    for name in sorted(used | ranges.keys()):
+        lower, upper = ranges.get(name, (0, math.inf))
+        example = hints.get(name) if name in bare else None
+        if example is not None and not lower <= example <= upper:
+            raise ValueError(f"symbol {name}: example {example} outside [{lower}, {upper}]")
+        backed = name in bare
+        source = None if backed else (sources or {}).get(name)
+        symbols[name] = Symbol(name, lower, upper, example, backed, source)
+    return symbols
 
 
 def is_value_name(name: object) -> bool:

@@ -14,12 +14,14 @@ from typing import Any
 
 from ..errors import LoadError
 from ..ir.graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
-from ..ir.values import UNDEFINED, Device, Layout, MemoryFormat, TensorMeta, Value
-from ..schema.registry import aten_schema
+from ..ir.symbolic import ExprSyntaxError, SymExpr, free_symbols, parse_expr, symbol
+from ..ir.values import UNDEFINED, Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, Value
+from ..schema.registry import KEPT_CHECKS, SIZE_OPERATORS, aten_schema
 from .common import (
     SYMBOLIC,
     check_known_aten_op,
     check_known_aten_ops,
+    graph_symbols,
     undefined_name,
     user_source,
     verified,
@@ -50,11 +52,16 @@ def from_fx(obj: Any, *, name: str = "graph") -> Graph:
     `load` would refuse in the saved program (unknown ops, symbolic shapes, …)."""
     import torch
 
+    ranges: dict[str, tuple[int | float, int | float]] = {}
     if isinstance(obj, torch.export.ExportedProgram):
         importer = _Importer(obj.graph)
         inputs = importer.exported_inputs(obj)
         nodes = importer.nodes()
         outputs = importer.exported_outputs(obj.graph_signature)
+        # Derived dimensions (`s0 + 1`) are keyed by expressions: their symbols' ranges hold.
+        ranges = {
+            str(k): _range(v) for k, v in obj.range_constraints.items() if str(k).isidentifier()
+        }
     elif isinstance(obj, torch.fx.GraphModule):
         importer = _Importer(obj.graph)
         inputs = importer.module_inputs(obj)
@@ -65,7 +72,27 @@ def from_fx(obj: Any, *, name: str = "graph") -> Graph:
             f"from_fx expects a torch.export.ExportedProgram or a torch.fx.GraphModule, "
             f"got {type(obj).__name__}"
         )
-    return verified(Graph(name=name, inputs=inputs, nodes=nodes, outputs=outputs))
+    metas = [value.meta for value in importer.values.values()]
+    try:
+        symbols = graph_symbols(inputs, metas, ranges, importer.hints, importer.sources)
+    except ValueError as error:
+        raise LoadError(str(error)) from None
+    return verified(Graph(name, inputs, nodes, outputs, symbols))
+
+
+def _range(bounds: Any) -> tuple[int | float, int | float]:
+    """A ValueRanges of torch's as (lower, upper), an unbounded side as an infinity (torch's
+    serializer writes the same ends: the least int above, the greatest below)."""
+    import math
+
+    def end(x: Any, infinite: float, rounding: Any) -> int | float:
+        try:
+            value = rounding(x)
+        except (TypeError, OverflowError, ValueError):
+            return infinite
+        return infinite if abs(value) >= 2**63 - 1 else int(value)
+
+    return end(bounds.lower, -math.inf, math.ceil), end(bounds.upper, math.inf, math.floor)
 
 
 class _Importer:
@@ -73,6 +100,8 @@ class _Importer:
         self.graph = graph
         self.values: dict[Any, Value] = {}  # fx node -> Value (getitem nodes -> their element)
         self.undefined_count = 0  # undefined results named so far
+        self.hints: dict[str, int] = {}  # a bare symbol's example value, from its size's hint
+        self.sources: dict[str, str] = {}  # symbol -> the scalar value it is (`x.item()`)
         for node in graph.nodes:  # what is not an aten graph at all is refused before anything else
             if node.op not in ("placeholder", "get_attr", "call_function", "output"):
                 raise LoadError(
@@ -91,12 +120,11 @@ class _Importer:
         return node.meta["val"]
 
     # -- metas and operands ------------------------------------------------------------------------
-    @staticmethod
-    def meta(val: Any, where: str) -> TensorMeta:
+    def meta(self, val: Any, where: str) -> TensorMeta | ScalarMeta:
         import torch
 
         if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            raise LoadError(f"{where} is a symbolic scalar; {SYMBOLIC}")
+            return ScalarMeta(_SCALAR_KINDS[type(val).__name__])
         if val is None:
             raise LoadError(f"{where} is None where the op returns a tensor")
         if not isinstance(val, torch.Tensor):
@@ -106,17 +134,47 @@ class _Importer:
             )
         if val.layout != torch.strided:
             raise LoadError(f"{where} has layout {val.layout}; only strided tensors are supported")
-        shape = tuple(val.shape)
-        if any(type(size) is not int for size in shape):
-            raise LoadError(f"{where} has the symbolic shape {list(shape)}; {SYMBOLIC}")
+        shape = tuple(self.size(size, where) for size in val.shape)
         try:
             dtype = from_torch_dtype(val.dtype)
         except ValueError as error:
             raise LoadError(f"{where}: {error}") from None
         return TensorMeta(shape, dtype)
 
+    def size(self, size: Any, where: str) -> Any:
+        """An int, or a SymInt read as `load` reads it from the saved program: the sympy
+        expression's `srepr` (what the serializer writes) parsed by the symbolic grammar."""
+        import torch
+
+        if type(size) is int:
+            return size
+        if not isinstance(size, torch.SymInt):
+            raise LoadError(f"{where} has a size of type {type(size).__name__}")
+        # Local: sympy comes with torch and is needed only for a symbolic size.
+        from sympy.printing.repr import srepr  # type: ignore[import-untyped]  # sympy has no stubs
+
+        expression = size.node.expr
+        try:
+            parsed = parse_expr(srepr(expression))
+        except ExprSyntaxError as error:
+            raise LoadError(f"{where}: the size {expression} is not readable: {error}") from None
+        if type(parsed) is SymExpr and len(free_symbols(parsed)) == 1:
+            (name,) = free_symbols(parsed)
+            hint = size.node.hint
+            if parsed.same(symbol(name)) and type(hint) is int:
+                self.hints.setdefault(name, hint)
+        return parsed
+
     def define(self, node: Any, val: Any) -> Value:
+        import torch
+
         value = self.values[node] = Value(node.name, self.meta(val, f"%{node.name}"))
+
+        if isinstance(val, torch.SymInt):  # a scalar that is exactly a symbol is its source
+            size = self.size(val, f"%{node.name}")
+            if type(size) is SymExpr and len(names := free_symbols(size)) == 1:
+                if size.same(symbol(next(iter(names)))):
+                    self.sources.setdefault(next(iter(names)), node.name)
         return value
 
     def operand(self, arg: Any, where: str) -> Any:
@@ -124,8 +182,6 @@ class _Importer:
 
         if isinstance(arg, torch.fx.Node):
             if arg not in self.values:
-                if isinstance(arg.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool)):
-                    raise LoadError(f"{where} uses the symbolic value {arg.name!r}; {SYMBOLIC}")
                 raise LoadError(
                     f"{where} uses %{arg.name}, which is not a tensor value of the graph"
                 )
@@ -164,7 +220,17 @@ class _Importer:
             target = fx_node.target
             if target is operator.getitem:
                 continue  # its value is defined with the producer's results
-            if not target._schema.returns:
+            size_op = _size_operator(target)
+            if size_op is not None:  # Python's arithmetic on sizes: torch's int overloads
+                args = tuple(
+                    self.operand(arg, f"{where}, argument {i}")
+                    for i, arg in enumerate(fx_node.args)
+                )
+                scalar = self.define(fx_node, self.val(fx_node))
+                provenance = Provenance(source=user_source(fx_node.meta.get("stack_trace")))
+                nodes.append(Node(size_op, args, {}, (scalar,), provenance))
+                continue
+            if not target._schema.returns and str(target) not in KEPT_CHECKS:
                 continue  # output-less checks such as aten._assert_tensor_metadata
             op = str(target)
             check_known_aten_op(op, where)
@@ -251,7 +317,7 @@ class _Importer:
         return inputs
 
     def exported_outputs(self, signature: Any) -> list[GraphOutput]:
-        from torch.export.graph_signature import TensorArgument
+        from torch.export.graph_signature import SymIntArgument, TensorArgument
 
         (results,) = self.output_node().args
         outputs = []
@@ -260,10 +326,10 @@ class _Importer:
             kind = _OUTPUT_KINDS.get(spec.kind.name)
             if kind is None:
                 raise LoadError(f"{where}: output kind {spec.kind.name.lower()!r} is not supported")
-            if not isinstance(spec.arg, TensorArgument):
+            if not isinstance(spec.arg, (TensorArgument, SymIntArgument)):
                 raise LoadError(
                     f"{where}: user output of type {type(spec.arg).__name__} is not supported "
-                    "(tensors only)"
+                    "(tensors and sizes only)"
                 )
             outputs.append(GraphOutput(self.operand(result, where), kind, spec.target))
         return outputs
@@ -316,6 +382,8 @@ def _check_target(target: Any, where: str) -> None:
 
     if target is operator.getitem or isinstance(target, torch._ops.OpOverload):
         return
+    if _size_operator(target) is not None:
+        return
     if getattr(target, "__module__", None) in ("_operator", "operator"):
         raise LoadError(
             f"{where}: _operator.{target.__name__} computes on symbolic sizes; {SYMBOLIC}"
@@ -325,6 +393,19 @@ def _check_target(target: Any, where: str) -> None:
         f"{where}: {name} is not an aten op nor a torch.library op; only Core ATen graphs, with "
         "custom ops, are supported"
     )
+
+
+def _size_operator(target: Any) -> str | None:
+    """The aten int overload `load` reads an `_operator.<name>` target as (None for others)."""
+    if getattr(target, "__module__", None) not in ("_operator", "operator"):
+        return None
+    name = str(getattr(target, "__name__", ""))
+    if getattr(operator, name, None) is not target:
+        return None
+    return SIZE_OPERATORS.get(name)
+
+
+_SCALAR_KINDS = {"SymInt": int, "SymFloat": float, "SymBool": bool}
 
 
 def _flatten(operand: Any) -> list[Any]:

@@ -33,13 +33,16 @@ import numpy as np
 from ..errors import LoadError
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
-from ..ir.values import UNDEFINED, Device, Layout, MemoryFormat, TensorMeta, Value
+from ..ir.symbolic import ExprSyntaxError, Symbol, SymExpr, free_symbols, parse_expr, symbol
+from ..ir.values import UNDEFINED, Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, Value
 from ..limits import MAX_JSON_BYTES, default_memory_budget, format_bytes
+from ..schema.registry import SIZE_OPERATORS
 from .common import (
     SYMBOLIC,
     check_known_aten_op,
     check_known_aten_ops,
     graph_name,
+    graph_symbols,
     is_value_name,
     undefined_name,
     user_source,
@@ -112,7 +115,10 @@ def load_pt2(path: str | Path, *, max_memory: int | None = None) -> Graph:
         _check_layout(model, entry)
         payloads = _Payloads(archive, model_name, max_memory)
         payloads.refuse_pickled()
-        graph = _ModelReader(model["graph_module"], entry, payloads).read(graph_name(path.stem))
+        reader = _ModelReader(model["graph_module"], entry, payloads)
+        with _reporting("range_constraints", entry):
+            reader.ranges = _ranges(model.get("range_constraints") or {})
+        graph = reader.read(graph_name(path.stem))
     return verified(graph, entry=entry)
 
 
@@ -335,34 +341,100 @@ def _complex(payload: Any) -> complex:
     return complex(_float(payload["real"]), _float(payload["imag"]))
 
 
-def _sym(plain: str, convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """A SymInt/SymFloat/SymBool argument: a plain number, or the name of a symbolic value."""
+def _sym(
+    plain: str, convert: Callable[[Any], Any], lookup: Callable[[Any], Any]
+) -> Callable[[Any], Any]:
+    """A SymInt/SymFloat/SymBool argument: a plain number, or the name of a symbolic value
+    (`lookup` gives its Value)."""
 
     def read(payload: Any) -> Any:
         variant, value = _union(payload)
         if variant == plain:
             return convert(value)
         if variant == "as_name":
-            raise _Symbolic(f"uses the symbolic value {_short(value)}")
+            return lookup(value)
         raise ValueError(f"unknown symbolic-argument variant {_short(variant)}")
 
     return read
 
 
-def _sym_int(payload: Any, what: str) -> int:
-    """A size, stride or offset: {"as_int": n}, or {"as_expr": ...} for a symbolic one."""
+def _sym_int(payload: Any, what: str, hints: dict[str, int] | None = None) -> Any:
+    """A size, stride or offset: {"as_int": n}, or {"as_expr": {"expr_str", "hint"}} for a
+    symbolic one (the expression read by the symbolic grammar, never evaluated as code). The
+    hint of a bare symbol is its example value, recorded in `hints`."""
     variant, value = _union(payload)
     if variant == "as_int":
         return _int(value)
     if variant == "as_expr":
-        expression = value.get("expr_str") if type(value) is dict else value
-        raise _Symbolic(f"{what} is symbolic ({expression})")
+        if hints is None:
+            raise _Symbolic(f"{what} is symbolic ({_short(value)})")
+        return _expression(value, what, hints)
     raise ValueError(f"unknown SymInt variant {_short(variant)} in {what}")
+
+
+def _expression(value: Any, what: str, hints: dict[str, int]) -> Any:
+    text = _str(value["expr_str"])
+    try:
+        expression = parse_expr(text)
+    except ExprSyntaxError as error:
+        raise ValueError(f"{what}: unreadable expression {_short(text)}: {error}") from None
+    if type(expression) is not SymExpr and type(expression) is not int:
+        raise ValueError(f"{what}: {_short(text)} is not an integer expression")
+    hint = value.get("hint")
+    if type(expression) is SymExpr and type(hint) is dict and "as_int" in hint:
+        names = free_symbols(expression)
+        if len(names) == 1 and expression.same(symbol(next(iter(names)))):
+            hints.setdefault(next(iter(names)), _int(hint["as_int"]))
+    return expression
 
 
 def _each(convert: Callable[[Any], Any]) -> Callable[[Any], tuple[Any, ...]]:
     """A list payload converted element by element."""
     return lambda payload: tuple(map(convert, _list(payload)))
+
+
+def _bound(x: Any, infinite: float) -> int | float:
+    """A range end: an int, or torch's encoding of an unbounded side (None, a string such as
+    "Infinity", a float infinity, or an int beyond int64)."""
+    if x is None:
+        return infinite
+    if type(x) is int:
+        return infinite if abs(x) >= 2**63 - 1 else x
+    if (type(x) is float and math.isinf(x)) or x in (
+        "Infinity",
+        "-Infinity",
+        "inf",
+        "-inf",
+        "oo",
+        "-oo",
+    ):
+        return infinite
+    raise ValueError(f"range bound {_short(x)} is not an int")
+
+
+def _ranges(constraints: Any) -> dict[str, tuple[int | float, int | float]]:
+    """`range_constraints`: symbol name -> (min_val, max_val)."""
+    if type(constraints) is not dict:
+        raise ValueError("range_constraints is not an object")
+    ranges = {}
+    for name, payload in constraints.items():
+        if not is_value_name(name) or not name[:1].isalpha():
+            # A derived dimension (`s0 + 1`): its range follows from its symbol's.
+            try:
+                parse_expr(_str(name))
+            except ExprSyntaxError:
+                raise ValueError(f"symbol name {_short(name)} is not an identifier") from None
+            continue
+        lower = _bound(payload["min_val"], -math.inf)
+        upper = _bound(payload["max_val"], math.inf)
+        if lower > upper:
+            raise ValueError(f"symbol {name} has the empty range [{lower}, {upper}]")
+        ranges[name] = (lower, upper)
+    return ranges
+
+
+# A node's symbolic scalar result: its kind.
+_SCALAR_RESULTS = {"as_sym_int": int, "as_sym_float": float, "as_sym_bool": bool}
 
 
 class _Symbolic(Exception):
@@ -373,7 +445,9 @@ class _Unsupported(Exception):
     """A well-formed but unsupported value (dtype, layout, argument kind, …)."""
 
 
-def _tensor_meta(meta: Any, what: str) -> tuple[TensorMeta, tuple[int, ...], int]:
+def _tensor_meta(
+    meta: Any, what: str, hints: dict[str, int] | None = None
+) -> tuple[TensorMeta, tuple[int, ...], int]:
     """(meta, strides, storage offset) of a serialized TensorMeta; strided layout only."""
     if _int(meta["layout"]) != _STRIDED:
         raise _Unsupported(
@@ -383,10 +457,10 @@ def _tensor_meta(meta: Any, what: str) -> tuple[TensorMeta, tuple[int, ...], int
         dtype = _dtype(meta["dtype"])
     except _Unsupported as error:
         raise _Unsupported(f"{what}: {error}") from None
-    sizes = tuple(_sym_int(s, f"a size of {what}") for s in _list(meta["sizes"]))
-    strides = tuple(_sym_int(s, f"a stride of {what}") for s in _list(meta["strides"]))
-    offset = _sym_int(meta["storage_offset"], f"the storage offset of {what}")
-    if any(size < 0 for size in sizes) or len(strides) != len(sizes):
+    sizes = tuple(_sym_int(s, f"a size of {what}", hints) for s in _list(meta["sizes"]))
+    strides = tuple(_sym_int(s, f"a stride of {what}", hints) for s in _list(meta["strides"]))
+    offset = _sym_int(meta["storage_offset"], f"the storage offset of {what}", hints)
+    if any(type(size) is int and size < 0 for size in sizes) or len(strides) != len(sizes):
         raise ValueError(f"{what} has sizes {sizes} and strides {strides}")
     return TensorMeta(sizes, dtype), strides, offset
 
@@ -421,6 +495,10 @@ class _ModelReader:
         self.payloads = payloads
         self.values: dict[str, Value] = {}
         self.undefined_count = 0  # undefined results named so far
+        # Example values of the symbols, from the hints of the sizes that are a bare symbol.
+        self.hints: dict[str, int] = {}
+        self.ranges: dict[str, tuple[int | float, int | float]] = {}
+        self.sources: dict[str, str] = {}  # symbol -> the scalar value it is
         self.arguments: dict[str, Callable[[Any], Any]] = {
             "as_none": lambda payload: None,
             "as_tensor": self.tensor,
@@ -437,9 +515,9 @@ class _ModelReader:
             "as_bool": _bool,
             "as_string": _str,
             "as_complex": _complex,
-            "as_sym_int": _sym("as_int", _int),
-            "as_sym_float": _sym("as_float", _float),
-            "as_sym_bool": _sym("as_bool", _bool),
+            "as_sym_int": _sym("as_int", _int, self.scalar),
+            "as_sym_float": _sym("as_float", _float, self.scalar),
+            "as_sym_bool": _sym("as_bool", _bool, self.scalar),
             "as_scalar_type": _dtype,
             "as_memory_format": _enum(_MEMORY_FORMATS, "memory format"),
             "as_layout": _enum(_LAYOUTS, "layout"),
@@ -463,7 +541,33 @@ class _ModelReader:
                 self.read_node(index, node) for index, node in enumerate(_list(self.graph["nodes"]))
             )
             nodes = [node for node in read if node is not None]
-            return Graph(name=name, inputs=inputs, nodes=nodes, outputs=self.read_outputs())
+            outputs = self.read_outputs()
+            return Graph(name, inputs, nodes, outputs, self.read_symbols(inputs))
+
+    def read_symbols(self, inputs: list[GraphInput]) -> dict[str, Symbol]:
+        values = [value.meta for value in self.values.values()]
+        return graph_symbols(inputs, values, self.ranges, self.hints, self.sources)
+
+    def scalar(self, name: Any) -> Value:
+        """The Value of a symbolic scalar (a size computed by an earlier node)."""
+        if name not in self.values:
+            raise ValueError(f"symbolic value {_short(name)} is used before it is defined")
+        return self.values[name]
+
+    def define_scalar(self, name: Any, kind: type) -> Value:
+        if not is_value_name(name):
+            raise ValueError(f"value name {_short(name)} is not an identifier")
+        if name in self.values:
+            raise ValueError(f"value %{name} is defined twice")
+        value = self.values[name] = Value(name, ScalarMeta(kind))
+        # A scalar that is exactly a symbol (`u0` of `x.item()`) is where that symbol comes from.
+        expression = (self.graph.get("sym_int_values") or {}).get(name)
+        if kind is int and type(expression) is dict and "as_expr" in expression:
+            size = _expression(expression["as_expr"], f"value %{name}", {})
+            if type(size) is SymExpr and len(names := free_symbols(size)) == 1:
+                if size.same(symbol(next(iter(names)))):
+                    self.sources.setdefault(next(iter(names)), name)
+        return value
 
     # -- values --------------------------------------------------------------------------------
     def define(self, name: Any) -> Value:
@@ -474,7 +578,7 @@ class _ModelReader:
         tensor_values = self.graph["tensor_values"]
         if name not in tensor_values:
             raise ValueError(f"tensor %{name} has no entry in tensor_values")
-        meta, _, _ = _tensor_meta(tensor_values[name], f"tensor %{name}")
+        meta, _, _ = _tensor_meta(tensor_values[name], f"tensor %{name}", self.hints)
         value = self.values[name] = Value(name, meta)
         return value
 
@@ -527,7 +631,10 @@ class _ModelReader:
         name = node.get("name") if type(node) is dict else None
         where = f"node {index} ({name})" if is_value_name(name) else f"node {index}"
         with _reporting(where, self.entry):
-            if not _list(node["outputs"]):
+            if (
+                not _list(node["outputs"])
+                and node.get("target") != "torch.ops.aten._assert_scalar.default"
+            ):
                 return None  # output-less checks such as aten._assert_tensor_metadata
             op = _op_name(_str(node["target"]), where, self.entry)
             args: list[Any] = []
@@ -560,8 +667,8 @@ class _ModelReader:
             elif variant == "as_tensors":
                 for tensor in _list(payload):
                     yield self.define(tensor["name"])
-            elif variant in ("as_sym_int", "as_sym_float", "as_sym_bool"):
-                raise _Symbolic(f"output {position} is a symbolic scalar")
+            elif variant in _SCALAR_RESULTS:
+                yield self.define_scalar(payload["as_name"], _SCALAR_RESULTS[variant])
             elif variant == "as_none":
                 yield self.define_undefined()
             else:
@@ -626,7 +733,9 @@ class _ModelReader:
                 argument = payload["arg"]
                 if role == "user_output":
                     variant, argument = _union(argument)
-                    if variant != "as_tensor":
+                    if variant in _SCALAR_RESULTS:
+                        argument = {"name": argument["as_name"]}
+                    elif variant != "as_tensor":
                         raise _Unsupported(
                             f"user output of kind {_short(variant)} is not supported (tensors only)"
                         )
@@ -639,7 +748,10 @@ def _op_name(target: str, where: str, entry: str) -> str:
     """'torch.ops.aten.add.Tensor' -> 'aten.add.Tensor' ('torch.ops.mylib.f.default' ->
     'mylib.f.default'), refusing what we cannot read."""
     if target.startswith("_operator."):
-        raise LoadError(f"{where}: {target} computes on symbolic sizes; {SYMBOLIC}", entry=entry)
+        op = SIZE_OPERATORS.get(target.removeprefix("_operator."))
+        if op is None:
+            raise LoadError(f"{where}: {target} on symbolic sizes; {SYMBOLIC}", entry=entry)
+        return op
     op = target.removeprefix("torch.ops.")
     if op == target or op.count(".") != 2:
         raise LoadError(

@@ -20,6 +20,7 @@ import attrs
 import networkx as nx
 import numpy as np
 
+from .symbolic import Symbol, SymBool
 from .values import Operand, Value, iter_values, literal_equal
 
 
@@ -148,6 +149,21 @@ class Graph:
     inputs: list[GraphInput] = attrs.Factory(list)
     nodes: list[Node] = attrs.Factory(list)
     outputs: list[GraphOutput] = attrs.Factory(list)
+    # Dynamic shapes: the symbols sizes may use (range, example, backed or not), and the
+    # conditions on them the executor checks before running (a lowering's size decisions that
+    # the ranges did not settle). Both empty for a static graph.
+    symbols: dict[str, Symbol] = attrs.Factory(dict)
+    checks: list[SymBool] = attrs.Factory(list)
+
+    @property
+    def is_dynamic(self) -> bool:
+        return bool(self.symbols)
+
+    def with_body(
+        self, inputs: list[GraphInput], nodes: list[Node], outputs: list[GraphOutput]
+    ) -> Graph:
+        """A graph of the same name, symbols and checks over other inputs, nodes and outputs."""
+        return Graph(self.name, inputs, nodes, outputs, dict(self.symbols), list(self.checks))
 
     # -- queries ----------------------------------------------------------------------------
     @property
@@ -228,6 +244,10 @@ def graph_difference(a: Graph, b: Graph, *, compare_data: bool = False) -> str |
     """None when the graphs are structurally equal, else a sentence naming the first difference."""
     if a.name != b.name:
         return f"names differ: {a.name!r} vs {b.name!r}"
+    if a.symbols != b.symbols:
+        return f"symbols differ: {list(a.symbols.values())} vs {list(b.symbols.values())}"
+    if a.checks != b.checks:
+        return f"run-time checks differ: {a.checks} vs {b.checks}"
     if len(a.inputs) != len(b.inputs):
         return f"input counts differ: {len(a.inputs)} vs {len(b.inputs)}"
     for x, y in zip(a.inputs, b.inputs):

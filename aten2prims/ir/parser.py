@@ -17,6 +17,7 @@ import attrs
 from ..errors import ParseError
 from .dtypes import DType
 from .graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
+from .symbolic import ExprSyntaxError, Symbol, SymBool, SymExpr, parse_expr
 from .values import (
     SCALAR_KINDS,
     UNDEFINED,
@@ -40,6 +41,7 @@ _TOKEN = re.compile(
   | (?P<number>-?(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\.\d+(?:[eE][+-]?\d+)?|\d+)|-inf\b)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*)
   | (?P<punct>[()\[\],:=])
+  | (?P<symop>//|<=|>=|!=|[-+*%<>!])
     """,
     re.VERBOSE | re.ASCII,  # `\d` is 0-9 only: '٣2' is not the size 32
 )
@@ -61,6 +63,8 @@ _ENUM_LITERALS: dict[str, Any] = {
     **{fmt.value: fmt for fmt in MemoryFormat},
     **{dtype.short: dtype for dtype in DType},
 }
+# Words that cannot name a symbol: the text form's keywords and literals.
+_RESERVED = frozenset({"in", "example", "unbacked", "from", "sym", *_KEYWORD_LITERALS})
 _INPUT_KINDS = {kind.value: kind for kind in InputKind}
 _OUTPUT_KINDS = {kind.value: kind for kind in OutputKind}
 
@@ -71,6 +75,7 @@ class _Token:
     text: str
     line: int
     column: int
+    offset: int = 0  # in the text: symbolic expressions are read from their source text
 
 
 def _tokenize(text: str, source_name: str) -> list[_Token]:
@@ -93,7 +98,7 @@ def _tokenize(text: str, source_name: str) -> list[_Token]:
         kind = match.lastgroup
         assert kind is not None
         if kind != "space":
-            tokens.append(_Token(kind, match.group(), line, position - line_start + 1))
+            tokens.append(_Token(kind, match.group(), line, position - line_start + 1, position))
         if kind == "newline":
             line += 1
             line_start = match.end()
@@ -104,6 +109,7 @@ def _tokenize(text: str, source_name: str) -> list[_Token]:
 
 class _Parser:
     def __init__(self, text: str, source_name: str) -> None:
+        self.text = text
         self.source_name = source_name
         self.tokens = _tokenize(text, source_name)
         self.position = 0
@@ -151,6 +157,22 @@ class _Parser:
     # -- grammar -----------------------------------------------------------------------------
     def parse_graph(self) -> Graph:
         self.skip_blank_lines()
+        symbols: dict[str, Symbol] = {}
+        checks: list[SymBool] = []
+        while self.peek().kind == "ident" and self.peek().text in ("symbol", "check"):
+            if self.next().text == "symbol":
+                symbol_ = self.parse_symbol()
+                if symbol_.name in symbols:
+                    self.fail(f"symbol {symbol_.name} is declared twice")
+                symbols[symbol_.name] = symbol_
+            else:
+                start = self.peek()
+                condition = self.parse_expression(self.until_end_of_line(), start)
+                if type(condition) is not SymBool:
+                    self.fail("expected a condition on symbols such as 's0 != 1'", start)
+                checks.append(condition)
+            self.end_of_line(allow_comment=False)
+            self.skip_blank_lines()
         self.expect("ident", "graph")
         name = self.expect("ident").text
         self.expect("punct", "(")
@@ -168,7 +190,7 @@ class _Parser:
         declared = self.parse_meta_list()
         self.expect("punct", ":")
         self.end_of_line(allow_comment=True)
-        graph = Graph(name=name, inputs=inputs)
+        graph = Graph(name=name, inputs=inputs, symbols=symbols, checks=checks)
         while True:
             self.skip_blank_lines()
             token = self.peek()
@@ -257,6 +279,99 @@ class _Parser:
                 return metas
             self.expect("punct", ",")
 
+    def parse_symbol(self) -> Symbol:
+        """After `symbol`: `NAME in [LOW, HIGH] [example INT] [unbacked]`."""
+        name = self.expect("ident")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name.text) or name.text in _RESERVED:
+            self.fail("expected a symbol name", name)
+        self.expect("ident", "in")
+        self.expect("punct", "[")
+        lower = self.parse_bound()
+        self.expect("punct", ",")
+        upper = self.parse_bound()
+        self.expect("punct", "]")
+        if lower > upper:
+            self.fail(f"symbol {name.text} has an empty range [{lower}, {upper}]", name)
+        example = None
+        if self.accept("ident", "example"):
+            token = self.expect("number")
+            if not re.fullmatch(r"-?[0-9]+", token.text):
+                self.fail("expected an integer example value", token)
+            example = self.integer(token)
+            if not lower <= example <= upper:
+                self.fail(f"example {example} of {name.text} is outside [{lower}, {upper}]", token)
+        backed = self.accept("ident", "unbacked") is None
+        value = None
+        if not backed and self.accept("ident", "from"):
+            value = self.expect("value").text[1:]
+        return Symbol(name.text, lower, upper, example, backed, value)
+
+    def parse_bound(self) -> int | float:
+        token = self.next()
+        if token.kind == "number" and re.fullmatch(r"-?[0-9]+", token.text):
+            return self.integer(token)
+        if token.text in ("inf", "-inf"):
+            return math.inf if token.text == "inf" else -math.inf
+        self.fail("expected an integer bound or inf", token)
+
+    def until_end_of_line(self) -> list[_Token]:
+        tokens = []
+        while self.peek().kind not in ("newline", "end", "comment"):
+            tokens.append(self.next())
+        return tokens
+
+    def until_closing(self, closing: str) -> list[list[_Token]]:
+        """The tokens up to the `closing` bracket that ends the current list (consumed), split at
+        its top-level commas."""
+        pieces: list[list[_Token]] = [[]]
+        depth = 0
+        while True:
+            token = self.next()
+            if token.kind in ("end", "newline"):
+                self.fail(f"expected {closing!r}", token)
+            if token.kind == "punct" and token.text in "([":
+                depth += 1
+            elif token.kind == "punct" and token.text in ")]":
+                if depth == 0:
+                    if token.text != closing:
+                        self.fail(f"expected {closing!r}", token)
+                    return pieces
+                depth -= 1
+            elif token.kind == "punct" and token.text == "," and depth == 0:
+                pieces.append([])
+                continue
+            pieces[-1].append(token)
+
+    def parse_expression(self, tokens: list[_Token], near: _Token) -> Any:
+        if not tokens:
+            self.fail("expected an expression", near)
+        first, last = tokens[0], tokens[-1]
+        source = self.text[first.offset : last.offset + len(last.text)]
+        try:
+            return parse_expr(source)
+        except ExprSyntaxError as error:
+            raise ParseError(
+                f"malformed symbolic expression {source!r}: {error}",
+                line=first.line,
+                column=first.column,
+                source_name=self.source_name,
+            ) from None
+        except RecursionError:
+            self.fail("symbolic expression nested too deeply", first)
+
+    def parse_size(self, tokens: list[_Token], near: _Token) -> Any:
+        if len(tokens) == 1 and tokens[0].kind == "number":
+            size = tokens[0]
+            if not re.fullmatch(r"[0-9]+", size.text):
+                self.fail("expected a non-negative integer size", size)
+            if self.integer(size) > _MAX_SIZE:
+                self.fail("a size must be below 2**63", size)
+            return self.integer(size)
+        size = self.parse_expression(tokens, near)
+        if type(size) is not SymExpr:
+            self.fail("expected a non-negative integer size or a symbolic size", tokens[0])
+        return size
+
     def parse_meta(self) -> Meta:
         token = self.expect("ident")
         if token.text in SCALAR_KINDS:
@@ -267,19 +382,10 @@ class _Parser:
             dtype = DType.from_short(token.text)
         except ValueError:
             self.fail("expected a type such as f32[2, 3], int or undefined", token)
-        self.expect("punct", "[")
-        shape: list[int] = []
+        opening = self.expect("punct", "[")
+        shape: list[Any] = []
         if not self.accept("punct", "]"):
-            while True:
-                size = self.expect("number")
-                if not re.fullmatch(r"[0-9]+", size.text):
-                    self.fail("expected a non-negative integer size", size)
-                if self.integer(size) > _MAX_SIZE:
-                    self.fail("a size must be below 2**63", size)
-                shape.append(self.integer(size))
-                if self.accept("punct", "]"):
-                    break
-                self.expect("punct", ",")
+            shape = [self.parse_size(piece, opening) for piece in self.until_closing("]")]
         return TensorMeta(tuple(shape), dtype)
 
     def parse_node(self) -> Node:
@@ -378,6 +484,15 @@ class _Parser:
                 imag = self.parse_float()
                 self.expect("punct", ")")
                 return complex(real, imag)
+            if text == "sym" and self.peek().text == "(":
+                opening = self.next()
+                pieces = self.until_closing(")")
+                if len(pieces) != 1:
+                    self.fail("sym(...) holds one expression", opening)
+                value = self.parse_expression(pieces[0], opening)
+                if type(value) is not SymExpr and type(value) is not SymBool:
+                    self.fail("sym(...) holds an expression over symbols", opening)
+                return value
             if text == "device":
                 self.expect("punct", "(")
                 name = self.string(self.expect("string"))

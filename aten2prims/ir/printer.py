@@ -18,6 +18,7 @@ from .graph import (
     Provenance,
     install_text_form,
 )
+from .symbolic import Symbol, SymBool, SymExpr, format_expr
 from .values import Device, Layout, MemoryFormat, Meta, Value
 
 # Headers longer than this put one input per line.
@@ -56,6 +57,8 @@ def format_operand(x: Any) -> str:
         return f"device({json.dumps(x.name)})"
     if kind is tuple:
         return "[" + ", ".join(format_operand(item) for item in x) + "]"
+    if kind is SymExpr or kind is SymBool:
+        return f"sym({format_expr(x)})"
     raise TypeError(f"cannot print operand {x!r} of type {kind.__name__}")
 
 
@@ -113,8 +116,24 @@ def format_return(graph: Graph) -> str:
     return f"return ({', '.join(_format_output(o) for o in graph.outputs)})"
 
 
+def _format_bound(bound: int | float) -> str:
+    return str(bound) if type(bound) is int else ("inf" if bound > 0 else "-inf")
+
+
+def format_symbol(declared: Symbol) -> str:
+    """`symbol s0 in [2, 64] example 8`; `unbacked` for a symbol a data-dependent node binds."""
+    text = f"symbol {declared.name} in [{_format_bound(declared.lower)}, {_format_bound(declared.upper)}]"
+    if declared.example is not None:
+        text += f" example {declared.example}"
+    if declared.backed:
+        return text
+    return f"{text} unbacked" + (f" from %{declared.value}" if declared.value else "")
+
+
 def format_graph(graph: Graph, *, nested: bool = False) -> str:
-    lines = [format_header(graph)]
+    lines = [format_symbol(declared) for declared in graph.symbols.values()]
+    lines += [f"check {format_expr(check)}" for check in graph.checks]
+    lines.append(format_header(graph))
     if nested:
         lines += _nested_body(graph)
     else:

@@ -21,7 +21,9 @@ from typing import Any, TypeAlias
 import attrs
 
 from .dtypes import DType
+from .symbolic import SymBool, SymExpr
 
+# Sizes are ints, or symbolic expressions (`aten2prims.ir.symbolic`) in graphs with dynamic shapes.
 Shape: TypeAlias = tuple[int, ...]
 
 
@@ -29,18 +31,26 @@ def as_shape(sizes: Iterable[int]) -> Shape:
     return tuple(sizes)
 
 
+def _shape_key(shape: Shape) -> tuple:
+    """What TensorMeta equality compares: symbolic sizes by structure (`==` on two expressions
+    builds a condition)."""
+    return tuple(size.terms if type(size) is SymExpr else size for size in shape)
+
+
 @attrs.frozen(slots=True)
 class TensorMeta:
-    """Shape and dtype of a tensor value. Sizes are ints (symbolic sizes: a later extension)."""
+    """Shape and dtype of a tensor value. A size is a non-negative int or a `SymExpr`."""
 
-    shape: Shape = attrs.field(converter=as_shape)
+    shape: Shape = attrs.field(converter=as_shape, eq=_shape_key)
     dtype: DType
 
     @shape.validator
     def _check_shape(self, _attribute: attrs.Attribute, shape: Shape) -> None:
         for size in shape:
             if type(size) is not int or size < 0:
-                raise ValueError(f"tensor sizes must be non-negative ints, got {shape}")
+                if type(size) is SymExpr:
+                    continue
+                raise ValueError(f"tensor sizes must be non-negative ints or symbolic, got {shape}")
 
     @property
     def ndim(self) -> int:
@@ -165,6 +175,8 @@ LITERAL_TYPES: tuple[type, ...] = (
     Layout,
     MemoryFormat,
     Device,
+    SymExpr,  # a symbolic size
+    SymBool,  # a condition on symbolic sizes
 )
 
 

@@ -240,7 +240,7 @@ def canonicalize(graph: Graph, rules: list[Rule] | None = None) -> Graph:
     if not changed:
         return graph
     outputs = [GraphOutput(replaced.get(o.value, o.value), o.kind, o.target) for o in graph.outputs]
-    return Graph(graph.name, list(graph.inputs), nodes, outputs)
+    return graph.with_body(list(graph.inputs), nodes, outputs)
 
 
 def _first_match(node: Node, rules: list[Rule], producers: dict[Value, Node]) -> Replacement | None:

@@ -10,6 +10,11 @@ from ..ir.values import Value
 def eliminate_dead_code(graph: Graph) -> Graph:
     """A graph without dead nodes (the same graph object when nothing is dead)."""
     live: set[Value] = {graph_output.value for graph_output in graph.outputs}
+    # A scalar a data-dependent symbol is read from (`x.item()` is u0) is used by every size
+    # that holds the symbol.
+    sources = {s.value for s in graph.symbols.values() if s.value is not None}
+    if sources:
+        live |= {r for node in graph.nodes for r in node.results if r.name in sources}
     keep: list[bool] = [False] * len(graph.nodes)
     for index in range(len(graph.nodes) - 1, -1, -1):
         node = graph.nodes[index]
@@ -19,4 +24,4 @@ def eliminate_dead_code(graph: Graph) -> Graph:
     if all(keep):
         return graph
     nodes = [node for node, kept in zip(graph.nodes, keep) if kept]
-    return Graph(graph.name, list(graph.inputs), nodes, list(graph.outputs))
+    return graph.with_body(list(graph.inputs), nodes, list(graph.outputs))

@@ -16,6 +16,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias
 
+import attrs
+
 import prims
 from decompositions import RULES, active_registry
 from decompositions.registry import lowering_node
@@ -25,6 +27,7 @@ from ..errors import Error, LoweringError, ResultDTypeError, ResultShapeError, U
 from ..ir.building import collector_paused
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node, Provenance
+from ..ir.symbolic import ShapeEnv, number_kind, shape_env, symbol
 from ..ir.values import ScalarMeta, TensorMeta, UndefinedMeta, Value, map_values
 from .dce import eliminate_dead_code
 
@@ -91,7 +94,13 @@ def _lower(
     def remap(operand: Any) -> Any:
         return map_values(operand, mapping.__getitem__)
 
-    with builder, active_registry(registry):
+    # Size decisions the symbols' ranges do not settle become run-time checks of the result.
+    env = ShapeEnv(dict(graph.symbols), list(graph.checks))
+    # Scalars that are data-dependent symbols (`x.item()` is u0): later rules see the symbol,
+    # and the lowered graph names the prims value the executor binds it from.
+    sources = {s.value: s.name for s in graph.symbols.values() if s.value is not None}
+    lowered_sources: dict[str, str] = {}
+    with builder, active_registry(registry), shape_env(env):
         for node in graph.nodes:
             args = tuple(remap(a) for a in node.args)
             kwargs = {name: remap(a) for name, a in node.kwargs.items()}
@@ -100,9 +109,20 @@ def _lower(
                 _copy_node(node, args, kwargs, builder, mapping)
             else:
                 _expand(node, rule, args, kwargs, builder, mapping)
+            for result in node.results:
+                name = sources.get(result.name)
+                new = mapping.get(result)
+                if name is not None and type(new) is Value and type(new.meta) is ScalarMeta:
+                    lowered_sources[name] = new.name
+                    mapping[result] = symbol(name)
         outputs = [GraphOutput(_output_value(o, mapping), o.kind, o.target) for o in graph.outputs]
 
     lowered = builder.finish(outputs, name=graph.name)
+    lowered.symbols = {
+        name: attrs.evolve(declared, value=lowered_sources.get(name))
+        for name, declared in graph.symbols.items()
+    }
+    lowered.checks = list(env.checks)
     return eliminate_dead_code(lowered) if dce else lowered
 
 
@@ -189,7 +209,9 @@ def _check_result(node: Node, old: Value, new: Any) -> None:
             )
         return
     assert type(expected) is ScalarMeta
-    kind = new.meta.kind if type(new) is Value and type(new.meta) is ScalarMeta else type(new)
+    kind = (
+        new.meta.kind if type(new) is Value and type(new.meta) is ScalarMeta else number_kind(new)
+    )
     if kind is not expected.kind:
         raise ResultDTypeError(
             f"{_where(node)}: the rule produced a {kind.__name__} for %{old.name}, the graph says {expected}"
@@ -207,10 +229,11 @@ _SCALAR_DTYPES = {
 
 def _output_value(graph_output: GraphOutput, mapping: dict) -> Value:
     value = mapping[graph_output.value]
-    if type(graph_output.value.meta) is ScalarMeta and type(value) in _SCALAR_DTYPES:
-        # A scalar output folded to a constant (sym_size of a static shape): outputs must be
-        # values, so it becomes one again.
-        return prims.item(prims.scalar_tensor(value, dtype=_SCALAR_DTYPES[type(value)]))
+    if type(graph_output.value.meta) is ScalarMeta and number_kind(value) in _SCALAR_DTYPES:
+        # A scalar output folded to a constant (sym_size of a static shape) or to a symbolic
+        # size: outputs must be values, so it becomes one again.
+        dtype = _SCALAR_DTYPES[number_kind(value)]
+        return prims.item(prims.scalar_tensor(value, dtype=dtype))
     if type(value) is not Value:
         raise LoweringError(
             f"output %{graph_output.value.name} folded to the constant {value!r}; outputs must be values"

@@ -27,6 +27,7 @@ from prims.registry import PrimDef, lookup
 
 from ..errors import DTypeError, SchemaError, ShapeError, VerificationError
 from ..ir.graph import Graph, Node
+from ..ir.symbolic import ShapeEnv, free_symbols, shape_env
 from ..ir.values import LITERAL_TYPES, ScalarMeta, TensorMeta, UndefinedMeta, Value, iter_values
 from ..schema.parser import Schema, check_argument
 from ..schema.registry import aten_schema
@@ -35,6 +36,48 @@ from ..schema.registry import aten_schema
 def verify(
     graph: Graph, *, allow_unknown_ops: bool = False, allow_custom_ops: bool = False
 ) -> None:
+    _check_symbols(graph)
+    if not graph.symbols:
+        _verify(graph, allow_unknown_ops, allow_custom_ops)
+        return
+    # Meta rules decide on symbolic sizes: from the ranges, else from the graph's own run-time
+    # checks and the example values, adding no check of their own.
+    with shape_env(ShapeEnv(dict(graph.symbols), list(graph.checks), recording=False)):
+        _verify(graph, allow_unknown_ops, allow_custom_ops)
+
+
+def _check_symbols(graph: Graph) -> None:
+    """Every symbol a size, an operand or a check uses is declared; examples lie in range."""
+    for name, declared in graph.symbols.items():
+        if declared.name != name:
+            raise VerificationError(f"symbol {name}: declared under the name {declared.name}")
+        example = declared.example
+        if example is not None and not declared.lower <= example <= declared.upper:
+            raise VerificationError(
+                f"symbol {name}: example {example} outside its range "
+                f"[{declared.lower}, {declared.upper}]"
+            )
+
+    def check(thing: Any, where: str) -> None:
+        unknown = free_symbols(thing) - graph.symbols.keys()
+        if unknown:
+            raise VerificationError(
+                f"{where}: uses undeclared symbol(s) {', '.join(sorted(unknown))}"
+            )
+
+    for position, condition in enumerate(graph.checks):
+        check(condition, f"check {position} ({condition})")
+    for graph_input in graph.inputs:
+        meta = graph_input.value.meta
+        check(getattr(meta, "shape", ()), f"input %{graph_input.name}")
+    for index, node in enumerate(graph.nodes):
+        where = f"node {index} ({node.op})"
+        check((*node.args, *node.kwargs.values()), where)
+        for result in node.results:
+            check(getattr(result.meta, "shape", ()), where)
+
+
+def _verify(graph: Graph, allow_unknown_ops: bool, allow_custom_ops: bool) -> None:
     defined: set[Value] = set()
     names: set[str] = set()
 
@@ -123,9 +166,11 @@ def _check_operand(operand: Any, defined: set[Value], where: str) -> None:
         )
 
 
-def _check_arguments(schema: Schema, bound: list[Any], where: str) -> None:
+def _check_arguments(
+    schema: Schema, bound: list[Any], where: str, *, run_time_scalars: bool = False
+) -> None:
     for argument, value in zip(schema.arguments, bound):
-        problem = check_argument(argument.type, value)
+        problem = check_argument(argument.type, value, run_time_scalars=run_time_scalars)
         if problem is not None:
             raise VerificationError(f"{where}: argument {argument.name!r} expects {problem}")
 
@@ -158,7 +203,7 @@ def _check_aten_node(node: Node, schema: Schema, where: str) -> None:
         bound = schema.bind(node.args, node.kwargs, op=node.op)
     except SchemaError as error:
         raise VerificationError(f"{where}: {error}") from None
-    _check_arguments(schema, bound, where)
+    _check_arguments(schema, bound, where, run_time_scalars=True)
     returns = schema.returns
     if len(returns) == 1 and returns[0].type.is_list:
         kinds = [returns[0].type.base] * len(node.results)

@@ -17,6 +17,7 @@ import prims
 
 from ..errors import DTypeError
 from ..ir.dtypes import DType
+from ..ir.symbolic import is_symbolic, same_size
 from ..ir.values import ScalarMeta, Value, is_tensor
 from .rules import (
     COMPLEX32,
@@ -42,6 +43,9 @@ def convert_number(x: bool | int | float | complex, dtype: DType) -> bool | int 
     target = dtype.python_type
     if type(x) is target:
         return x
+    if is_symbolic(x) and target is not bool:
+        # A symbolic size stays symbolic: bound to an int, it is the same number to a prim.
+        return x
     if type(x) is complex and target is not complex:
         raise DTypeError(f"cannot convert the Python complex {x!r} to {dtype.short}")
     try:
@@ -58,7 +62,7 @@ def convert(x: Any, dtype: DType) -> Any:
     number as the Python type of the dtype's category (see `convert_number`)."""
     if is_tensor(x):
         return x if x.dtype is dtype else prims.convert_element_type(x, dtype)
-    if type(x) in _NUMBER_TYPES:
+    if type(x) in _NUMBER_TYPES or is_symbolic(x):
         return convert_number(x, dtype)
     if _is_runtime_scalar(x):
         return prims.scalar_tensor(x, dtype=dtype)
@@ -73,7 +77,7 @@ def broadcast_to(x: Value, shape: Sequence[int]) -> Value:
     if not is_tensor(x):
         raise DTypeError(f"broadcast_to: expected a tensor value, got {x!r}")
     shape = tuple(shape)
-    if x.shape == shape:
+    if x.ndim == len(shape) and all(map(same_size, x.shape, shape)):
         return x
     return prims.broadcast_in_dim(x, list(shape), list(broadcast_dimensions(x.shape, shape)))
 

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from ..errors import DTypeError, ShapeError
 from ..ir.dtypes import Category, DType
+from ..ir.symbolic import is_literal_one, is_size, is_symbolic, number_kind, same_size
 from ..ir.values import ScalarMeta, Value, is_tensor
 
 Shape = tuple[int, ...]
@@ -113,6 +114,8 @@ def _scalar_kind(x: Any) -> type | None:
     """The Python type a scalar operand promotes as (None for tensors)."""
     if type(x) in _CATEGORY_OF_PYTHON_TYPE:
         return type(x)
+    if is_symbolic(x):
+        return number_kind(x)
     if type(x) is Value and type(x.meta) is ScalarMeta:
         return x.meta.kind
     return None
@@ -239,9 +242,12 @@ def broadcast_shapes(*shapes: Sequence[int] | int) -> Shape:
     """The common shape of the given shapes, as torch.broadcast_shapes: aligned from the right, a
     size 1 stretches, any other mismatch raises ShapeError naming the shapes. A bare int n stands
     for the shape (n,), as in torch."""
-    normalized = [(shape,) if isinstance(shape, int) else tuple(shape) for shape in shapes]
+    normalized: list[tuple[Any, ...]] = [
+        (shape,) if is_size(shape) else tuple(shape)  # type: ignore[arg-type]  # a sequence here
+        for shape in shapes
+    ]
     for shape in normalized:
-        if any(type(size) is not int or size < 0 for size in shape):
+        if not all(is_size(size) for size in shape):
             raise ShapeError(f"broadcast_shapes: shape {list(shape)} must hold non-negative ints")
     rank = max((len(shape) for shape in normalized), default=0)
     result = [1] * rank
@@ -249,6 +255,13 @@ def broadcast_shapes(*shapes: Sequence[int] | int) -> Shape:
         offset = rank - len(shape)
         for i, size in enumerate(shape):
             current = result[offset + i]
+            # A size 1 known as such first: a symbolic size meeting a literal 1 is taken as is,
+            # right whatever its value (torch's size-oblivious broadcasting).
+            if same_size(size, current) or is_literal_one(size):
+                continue
+            if is_literal_one(current):
+                result[offset + i] = size
+                continue
             if size == current or size == 1:
                 continue
             if current != 1:
@@ -267,7 +280,12 @@ def broadcast_dimensions(shape: Sequence[int], target: Sequence[int]) -> tuple[i
     if it cannot."""
     shape, target = tuple(shape), tuple(target)
     offset = len(target) - len(shape)
-    if offset < 0 or any(size not in (1, target[offset + i]) for i, size in enumerate(shape)):
+    if offset < 0 or not all(
+        same_size(size, target[offset + i])
+        or is_literal_one(size)
+        or size in (1, target[offset + i])
+        for i, size in enumerate(shape)
+    ):
         raise ShapeError(f"shape {list(shape)} cannot be broadcast to {list(target)}")
     return tuple(range(offset, len(target)))
 

@@ -19,6 +19,7 @@ import attrs
 
 from ..errors import SchemaError
 from ..ir.dtypes import DType
+from ..ir.symbolic import SymBool, SymExpr
 from ..ir.values import Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, UndefinedMeta, Value
 
 NO_DEFAULT: Any = type("NoDefault", (), {"__repr__": lambda self: "NO_DEFAULT"})()
@@ -175,7 +176,7 @@ class Schema:
                     value = tuple(value)
                 elif (
                     schema_type.list_size is not None
-                    and type(value) is int
+                    and (type(value) is int or type(value) is SymExpr)
                     and schema_type.base != "Tensor"
                 ):
                     value = (value,) * schema_type.list_size
@@ -196,9 +197,21 @@ class Schema:
         return f"{name}({', '.join(parts)}) -> {returns}"
 
 
-def check_argument(schema_type: SchemaType, value: Any) -> str | None:
+def check_argument(
+    schema_type: SchemaType, value: Any, *, run_time_scalars: bool = False
+) -> str | None:
     """None when `value` is acceptable for an argument of this type, else what was expected.
-    An undefined tensor value (a masked backward result) is accepted where None is."""
+    An undefined tensor value (a masked backward result) is accepted where None is.
+    `run_time_scalars`: a scalar value may fill a Tensor slot, as torch.export writes a size
+    computed at run time there (`aten.mul.Tensor(x, %sym_size)`; prims never take one)."""
+    if (
+        run_time_scalars
+        and schema_type.base == "Tensor"
+        and not schema_type.is_list
+        and type(value) is Value
+        and type(value.meta) is ScalarMeta
+    ):
+        return None
     undefined = type(value) is Value and type(value.meta) is UndefinedMeta
     if value is None or undefined:
         return (
@@ -232,10 +245,13 @@ def _describe(value: Any) -> str:
 
 
 def _is_scalar_value(kinds: tuple[type, ...]):
+    # A symbolic size stands for an int, a condition on sizes for a bool.
+    symbolic = (SymExpr,) * (int in kinds) + (SymBool,) * (bool in kinds)
+
     def check(value: Any) -> bool:
         if type(value) is Value:
             return type(value.meta) is ScalarMeta and value.meta.kind in kinds
-        return type(value) in kinds
+        return type(value) in kinds or type(value) in symbolic
 
     return check
 
@@ -244,7 +260,11 @@ _NUMBER = (bool, int, float, complex)
 _ACCEPTS = {
     # torch.export writes Python numbers into Tensor slots (`aten.add.Tensor(x, 2)`); torch wraps
     # them as "wrapped numbers" that promote like scalars, so a number is a legal Tensor operand.
-    "Tensor": lambda v: (type(v) is Value and type(v.meta) is TensorMeta) or type(v) in _NUMBER,
+    "Tensor": lambda v: (
+        (type(v) is Value and type(v.meta) is TensorMeta)
+        or type(v) in _NUMBER
+        or type(v) in (SymExpr, SymBool)
+    ),
     "Scalar": _is_scalar_value(_NUMBER),
     "int": _is_scalar_value((int,)),
     "SymInt": _is_scalar_value((int,)),

@@ -55,6 +55,8 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
     "aten.digamma.default": "digamma(Tensor self) -> Tensor",
     "aten.i0.default": "i0(Tensor self) -> Tensor",
     "aten.cumprod.default": "cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
+    # torch.masked_select: a data-dependent number of elements, like x[mask].
+    "aten.masked_select.default": "masked_select(Tensor self, Tensor mask) -> Tensor",
     # nn.AdaptiveMaxPool1d/2d/3d (1d runs through 2d).
     "aten.adaptive_max_pool2d.default": "adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)",
     "aten.adaptive_max_pool3d.default": "adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)",
@@ -149,6 +151,45 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
     ),
 }
 
+# Integer arithmetic on sizes: graphs exported with dynamic shapes compute sizes with Python's
+# operators (`x.shape[0] * 2`), which the importers read as these overloads (torch's own int
+# overloads of the same names). Their rules compute on sizes and emit no prims.
+SIZE_ATEN_SCHEMAS: dict[str, str] = {
+    "aten.add.int": "add.int(int a, int b) -> int",
+    "aten.sub.int": "sub.int(int a, int b) -> int",
+    "aten.mul.int": "mul.int(int a, int b) -> int",
+    "aten.floordiv.int": "floordiv.int(int a, int b) -> int",
+    "aten.remainder.int": "remainder.int(int a, int b) -> int",
+    "aten.neg.int": "neg.int(int a) -> int",
+    "aten.eq.int": "eq.int(int a, int b) -> bool",
+    "aten.ne.int": "ne.int(int a, int b) -> bool",
+    "aten.lt.int": "lt.int(int a, int b) -> bool",
+    "aten.le.int": "le.int(int a, int b) -> bool",
+    "aten.gt.int": "gt.int(int a, int b) -> bool",
+    "aten.ge.int": "ge.int(int a, int b) -> bool",
+    # torch._check(cond) on sizes: an assertion the lowering takes as a fact, checked at run time.
+    "aten._assert_scalar.default": "_assert_scalar(Scalar self, str assert_msg) -> ()",
+}
+
+# Output-less nodes the importers keep: their operand is a fact about sizes.
+KEPT_CHECKS: frozenset[str] = frozenset({"aten._assert_scalar.default"})
+
+# What the importers read Python's operators on sizes (`_operator.mul` targets) as.
+SIZE_OPERATORS: dict[str, str] = {
+    "add": "aten.add.int",
+    "sub": "aten.sub.int",
+    "mul": "aten.mul.int",
+    "floordiv": "aten.floordiv.int",
+    "mod": "aten.remainder.int",
+    "neg": "aten.neg.int",
+    "eq": "aten.eq.int",
+    "ne": "aten.ne.int",
+    "lt": "aten.lt.int",
+    "le": "aten.le.int",
+    "gt": "aten.gt.int",
+    "ge": "aten.ge.int",
+}
+
 # The extra overloads that compute something (the others are checks the frontends skip).
 EXTRA_COMPUTING_OPS: frozenset[str] = frozenset(
     op for op in EXTRA_ATEN_SCHEMAS if op != "aten._assert_tensor_metadata.default"
@@ -159,7 +200,7 @@ EXTRA_COMPUTING_OPS: frozenset[str] = frozenset(
 def aten_schema(op: str) -> Schema | None:
     """The parsed schema of an aten overload, or None when it is not known."""
     entry = CORE_ATEN_OPS.get(op)
-    text = entry[1] if entry is not None else EXTRA_ATEN_SCHEMAS.get(op)
+    text = entry[1] if entry is not None else EXTRA_ATEN_SCHEMAS.get(op, SIZE_ATEN_SCHEMAS.get(op))
     return parse_schema(text) if text is not None else None
 
 

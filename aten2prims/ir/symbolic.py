@@ -1,0 +1,1029 @@
+"""Symbolic sizes: integer expressions over named symbols, and the conditions on them.
+
+- `SymExpr`: an integer-valued expression, kept as a normalized polynomial (a sum of integer
+  multiples of products of atoms; an atom is a symbol or `floordiv`/`mod`/`min`/`max` of
+  expressions). Equal polynomials are equal objects (`s0 + s0` is `2*s0`), and an expression
+  whose terms cancel is a plain `int`: every operation returns `int | SymExpr`. Python's
+  arithmetic operators (`+ - * // %`, unary minus) build expressions, so size arithmetic written
+  for ints works unchanged.
+- `SymBool`: a comparison `p == 0`, `p != 0` or `p <= 0` of a polynomial `p`. `bool()` of it asks
+  the active `ShapeEnv`: settled by the symbols' ranges, it is answered; otherwise the env
+  answers with the example values' branch and records the condition as a run-time check.
+- `Symbol`: a named symbol's range, example value and whether it is backed (bound from an input
+  shape) or unbacked (bound when a data-dependent node runs).
+- `parse_expr(text)`: a recursive-descent parser of both the text form's infix syntax
+  (`2*s0 + 1`, `(s0 - 1)//2`, `min(s0, 4)`, `s0 != 1`) and the sympy `srepr` strings the `.pt2`
+  writer stores (`Mul(Integer(2), Symbol('s77', positive=True, integer=True))`). Nothing is
+  ever evaluated as Python code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeAlias
+
+import attrs
+
+from ..errors import ShapeError
+
+INF = math.inf
+Bound: TypeAlias = int | float  # an int, or +-inf for an unbounded side
+
+
+@attrs.frozen(slots=True)
+class Symbol:
+    """A symbol's declaration: its inclusive range, its example value (None when unknown),
+    whether an input shape binds it (`backed`) or a data-dependent node does, and for one a
+    scalar value computes (`x.item()`), that value's name."""
+
+    name: str
+    lower: Bound = 0
+    upper: Bound = INF
+    example: int | None = None
+    backed: bool = True
+    value: str | None = None
+
+
+# -- atoms -------------------------------------------------------------------------------------
+# An atom is ("sym", name) or (kind, args) with kind in floordiv, mod, min, max and args a tuple
+# of int | SymExpr. Atoms are plain tuples so that they hash and compare structurally.
+Atom: TypeAlias = tuple
+Monomial: TypeAlias = tuple  # sorted tuple of atoms (repeats for powers); () is the constant
+
+
+def _atom_key(atom: Atom) -> tuple:
+    if atom[0] == "sym":
+        return (0, atom[1])
+    return (1, atom[0], tuple(_raw_key(a) for a in atom[1]))
+
+
+def _raw_key(raw: Any) -> tuple:
+    if type(raw) is int:
+        return (0, raw)
+    return (1, tuple((tuple(_atom_key(a) for a in m), c) for m, c in raw))
+
+
+def _operand_key(x: int | SymExpr) -> tuple:
+    return _raw_key(x.terms if type(x) is SymExpr else x)
+
+
+def _raw(x: int | SymExpr) -> Any:
+    """How a function atom holds an argument: an int, or an expression's terms (plain tuples,
+    so atoms compare and hash structurally without building conditions)."""
+    return x.terms if type(x) is SymExpr else int(x)
+
+
+def _cooked(raw: Any) -> int | SymExpr:
+    return raw if type(raw) is int else SymExpr(raw)
+
+
+@functools.lru_cache(maxsize=65536)
+def _monomial_key(monomial: Monomial) -> tuple:
+    return (len(monomial), tuple(_atom_key(a) for a in monomial))
+
+
+class SymExpr:
+    """An integer expression over symbols (see the module docstring). Immutable."""
+
+    __slots__ = ("_hash", "terms")
+    terms: tuple[tuple[Monomial, int], ...]
+    _hash: int
+
+    def __init__(self, terms: tuple[tuple[Monomial, int], ...]) -> None:
+        object.__setattr__(self, "terms", terms)
+        object.__setattr__(self, "_hash", hash(terms))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("SymExpr is immutable")
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def same(self, other: Any) -> bool:
+        """Structural equality (`==` builds a condition instead)."""
+        return type(other) is SymExpr and self.terms == other.terms
+
+    # -- arithmetic ---------------------------------------------------------------------------
+    def __add__(self, other: Any) -> int | SymExpr:
+        return add(self, other) if _is_int(other) else NotImplemented
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> int | SymExpr:
+        return add(self, mul(other, -1)) if _is_int(other) else NotImplemented
+
+    def __rsub__(self, other: Any) -> int | SymExpr:
+        return add(other, mul(self, -1)) if _is_int(other) else NotImplemented
+
+    def __mul__(self, other: Any) -> int | SymExpr:
+        return mul(self, other) if _is_int(other) else NotImplemented
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> int | SymExpr:
+        return mul(self, -1)
+
+    def __pos__(self) -> SymExpr:
+        return self
+
+    def __floordiv__(self, other: Any) -> int | SymExpr:
+        return floordiv(self, other) if _is_int(other) else NotImplemented
+
+    def __rfloordiv__(self, other: Any) -> int | SymExpr:
+        return floordiv(other, self) if _is_int(other) else NotImplemented
+
+    def __mod__(self, other: Any) -> int | SymExpr:
+        return mod(self, other) if _is_int(other) else NotImplemented
+
+    def __rmod__(self, other: Any) -> int | SymExpr:
+        return mod(other, self) if _is_int(other) else NotImplemented
+
+    # -- comparisons build conditions ---------------------------------------------------------
+    def __eq__(self, other: Any) -> Any:  # a condition, not a bool
+        return compare("==", self, other) if _is_int(other) else NotImplemented
+
+    def __ne__(self, other: Any) -> Any:  # a condition, not a bool
+        return compare("!=", self, other) if _is_int(other) else NotImplemented
+
+    def __lt__(self, other: Any) -> Any:
+        return compare("<", self, other) if _is_int(other) else NotImplemented
+
+    def __le__(self, other: Any) -> Any:
+        return compare("<=", self, other) if _is_int(other) else NotImplemented
+
+    def __gt__(self, other: Any) -> Any:
+        return compare(">", self, other) if _is_int(other) else NotImplemented
+
+    def __ge__(self, other: Any) -> Any:
+        return compare(">=", self, other) if _is_int(other) else NotImplemented
+
+    def __bool__(self) -> bool:
+        return bool(compare("!=", self, 0))
+
+    def __index__(self) -> int:
+        """A concrete int is needed (a Python `range`, a NumPy shape): the active env
+        specializes to the example value under a recorded run-time check."""
+        return current_env().concretize(self)
+
+    __int__ = __index__
+
+    def __repr__(self) -> str:
+        return format_expr(self)
+
+    __str__ = __repr__
+
+
+def _is_int(x: Any) -> bool:
+    return type(x) is int or type(x) is SymExpr or type(x) is bool
+
+
+def symbol(name: str) -> SymExpr:
+    return SymExpr(((((("sym", name),)), 1),))
+
+
+def _terms(x: int | SymExpr) -> dict[Monomial, int]:
+    if type(x) is SymExpr:
+        return dict(x.terms)
+    return {(): int(x)} if x else {}
+
+
+def _make(terms: dict[Monomial, int]) -> int | SymExpr:
+    items = [(m, c) for m, c in terms.items() if c]
+    if not items:
+        return 0
+    if len(items) == 1 and items[0][0] == ():
+        return items[0][1]
+    items.sort(key=lambda item: _monomial_key(item[0]))
+    return SymExpr(tuple(items))
+
+
+def add(a: int | SymExpr, b: int | SymExpr) -> int | SymExpr:
+    if type(a) is not SymExpr and type(b) is not SymExpr:
+        return int(a) + int(b)
+    if type(b) is not SymExpr and not b:
+        return a
+    if type(a) is not SymExpr and not a:
+        return b
+    return _sum(_raw(a), _raw(b))
+
+
+@functools.lru_cache(maxsize=65536)
+def _sum(a: Any, b: Any) -> int | SymExpr:
+    """The sum of two raw operands (terms compare structurally: a safe cache key)."""
+    terms = _terms(_cooked(a))
+    for monomial, coefficient in _terms(_cooked(b)).items():
+        terms[monomial] = terms.get(monomial, 0) + coefficient
+    return _make(terms)
+
+
+def mul(a: int | SymExpr, b: int | SymExpr) -> int | SymExpr:
+    if type(a) is not SymExpr and type(b) is not SymExpr:
+        return int(a) * int(b)
+    expr, other = (a, b) if type(a) is SymExpr else (b, a)
+    if type(other) is not SymExpr and type(expr) is SymExpr:  # a multiple: the order is kept
+        factor = int(other)
+        if factor == 1:
+            return expr
+        if factor == 0:
+            return 0
+        return SymExpr(tuple((m, c * factor) for m, c in expr.terms))
+    return _product(_raw(a), _raw(b))
+
+
+@functools.lru_cache(maxsize=65536)
+def _product(a: Any, b: Any) -> int | SymExpr:
+    """The product of two raw operands (terms compare structurally: a safe cache key)."""
+    terms: dict[Monomial, int] = {}
+    for m1, c1 in _terms(_cooked(a)).items():
+        for m2, c2 in _terms(_cooked(b)).items():
+            monomial = tuple(sorted(m1 + m2, key=_atom_key))
+            terms[monomial] = terms.get(monomial, 0) + c1 * c2
+    return _make(terms)
+
+
+def _func(kind: str, *args: int | SymExpr) -> SymExpr:
+    return SymExpr(((((kind, tuple(_raw(a) for a in args)),), 1),))
+
+
+def _split_divisible(a: int | SymExpr, b: int) -> tuple[int | SymExpr, int | SymExpr]:
+    """(q, r) with a == b*q + r, q holding every term whose coefficient b divides."""
+    quotient: dict[Monomial, int] = {}
+    rest: dict[Monomial, int] = {}
+    for monomial, coefficient in _terms(a).items():
+        if coefficient % b == 0:
+            quotient[monomial] = coefficient // b
+        else:
+            rest[monomial] = coefficient
+    return _make(quotient), _make(rest)
+
+
+def floordiv(a: int | SymExpr, b: int | SymExpr) -> int | SymExpr:
+    if type(a) is not SymExpr and type(b) is not SymExpr:
+        return int(a) // int(b)
+    if type(b) is int:
+        if b == 0:
+            raise ZeroDivisionError("symbolic floor division by zero")
+        if b < 0:
+            return floordiv(mul(a, -1), -b)
+        quotient, rest = _split_divisible(a, b)
+        if type(rest) is int:
+            return add(quotient, rest // b)
+        return add(quotient, _func("floordiv", rest, b))
+    cancelled = _cancel(a, b) if type(b) is SymExpr else None
+    if cancelled is not None:  # (m*a') // (c*m) == a' // c for any non-zero monomial m
+        return floordiv(*cancelled)
+    return _func("floordiv", a, b)
+
+
+def _cancel(a: int | SymExpr, b: SymExpr) -> tuple[int | SymExpr, int] | None:
+    """(a', c) when b is c*m for one monomial m that divides every term of a as m*a'."""
+    if len(b.terms) != 1:
+        return None
+    divisor, coefficient = b.terms[0]
+    quotient: dict[Monomial, int] = {}
+    for monomial, c in _terms(a).items():
+        rest = list(monomial)
+        for atom in divisor:
+            if atom not in rest:
+                return None
+            rest.remove(atom)
+        quotient[tuple(rest)] = c
+    return _make(quotient), coefficient
+
+
+def ceildiv(a: int | SymExpr, b: int | SymExpr) -> int | SymExpr:
+    return mul(floordiv(mul(a, -1), b), -1)
+
+
+def mod(a: int | SymExpr, b: int | SymExpr) -> int | SymExpr:
+    if type(a) is not SymExpr and type(b) is not SymExpr:
+        return int(a) % int(b)
+    if type(b) is int:
+        if b == 0:
+            raise ZeroDivisionError("symbolic modulo by zero")
+        if b > 0:
+            _, rest = _split_divisible(a, b)
+            if type(rest) is int:
+                return rest % b
+            return _func("mod", rest, b)
+    elif type(b) is SymExpr:
+        cancelled = _cancel(a, b)
+        if cancelled is not None and mod(*cancelled) == 0:  # a is a multiple of b
+            return 0
+    return _func("mod", a, b)
+
+
+def sym_min(a: int | SymExpr, b: int | SymExpr) -> int | SymExpr:
+    return _min_max("min", a, b)
+
+
+def sym_max(a: int | SymExpr, b: int | SymExpr) -> int | SymExpr:
+    return _min_max("max", a, b)
+
+
+def _min_max(kind: str, a: int | SymExpr, b: int | SymExpr) -> int | SymExpr:
+    if type(a) is not SymExpr and type(b) is not SymExpr:
+        return min(int(a), int(b)) if kind == "min" else max(int(a), int(b))
+    difference = add(a, mul(b, -1))
+    if type(difference) is int:  # a and b differ by a constant
+        return a if (difference <= 0) == (kind == "min") else b
+    env = _ENV.get()
+    if env is not None:  # the ranges may settle it without a check
+        low, high = interval(difference, env.symbols)
+        if high <= 0 or low >= 0:
+            return a if (high <= 0) == (kind == "min") else b
+    first, second = sorted((a, b), key=_operand_key)
+    return _func(kind, first, second)
+
+
+# -- conditions --------------------------------------------------------------------------------
+class SymBool:
+    """`poly == 0`, `poly != 0` or `poly <= 0` (`<`, `>`, `>=` normalize to `<=` over ints)."""
+
+    __slots__ = ("poly", "relation")
+    relation: str
+    poly: SymExpr
+
+    def __init__(self, relation: str, poly: SymExpr) -> None:
+        object.__setattr__(self, "relation", relation)
+        object.__setattr__(self, "poly", poly)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("SymBool is immutable")
+
+    def key(self) -> tuple:
+        return (self.relation, self.poly.terms)
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __eq__(self, other: Any) -> bool:
+        return type(other) is SymBool and self.key() == other.key()
+
+    def negated(self) -> SymBool:
+        if self.relation == "<=":  # not p <= 0  <=>  -p + 1 <= 0
+            return SymBool("<=", _as_expr(add(mul(self.poly, -1), 1)))
+        return SymBool("!=" if self.relation == "==" else "==", self.poly)
+
+    def __bool__(self) -> bool:
+        return current_env().decide(self)
+
+    def __repr__(self) -> str:
+        return format_expr(self)
+
+    __str__ = __repr__
+
+
+def _as_expr(x: int | SymExpr) -> SymExpr:
+    assert type(x) is SymExpr
+    return x
+
+
+def compare(relation: str, a: int | SymExpr, b: int | SymExpr) -> bool | SymBool:
+    """`a relation b` as a bool when the expressions settle it structurally, else a SymBool."""
+    if type(a) is SymExpr and a.same(b):
+        return relation in ("==", "<=", ">=")
+    if relation in ("<", "<="):
+        poly = add(a, mul(b, -1))
+        if relation == "<":
+            poly = add(poly, 1)
+        relation = "<="
+    elif relation in (">", ">="):
+        poly = add(b, mul(a, -1))
+        if relation == ">":
+            poly = add(poly, 1)
+        relation = "<="
+    elif relation in ("==", "!="):
+        poly = add(a, mul(b, -1))
+        if type(poly) is SymExpr and next(c for m, c in poly.terms if m) < 0:
+            poly = mul(poly, -1)  # sign normalized: s0 - s1 == 0 and s1 - s0 == 0 are one
+    else:
+        raise ValueError(f"unknown relation {relation!r}")
+    if type(poly) is not SymExpr:
+        return {"==": poly == 0, "!=": poly != 0, "<=": poly <= 0}[relation]
+    return SymBool(relation, poly)
+
+
+# -- evaluation and ranges ---------------------------------------------------------------------
+def free_symbols(x: Any) -> set[str]:
+    """Names of the symbols in an expression, a condition, or a (nested) tuple of them."""
+    found: set[str] = set()
+    _collect(x, found)
+    return found
+
+
+def _collect(x: Any, found: set[str]) -> None:
+    kind = type(x)
+    if kind is SymExpr:
+        for monomial, _ in x.terms:
+            for atom in monomial:
+                if atom[0] == "sym":
+                    found.add(atom[1])
+                else:
+                    for arg in atom[1]:
+                        _collect(_cooked(arg), found)
+    elif kind is SymBool:
+        _collect(x.poly, found)
+    elif kind is tuple or kind is list:
+        for item in x:
+            _collect(item, found)
+
+
+_FUNCS: dict[str, Callable[[Any, Any], Any]] = {
+    "floordiv": floordiv,
+    "mod": mod,
+    "min": sym_min,
+    "max": sym_max,
+}
+
+
+def substitute(x: Any, lookup: Callable[[str], int | SymExpr]) -> Any:
+    """`x` with each symbol replaced by lookup(name) (ints give an int or a bool)."""
+    kind = type(x)
+    if kind is SymExpr:
+        total: int | SymExpr = 0
+        for monomial, coefficient in x.terms:
+            product: int | SymExpr = coefficient
+            for atom in monomial:
+                if atom[0] == "sym":
+                    factor = lookup(atom[1])
+                else:
+                    factor = _FUNCS[atom[0]](*(substitute(_cooked(a), lookup) for a in atom[1]))
+                product = mul(product, factor)
+            total = add(total, product)
+        return total
+    if kind is SymBool:
+        return compare(x.relation, substitute(x.poly, lookup), 0)
+    if kind is tuple:
+        return tuple(substitute(item, lookup) for item in x)
+    return x
+
+
+def evaluate(x: Any, binding: Mapping[str, int]) -> Any:
+    """The value of an expression or condition (or tuple of them) under a binding of every
+    symbol it uses (KeyError names a missing one)."""
+    return substitute(x, binding.__getitem__)
+
+
+def _interval_mul(a: tuple[Bound, Bound], b: tuple[Bound, Bound]) -> tuple[Bound, Bound]:
+    products = [_safe_mul(x, y) for x in a for y in b]
+    return min(products), max(products)
+
+
+def _safe_mul(x: Bound, y: Bound) -> Bound:
+    if x == 0 or y == 0:
+        return 0
+    return x * y
+
+
+def interval(x: int | SymExpr, symbols: Mapping[str, Symbol]) -> tuple[Bound, Bound]:
+    """Inclusive bounds of an expression's value over the symbols' ranges (unknown symbols:
+    unbounded)."""
+    if type(x) is not SymExpr:
+        return int(x), int(x)
+    low, high = _term_interval(x, symbols)
+    if not (low > 0 or high < 0 or low == high):  # no sign settled: try the rewritten form
+        rewritten = _without_exact_floordivs(x)
+        if rewritten is not x:  # both forms bound the same value: keep the tighter ends
+            other = interval(rewritten, symbols)
+            low, high = max(low, other[0]), min(high, other[1])
+    return low, high
+
+
+def _term_interval(x: SymExpr, symbols: Mapping[str, Symbol]) -> tuple[Bound, Bound]:
+    low: Bound = 0
+    high: Bound = 0
+    for monomial, coefficient in x.terms:
+        bounds: tuple[Bound, Bound] = (coefficient, coefficient)
+        for atom in monomial:
+            bounds = _interval_mul(bounds, _atom_interval(atom, symbols))
+        low, high = low + bounds[0], high + bounds[1]
+    return low, high
+
+
+def _without_exact_floordivs(x: SymExpr) -> int | SymExpr:
+    """x with each term k*(a//c)*rest whose k is a multiple of c rewritten as
+    (k/c)*(a - a%c)*rest: the same value, in a form where `a` can cancel against other terms
+    (2*(s0//2) <= s0 is then -(s0%2) <= 0, which the ranges settle)."""
+    total: int | SymExpr = 0
+    changed = False
+    for monomial, coefficient in x.terms:
+        term: int | SymExpr = SymExpr(((monomial, coefficient),))
+        for index, atom in enumerate(monomial):
+            divisor = atom[1][1] if atom[0] == "floordiv" else None
+            if type(divisor) is int and divisor > 0 and coefficient % divisor == 0:
+                dividend = _cooked(atom[1][0])
+                rest = _make({monomial[:index] + monomial[index + 1 :]: coefficient // divisor})
+                term = mul(rest, add(dividend, mul(mod(dividend, divisor), -1)))
+                changed = True
+                break
+        total = add(total, term)
+    return total if changed else x
+
+
+def _atom_interval(atom: Atom, symbols: Mapping[str, Symbol]) -> tuple[Bound, Bound]:
+    kind = atom[0]
+    if kind == "sym":
+        declared = symbols.get(atom[1])
+        return (declared.lower, declared.upper) if declared else (-INF, INF)
+    a, b = (interval(_cooked(arg), symbols) for arg in atom[1])
+    if kind == "min":
+        return min(a[0], b[0]), min(a[1], b[1])
+    if kind == "max":
+        return max(a[0], b[0]), max(a[1], b[1])
+    if kind == "mod" and b[0] > 0:
+        if a[0] >= 0 and a[1] < b[0]:
+            return a
+        return 0, b[1] - 1
+    if kind == "floordiv" and b[0] > 0:
+        ends = [_floor_div_bound(x, y) for x in a for y in b]
+        return min(ends), max(ends)
+    return -INF, INF
+
+
+def _floor_div_bound(x: Bound, y: Bound) -> Bound:
+    if isinstance(x, float) or isinstance(y, float):  # an infinite end
+        if isinstance(y, float):
+            return 0 if not isinstance(x, float) else x
+        return x
+    return x // y
+
+
+def decided(condition: SymBool, symbols: Mapping[str, Symbol]) -> bool | None:
+    """True or False when the symbols' ranges settle the condition, else None."""
+    low, high = interval(condition.poly, symbols)
+    if condition.relation == "<=":
+        return True if high <= 0 else False if low > 0 else None
+    is_zero = True if low == high == 0 else False if (low > 0 or high < 0) else None
+    if is_zero is None:
+        return None
+    return is_zero if condition.relation == "==" else not is_zero
+
+
+# -- the shape environment ---------------------------------------------------------------------
+@attrs.define(slots=True, eq=False)
+class ShapeEnv:
+    """The symbols a computation may assume, and the run-time checks it has taken on.
+
+    `decide(cond)` answers from the ranges when they settle the condition; otherwise from the
+    example values, recording the condition that holds there in `checks` (the executor checks
+    every one before running). `recording=False` (the verifier) answers from the checks already
+    recorded and the examples without adding any."""
+
+    symbols: dict[str, Symbol] = attrs.Factory(dict)
+    checks: list[SymBool] = attrs.Factory(list)
+    recording: bool = True
+    _known: dict[tuple, bool] = attrs.Factory(dict)
+
+    def __attrs_post_init__(self) -> None:
+        for check in self.checks:
+            self._known[check.key()] = True
+            self._known[check.negated().key()] = False
+
+    def example(self, name: str) -> int:
+        declared = self.symbols.get(name)
+        if declared is not None and declared.example is None and not declared.backed:
+            # A data-dependent size has no example: decide as for a size of 2 (as torch's
+            # size-oblivious reasoning assumes, not 0 or 1), within its range, under a check.
+            low = declared.lower if isinstance(declared.lower, int) else 0
+            high = declared.upper if isinstance(declared.upper, int) else max(low, 2)
+            return min(max(2, low), high)
+        if declared is None or declared.example is None:
+            raise ShapeError(
+                f"symbol {name} has no example value: a size decision that depends on it cannot "
+                "be taken"
+            )
+        return declared.example
+
+    def decide(self, condition: SymBool) -> bool:
+        key = condition.key()
+        known = self._known.get(key)
+        if known is not None:
+            return known
+        answer = decided(condition, self.symbols)
+        if answer is not None:
+            self._known[key] = answer  # the ranges never change: remember it
+            return answer
+        answer = bool(evaluate(condition, _Examples(self)))
+        holds = condition if answer else condition.negated()
+        self._known[condition.key()] = answer
+        self._known[condition.negated().key()] = not answer
+        if self.recording:
+            self.checks.append(holds)
+        return answer
+
+    def assume(self, condition: SymBool, what: str) -> None:
+        """Take `condition` as true from now on (a run-time check unless the ranges settle it)."""
+        answer = decided(condition, self.symbols)
+        if answer is False:
+            raise ShapeError(f"{what}: {condition} is false for every size in range")
+        key = condition.key()
+        if answer is None and key not in self._known:
+            self._known[key] = True
+            self._known[condition.negated().key()] = False
+            if self.recording:
+                self.checks.append(condition)
+
+    def concretize(self, expr: SymExpr) -> int:
+        value = evaluate(expr, _Examples(self))
+        self.decide(_as_bool(compare("==", expr, value)))
+        return value
+
+
+class _Examples(Mapping[str, int]):
+    def __init__(self, env: ShapeEnv) -> None:
+        self.env = env
+
+    def __getitem__(self, name: str) -> int:
+        return self.env.example(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.env.symbols)
+
+    def __len__(self) -> int:
+        return len(self.env.symbols)
+
+
+def _as_bool(x: bool | SymBool) -> SymBool:
+    assert type(x) is SymBool
+    return x
+
+
+_ENV: contextvars.ContextVar[ShapeEnv | None] = contextvars.ContextVar("shape_env", default=None)
+
+
+def assume(condition: Any, what: str) -> None:
+    """`torch._check(condition)` on sizes, in the active env (see ShapeEnv.assume)."""
+    if type(condition) is SymBool:
+        current_env().assume(condition, what)
+    elif not condition:
+        raise ShapeError(f"{what}: the condition is false")
+
+
+def current_env() -> ShapeEnv:
+    env = _ENV.get()
+    if env is None:
+        raise ShapeError(
+            "a decision on a symbolic size was taken outside a shape environment "
+            "(lowering and verification provide one)"
+        )
+    return env
+
+
+@contextlib.contextmanager
+def shape_env(env: ShapeEnv) -> Iterator[ShapeEnv]:
+    """Make `env` the one symbolic decisions consult while the block runs."""
+    token = _ENV.set(env)
+    try:
+        yield env
+    finally:
+        _ENV.reset(token)
+
+
+def is_symbolic(x: Any) -> bool:
+    return type(x) is SymExpr or type(x) is SymBool
+
+
+# -- printing ----------------------------------------------------------------------------------
+def format_expr(x: int | SymExpr | SymBool) -> str:
+    """The infix form `parse_expr` reads back to an equal expression."""
+    if type(x) is SymBool:
+        return _format_condition(x)
+    if type(x) is SymExpr:
+        return _format_sum(list(x.terms))
+    return str(int(x))  # type: ignore[arg-type]  # an int (a bool prints as 0 or 1)
+
+
+def _format_sum(terms: list[tuple[Monomial, int]]) -> str:
+    ordered = [t for t in terms if t[0]] + [t for t in terms if not t[0]]
+    text = ""
+    for index, (monomial, coefficient) in enumerate(ordered):
+        magnitude = abs(coefficient)
+        body = "*".join(_format_atom(a) for a in monomial)
+        if not body:
+            piece = str(magnitude)
+        elif magnitude == 1:
+            piece = body
+        else:
+            piece = f"{magnitude}*{body}"
+        if index == 0:
+            text = f"-{piece}" if coefficient < 0 else piece
+        else:
+            text += f" - {piece}" if coefficient < 0 else f" + {piece}"
+    return text or "0"
+
+
+def _format_atom(atom: Atom) -> str:
+    if atom[0] == "sym":
+        return atom[1]
+    kind, (a, b) = atom[0], map(_cooked, atom[1])
+    if kind in ("min", "max"):
+        return f"{kind}({format_expr(a)}, {format_expr(b)})"
+    symbol_ = "//" if kind == "floordiv" else "%"
+    return f"({_format_factor(a)}{symbol_}{_format_factor(b)})"
+
+
+def _format_factor(x: int | SymExpr) -> str:
+    text = format_expr(x)
+    simple = type(x) is int and x >= 0
+    if type(x) is SymExpr and len(x.terms) == 1 and x.terms[0][1] == 1 and len(x.terms[0][0]) == 1:
+        simple = True
+    return text if simple else f"({text})"
+
+
+def _format_condition(condition: SymBool) -> str:
+    left: dict[Monomial, int] = {}
+    right: dict[Monomial, int] = {}
+    for monomial, coefficient in condition.poly.terms:
+        if coefficient > 0:
+            left[monomial] = coefficient
+        else:
+            right[monomial] = -coefficient
+    lhs = _format_sum(list(left.items())) if left else "0"
+    rhs = _format_sum(list(right.items())) if right else "0"
+    return f"{lhs} {condition.relation} {rhs}"
+
+
+# -- parsing -----------------------------------------------------------------------------------
+_EXPR_TOKEN = re.compile(
+    r"\s*(?:(?P<int>[0-9]+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<string>'[A-Za-z0-9_]*')"
+    r"|(?P<op>//|==|!=|<=|>=|\*\*|[-+*%<>(),=]))",
+    re.ASCII,
+)
+_MAX_DEPTH = 64
+_MAX_DIGITS = 4000
+
+
+class ExprSyntaxError(ValueError):
+    """A malformed expression; `position` is the offset of the offending text."""
+
+    def __init__(self, message: str, position: int) -> None:
+        self.position = position
+        super().__init__(f"{message} at offset {position}")
+
+
+def parse_expr(text: str) -> int | SymExpr | bool | SymBool:
+    """Read an expression or condition (infix or sympy srepr; see the module docstring)."""
+    parser = _ExprParser(text)
+    result = parser.condition(0)
+    parser.finish()
+    return result
+
+
+_RELATIONS = {"==", "!=", "<=", ">=", "<", ">"}
+# sympy's and torch's function names (as the `.pt2` writer prints them) and ours.
+_SREPR_RELATIONS = {
+    "Eq": "==",
+    "Ne": "!=",
+    "Equality": "==",
+    "Unequality": "!=",
+    "StrictLessThan": "<",
+    "LessThan": "<=",
+    "StrictGreaterThan": ">",
+    "GreaterThan": ">=",
+    "Lt": "<",
+    "Le": "<=",
+    "Gt": ">",
+    "Ge": ">=",
+}
+
+
+class _ExprParser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens: list[tuple[str, str, int]] = []
+        position = 0
+        while position < len(text):
+            match = _EXPR_TOKEN.match(text, position)
+            if match is None or match.end() == position:
+                if text[position:].strip() == "":
+                    break
+                raise ExprSyntaxError(f"unexpected character {text[position]!r}", position)
+            kind = match.lastgroup
+            assert kind is not None
+            self.tokens.append((kind, match.group(kind), match.start(kind)))
+            position = match.end()
+        self.tokens.append(("end", "", len(text)))
+        self.index = 0
+
+    def peek(self) -> tuple[str, str, int]:
+        return self.tokens[self.index]
+
+    def next(self) -> tuple[str, str, int]:
+        token = self.tokens[self.index]
+        self.index += 1
+        return token
+
+    def fail(self, message: str) -> Any:
+        kind, text, position = self.peek()
+        raise ExprSyntaxError(f"{message}, found {text!r}" if kind != "end" else message, position)
+
+    def expect(self, text: str) -> None:
+        if self.peek()[1] != text or self.peek()[0] not in ("op",):
+            self.fail(f"expected {text!r}")
+        self.next()
+
+    def finish(self) -> None:
+        if self.peek()[0] != "end":
+            self.fail("expected the end of the expression")
+
+    def condition(self, depth: int) -> Any:
+        left = self.sum(depth)
+        kind, text, _ = self.peek()
+        if kind == "op" and text in _RELATIONS:
+            self.next()
+            return compare(text, self.integer(left), self.integer(self.sum(depth)))
+        return left
+
+    def integer(self, x: Any) -> int | SymExpr:
+        if type(x) is int or type(x) is SymExpr:
+            return x
+        return self.fail("expected an integer expression")
+
+    def sum(self, depth: int) -> Any:
+        value = self.product(depth)
+        while self.peek()[0] == "op" and self.peek()[1] in ("+", "-"):
+            sign = self.next()[1]
+            right = self.integer(self.product(depth))
+            value = add(self.integer(value), right if sign == "+" else mul(right, -1))
+        return value
+
+    def product(self, depth: int) -> Any:
+        value = self.unary(depth)
+        while self.peek()[0] == "op" and self.peek()[1] in ("*", "//", "%"):
+            operator = self.next()[1]
+            right = self.integer(self.unary(depth))
+            left = self.integer(value)
+            if operator == "*":
+                value = mul(left, right)
+            elif operator == "//":
+                value = self.divide(floordiv, left, right)
+            else:
+                value = self.divide(mod, left, right)
+        return value
+
+    def divide(self, function: Callable, a: Any, b: Any) -> Any:
+        if type(b) is int and b == 0:
+            self.fail("division by zero")
+        return function(a, b)
+
+    def unary(self, depth: int) -> Any:
+        if self.peek()[0] == "op" and self.peek()[1] == "-":
+            self.next()
+            return mul(self.integer(self.unary(depth)), -1)
+        return self.atom(depth)
+
+    def atom(self, depth: int) -> Any:
+        if depth > _MAX_DEPTH:
+            self.fail(f"expressions nest at most {_MAX_DEPTH} deep")
+        kind, text, position = self.next()
+        if kind == "int":
+            if len(text) > _MAX_DIGITS:
+                raise ExprSyntaxError("integer literal too long", position)
+            return int(text)
+        if kind == "op" and text == "(":
+            value = self.condition(depth + 1)
+            self.expect(")")
+            return value
+        if kind == "name":
+            if self.peek()[1] == "(" and self.peek()[0] == "op":
+                self.next()
+                return self.call(text, position, depth + 1)
+            if text in ("True", "False"):
+                return text == "True"
+            return symbol(text)
+        self.index -= 1
+        return self.fail("expected a number, a symbol or '('")
+
+    def arguments(self, depth: int) -> list[Any]:
+        items: list[Any] = []
+        if self.peek()[1] == ")":
+            self.next()
+            return items
+        while True:
+            if self.peek()[0] == "name" and self.tokens[self.index + 1][1] == "=":
+                self.next()
+                self.next()
+                self.atom(depth)  # a keyword such as positive=True: an assumption, not a value
+            elif self.peek()[0] == "string":
+                items.append(self.next()[1][1:-1])
+            else:
+                items.append(self.condition(depth))
+            if self.peek()[1] == ")":
+                self.next()
+                return items
+            self.expect(",")
+
+    def call(self, name: str, position: int, depth: int) -> Any:
+        args = self.arguments(depth)
+
+        def ints() -> list[int | SymExpr]:
+            return [
+                self.integer(a) if type(a) is not str else self.fail("unexpected string")
+                for a in args
+            ]
+
+        def arity(n: int) -> None:
+            if len(args) != n:
+                raise ExprSyntaxError(f"{name} takes {n} argument(s), got {len(args)}", position)
+
+        if name == "Symbol":
+            if not args or type(args[0]) is not str or not args[0]:
+                raise ExprSyntaxError("Symbol takes a name", position)
+            return symbol(args[0])
+        if name == "Integer":
+            arity(1)
+            value = ints()[0]
+            if type(value) is not int:
+                raise ExprSyntaxError("Integer takes an integer literal", position)
+            return value
+        if name in ("Add", "Mul"):
+            values = ints()
+            total: int | SymExpr = 0 if name == "Add" else 1
+            for value in values:
+                total = add(total, value) if name == "Add" else mul(total, value)
+            return total
+        if name == "Pow":
+            arity(2)
+            base, exponent = ints()
+            if type(exponent) is not int or not 0 <= exponent <= 64:
+                raise ExprSyntaxError("Pow takes a small non-negative integer exponent", position)
+            result: int | SymExpr = 1
+            for _ in range(exponent):
+                result = mul(result, base)
+            return result
+        if name in (
+            "FloorDiv",
+            "floordiv",
+            "Mod",
+            "PythonMod",
+            "mod",
+            "CleanDiv",
+            "CeilDiv",
+            "ceildiv",
+        ):
+            arity(2)
+            a, b = ints()
+            if type(b) is int and b == 0:
+                raise ExprSyntaxError("division by zero", position)
+            if name in ("Mod", "PythonMod", "mod"):
+                return mod(a, b)
+            if name in ("CeilDiv", "ceildiv"):
+                return ceildiv(a, b)
+            return floordiv(a, b)
+        if name in ("Max", "Min", "max", "min"):
+            values = ints()
+            if not values:
+                raise ExprSyntaxError(f"{name} takes at least one argument", position)
+            combine = sym_max if name.lower() == "max" else sym_min
+            result = values[0]
+            for value in values[1:]:
+                result = combine(result, value)
+            return result
+        if name in _SREPR_RELATIONS:
+            arity(2)
+            a, b = ints()
+            return compare(_SREPR_RELATIONS[name], a, b)
+        raise ExprSyntaxError(f"unknown function {name!r}", position)
+
+
+def is_size(x: Any) -> bool:
+    """A non-negative int, or a symbolic size (whose range says it is non-negative)."""
+    return (type(x) is int and x >= 0) or type(x) is SymExpr
+
+
+def number_kind(x: Any) -> type:
+    """The Python type a number operand stands for: int for a symbolic size, bool for a
+    condition on sizes."""
+    kind = type(x)
+    return int if kind is SymExpr else bool if kind is SymBool else kind
+
+
+def same_size(a: Any, b: Any) -> bool:
+    """a and b are the same size for every binding: equal ints, or structurally equal
+    expressions (never records a check)."""
+    if type(a) is SymExpr or type(b) is SymExpr:
+        return type(a) is type(b) and a.same(b)
+    return bool(a == b)
+
+
+def is_literal_one(x: Any) -> bool:
+    """x is the int 1 (a symbolic size is never taken for 1 without a check)."""
+    return type(x) is int and x == 1
+
+
+def settled(condition: Any) -> bool | None:
+    """A condition's answer when it is a bool, when the active env's ranges settle it or when it
+    already holds as a check; None otherwise (nothing is recorded)."""
+    if type(condition) is not SymBool:
+        return bool(condition)
+    env = _ENV.get()
+    if env is None:
+        return None
+    answer = decided(condition, env.symbols)
+    return answer if answer is not None else env._known.get(condition.key())

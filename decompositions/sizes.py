@@ -1,0 +1,87 @@
+"""Integer arithmetic on sizes (`x.shape[0] * 2` in a graph exported with dynamic shapes).
+
+The operands are ints or symbolic sizes (`aten2prims.ir.symbolic`); each rule computes the
+result with Python's own operators, so a symbolic operand gives a symbolic result and the
+lowered graph holds no node for it. Comparisons give a bool, or a condition on the symbols
+when their ranges do not settle it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aten2prims.errors import ShapeError
+from aten2prims.ir.symbolic import assume, is_symbolic
+
+from .registry import register
+
+
+@register("aten.add.int")
+def add_int(a: Any, b: Any) -> Any:
+    return a + b
+
+
+@register("aten.sub.int")
+def sub_int(a: Any, b: Any) -> Any:
+    return a - b
+
+
+@register("aten.mul.int")
+def mul_int(a: Any, b: Any) -> Any:
+    return a * b
+
+
+@register("aten.floordiv.int")
+def floordiv_int(a: Any, b: Any) -> Any:
+    return a // b
+
+
+@register("aten.remainder.int")
+def remainder_int(a: Any, b: Any) -> Any:
+    return a % b
+
+
+@register("aten.neg.int")
+def neg_int(a: Any) -> Any:
+    return -a
+
+
+@register("aten.eq.int")
+def eq_int(a: Any, b: Any) -> Any:
+    return a == b
+
+
+@register("aten.ne.int")
+def ne_int(a: Any, b: Any) -> Any:
+    return a != b
+
+
+@register("aten.lt.int")
+def lt_int(a: Any, b: Any) -> Any:
+    return a < b
+
+
+@register("aten.le.int")
+def le_int(a: Any, b: Any) -> Any:
+    return a <= b
+
+
+@register("aten.gt.int")
+def gt_int(a: Any, b: Any) -> Any:
+    return a > b
+
+
+@register("aten.ge.int")
+def ge_int(a: Any, b: Any) -> Any:
+    return a >= b
+
+
+@register("aten._assert_scalar.default")
+def assert_scalar(self: Any, assert_msg: str) -> tuple[()]:
+    """torch._check on sizes: a condition the ranges do not settle is assumed from here on and
+    becomes a run-time check of the graph; a false one is refused now."""
+    if is_symbolic(self):
+        assume(self, assert_msg)
+    elif not self:
+        raise ShapeError(assert_msg)
+    return ()

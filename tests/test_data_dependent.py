@@ -1,0 +1,137 @@
+"""Data-dependent sizes against torch: programs whose output sizes depend on their inputs'
+values (nonzero, boolean-mask indexing, masked_select, `x.item()` feeding a slice), exported
+with torch.export, saved and loaded, lowered once, and run on inputs giving different sizes.
+The executor binds each data-dependent (unbacked) symbol when the data deciding it is known
+and refuses a value outside the symbol's range with a ShapeError naming it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import aten2prims
+from aten2prims.errors import ShapeError
+from aten2prims.ir import graph_difference, parse
+from aten2prims.passes.verify import verify
+from aten2prims.testing.compare import compare
+
+
+class NonZero(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nonzero(x > 0)
+
+
+class MaskIndex(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[x > 0] * 2
+
+
+class MaskedSelect(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.masked_select(x, y > 0.5) + 1
+
+
+class ItemSlice(torch.nn.Module):
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        k = n.item()
+        torch._check_is_size(k)
+        torch._check(k <= x.shape[0])
+        return x[:k] * 2 + x[:k].sum()
+
+
+CASES: dict[str, tuple[torch.nn.Module, Any]] = {
+    "nonzero": (NonZero(), lambda g: (torch.randn(4, 3, generator=g),)),
+    "mask_index": (MaskIndex(), lambda g: (torch.randn(7, generator=g),)),
+    "masked_select": (
+        MaskedSelect(),
+        lambda g: (torch.randn(3, 4, generator=g), torch.rand(4, generator=g)),
+    ),
+    "item_slice": (
+        ItemSlice(),
+        lambda g: (torch.randn(6, generator=g), torch.randint(0, 7, (), generator=g)),
+    ),
+}
+
+
+def _load(name: str, tmp_path: Path) -> tuple[torch.nn.Module, Any, aten2prims.Graph]:
+    module, make = CASES[name]
+    example = make(torch.Generator().manual_seed(0))
+    path = tmp_path / f"{name}.pt2"
+    torch.export.save(torch.export.export(module, example).run_decompositions(), path)
+    return module, make, aten2prims.load(path)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_data_dependent_sizes_match_torch_on_inputs_of_several_sizes(
+    name: str, tmp_path: Path
+) -> None:
+    module, make, graph = _load(name, tmp_path)
+    assert any(not s.backed for s in graph.symbols.values())
+    lowered = aten2prims.lower(graph)
+    verify(lowered)
+    assert graph_difference(parse(str(lowered)), lowered) is None
+    sizes = set()
+    for seed in range(6):
+        inputs = make(torch.Generator().manual_seed(seed))
+        (ours,) = aten2prims.execute(lowered, [t.numpy() for t in inputs], check=True)
+        expected = module(*inputs).numpy()
+        verdict = compare(ours, expected, what=f"{name}, seed {seed}")
+        assert verdict, verdict.message
+        sizes.add(expected.shape)
+    assert len(sizes) >= 3  # the data gave several output sizes, all from one lowering
+
+
+def test_a_data_dependent_value_outside_its_range_is_refused(tmp_path: Path) -> None:
+    _, _, graph = _load("item_slice", tmp_path)
+    lowered = aten2prims.lower(graph)
+    x = np.zeros(6, np.float32)
+    with pytest.raises(
+        ShapeError, match=r"data-dependent symbol u\d+ = 9 .* outside its range \[0, 6\]"
+    ):
+        aten2prims.execute(lowered, [x, np.asarray(9)])
+
+
+def test_sizes_from_data_agree_with_each_prims_kernel_and_torch() -> None:
+    from prims.registry import PRIMS
+
+    tagged = {name: d for name, d in PRIMS.items() if d.sizes_from_data is not None}
+    assert set(tagged) == {"nonzero"}
+    rng = np.random.default_rng(0)
+    for shape in [(5,), (3, 4), (2, 0, 3), ()]:
+        a = np.asarray(rng.standard_normal(shape) > 0)
+        sizes = tagged["nonzero"].sizes_from_data(a)
+        result = tagged["nonzero"].kernel(a, **sizes)
+        np.testing.assert_array_equal(result, torch.nonzero(torch.from_numpy(a)).numpy())
+
+
+class SplitBySizes(torch.nn.Module):
+    """Sizes read with tolist() drive a split; torch._check ties them to the input's size."""
+
+    def forward(self, x: torch.Tensor, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a, b = sizes.tolist()
+        torch._check_is_size(a)
+        torch._check_is_size(b)
+        torch._check(a + b == x.shape[0])
+        first, second = torch.split(x, [a, b])
+        return first.sum(0), second * 2
+
+
+def test_tolist_driven_split_under_torch_check_matches_torch(tmp_path: Path) -> None:
+    x = torch.randn(7, 3)
+    path = tmp_path / "split.pt2"
+    program = torch.export.export(SplitBySizes(), (x, torch.tensor([3, 4])))
+    torch.export.save(program.run_decompositions(), path)
+    lowered = aten2prims.lower(aten2prims.load(path))
+    assert any(str(check) == "u0 + u1 == 7" for check in lowered.checks)  # torch._check's fact
+    for sizes in ([3, 4], [0, 7], [6, 1]):
+        split = torch.tensor(sizes)
+        outputs = aten2prims.execute(lowered, [x.numpy(), split.numpy()], check=True)
+        for index, (ours, theirs) in enumerate(zip(outputs, SplitBySizes()(x, split))):
+            verdict = compare(ours, theirs.numpy(), what=f"split {sizes} output {index}")
+            assert verdict, verdict.message
+    with pytest.raises(ShapeError, match=r"lowered assuming u0 \+ u1 == 7, which fails"):
+        aten2prims.execute(lowered, [x.numpy(), np.asarray([2, 3])])

@@ -1,0 +1,183 @@
+"""Symbolic sizes (`aten2prims.ir.symbolic`): normalization, the grammar (our infix form and the
+sympy srepr strings torch.export writes, checked against torch's own expressions), ranges, the
+shape environment's checks, the text form of dynamic graphs and the verifier's symbol checks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import sympy
+import torch
+from sympy.printing.repr import srepr
+from torch.utils._sympy.functions import FloorDiv, PythonMod
+
+import aten2prims
+from aten2prims.errors import ParseError, ShapeError, VerificationError
+from aten2prims.ir import graph_difference, parse
+from aten2prims.ir.symbolic import (
+    ExprSyntaxError,
+    ShapeEnv,
+    Symbol,
+    SymBool,
+    SymExpr,
+    evaluate,
+    format_expr,
+    interval,
+    parse_expr,
+    shape_env,
+    symbol,
+)
+from aten2prims.passes.verify import verify
+
+s0, s1 = symbol("s0"), symbol("s1")
+
+
+def test_equal_polynomials_are_equal_and_cancelled_ones_are_ints() -> None:
+    assert (s0 + s0).same(2 * s0)
+    assert (s0 * s1).same(s1 * s0)
+    assert s0 - s0 == 0 and type(s0 - s0) is int
+    assert (2 * s0 + 4) // 2 == s0 + 2
+    assert (8 * s0) // (4 * s0) == 2
+    assert (6 * s0 + 3) % 3 == 0
+    assert hash(s0 + 1) == hash(1 + s0)
+
+
+@pytest.mark.parametrize(
+    ("text", "python"),
+    [
+        ("2*s0 + 1", lambda a, b: 2 * a + 1),
+        ("(s0 - 1)//2 + 1", lambda a, b: (a - 1) // 2 + 1),
+        ("-((-s0)//2)", lambda a, b: -((-a) // 2)),
+        ("s0 % 3", lambda a, b: a % 3),
+        ("min(s0, 4)", lambda a, b: min(a, 4)),
+        ("max(s0, s1)", lambda a, b: max(a, b)),
+        ("s0*s1 - 3", lambda a, b: a * b - 3),
+        ("s0 != 1", lambda a, b: a != 1),
+        ("2 <= s0", lambda a, b: 2 <= a),
+        ("s0 < s1", lambda a, b: a < b),
+        ("(s0 % 2) == 0", lambda a, b: a % 2 == 0),
+    ],
+)
+def test_infix_form_round_trips_and_evaluates_as_python(text: str, python) -> None:
+    value = parse_expr(text)
+    again = parse_expr(format_expr(value))
+    assert format_expr(again) == format_expr(value)
+    for b0, b1 in [(2, 3), (7, 5), (64, 1)]:
+        assert evaluate(value, {"s0": b0, "s1": b1}) == python(b0, b1)
+        assert evaluate(again, {"s0": b0, "s1": b1}) == python(b0, b1)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda a, b: a * 2 + b,
+        lambda a, b: FloorDiv(a - 1, 2) + 1,
+        lambda a, b: a * b - 3,
+        lambda a, b: PythonMod(a, 4),
+        lambda a, b: sympy.Max(a, b),
+        lambda a, b: sympy.Min(a, 7),
+        lambda a, b: sympy.Eq(PythonMod(a, 2), 0),
+        lambda a, b: a <= b,
+        lambda a, b: sympy.Ne(a, 1),
+    ],
+)
+def test_torch_srepr_strings_parse_to_the_same_value(build) -> None:
+    """The expressions torch's symbolic shapes build (its FloorDiv, PythonMod, Max, relations),
+    printed with srepr as torch.export.save does, read back and evaluated like torch."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv as TorchShapeEnv
+
+    env = TorchShapeEnv()
+    a = env.create_unbacked_symint().node.expr
+    b = env.create_unbacked_symint().node.expr
+    expression = build(a, b)
+    ours = parse_expr(srepr(expression))
+    for va, vb in [(2, 3), (9, 4), (31, 31)]:
+        theirs = expression.subs({a: va, b: vb})
+        expected = bool(theirs) if isinstance(ours, (bool, SymBool)) else int(theirs)
+        assert evaluate(ours, {str(a): va, str(b): vb}) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["s0 +", "eval(s0)", "Symbol(s0)", "s0 // 0", "Integer(s0)", "__import__('os')", "s0 ; 1"],
+)
+def test_malformed_expressions_are_refused_without_evaluating_anything(text: str) -> None:
+    with pytest.raises(ExprSyntaxError):
+        parse_expr(text)
+
+
+def test_ranges_settle_conditions_and_undecided_ones_become_checks() -> None:
+    env = ShapeEnv({"s0": Symbol("s0", 2, 64, 8), "s1": Symbol("s1", 1, 16, 4)})
+    assert interval(2 * (s0 // 2) - s0, env.symbols) == (-1, 0)
+    with shape_env(env):
+        assert bool(s0 == 1) is False and bool(s0 >= 2) is True
+        assert not env.checks
+        assert bool(s1 == 1) is False  # undecided: the example's answer, recorded
+        assert [format_expr(c) for c in env.checks] == ["s1 != 1"]
+        assert list(range(s1)) == [0, 1, 2, 3]  # a concrete int: specialized under a check
+        assert format_expr(env.checks[-1]) == "s1 == 4"
+    with pytest.raises(ShapeError, match="outside a shape environment"):
+        bool(s1 == 2)
+
+
+DYNAMIC = """\
+symbol s0 in [2, 64] example 8
+symbol u0 in [0, inf] unbacked
+check s0 != 3
+graph g(%x: f32[s0, 2*s0 + 1]) -> (f32[s0, 2*s0 + 1]):
+  %0: f32[s0, 2*s0 + 1] = prims.broadcast_in_dim(%x, shape=[sym(s0), sym(2*s0 + 1)], broadcast_dimensions=[0, 1])
+  %1: f32[s0, 2*s0 + 1] = prims.add(%0, %x)
+  return (%1)
+"""
+
+
+def test_dynamic_text_form_round_trips_exactly_and_verifies() -> None:
+    graph = parse(DYNAMIC)
+    assert str(graph) == DYNAMIC
+    assert graph_difference(parse(str(graph)), graph) is None
+    assert graph.symbols["u0"] == Symbol("u0", 0, math.inf, None, backed=False)
+    verify(graph)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("check s0 != 3", "check s9 != 3"), "uses undeclared symbol"),
+        (("f32[s0, 2*s0 + 1]) ->", "f32[s7, 2*s0 + 1]) ->"), "uses undeclared symbol"),
+    ],
+)
+def test_verifier_refuses_undeclared_symbols(edit: tuple[str, str], message: str) -> None:
+    with pytest.raises(VerificationError, match=message):
+        verify(parse(DYNAMIC.replace(*edit)))
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("example 8", "example 99"), "example 99 of s0 is outside"),
+        (("[2, 64]", "[64, 2]"), "empty range"),
+        (("check s0 != 3", "check s0 + 3"), "expected a condition"),
+        (("f32[s0, 2*s0 + 1]) ->", "f32[s0, 2*s0 +]) ->"), "malformed symbolic expression"),
+        (("sym(s0)", "sym(s0 <)"), "malformed symbolic expression"),
+    ],
+)
+def test_parse_errors_name_line_and_column(edit: tuple[str, str], message: str) -> None:
+    with pytest.raises(ParseError, match=message) as caught:
+        parse(DYNAMIC.replace(*edit))
+    assert caught.value.line >= 1 and caught.value.column >= 1
+
+
+def test_execute_binds_checks_and_refuses_with_the_symbol_range_and_input() -> None:
+    graph = parse(DYNAMIC)
+    x = np.arange(5 * 11, dtype=np.float32).reshape(5, 11)
+    (out,) = aten2prims.execute(graph, [x])
+    np.testing.assert_array_equal(out, (torch.from_numpy(x) * 2).numpy())
+    with pytest.raises(ShapeError, match=r"s0 = 70 is outside its range \[2, 64\].*%x"):
+        aten2prims.execute(graph, [np.zeros((70, 141), np.float32)])
+    with pytest.raises(ShapeError, match=r"size 2\*s0 \+ 1 = 11 at dimension 1.*got 12"):
+        aten2prims.execute(graph, [np.zeros((5, 12), np.float32)])
+    with pytest.raises(ShapeError, match=r"lowered assuming s0 != 3, which fails for s0 = 3"):
+        aten2prims.execute(graph, [np.zeros((3, 7), np.float32)])
+    assert isinstance(graph.user_inputs[0].value.shape[0], SymExpr)  # the graph is unchanged
