@@ -19,6 +19,7 @@ elsewhere reads `definition.<property>` (found with `lookup(node.op)`) and keeps
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 import attrs
 
 from aten2prims.errors import SchemaError
+from aten2prims.ir.values import is_tensor
 from aten2prims.schema.parser import Schema, parse_schema
 
 MetaRule = Callable[..., Any]
@@ -51,6 +53,9 @@ class PrimDef:
     element_view: bool = False
     # The result depends on the metas of the tensor operands only, never on their values.
     meta_only_operands: bool = False
+    # The kernel reads its tensor operands' layouts (strides, storage offset) from their metas:
+    # it takes them as keyword `layouts` (see `kernel_for`).
+    reads_layout: bool = False
     # Why a prim of torch's has no implementation here (docs/prims.md lists these).
     omitted_reason: str | None = None
     # Indices of the Tensor-typed schema arguments: a node's positional operands.
@@ -81,6 +86,20 @@ class PrimDef:
     @property
     def implemented(self) -> bool:
         return self.kernel is not None and self.meta is not None
+
+    def kernel_for(self, operands: Sequence[Any]) -> Kernel:
+        """The kernel to run on a node's positional operands (Values): the kernel itself, or,
+        for a prim that reads layouts, the kernel given each tensor operand's (strides, storage
+        offset) as `layouts`."""
+        assert self.kernel is not None, f"{self.qualified_name} has no kernel"
+        if not self.reads_layout:
+            return self.kernel
+        layouts = tuple(
+            (operand.meta.strides, operand.meta.storage_offset)
+            for operand in operands
+            if is_tensor(operand)
+        )
+        return functools.partial(self.kernel, layouts=layouts)
 
     def binding_problem(self, operands: Sequence[Any], attributes: Mapping[str, Any]) -> str | None:
         """Why a node's operands and attributes do not fit this prim's schema, or None."""
@@ -119,6 +138,7 @@ def register(
     reshape: bool = False,
     element_view: bool = False,
     meta_only_operands: bool = False,
+    reads_layout: bool = False,
     omitted_reason: str | None = None,
 ) -> PrimDef:
     """Register one prim. Duplicate names and functions whose parameters do not match the
@@ -156,6 +176,7 @@ def register(
         reshape=reshape,
         element_view=element_view,
         meta_only_operands=meta_only_operands,
+        reads_layout=reads_layout,
         omitted_reason=omitted_reason,
     )
     PRIMS[name] = definition

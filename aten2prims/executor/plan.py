@@ -86,7 +86,8 @@ def node_step(node: Node, slots: Slots) -> Step:
         kernel, operands = special.kernel, special.operands
         result_kind, elementwise = special.result.value, special.elementwise
     else:
-        kernel, operands = definition.kernel, definition.bind(node.args, node.kwargs)
+        kernel = definition.kernel_for(node.args)
+        operands = definition.bind(node.args, node.kwargs)
     arguments = slots.arguments(operands)
     out_slots = tuple(slots.assign(result) for result in node.results)
     return Step(

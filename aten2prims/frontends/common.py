@@ -9,7 +9,10 @@ import re
 from collections.abc import Iterable
 
 from ..errors import LoadError, VerificationError
+from ..ir.dtypes import DType
 from ..ir.graph import Graph
+from ..ir.layout import is_contiguous
+from ..ir.values import TensorMeta
 from ..passes.verify import verify
 from ..schema.registry import aten_schema
 
@@ -21,6 +24,26 @@ _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<functio
 _TORCH_FRAME = re.compile(r"(^|[/\\])torch[/\\]")
 
 SYMBOLIC = "symbolic shapes are not supported yet"
+
+
+def recorded_meta(
+    shape: tuple[int, ...], dtype: DType, strides: tuple[int, ...], storage_offset: int
+) -> TensorMeta:
+    """The meta of a tensor as torch recorded it. Strides that are contiguous on every dim of
+    length > 1 become exactly contiguous (torch writes arbitrary strides on dims of length 1,
+    which address nothing), so a contiguous tensor's meta is the plain `TensorMeta(shape,
+    dtype)` it always was."""
+    if is_contiguous(shape, strides):
+        return TensorMeta(shape, dtype, storage_offset=storage_offset)
+    return TensorMeta(shape, dtype, strides, storage_offset)
+
+
+def input_meta(meta: TensorMeta) -> TensorMeta:
+    """A graph input's meta: its recorded strides at storage offset 0. The graph holds (and is
+    given) an input's elements only, so the input is its own storage; torch itself records a
+    parameter that views a larger tensor at that tensor's offset when exporting, and at 0 once
+    the program is reloaded."""
+    return TensorMeta(meta.shape, meta.dtype, meta.strides) if meta.storage_offset else meta
 
 
 def is_value_name(name: object) -> bool:

@@ -16,7 +16,15 @@ from ..errors import LoadError
 from ..ir.graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
 from ..ir.values import Device, Layout, MemoryFormat, TensorMeta, Value
 from ..schema.registry import aten_schema
-from .common import SYMBOLIC, check_known_aten_op, check_known_aten_ops, user_source, verified
+from .common import (
+    SYMBOLIC,
+    check_known_aten_op,
+    check_known_aten_ops,
+    input_meta,
+    recorded_meta,
+    user_source,
+    verified,
+)
 from .torch_interop import from_torch_dtype, to_numpy
 
 _INPUT_KINDS = {
@@ -103,7 +111,10 @@ class _Importer:
             dtype = from_torch_dtype(val.dtype)
         except ValueError as error:
             raise LoadError(f"{where}: {error}") from None
-        return TensorMeta(shape, dtype)
+        strides, offset = tuple(val.stride()), val.storage_offset()
+        if any(type(s) is not int for s in (*strides, offset)):
+            raise LoadError(f"{where} has the symbolic strides {list(strides)}; {SYMBOLIC}")
+        return recorded_meta(shape, dtype, strides, offset)
 
     def define(self, node: Any, val: Any) -> Value:
         value = self.values[node] = Value(node.name, self.meta(val, f"%{node.name}"))
@@ -227,6 +238,7 @@ class _Importer:
                     f"{where}: user input of type {type(spec.arg).__name__} is not supported"
                 )
             value = self.define(placeholder, self.val(placeholder))
+            value.meta = input_meta(value.meta)
             if kind is InputKind.USER_INPUT:
                 inputs.append(GraphInput(value))
                 continue
@@ -262,7 +274,9 @@ class _Importer:
         inputs = []
         for node in self.graph.nodes:
             if node.op == "placeholder":
-                inputs.append(GraphInput(self.define(node, self.val(node))))
+                value = self.define(node, self.val(node))
+                value.meta = input_meta(value.meta)
+                inputs.append(GraphInput(value))
             elif node.op == "get_attr":
                 attribute = module
                 for part in node.target.split("."):
@@ -272,6 +286,7 @@ class _Importer:
                         f"get_attr %{node.name} reads a {type(attribute).__name__}, not a tensor"
                     )
                 value = self.define(node, attribute)
+                value.meta = input_meta(value.meta)
                 inputs.append(
                     GraphInput(value, InputKind.CONSTANT, node.target, to_numpy(attribute))
                 )

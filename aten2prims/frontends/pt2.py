@@ -40,7 +40,9 @@ from .common import (
     check_known_aten_op,
     check_known_aten_ops,
     graph_name,
+    input_meta,
     is_value_name,
+    recorded_meta,
     user_source,
     verified,
 )
@@ -383,9 +385,14 @@ def _tensor_meta(meta: Any, what: str) -> tuple[TensorMeta, tuple[int, ...], int
     sizes = tuple(_sym_int(s, f"a size of {what}") for s in _list(meta["sizes"]))
     strides = tuple(_sym_int(s, f"a stride of {what}") for s in _list(meta["strides"]))
     offset = _sym_int(meta["storage_offset"], f"the storage offset of {what}")
-    if any(size < 0 for size in sizes) or len(strides) != len(sizes):
-        raise ValueError(f"{what} has sizes {sizes} and strides {strides}")
-    return TensorMeta(sizes, dtype), strides, offset
+    if (
+        any(size < 0 for size in sizes)
+        or len(strides) != len(sizes)
+        or any(stride < 0 for stride in strides)
+        or offset < 0
+    ):
+        raise ValueError(f"{what} has sizes {sizes}, strides {strides} and storage offset {offset}")
+    return recorded_meta(sizes, dtype, strides, offset), strides, offset
 
 
 @contextmanager
@@ -593,6 +600,7 @@ class _ModelReader:
                 f"the signature names %{name} but the graph input is {_short(placeholder)}"
             )
         value = self.define(name)
+        value.meta = input_meta(value.meta)
         if role == "user_input":
             return GraphInput(value)
         kind, target_key = _INPUT_ROLES[role]
@@ -697,7 +705,7 @@ class _Payloads:
             if not _inside(path_name):
                 raise _Unsupported(f"path_name {path_name!r} points outside {directory}")
             meta, strides, offset = _tensor_meta(payload["tensor_meta"], where)
-            if meta != value.meta:
+            if (meta.shape, meta.dtype) != (value.shape, value.dtype):
                 raise ValueError(
                     f"its stored meta {meta} disagrees with graph input %{value.name}: {value.meta}"
                 )

@@ -29,7 +29,7 @@ _TOKEN = re.compile(
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<number>-?(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\.\d+(?:[eE][+-]?\d+)?|\d+)|-inf\b)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*)
-  | (?P<punct>[()\[\],:=])
+  | (?P<punct>[()\[\],:={}+])
     """,
     re.VERBOSE | re.ASCII,  # `\d` is 0-9 only: '٣2' is not the size 32
 )
@@ -268,7 +268,31 @@ class _Parser:
                 if self.accept("punct", "]"):
                     break
                 self.expect("punct", ",")
-        return TensorMeta(tuple(shape), dtype)
+        strides: list[int] | None = None
+        brace = self.peek()
+        if self.accept("punct", "{"):
+            strides = []
+            while True:
+                strides.append(self.parse_count("stride"))
+                if self.accept("punct", "}"):
+                    break
+                self.expect("punct", ",")
+            if len(strides) != len(shape):
+                self.fail(f"{len(strides)} strides for {len(shape)} dimension(s)", brace)
+        offset = 0
+        if self.accept("punct", "+"):
+            offset = self.parse_count("storage offset")
+        if strides is None:
+            return TensorMeta(tuple(shape), dtype, storage_offset=offset)
+        return TensorMeta(tuple(shape), dtype, tuple(strides), offset)
+
+    def parse_count(self, what: str) -> int:
+        token = self.expect("number")
+        if not re.fullmatch(r"[0-9]+", token.text):
+            self.fail(f"expected a non-negative integer {what}", token)
+        if self.integer(token) > _MAX_SIZE:
+            self.fail(f"a {what} must be below 2**63", token)
+        return self.integer(token)
 
     def parse_node(self) -> Node:
         results: list[Value] = []

@@ -1,7 +1,7 @@
 """What flows along a graph's edges and sits in its operands.
 
-- `TensorMeta`: the static type of a tensor value (shape and dtype; strides are not part of value
-  semantics in a functional graph).
+- `TensorMeta`: the static type of a tensor value: shape, dtype and torch's layout (strides and
+  storage offset, in elements; contiguous unless given).
 - `ScalarMeta`: the static type of a scalar value computed at run time (`aten._local_scalar_dense`,
   `prims.item`, `aten.sym_size.int`, …): Python's bool, int, float or complex.
 - `Value`: an SSA value, defined once by a graph input or a node result.
@@ -19,6 +19,7 @@ from typing import Any, TypeAlias
 import attrs
 
 from .dtypes import DType
+from .layout import contiguous_strides
 
 Shape: TypeAlias = tuple[int, ...]
 
@@ -29,16 +30,42 @@ def as_shape(sizes: Iterable[int]) -> Shape:
 
 @attrs.frozen(slots=True)
 class TensorMeta:
-    """Shape and dtype of a tensor value. Sizes are ints (symbolic sizes: a later extension)."""
+    """Shape, dtype and layout of a tensor value. Sizes are ints (symbolic sizes: a later
+    extension). `strides` and `storage_offset` are torch's (in elements): where each element
+    sits in the storage the tensor views; they default to a fresh contiguous tensor's."""
 
     shape: Shape = attrs.field(converter=as_shape)
     dtype: DType
+    strides: Shape = attrs.field(converter=as_shape)
+    storage_offset: int = attrs.field(default=0)
+
+    @strides.default
+    def _contiguous(self) -> Shape:
+        return contiguous_strides(self.shape)
 
     @shape.validator
     def _check_shape(self, _attribute: attrs.Attribute, shape: Shape) -> None:
         for size in shape:
             if type(size) is not int or size < 0:
                 raise ValueError(f"tensor sizes must be non-negative ints, got {shape}")
+
+    @strides.validator
+    def _check_strides(self, _attribute: attrs.Attribute, strides: Shape) -> None:
+        if len(strides) != len(self.shape) or any(s < 0 for s in strides):
+            raise ValueError(
+                f"a tensor of shape {list(self.shape)} needs {len(self.shape)} non-negative "
+                f"strides, got {list(strides)}"
+            )
+
+    @storage_offset.validator
+    def _check_offset(self, _attribute: attrs.Attribute, offset: int) -> None:
+        if offset < 0:
+            raise ValueError(f"a storage offset must be non-negative, got {offset}")
+
+    @property
+    def is_contiguous_layout(self) -> bool:
+        """Exactly a fresh contiguous tensor's strides and offset (what the text form omits)."""
+        return self.storage_offset == 0 and self.strides == contiguous_strides(self.shape)
 
     @property
     def ndim(self) -> int:
@@ -49,7 +76,12 @@ class TensorMeta:
         return math.prod(self.shape)
 
     def __str__(self) -> str:
-        return f"{self.dtype.short}[{', '.join(map(str, self.shape))}]"
+        text = f"{self.dtype.short}[{', '.join(map(str, self.shape))}]"
+        if self.strides != contiguous_strides(self.shape):
+            text += "{" + ", ".join(map(str, self.strides)) + "}"
+        if self.storage_offset != 0:
+            text += f"+{self.storage_offset}"
+        return text
 
 
 SCALAR_KINDS: dict[str, type] = {"bool": bool, "int": int, "float": float, "complex": complex}
@@ -96,6 +128,10 @@ class Value:
     @property
     def ndim(self) -> int:
         return len(self.meta.shape)  # type: ignore[union-attr]  # tensor values only
+
+    @property
+    def strides(self) -> Shape:
+        return self.meta.strides  # type: ignore[union-attr]  # tensor values only
 
     @property
     def numel(self) -> int:
