@@ -104,7 +104,7 @@ def row_major_window(x: Value, size: Sequence[int], stride: Sequence[int], offse
     """as_strided into x's elements in row-major order: `stride` and `offset` count x's
     elements as if x were contiguous, whatever its layout."""
     x = row_major(x)
-    return prims.as_strided(x, list(size), list(stride), x.meta.storage_offset + offset)
+    return prims.as_strided(x, list(size), list(stride), x.storage_offset + offset)
 
 
 def row_major_window_scatter(
@@ -112,9 +112,7 @@ def row_major_window_scatter(
 ) -> Value:
     """as_strided_scatter into x's elements in row-major order (see `window`)."""
     x = row_major(x)
-    return prims.as_strided_scatter(
-        x, src, list(size), list(stride), x.meta.storage_offset + offset
-    )
+    return prims.as_strided_scatter(x, src, list(size), list(stride), x.storage_offset + offset)
 
 
 def per_spatial_dim(op: str, name: str, values: Sequence[int], rank: int) -> list[int]:
@@ -183,7 +181,7 @@ def slice_in_dim(x: Value, start: int, stop: int, step: int, dim: int) -> Value:
     shape[dim] = length
     new_strides = list(strides)
     new_strides[dim] = strides[dim] * step
-    offset = x.meta.storage_offset + (start * strides[dim] if length else 0)
+    offset = x.storage_offset + (start * strides[dim] if length else 0)
     return prims.as_strided(x, shape, new_strides, offset)
 
 

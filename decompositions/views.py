@@ -18,9 +18,10 @@ from typing import Any
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
-from aten2prims.ir.layout import is_contiguous
+from aten2prims.ir.layout import contiguous_strides, is_contiguous
 from aten2prims.ir.values import CPU, MemoryFormat, Value
 from aten2prims.promotion import DEFAULT_FLOAT, convert, result_type
+from prims.shape import format_strides
 
 from .common import (
     canonical_dim,
@@ -56,7 +57,7 @@ def _strict_dim(op: str, dim: int, ndim: int) -> int:
 def _window(x: Value, shape: Sequence[int], strides: Sequence[int], offset: int) -> Value:
     """One as_strided window in x's own layout: `strides` are storage strides and `offset`
     counts from x's storage offset."""
-    return prims.as_strided(x, list(shape), list(strides), x.meta.storage_offset + offset)
+    return prims.as_strided(x, list(shape), list(strides), x.storage_offset + offset)
 
 
 def _box(x: Value, starts: Sequence[int], stops: Sequence[int]) -> Value:
@@ -245,7 +246,7 @@ def as_strided(
 ) -> Value:
     """A window into the storage self views, read through self's layout (its meta's strides
     and storage offset); no storage_offset keeps self's."""
-    offset = self.meta.storage_offset if storage_offset is None else storage_offset
+    offset = self.storage_offset if storage_offset is None else storage_offset
     return prims.as_strided(self, list(size), list(stride), offset)
 
 
@@ -486,9 +487,14 @@ def empty_memory_format(
     pin_memory: bool | None,
     memory_format: MemoryFormat | None,
 ) -> Value:
-    return prims.empty(
-        list(size), dtype=DEFAULT_FLOAT if dtype is None else dtype, device=CPU, requires_grad=False
-    )
+    dtype = DEFAULT_FLOAT if dtype is None else dtype
+    if memory_format in (MemoryFormat.channels_last, MemoryFormat.channels_last_3d):
+        shape = tuple(size)
+        strides = list(format_strides(shape, contiguous_strides(shape), memory_format))
+        return prims.empty_strided(
+            list(size), strides, dtype=dtype, device=CPU, requires_grad=False
+        )
+    return prims.empty(list(size), dtype=dtype, device=CPU, requires_grad=False)
 
 
 @register("aten.empty_strided.default")
@@ -629,7 +635,7 @@ def sym_numel(self: Value) -> int:
 
 @register("aten.sym_storage_offset.default")
 def sym_storage_offset(self: Value) -> int:
-    return self.meta.storage_offset
+    return self.storage_offset
 
 
 # torch's channels-last checks walk the dims innermost-first in this order.

@@ -124,7 +124,7 @@ def _broadcast_in_dim_meta(
         shape,
         a.dtype,
         _broadcast_strides(a, shape, tuple(broadcast_dimensions)),
-        a.meta.storage_offset,
+        a.storage_offset,
     )
 
 

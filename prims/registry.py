@@ -95,7 +95,7 @@ class PrimDef:
         if not self.reads_layout:
             return self.kernel
         layouts = tuple(
-            (operand.meta.strides, operand.meta.storage_offset)
+            (operand.meta.strides, operand.storage_offset)
             for operand in operands
             if is_tensor(operand)
         )

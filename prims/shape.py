@@ -111,7 +111,7 @@ def _check_window(
     end = required_length(size, stride, storage_offset)
     if end == 0:
         return size, stride
-    start = a.meta.storage_offset
+    start = a.storage_offset
     held = required_length(a.shape, a.strides, start)
     if storage_offset < start or end > held:
         raise ShapeError(
@@ -238,7 +238,7 @@ def _as_strided_scatter_meta(
             f"the window of size {list(size)} and stride {list(stride)} writes one location twice"
         )
     # torch's meta: clone_preserve_strides(self), self's strides and offset
-    return TensorMeta(self.shape, self.dtype, self.strides, self.meta.storage_offset)
+    return TensorMeta(self.shape, self.dtype, self.strides, self.storage_offset)
 
 
 def _as_strided_scatter_kernel(
@@ -310,7 +310,7 @@ def _collapse_view_meta(a: Value, start: int, end: int) -> TensorMeta:
     if shape[start] == 0:
         stride = 0
     new = strides[:start] + (stride,) + strides[end + 1 :]
-    return TensorMeta(shape, a.dtype, new, a.meta.storage_offset)
+    return TensorMeta(shape, a.dtype, new, a.storage_offset)
 
 
 def _collapse_kernel(a: np.ndarray, start: int, end: int) -> np.ndarray:
@@ -362,7 +362,7 @@ def _split_dim_meta(a: Value, dim: int, outer_length: int) -> TensorMeta:
         a.shape[:dim] + (outer_length, inner) + a.shape[dim + 1 :],
         a.dtype,
         a.strides[:dim] + (stride * inner, stride) + a.strides[dim + 1 :],
-        a.meta.storage_offset,
+        a.storage_offset,
     )
 
 
@@ -397,7 +397,7 @@ def _squeeze_meta(a: Value, dimensions: Sequence[int]) -> TensorMeta:
         tuple(a.shape[i] for i in kept),
         a.dtype,
         tuple(a.strides[i] for i in kept),
-        a.meta.storage_offset,
+        a.storage_offset,
     )
 
 
@@ -426,7 +426,7 @@ def _transpose_meta(a: Value, permutation: Sequence[int]) -> TensorMeta:
         tuple(a.shape[d] for d in permutation),
         a.dtype,
         tuple(a.strides[d] for d in permutation),
-        a.meta.storage_offset,
+        a.storage_offset,
     )
 
 
@@ -449,7 +449,7 @@ register(
 
 def _view_of_meta(a: Value) -> TensorMeta:
     check_tensor(a, "a")
-    return a.meta
+    return TensorMeta(a.shape, a.dtype, a.strides, a.storage_offset)
 
 
 def _view_of_kernel(a: np.ndarray) -> np.ndarray:
@@ -471,7 +471,7 @@ def _view_of_dtype_meta(a: Value, dtype: DType) -> TensorMeta:
     check_dtype_argument(dtype)
     old, new = a.dtype.itemsize, dtype.itemsize
     if old == new:
-        return TensorMeta(a.shape, dtype, a.strides, a.meta.storage_offset)
+        return TensorMeta(a.shape, dtype, a.strides, a.storage_offset)
     # As torch's Tensor.view(dtype): a different element size rescales the last dimension.
     if a.ndim == 0:
         raise ShapeError(
@@ -485,7 +485,7 @@ def _view_of_dtype_meta(a: Value, dtype: DType) -> TensorMeta:
     shape = a.shape[:-1] + (last // new,)
     # As torch's view(dtype): strides and offset rescaled to the new element size, the last dim
     # unit-strided. Where that is impossible (torch refuses), the result is a contiguous copy.
-    scaled = [s * old for s in a.strides[:-1]] + [a.meta.storage_offset * old]
+    scaled = [s * old for s in a.strides[:-1]] + [a.storage_offset * old]
     if (a.shape[-1] == 1 or a.strides[-1] == 1) and all(b % new == 0 for b in scaled):
         return TensorMeta(
             shape, dtype, tuple(b // new for b in scaled[:-1]) + (1,), scaled[-1] // new
@@ -607,26 +607,30 @@ _FORMAT_RANK = {MemoryFormat.channels_last: 4, MemoryFormat.channels_last_3d: 5}
 
 def _clone_meta(self: Value, memory_format: MemoryFormat | None) -> TensorMeta:
     check_tensor(self, "self")
-    return TensorMeta(self.shape, self.dtype, format_strides(self.meta, memory_format))
+    return TensorMeta(
+        self.shape, self.dtype, format_strides(self.shape, self.strides, memory_format)
+    )
 
 
-def format_strides(meta: TensorMeta, memory_format: MemoryFormat | None) -> tuple[int, ...]:
-    """The strides of a copy of a tensor of `meta` in `memory_format` (None: preserve_format,
-    which keeps dense strides, as torch's clone)."""
+def format_strides(
+    shape: tuple[int, ...], strides: tuple[int, ...], memory_format: MemoryFormat | None
+) -> tuple[int, ...]:
+    """The strides of a copy of a tensor of this shape and strides in `memory_format` (None:
+    preserve_format, which keeps dense strides, as torch's clone)."""
     if memory_format is None or memory_format is MemoryFormat.preserve_format:
-        if meta.ndim == 0:
+        if len(shape) == 0:
             return ()
-        return preserved_strides(meta.shape, meta.strides)
+        return preserved_strides(shape, strides)
     if type(memory_format) is not MemoryFormat:
         raise ShapeError(f"memory_format must be a memory format or None, got {memory_format!r}")
     rank = _FORMAT_RANK.get(memory_format)
     if rank is None:
-        return contiguous_strides(meta.shape)
-    if meta.ndim != rank:
+        return contiguous_strides(shape)
+    if len(shape) != rank:
         raise ShapeError(
-            f"memory_format {memory_format.value} needs a rank-{rank} tensor, got rank {meta.ndim}"
+            f"memory_format {memory_format.value} needs a rank-{rank} tensor, got rank {len(shape)}"
         )
-    return channels_last_strides(meta.shape)
+    return channels_last_strides(shape)
 
 
 def _clone_kernel(self: np.ndarray, memory_format: MemoryFormat | None) -> np.ndarray:

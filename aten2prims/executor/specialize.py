@@ -166,7 +166,7 @@ def _as_strided(node: Node) -> Specialized | None:
         return None
     size, stride = tuple(node.kwargs["size"]), tuple(node.kwargs["stride"])
     absolute: int = node.kwargs["storage_offset"]
-    offset = absolute - operand.meta.storage_offset
+    offset = absolute - operand.storage_offset
     if math.prod(size) == 0 or not is_contiguous(operand.shape, operand.strides):
         return None
     index = basic_index(operand.shape, size, stride, offset)

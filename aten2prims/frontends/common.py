@@ -12,7 +12,7 @@ from ..errors import LoadError, VerificationError
 from ..ir.dtypes import DType
 from ..ir.graph import Graph
 from ..ir.layout import is_contiguous
-from ..ir.values import TensorMeta
+from ..ir.values import Meta, TensorMeta
 from ..passes.verify import verify
 from ..schema.registry import aten_schema
 
@@ -38,12 +38,14 @@ def recorded_meta(
     return TensorMeta(shape, dtype, strides, storage_offset)
 
 
-def input_meta(meta: TensorMeta) -> TensorMeta:
+def input_meta(meta: Meta) -> Meta:
     """A graph input's meta: its recorded strides at storage offset 0. The graph holds (and is
     given) an input's elements only, so the input is its own storage; torch itself records a
     parameter that views a larger tensor at that tensor's offset when exporting, and at 0 once
     the program is reloaded."""
-    return TensorMeta(meta.shape, meta.dtype, meta.strides) if meta.storage_offset else meta
+    if type(meta) is TensorMeta and meta.storage_offset:
+        return TensorMeta(meta.shape, meta.dtype, meta.strides)
+    return meta
 
 
 def is_value_name(name: object) -> bool:

@@ -114,7 +114,7 @@ class _Importer:
         strides, offset = tuple(val.stride()), val.storage_offset()
         if any(type(s) is not int for s in (*strides, offset)):
             raise LoadError(f"{where} has the symbolic strides {list(strides)}; {SYMBOLIC}")
-        return recorded_meta(shape, dtype, strides, offset)
+        return recorded_meta(shape, dtype, tuple(map(int, strides)), int(offset))
 
     def define(self, node: Any, val: Any) -> Value:
         value = self.values[node] = Value(node.name, self.meta(val, f"%{node.name}"))

@@ -5,7 +5,8 @@ layout is part of its `TensorMeta` (values.py).
 - `contiguous_strides(shape)`: row-major strides (a dim of length 0 counts as 1, as torch's
   `make_contiguous_strides_for`).
 - `channels_last_strides(shape)`: channels-last strides of a rank-3, 4 or 5 shape.
-- `is_non_overlapping_and_dense(shape, strides)`: some permutation of the dims is contiguous.
+- `is_non_overlapping_and_dense(shape, strides)`: some permutation of the dims is contiguous;
+  `is_non_overlapping`: no two elements share a storage position.
 - `elementwise_strides(shape, layouts)`: the strides torch gives an elementwise result.
 - `preserved_strides(shape, strides)`: `empty_like(a, memory_format=preserve_format)`'s strides.
 - `same_significant_strides(shape, a, b)`: a and b agree on every dim of length > 1 (strides of a
@@ -97,6 +98,19 @@ def is_non_overlapping_and_dense(shape: Sequence[int], strides: Sequence[int]) -
         if stride != expected:
             return False
         expected = expected * size
+    return True
+
+
+def is_non_overlapping(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """No two elements share a storage position (gaps allowed): taken by increasing stride,
+    each dim's stride steps past everything the smaller ones span."""
+    if _numel(shape) < 2:
+        return True
+    span = 0
+    for stride, size in sorted((s, n) for s, n in zip(strides, shape) if n > 1):
+        if stride <= span:
+            return False
+        span = span + (size - 1) * stride
     return True
 
 

@@ -134,6 +134,10 @@ class Value:
         return self.meta.strides  # type: ignore[union-attr]  # tensor values only
 
     @property
+    def storage_offset(self) -> int:
+        return self.meta.storage_offset  # type: ignore[union-attr]  # tensor values only
+
+    @property
     def numel(self) -> int:
         return math.prod(self.meta.shape)  # type: ignore[union-attr]  # tensor values only
 

@@ -201,10 +201,9 @@ def _laid_out(old: Value, new: Any) -> Any:
     expected = old.meta
     if type(expected) is not TensorMeta or type(new) is not Value:
         return new
-    actual = new.meta
     if expected.numel == 0 or (
-        same_significant_strides(expected.shape, expected.strides, actual.strides)
-        and expected.storage_offset == actual.storage_offset
+        same_significant_strides(expected.shape, expected.strides, new.strides)
+        and expected.storage_offset == new.storage_offset
     ):
         return new
     if expected.storage_offset == 0:
