@@ -350,6 +350,10 @@ def test_channels_last_cnn_exports_lowers_and_matches_torch(tmp_path: Path) -> N
     assert convolutions and all(n.results[0].strides[1] == 1 for n in convolutions)
     lowered = aten2prims.lower(loaded)
     verify(lowered)
+    # torch's prims metas make a convolution computed from products and sums contiguous while
+    # torch's kernel kept channels-last: the lowering copies the result into torch's layout
+    relaid = [n for n in lowered.nodes if n.op == "prims.copy_strided"]
+    assert {n.provenance.origin for n in relaid} >= {n.results[0].name for n in convolutions}
     recorded = {r.name: r.meta for node in loaded.nodes for r in node.results}
     checked = set()
     for node in lowered.nodes:
@@ -366,3 +370,25 @@ def test_channels_last_cnn_exports_lowers_and_matches_torch(tmp_path: Path) -> N
     for actual, wanted, what in zip(ours, (logits, features), ("logits", "features")):
         outcome = compare(actual, to_numpy(wanted), what=what)
         assert outcome, outcome.message
+
+
+def test_reads_layout_marks_exactly_the_kernels_taking_layouts() -> None:
+    import inspect
+
+    from prims.registry import PRIMS
+
+    marked = {
+        name
+        for name, definition in PRIMS.items()
+        if definition.kernel is not None
+        and "layouts" in inspect.signature(definition.kernel).parameters
+    }
+    assert marked == {name for name, d in PRIMS.items() if d.reads_layout}
+    assert marked == {"as_strided", "as_strided_scatter"}
+    # the same array read through two layouts: a transpose's storage is the untransposed order
+    kernel = PRIMS["as_strided"].kernel
+    values = np.arange(12.0).reshape(4, 3)
+    as_contiguous = kernel(values, [3], [1], 0, layouts=(((3, 1), 0),))
+    as_transposed = kernel(values, [3], [1], 0, layouts=(((1, 4), 0),))
+    np.testing.assert_array_equal(as_contiguous, [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(as_transposed, [0.0, 3.0, 6.0])
