@@ -3,7 +3,9 @@
 The input graph is never modified: lowering builds a new graph. Each aten node's rule runs in a
 builder whose provenance names that node, so every prim it emits records the aten op and result
 name it came from (and the user's source location). The rule's results must have exactly the
-node's declared metas — a rule producing another dtype or shape is a bug, reported by op and node.
+node's declared metas — a rule producing another dtype or shape is a bug, reported by op and node;
+a result laid out otherwise than declared (torch's kernels and torch's prims metas legitimately
+disagree, e.g. on a channels-last convolution) is copied into the declared layout.
 The last value a rule makes for a result takes that result's name, so the lowered graph reads
 like the original one.
 """
