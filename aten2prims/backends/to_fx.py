@@ -107,8 +107,9 @@ def _laid_out_window(fx_graph: Any, meta: TensorMeta, args: list[Any]) -> list[A
 
 
 def _emit(fx_graph: Any, node: Node, target: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """The fx call computing `node`. Our graphs carry no strides, so the prims whose torch
-    kernels read strides get operands whose strides mean what ours assume (ADAPTERS)."""
+    """The fx call computing `node`. The prims whose torch kernels read strides get operands
+    laid out as their metas declare, and those torch refuses or computes otherwise are emitted
+    as equivalents (ADAPTERS)."""
     import torch
 
     name = node.op.removeprefix("prims.")
@@ -134,6 +135,10 @@ def _emit(fx_graph: Any, node: Node, target: Any, args: list[Any], kwargs: dict[
         # Both address storage through the operand's layout: the operand is given exactly the
         # layout its meta declares (a graph's input may come with any), in fresh storage.
         args = _laid_out_window(fx_graph, node.args[0].meta, args)
+    if name == "copy_strided" and not is_non_overlapping(node.args[0].shape, args[1]):
+        # torch cannot copy into a layout whose elements share a position (a stride 0): the
+        # values in a fresh contiguous tensor (an as_strided reading it re-lays it out anyway)
+        return _contiguous(fx_graph, args[0])
     if name == "view_of_dtype":
         # torch refuses a non-contiguous last dim; ours copies
         args = [_contiguous(fx_graph, args[0]), *args[1:]]
@@ -196,6 +201,7 @@ ADAPTERS: dict[str, str] = {
     "collapse_view": "emitted as prims.collapse: torch refuses a collapse its strides cannot view, ours copies",
     "as_strided": "operand copied into the layout its meta declares (copy_strided; a graph input may come with any) and the storage offset taken relative to the operand's; size [] emitted as a one-element window and a squeeze (torch's meta crashes on an empty size)",
     "as_strided_scatter": "as as_strided",
+    "copy_strided": "to an overlapping layout (a stride 0, which the lowering uses to lay a result out as torch's expand did) emitted as a contiguous clone: torch cannot copy into it",
     "view_of_dtype": "operand made contiguous first: torch refuses a non-contiguous last dim, ours copies",
     "scalar_tensor": "dtype and device always passed (torch's prim cannot run without them)",
     "reshape": "to shape [] emitted as a reshape to [1] and a squeeze (torch's meta crashes on an empty shape)",
