@@ -138,7 +138,7 @@ def _meta_of(output: Any) -> Any:
             tuple(output.shape),
             _dtype(output.dtype),
             tuple(output.stride()),
-            output.storage_offset(),
+            int(output.storage_offset()),  # concrete: samples are real tensors
         )
     if isinstance(output, bool | int | float | complex):
         return ScalarMeta(type(output))
