@@ -2,9 +2,11 @@
 conventions, keepdim and broadcasting back, slicing, index ramps and constants, all built from
 prims. Rules import these from here rather than keeping their own copies.
 
-Tensors are functional values: `as_strided` windows into a tensor's row-major element sequence
-(see prims/shape.py), so a slice of any value is one `prims.as_strided` with the value's
-row-major strides.
+A value carries torch's layout (strides, storage offset) in its meta and `prims.as_strided`
+reads storage through it (see prims/shape.py): a slice of any value is one `prims.as_strided`
+with the value's own strides, as torch slices. Rules that address a value's elements in
+row-major order (pooling, convolution and padding windows) go through `row_major_window` /
+`row_major_window_scatter`, which copy a value whose layout is not contiguous into row-major order first.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from typing import Any
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.layout import is_contiguous
 from aten2prims.ir.symbolic import settled, sym_max
-from aten2prims.ir.values import CPU, ScalarMeta, Value
+from aten2prims.ir.values import CPU, MemoryFormat, ScalarMeta, Value
 from aten2prims.promotion import convert
 
 # One definition shared with the prims: dtype sets, the dim wrap, what counts as a tensor or a number.
@@ -38,6 +41,8 @@ __all__ = [
     "per_spatial_dim",
     "reduction_dims",
     "row_major_strides",
+    "row_major_window",
+    "row_major_window_scatter",
     "scalar",
     "scalar_kind",
     "sequential_sum",
@@ -87,6 +92,28 @@ def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
     for i in range(len(shape) - 2, -1, -1):
         strides[i] = strides[i + 1] * max(shape[i + 1], 1)
     return tuple(strides)
+
+
+def row_major(x: Value) -> Value:
+    """x with a contiguous layout: x itself when it has one, else a contiguous copy."""
+    if is_contiguous(x.shape, x.strides):
+        return x
+    return prims.clone(x, memory_format=MemoryFormat.contiguous_format)
+
+
+def row_major_window(x: Value, size: Sequence[int], stride: Sequence[int], offset: int) -> Value:
+    """as_strided into x's elements in row-major order: `stride` and `offset` count x's
+    elements as if x were contiguous, whatever its layout."""
+    x = row_major(x)
+    return prims.as_strided(x, list(size), list(stride), x.storage_offset + offset)
+
+
+def row_major_window_scatter(
+    x: Value, src: Value, size: Sequence[int], stride: Sequence[int], offset: int
+) -> Value:
+    """as_strided_scatter into x's elements in row-major order (see `window`)."""
+    x = row_major(x)
+    return prims.as_strided_scatter(x, src, list(size), list(stride), x.storage_offset + offset)
 
 
 def per_spatial_dim(op: str, name: str, values: Sequence[int], rank: int) -> list[int]:
@@ -144,19 +171,20 @@ def slice_bounds(
 
 def slice_in_dim(x: Value, start: int, stop: int, step: int, dim: int) -> Value:
     """x[..., start:stop:step, ...] along `dim` for already-clamped 0 <= start <= stop <= size and
-    step >= 1, as one as_strided (x itself when the slice is the whole dim)."""
+    step >= 1, as one as_strided in x's own layout, as torch slices (x itself when the slice is
+    the whole dim)."""
     size = x.shape[dim]
     # ceil((stop - start) / step), at least 0; sym_max keeps an undecided symbolic one exact
     length = sym_max(0, -((start - stop) // step))
     # Whole-dim shortcut only when certain: an undecided size (data-dependent) takes the window.
     if settled(start == 0) and step == 1 and settled(length == size):
         return x
-    strides = row_major_strides(x.shape)
+    strides = x.strides
     shape: list[Any] = list(x.shape)
     shape[dim] = length
     new_strides = list(strides)
     new_strides[dim] = strides[dim] * step
-    offset = 0 if settled(length == 0) else start * strides[dim]
+    offset = x.storage_offset + (0 if settled(length == 0) else start * strides[dim])
     return prims.as_strided(x, shape, new_strides, offset)
 
 

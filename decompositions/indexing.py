@@ -43,6 +43,8 @@ from .common import (
     index_ramp,
     iota,
     row_major_strides,
+    row_major_window,
+    row_major_window_scatter,
     slice_bounds,
     slice_in_dim,
 )
@@ -648,7 +650,7 @@ def _scatter_along_dim(
             )
         _check_dim_sizes(op, index, src, "src", None)
         if src.shape != index.shape:
-            src = prims.as_strided(src, list(index.shape), list(row_major_strides(src.shape)), 0)
+            src = row_major_window(src, list(index.shape), list(row_major_strides(src.shape)), 0)
     coordinates = _along_dim_coordinates(index, d, self.ndim) if self.ndim else [index]
     return index, coordinates, src
 
@@ -744,7 +746,7 @@ def _embed(
     """A copy of self whose window (size, stride, offset over its row-major elements) holds src."""
     if src.shape != tuple(size):
         raise ShapeError(f"{op}: src has shape {list(src.shape)}, expected {list(size)}")
-    return prims.as_strided_scatter(
+    return row_major_window_scatter(
         self, convert(src, self.dtype), list(size), list(stride), offset
     )
 

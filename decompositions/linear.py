@@ -32,7 +32,15 @@ from aten2prims.ir.dtypes import DType
 from aten2prims.ir.values import Value
 from aten2prims.promotion import convert, opmath_dtype
 
-from .common import convert_requested, full, per_spatial_dim, requested, row_major_strides
+from .common import (
+    convert_requested,
+    full,
+    per_spatial_dim,
+    requested,
+    row_major_strides,
+    row_major_window,
+    row_major_window_scatter,
+)
 from .registry import register
 
 # -- einsum over prims -----------------------------------------------------------------------
@@ -217,14 +225,14 @@ def _embed(x: Value, sizes: Sequence[int], offsets: Sequence[int], steps: Sequen
     if first != [0] * len(first) or lengths != list(spatial):
         strides = row_major_strides(x.shape)
         start = sum(a * s for a, s in zip(first, strides[2:]))
-        x = prims.as_strided(x, [batch, channels, *lengths], list(strides), start)
+        x = row_major_window(x, [batch, channels, *lengths], list(strides), start)
     offsets = [offset + a * step for offset, a, step in zip(offsets, first, steps)]
     if list(x.shape[2:]) == list(sizes) and all(step == 1 for step in steps) and not any(offsets):
         return x
     strides = row_major_strides(shape)
     window = [strides[0], strides[1], *(step * s for step, s in zip(steps, strides[2:]))]
     start = sum(offset * s for offset, s in zip(offsets, strides[2:]))
-    return prims.as_strided_scatter(full(shape, 0, x.dtype), x, list(x.shape), window, start)
+    return row_major_window_scatter(full(shape, 0, x.dtype), x, list(x.shape), window, start)
 
 
 def _windows(
@@ -250,7 +258,7 @@ def _windows(
     ]
     if math.prod(size) == 0:
         window = list(row_major_strides(size))
-    return prims.as_strided(padded, size, window, 0)
+    return row_major_window(padded, size, window, 0)
 
 
 def _labels(rank: int) -> tuple[str, str]:
@@ -389,7 +397,7 @@ def _correlate_transposed(
         return y
     strides = row_major_strides(y.shape)
     start = sum(dim.crop * s for dim, s in zip(dims, strides[2:]))
-    return prims.as_strided(y, shape, list(strides), start)
+    return row_major_window(y, shape, list(strides), start)
 
 
 def _weight_grad(
@@ -530,7 +538,7 @@ def convolution_backward(
             if grad_input.shape != x.shape:
                 # An output_padding of a stride or more adds output rows no input row reaches:
                 # the windows over them fall past the input's end.
-                grad_input = prims.as_strided(
+                grad_input = row_major_window(
                     grad_input, list(x.shape), list(row_major_strides(grad_input.shape)), 0
                 )
         if want_weight:
@@ -603,11 +611,11 @@ def col2im(
         for k1 in range(kernel[0]):
             for k2 in range(kernel[1]):
                 start = k1 * dilation[0] * padded[1] + k2 * dilation[1]
-                column = prims.as_strided(cols, size, col_strides, (k1 * kernel[1] + k2) * length)
-                total = prims.add(prims.as_strided(image, size, window, start), column)
-                image = prims.as_strided_scatter(image, total, size, window, start)
+                column = row_major_window(cols, size, col_strides, (k1 * kernel[1] + k2) * length)
+                total = prims.add(row_major_window(image, size, window, start), column)
+                image = row_major_window_scatter(image, total, size, window, start)
     if any(padding):
-        image = prims.as_strided(
+        image = row_major_window(
             image,
             [batch, channels, *output_size],
             image_strides,

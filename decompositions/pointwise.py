@@ -24,7 +24,7 @@ import numpy as np
 import prims
 from aten2prims.errors import DTypeError, LoweringError
 from aten2prims.ir.dtypes import Category, DType
-from aten2prims.ir.values import Layout, Value
+from aten2prims.ir.values import Layout, MemoryFormat, Value
 from aten2prims.promotion import (
     COMPLEX32,
     DEFAULT_FLOAT,
@@ -891,8 +891,9 @@ def alias(self: Value) -> Value:
 
 
 @register("aten.clone.default")
-def clone(self: Value, memory_format: Any) -> Value:
-    return prims.clone(self)  # memory formats are layouts, which a functional graph has not
+def clone(self: Value, memory_format: MemoryFormat | None) -> Value:
+    """A copy in `memory_format` (None: preserve_format, which keeps dense strides)."""
+    return prims.clone(self, memory_format=memory_format)
 
 
 @register("aten._to_copy.default")
@@ -907,7 +908,12 @@ def to_copy(
 ) -> Value:
     if layout not in (None, Layout.strided):
         raise DTypeError(f"aten._to_copy: only the strided layout is supported, got {layout}")
-    return _copy(self, self.dtype if dtype is None else dtype)
+    dtype = self.dtype if dtype is None else dtype
+    if memory_format in (None, MemoryFormat.preserve_format):
+        return _copy(self, dtype)
+    # Laid out in the requested format first; the conversion keeps those (dense) strides.
+    laid_out = prims.clone(self, memory_format=memory_format)
+    return laid_out if dtype is self.dtype else prims.convert_element_type(laid_out, dtype)
 
 
 @register("aten.copy.default")

@@ -37,6 +37,8 @@ from .common import (
     iota,
     per_spatial_dim,
     row_major_strides,
+    row_major_window,
+    row_major_window_scatter,
     sequential_sum,
     slice_in_dim,
 )
@@ -162,7 +164,7 @@ def _offset_views(
             yield full(shape, 0, x.dtype)
             continue
         start = origin + sum(k * w.dilation * s for k, w, s in zip(offsets, windows, spatial))
-        yield prims.as_strided(x, shape, view_strides, start)
+        yield row_major_window(x, shape, view_strides, start)
 
 
 def _outer(vectors: Sequence[Value], combine: Callable[[Value, Value], Value]) -> Value:
@@ -491,7 +493,7 @@ def _spread_sum(shares: Value, windows: Sequence[Window]) -> Value:
     strides = row_major_strides(canvas_shape)
     spread_strides = [*strides[:-rank], *(w.stride * s for w, s in zip(windows, strides[-rank:]))]
     first = sum((w.kernel - 1) * s for w, s in zip(windows, strides[-rank:]))
-    canvas = prims.as_strided_scatter(
+    canvas = row_major_window_scatter(
         full(canvas_shape, 0, shares.dtype), shares, list(shares.shape), spread_strides, first
     )
     # Input position i sits at i + padding of the canvas; its covering windows' shares lie in
@@ -533,14 +535,14 @@ def _adaptive_sum(x: Value, dim: int, outputs: int) -> Value:
             offsets = range(start * strides[dim], stop * strides[dim], strides[dim])
             parts.append(
                 sequential_sum(
-                    prims.as_strided(x, shape, view_strides, offset) for offset in offsets
+                    row_major_window(x, shape, view_strides, offset) for offset in offsets
                 )
             )
             continue
         shape = [*x.shape[:dim], common, stop - start, *x.shape[dim + 1 :]]
         view_strides = [*strides[:dim], period * strides[dim], strides[dim], *strides[dim + 1 :]]
         parts.append(
-            prims.sum(prims.as_strided(x, shape, view_strides, start * strides[dim]), [dim + 1])
+            prims.sum(row_major_window(x, shape, view_strides, start * strides[dim]), [dim + 1])
         )
     if classes == 1:
         return parts[0]

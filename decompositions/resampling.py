@@ -22,7 +22,16 @@ from aten2prims.ir.symbolic import is_symbolic
 from aten2prims.ir.values import Value
 from aten2prims.promotion import convert, opmath_dtype
 
-from .common import FLOATS, check_dtype, full, index_ramp, iota, row_major_strides, sequential_sum
+from .common import (
+    FLOATS,
+    check_dtype,
+    full,
+    index_ramp,
+    iota,
+    row_major_strides,
+    row_major_window,
+    sequential_sum,
+)
 from .registry import register
 
 # -- shared pieces --------------------------------------------------------------------
@@ -396,7 +405,7 @@ def grid_sampler_2d(
     # operation rounds to it), which prims on float16/bfloat16 tensors reproduce exactly.
     rows, columns = (GridAxis(n, padding_mode, align_corners, input.dtype) for n in (height, width))
     strides = row_major_strides(grid.shape)[:3]
-    gx, gy = (prims.as_strided(grid, [batch, *positions], list(strides), k) for k in (0, 1))
+    gx, gy = (row_major_window(grid, [batch, *positions], list(strides), k) for k in (0, 1))
     sampler = _Sampler(input, rows, columns, positions)
     if interpolation_mode == BICUBIC:
         return _bicubic(sampler, columns.unnormalize(gx), rows.unnormalize(gy))

@@ -1,9 +1,10 @@
 """Family S: views and shape changes, concatenation, flips, repeats, padding, creation and metadata ops.
 
 Values are functional: a "view" here is a new value holding the viewed elements (the executor
-keeps view prims zero-copy), and a tensor's *storage* is its row-major element sequence. So
-`as_strided` windows into the operand's row-major elements (torch's meaning for a contiguous
-operand), strides reported by `sym_stride` are row-major strides, and storage offsets are 0.
+keeps view prims zero-copy), and its meta carries torch's layout. Slices, selects and diagonals
+are `as_strided` windows in the operand's own strides and storage offset, as torch computes
+them; `as_strided` reads storage through the operand's layout, and `sym_stride`,
+`sym_storage_offset` and `sym_is_contiguous` read the layout from the meta.
 See docs/decompositions.md, "Family S".
 """
 
@@ -17,9 +18,11 @@ from typing import Any
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.layout import contiguous_strides, is_contiguous
 from aten2prims.ir.symbolic import is_literal_one, is_symbolic, same_size, settled
 from aten2prims.ir.values import CPU, MemoryFormat, Value
 from aten2prims.promotion import DEFAULT_FLOAT, convert, result_type
+from prims.shape import format_strides
 
 from .common import (
     canonical_dim,
@@ -27,6 +30,8 @@ from .common import (
     index_ramp,
     iota,
     row_major_strides,
+    row_major_window,
+    row_major_window_scatter,
     scalar_kind,
     slice_bounds,
     slice_in_dim,
@@ -52,15 +57,16 @@ def _strict_dim(op: str, dim: int, ndim: int) -> int:
 
 
 def _window(x: Value, shape: Sequence[int], strides: Sequence[int], offset: int) -> Value:
-    """One as_strided window into x's row-major elements."""
-    return prims.as_strided(x, list(shape), list(strides), offset if math.prod(shape) else 0)
+    """One as_strided window in x's own layout: `strides` are storage strides and `offset`
+    counts from x's storage offset."""
+    return prims.as_strided(x, list(shape), list(strides), x.storage_offset + offset)
 
 
 def _box(x: Value, starts: Sequence[int], stops: Sequence[int]) -> Value:
     """x[start0:stop0, start1:stop1, ...] (bounds already within each dim) as one window."""
     if tuple(starts) == (0,) * x.ndim and tuple(stops) == x.shape:
         return x
-    strides = row_major_strides(x.shape)
+    strides = x.strides
     shape = [stop - start for start, stop in zip(starts, stops)]
     return _window(x, shape, strides, sum(start * stride for start, stride in zip(starts, strides)))
 
@@ -246,7 +252,7 @@ def select_int(self: Value, dim: int, index: int) -> Value:
         raise ShapeError(
             f"aten.select: index {index} is out of range for dimension {dim} of size {size}"
         )
-    strides = row_major_strides(self.shape)
+    strides = self.strides
     rest = [d for d in range(self.ndim) if d != dim]
     return _window(
         self,
@@ -263,7 +269,7 @@ def diagonal(self: Value, offset: int, dim1: int, dim2: int) -> Value:
         raise ShapeError(f"aten.diagonal: dim1 and dim2 are both dimension {first}")
     rows, columns = self.shape[first], self.shape[second]
     length = max(min(rows, columns - offset) if offset >= 0 else min(rows + offset, columns), 0)
-    strides = row_major_strides(self.shape)
+    strides = self.strides
     rest = [d for d in range(self.ndim) if d not in (first, second)]
     start = offset * strides[second] if offset >= 0 else -offset * strides[first]
     return _window(
@@ -278,12 +284,10 @@ def diagonal(self: Value, offset: int, dim1: int, dim2: int) -> Value:
 def as_strided(
     self: Value, size: Sequence[int], stride: Sequence[int], storage_offset: int | None
 ) -> Value:
-    """A window into self's row-major element sequence: torch's as_strided for a contiguous
-    self whose storage starts at offset 0. Strides are not part of a functional value, so a
-    non-contiguous torch tensor's own strides and storage offset are not reproduced."""
-    return prims.as_strided(
-        self, list(size), list(stride), 0 if storage_offset is None else storage_offset
-    )
+    """A window into the storage self views, read through self's layout (its meta's strides
+    and storage offset); no storage_offset keeps self's."""
+    offset = self.storage_offset if storage_offset is None else storage_offset
+    return prims.as_strided(self, list(size), list(stride), offset)
 
 
 @register("aten.split_with_sizes.default")
@@ -381,7 +385,7 @@ def constant_pad_nd(self: Value, pad: Sequence[int], value: Any) -> Value:
     canvas = full(out, value, self.dtype)
     strides = row_major_strides(out)
     offset = sum(b * s for b, s in zip(before, strides))
-    return prims.as_strided_scatter(
+    return row_major_window_scatter(
         canvas, cropped, list(cropped.shape), list(strides), offset if cropped.numel else 0
     )
 
@@ -523,9 +527,14 @@ def empty_memory_format(
     pin_memory: bool | None,
     memory_format: MemoryFormat | None,
 ) -> Value:
-    return prims.empty(
-        list(size), dtype=DEFAULT_FLOAT if dtype is None else dtype, device=CPU, requires_grad=False
-    )
+    dtype = DEFAULT_FLOAT if dtype is None else dtype
+    if memory_format in (MemoryFormat.channels_last, MemoryFormat.channels_last_3d):
+        shape = tuple(size)
+        strides = list(format_strides(shape, contiguous_strides(shape), memory_format))
+        return prims.empty_strided(
+            list(size), strides, dtype=dtype, device=CPU, requires_grad=False
+        )
+    return prims.empty(list(size), dtype=dtype, device=CPU, requires_grad=False)
 
 
 @register("aten.empty_permuted.default")
@@ -760,7 +769,7 @@ def resize_(self: Value, size: Sequence[int], memory_format: MemoryFormat | None
     if tuple(size) == self.shape:
         return self
     if numel <= self.numel:
-        return _window(self, size, row_major_strides(size), 0)
+        return row_major_window(self, size, row_major_strides(size), 0)
     flat = _reshaped(self, [self.numel])
     tail = prims.empty([numel - self.numel], dtype=self.dtype, device=CPU, requires_grad=False)
     return _reshaped(prims.cat([flat, tail], 0), size)
@@ -776,8 +785,8 @@ def sym_size_int(self: Value, dim: int) -> int:
 
 @register("aten.sym_stride.int")
 def sym_stride_int(self: Value, dim: int) -> int:
-    """The row-major stride: values carry no strides of their own (they are functional)."""
-    return row_major_strides(self.shape)[_strict_dim("aten.sym_stride", dim, self.ndim)]
+    """The stride torch's tensor has: the value's meta carries its layout."""
+    return self.strides[_strict_dim("aten.sym_stride", dim, self.ndim)]
 
 
 @register("aten.sym_numel.default")
@@ -787,7 +796,7 @@ def sym_numel(self: Value) -> int:
 
 @register("aten.sym_storage_offset.default")
 def sym_storage_offset(self: Value) -> int:
-    return 0
+    return self.storage_offset
 
 
 # torch's channels-last checks walk the dims innermost-first in this order.
@@ -799,9 +808,9 @@ _CHANNELS_LAST_ORDER = {
 
 @register("aten.sym_is_contiguous.default")
 def sym_is_contiguous(self: Value, memory_format: MemoryFormat) -> bool:
-    """Whether row-major strides are contiguous in `memory_format` (always, for contiguous_format)."""
+    """Whether the value's strides are contiguous in `memory_format`."""
     if memory_format is MemoryFormat.contiguous_format:
-        return True
+        return is_contiguous(self.shape, self.strides)
     if memory_format not in _CHANNELS_LAST_ORDER:
         raise ShapeError(
             f"aten.sym_is_contiguous: memory format {memory_format} is not supported (as in torch)"
@@ -809,7 +818,7 @@ def sym_is_contiguous(self: Value, memory_format: MemoryFormat) -> bool:
     rank, order = _CHANNELS_LAST_ORDER[memory_format]
     if self.ndim != rank:
         return False
-    strides = row_major_strides(self.shape)
+    strides = self.strides
     expected = 1
     for d in order:
         if self.shape[d] != 1:

@@ -10,8 +10,9 @@ import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.layout import elementwise_strides
 from aten2prims.ir.symbolic import SymBool, SymExpr, number_kind
-from aten2prims.ir.values import Value, is_tensor
+from aten2prims.ir.values import TensorMeta, Value, is_tensor
 
 # dtype domains (what a prim accepts on CPU, as probed against torch 2.13 eager)
 BOOL = frozenset({DType.bool})
@@ -93,6 +94,13 @@ def elementwise_operands(args: Sequence[Any]) -> tuple[tuple[int, ...], DType]:
                 f"a Python {type(a).__name__} operand cannot join a {dtype.short} tensor; convert it first"
             )
     return (shape if shape is not None else ()), dtype
+
+
+def elementwise_result(shape: tuple[int, ...], dtype: DType, operands: Sequence[Any]) -> TensorMeta:
+    """The meta of an elementwise result: its strides follow the tensor operands of rank > 0 as
+    torch's `_prim_elementwise_meta` orders them (contiguous when all are), offset 0."""
+    layouts = [a.strides for a in operands if is_tensor(a) and a.ndim > 0]
+    return TensorMeta(shape, dtype, elementwise_strides(shape, layouts))
 
 
 def number_as(x: bool | int | float | complex, dtype: DType) -> np.ndarray:

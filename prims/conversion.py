@@ -10,6 +10,7 @@ import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.layout import is_non_overlapping_and_dense, single_operand_strides
 from aten2prims.ir.symbolic import is_literal_one, is_size, same_size
 from aten2prims.ir.values import TensorMeta, Value
 
@@ -21,7 +22,10 @@ def _convert_meta(a: Value, dtype: DType) -> TensorMeta:
     check_tensor(a, "a")
     if type(dtype) is not DType:
         raise DTypeError(f"dtype must be a dtype, got {dtype!r}")
-    return TensorMeta(a.shape, dtype)
+    # A conversion keeps dense strides (torch's meta); others become elementwise output strides.
+    if is_non_overlapping_and_dense(a.shape, a.strides):
+        return TensorMeta(a.shape, dtype, a.strides)
+    return TensorMeta(a.shape, dtype, single_operand_strides(a.shape, a.strides))
 
 
 # Integer width through which torch's CPU casts a float to each integer dtype: int8/int16 go
@@ -121,7 +125,35 @@ def _broadcast_in_dim_meta(
     for size in shape:
         if not is_size(size):
             raise ShapeError(f"shape {list(shape)} must hold non-negative ints")
-    return TensorMeta(shape, a.dtype)
+    return TensorMeta(
+        shape,
+        a.dtype,
+        _broadcast_strides(a, shape, tuple(broadcast_dimensions)),
+        a.storage_offset,
+    )
+
+
+def _broadcast_strides(
+    a: Value, shape: tuple[int, ...], broadcast_dimensions: tuple[int, ...]
+) -> tuple[int, ...]:
+    """torch's `_broadcast_in_dim_meta`: a kept dim keeps its stride, a broadcast one gets 0, a
+    new dim of length 1 the stride it would have had."""
+    strides: list[int] = []
+    source = 0
+    for index, size in enumerate(shape):
+        if index in broadcast_dimensions:
+            if a.shape[source] == 1 and size != 1:
+                strides.append(0)
+            else:
+                strides.append(a.strides[source])
+            source += 1
+        elif size != 1:
+            strides.append(0)
+        elif source == a.ndim:
+            strides.append(1)
+        else:
+            strides.append(a.strides[source] * a.shape[source])
+    return tuple(strides)
 
 
 def _broadcast_in_dim_kernel(

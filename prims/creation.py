@@ -22,10 +22,19 @@ import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.layout import permuted_strides, single_operand_strides
 from aten2prims.ir.symbolic import SymExpr, is_size, is_symbolic
 from aten2prims.ir.values import Device, ScalarMeta, TensorMeta, Value
 
-from .common import COMPLEX, FLOATS, INTS, check_dtype, check_tensor, is_number
+from .common import (
+    COMPLEX,
+    FLOATS,
+    INTS,
+    check_dtype,
+    check_tensor,
+    elementwise_result,
+    is_number,
+)
 from .conversion import convert_array
 from .misc import dtype_limits
 from .registry import register
@@ -143,7 +152,9 @@ def _empty_permuted_meta(
         raise ShapeError(
             f"physical_layout {physical_layout!r} is not a permutation of the {len(shape)} dimension(s)"
         )
-    return TensorMeta(shape, check_dtype_argument(dtype))
+    return TensorMeta(
+        shape, check_dtype_argument(dtype), permuted_strides(shape, tuple(physical_layout))
+    )
 
 
 def _empty_permuted_kernel(
@@ -168,8 +179,9 @@ def _empty_strided_meta(
     shape: Sequence[int], strides: Sequence[int], dtype: DType, device: Device, requires_grad: bool
 ) -> TensorMeta:
     shape = check_shape(shape)
-    check_strides(strides, len(shape), "strides")
-    return TensorMeta(shape, check_dtype_argument(dtype))
+    return TensorMeta(
+        shape, check_dtype_argument(dtype), check_strides(strides, len(shape), "strides")
+    )
 
 
 def _empty_strided_kernel(
@@ -225,7 +237,9 @@ def _full_like_meta(
     check_tensor(a, "a")
     check_dtype_argument(dtype)
     _check_fill_value(fill_value, dtype, a.numel, "fill_value")
-    return TensorMeta(a.shape, dtype)
+    # torch's meta: the operand's elementwise output strides (its own when it is empty)
+    strides = a.strides if a.numel == 0 else single_operand_strides(a.shape, a.strides)
+    return TensorMeta(a.shape, dtype, strides)
 
 
 def _full_like_kernel(
@@ -253,7 +267,7 @@ register(
 def _fill_meta(self: Value, value: Any) -> TensorMeta:
     check_tensor(self, "self")
     _check_fill_value(value, self.dtype, self.numel, "value")
-    return TensorMeta(self.shape, self.dtype)
+    return elementwise_result(self.shape, self.dtype, (self,))
 
 
 def _fill_kernel(self: np.ndarray, value: Any) -> np.ndarray:
@@ -443,14 +457,14 @@ def _uniform_meta(
     generator: Any,
 ) -> TensorMeta:
     shape = check_shape(shape)
-    check_strides(stride, len(shape))
+    stride = check_strides(stride, len(shape))
     _check_real(low, "low")
     _check_real(high, "high")
     if is_number(low) and is_number(high) and low > high:
         raise DTypeError(f"low {low} exceeds high {high}")
     check_dtype(check_dtype_argument(dtype), RANDOM_DTYPES)
     _check_generator(generator)
-    return TensorMeta(shape, dtype)
+    return TensorMeta(shape, dtype, stride)
 
 
 def _uniform_kernel(

@@ -28,6 +28,7 @@ from .common import (
     INTS,
     check_dtype,
     elementwise_operands,
+    elementwise_result,
     is_number,
     is_tensor,
     number_as,
@@ -74,7 +75,7 @@ def _elementwise_meta(
             raise DTypeError(
                 "a Python bool operand is not supported (torch refuses bool operands here)"
             )
-        return TensorMeta(shape, _result_dtype(dtype, kind))
+        return elementwise_result(shape, _result_dtype(dtype, kind), args)
 
     return meta
 
@@ -683,7 +684,7 @@ def _where_meta(pred: Any, a: Any, b: Any) -> TensorMeta:
     shape, dtype = elementwise_operands((a, b))
     if pred.ndim != 0 and shape != () and pred.shape != shape:
         raise ShapeError(f"pred shape {list(pred.shape)} differs from the operands' {list(shape)}")
-    return TensorMeta(shape if shape != () else pred.shape, dtype)
+    return elementwise_result(shape if shape != () else pred.shape, dtype, (pred, a, b))
 
 
 def _where_kernel(pred: np.ndarray, a: Any, b: Any) -> np.ndarray:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
+from aten2prims.ir.layout import contiguous_strides
 from aten2prims.ir.values import TensorMeta, Value
 
 from .common import COMPLEX, F32_F64, check_dtype, check_tensor
@@ -20,11 +21,18 @@ def _svd_meta(A: Value, full_matrices: bool) -> tuple[TensorMeta, TensorMeta, Te
         raise DTypeError(f"full_matrices must be a bool, got {full_matrices!r}")
     *batch, m, n = A.shape
     k = min(m, n)
+    u_shape = (*batch, m, m if full_matrices else k)
+    vh_shape = (*batch, n if full_matrices else k, n)
+    # torch's meta: U and Vh as batches of column-major matrices (LAPACK's layout on the CPU)
     return (
-        TensorMeta((*batch, m, m if full_matrices else k), A.dtype),
+        TensorMeta(u_shape, A.dtype, _column_major(u_shape)),
         TensorMeta((*batch, k), A.dtype.real),
-        TensorMeta((*batch, n if full_matrices else k, n), A.dtype),
+        TensorMeta(vh_shape, A.dtype, _column_major(vh_shape)),
     )
+
+
+def _column_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return contiguous_strides(shape)[:-2] + (1, shape[-2] if shape[-2] > 1 else 1)
 
 
 def _svd_kernel(A: np.ndarray, full_matrices: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

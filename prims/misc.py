@@ -7,6 +7,7 @@ import numpy as np
 
 from aten2prims.errors import ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.layout import preserved_strides
 from aten2prims.ir.values import ScalarMeta, TensorMeta, Value
 
 from .common import FLOATS, check_dtype, check_tensor
@@ -85,7 +86,11 @@ register(
 def _frexp_meta(self: Value) -> tuple[TensorMeta, TensorMeta]:
     check_tensor(self, "self")
     check_dtype(self.dtype, FLOATS)
-    return TensorMeta(self.shape, self.dtype), TensorMeta(self.shape, DType.int32)
+    strides = preserved_strides(self.shape, self.strides)  # torch's meta: empty_like(self) twice
+    return (
+        TensorMeta(self.shape, self.dtype, strides),
+        TensorMeta(self.shape, DType.int32, strides),
+    )
 
 
 def _frexp_kernel(self: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -19,6 +19,7 @@ elsewhere reads `definition.<property>` (found with `lookup(node.op)`) and keeps
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 import attrs
 
 from aten2prims.errors import SchemaError
+from aten2prims.ir.values import is_tensor
 from aten2prims.schema.parser import Schema, parse_schema
 
 MetaRule = Callable[..., Any]
@@ -58,6 +60,9 @@ class PrimDef:
     # The kernel is kernel(inp, dims, output_dtype), reducing inp over dims; each element of
     # the result reads only its own position along the kept dims.
     reduces: bool = False
+    # The kernel reads its tensor operands' layouts (strides, storage offset) from their metas:
+    # it takes them as keyword `layouts` (see `kernel_for`).
+    reads_layout: bool = False
     # Why a prim of torch's has no implementation here (docs/prims.md lists these).
     omitted_reason: str | None = None
     # For a prim whose result size depends on its operands' values (nonzero's count): a function
@@ -92,6 +97,20 @@ class PrimDef:
     @property
     def implemented(self) -> bool:
         return self.kernel is not None and self.meta is not None
+
+    def kernel_for(self, operands: Sequence[Any]) -> Kernel:
+        """The kernel to run on a node's positional operands (Values): the kernel itself, or,
+        for a prim that reads layouts, the kernel given each tensor operand's (strides, storage
+        offset) as `layouts`."""
+        assert self.kernel is not None, f"{self.qualified_name} has no kernel"
+        if not self.reads_layout:
+            return self.kernel
+        layouts = tuple(
+            (operand.meta.strides, operand.storage_offset)
+            for operand in operands
+            if is_tensor(operand)
+        )
+        return functools.partial(self.kernel, layouts=layouts)
 
     def binding_problem(self, operands: Sequence[Any], attributes: Mapping[str, Any]) -> str | None:
         """Why a node's operands and attributes do not fit this prim's schema, or None."""
@@ -132,6 +151,7 @@ def register(
     meta_only_operands: bool = False,
     out: bool = False,
     reduces: bool = False,
+    reads_layout: bool = False,
     omitted_reason: str | None = None,
     sizes_from_data: Callable[..., dict[str, int]] | None = None,
 ) -> PrimDef:
@@ -174,6 +194,7 @@ def register(
         meta_only_operands=meta_only_operands,
         out=out,
         reduces=reduces,
+        reads_layout=reads_layout,
         omitted_reason=omitted_reason,
         sizes_from_data=sizes_from_data,
     )

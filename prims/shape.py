@@ -1,11 +1,13 @@
 """Shape and view prims: as_strided(_scatter), collapse(_view), split_dim, squeeze, transpose,
 view_of(_dtype), reshape, rev, cat, clone, copy_strided.
 
-Strides are not part of value semantics here (graphs hold values, not memory layouts), so a
-tensor's *storage* is its row-major element sequence: `as_strided(a, ...)` windows into `a`'s
-elements in row-major order, whatever the NumPy layout of the array that happens to hold them.
-View prims return NumPy views when the layout allows it (always for contiguous operands) and
-otherwise a copy.
+Every meta computes the result's strides and storage offset as torch's prims metas do (a view
+keeps its operand's offset and derives its strides from the operand's). A value holds its elements,
+not its storage, so `as_strided(a, ...)` reads the storage positions its window names from `a`'s
+own elements: each element of `a` sits at `a.storage_offset + sum(index * a.strides)`, and a
+window may read only positions some element of `a` occupies (its kernel gets `a`'s layout, as
+`layouts=`). View prims return NumPy views when the array allows it and otherwise a copy; the
+NumPy array's own strides never matter.
 
 Like torch's prims, these take dimensions already canonical (0 <= dim < rank; torch's
 `validate_idx` also accepts 0 for a 0-dim tensor): negative dims are the business of the
@@ -22,7 +24,15 @@ import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
-from aten2prims.ir.symbolic import is_size, settled
+from aten2prims.ir.layout import (
+    channels_last_strides,
+    contiguous_strides,
+    is_contiguous,
+    is_non_overlapping_and_dense,
+    preserved_strides,
+    required_length,
+)
+from aten2prims.ir.symbolic import is_size
 from aten2prims.ir.values import MemoryFormat, TensorMeta, Value
 
 from .common import check_tensor
@@ -90,25 +100,26 @@ def contiguous_copy(a: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     return result.copy() if np.may_share_memory(result, a) else result
 
 
-def _window_end(size: Sequence[int], stride: Sequence[int], storage_offset: int) -> int:
-    """One past the last storage element an as_strided window reads (torch's required length)."""
-    if settled(math.prod(size) == 0):  # undecided (a data-dependent size): the non-empty bound
-        return 0
-    return storage_offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
-
-
 def _check_window(
-    size: Any, stride: Any, storage_offset: Any, numel: int
+    size: Any, stride: Any, storage_offset: Any, a: Value
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The window's size and stride, checked to read only storage positions within the span of
+    `a`'s elements (from its storage offset to its last element)."""
     size = check_shape(size, "size")
     stride = check_strides(stride, len(size))
     if not is_size(storage_offset):
         raise ShapeError(f"storage_offset must be a non-negative int, got {storage_offset!r}")
-    end = _window_end(size, stride, storage_offset)
-    if end > numel:
+    end = required_length(size, stride, storage_offset)
+    if end == 0:
+        return size, stride
+    start = a.storage_offset
+    held = required_length(a.shape, a.strides, start)
+    if storage_offset < start or end > held:
         raise ShapeError(
-            f"a window of size {list(size)}, stride {list(stride)} and storage offset {storage_offset} needs "
-            f"{end} elements, but the operand has only {numel}"
+            f"a window of size {list(size)}, stride {list(stride)} and storage offset {storage_offset} reads "
+            f"storage positions {storage_offset}..{end - 1}, but the operand (shape {list(a.shape)}, "
+            f"strides {list(a.strides)}, storage offset {start}) holds only positions "
+            f"{start}..{held - 1}"
         )
     return size, stride
 
@@ -124,12 +135,45 @@ def _strided_window(
     )
 
 
-def _storage(a: np.ndarray) -> np.ndarray:
-    """The operand's storage: its elements in row-major order, as a 1-D array with unit stride
-    (a view when `a` is C-contiguous)."""
-    if not a.flags.c_contiguous:
-        a = np.ascontiguousarray(a)
-    return a.reshape(-1)
+Layout = tuple[tuple[int, ...], int]  # an operand's (strides, storage offset)
+
+
+def _layout(a: np.ndarray, layouts: Sequence[Layout] | None) -> Layout:
+    """The first operand's layout; without `layouts`, a fresh contiguous tensor's."""
+    return layouts[0] if layouts is not None else (contiguous_strides(a.shape), 0)
+
+
+def _positions(shape: Sequence[int], strides: Sequence[int], offset: int) -> np.ndarray:
+    """The storage position of every element of a tensor of this layout, in an array of its
+    shape."""
+    positions = np.full((), offset, dtype=np.int64)
+    for dim, (size, stride) in enumerate(zip(shape, strides)):
+        ramp = np.arange(size, dtype=np.int64) * stride
+        positions = positions[..., None] + ramp if dim else positions + ramp
+    return np.broadcast_to(positions, tuple(shape))
+
+
+def _storage(a: np.ndarray, layout: Layout) -> tuple[np.ndarray, int, np.ndarray | None]:
+    """The part of the storage `a`'s elements occupy: (a 1-D array, the storage position of its
+    first entry, a mask of the entries some element occupies or None when all are). Elements
+    sharing a position (stride 0) must agree, as they do in torch, where they are one element."""
+    strides, offset = layout
+    if is_contiguous(a.shape, strides):
+        return np.ascontiguousarray(a).reshape(-1), offset, None
+    positions = _positions(a.shape, strides, offset)
+    length = required_length(a.shape, strides, offset) - offset
+    storage = np.zeros(length, a.dtype)
+    held = np.zeros(length, bool)
+    storage[positions - offset] = a
+    held[positions - offset] = True
+    if not is_non_overlapping_and_dense(a.shape, strides):
+        # overlapping layouts: every element must equal the one its position holds
+        if not np.array_equal(storage[positions - offset], a, equal_nan=a.dtype.kind in "fc"):
+            raise ShapeError(
+                "the operand's elements that share a storage position (strides "
+                f"{list(strides)}) differ; its values do not fit its layout"
+            )
+    return storage, offset, None if held.all() else held
 
 
 # -- as_strided ----------------------------------------------------------------------------------
@@ -139,17 +183,30 @@ def _as_strided_meta(
     a: Value, size: Sequence[int], stride: Sequence[int], storage_offset: int
 ) -> TensorMeta:
     check_tensor(a, "a")
-    size, _ = _check_window(size, stride, storage_offset, a.numel)
-    return TensorMeta(size, a.dtype)
+    size, stride = _check_window(size, stride, storage_offset, a)
+    return TensorMeta(size, a.dtype, stride, storage_offset)
 
 
 def _as_strided_kernel(
-    a: np.ndarray, size: Sequence[int], stride: Sequence[int], storage_offset: int
+    a: np.ndarray,
+    size: Sequence[int],
+    stride: Sequence[int],
+    storage_offset: int,
+    *,
+    layouts: Sequence[Layout] | None = None,
 ) -> np.ndarray:
     if math.prod(size) == 0:
         return np.zeros(tuple(size), a.dtype)
+    storage, start, held = _storage(a, _layout(a, layouts))
+    if held is not None:
+        read = _positions(size, stride, storage_offset) - start
+        if not held[read].all():
+            raise ShapeError(
+                f"the window of size {list(size)}, stride {list(stride)} and storage offset "
+                f"{storage_offset} reads storage positions no element of the operand occupies"
+            )
     # Read-only: windows may overlap (stride 0), and a view of the caller's array must stay unwritten.
-    return _strided_window(_storage(a), size, stride, storage_offset, writeable=False)
+    return _strided_window(storage, size, stride, storage_offset - start, writeable=False)
 
 
 register(
@@ -157,8 +214,10 @@ register(
     meta=_as_strided_meta,
     kernel=_as_strided_kernel,
     view=True,
-    doc="a window of size/stride/storage_offset (in elements) into a's row-major element sequence; "
-    "windows reaching past a's numel are rejected",
+    reads_layout=True,
+    doc="a window of size/stride/storage_offset (in elements) into the storage a views, read from "
+    "a's elements by their layout; windows reading positions none of a's elements occupies are "
+    "rejected",
 )
 
 
@@ -167,7 +226,7 @@ def _as_strided_scatter_meta(
 ) -> TensorMeta:
     check_tensor(self, "self")
     check_tensor(src, "src")
-    size, stride = _check_window(size, stride, storage_offset, self.numel)
+    size, stride = _check_window(size, stride, storage_offset, self)
     if src.shape != size:
         raise ShapeError(f"src has shape {list(src.shape)}, the window has size {list(size)}")
     if src.dtype is not self.dtype:
@@ -179,7 +238,8 @@ def _as_strided_scatter_meta(
         raise ShapeError(
             f"the window of size {list(size)} and stride {list(stride)} writes one location twice"
         )
-    return TensorMeta(self.shape, self.dtype)
+    # torch's meta: clone_preserve_strides(self), self's strides and offset
+    return TensorMeta(self.shape, self.dtype, self.strides, self.storage_offset)
 
 
 def _as_strided_scatter_kernel(
@@ -190,13 +250,28 @@ def _as_strided_scatter_kernel(
     storage_offset: int,
     *,
     out: np.ndarray | None = None,
+    layouts: Sequence[Layout] | None = None,
 ) -> np.ndarray:
-    if out is None:
-        out = np.array(self, order="C", copy=True)
+    strides, offset = _layout(self, layouts)
+    if is_contiguous(self.shape, strides):
+        if out is None:
+            out = np.array(self, order="C", copy=True)
+        else:
+            np.copyto(out, self)
+        if math.prod(size) > 0:
+            flat = out.reshape(-1)
+            _strided_window(flat, size, stride, storage_offset - offset, writeable=True)[...] = src
+        return out
+    if math.prod(size) == 0:
+        result = np.array(self, copy=True)
     else:
-        np.copyto(out, self)
-    if math.prod(size) > 0:
-        _strided_window(out.reshape(-1), size, stride, storage_offset, writeable=True)[...] = src
+        storage, start, _ = _storage(self, (strides, offset))
+        storage = storage.copy()
+        _strided_window(storage, size, stride, storage_offset - start, writeable=True)[...] = src
+        result = storage[_positions(self.shape, strides, offset) - start]
+    if out is None:
+        return result
+    np.copyto(out, result)
     return out
 
 
@@ -205,7 +280,8 @@ register(
     meta=_as_strided_scatter_meta,
     kernel=_as_strided_scatter_kernel,
     out=True,
-    doc="a copy of self whose as_strided(size, stride, storage_offset) window holds src",
+    reads_layout=True,
+    doc="a copy of self (same layout) whose as_strided(size, stride, storage_offset) window holds src",
 )
 
 
@@ -225,6 +301,28 @@ def _collapsed_shape(a: Value, start: int, end: int) -> tuple[int, ...]:
 
 def _collapse_meta(a: Value, start: int, end: int) -> TensorMeta:
     return TensorMeta(_collapsed_shape(a, start, end), a.dtype)
+
+
+def _collapse_view_meta(a: Value, start: int, end: int) -> TensorMeta:
+    """torch's `_collapse_view_helper`: the merged dim's stride is the smallest of theirs (dims
+    of length 1 aside). Where the strides do not nest, torch refuses the view; ours is a copy,
+    with contiguous strides."""
+    shape = _collapsed_shape(a, start, end)
+    sizes, strides = (a.shape, a.strides) if a.ndim > 0 else ((1,), (1,))
+    nested = math.prod(sizes) == 0 or all(
+        sizes[i] == 1 or sizes[i + 1] == 1 or strides[i] == strides[i + 1] * sizes[i + 1]
+        for i in range(start, end)
+    )
+    if not nested:
+        return TensorMeta(shape, a.dtype)
+    stride = strides[end]
+    for i in range(end - 1, start - 1, -1):
+        if sizes[i] != 1:
+            stride = min(stride, strides[i])
+    if shape[start] == 0:
+        stride = 0
+    new = strides[:start] + (stride,) + strides[end + 1 :]
+    return TensorMeta(shape, a.dtype, new, a.storage_offset)
 
 
 def _collapse_kernel(a: np.ndarray, start: int, end: int) -> np.ndarray:
@@ -248,13 +346,13 @@ register(
 )
 register(
     "collapse_view(Tensor(a) a, int start, int end) -> Tensor(a)",
-    meta=_collapse_meta,
+    meta=_collapse_view_meta,
     kernel=_collapse_view_kernel,
     reshape=True,
     element_view=True,
     view=True,
-    doc="collapse as a view; torch rejects strides that do not nest, which a stride-free graph "
-    "cannot see, so the kernel copies when NumPy cannot view",
+    doc="collapse as a view; where the strides do not nest (torch refuses) the result is a "
+    "contiguous copy",
 )
 
 
@@ -270,8 +368,13 @@ def _split_dim_meta(a: Value, dim: int, outer_length: int) -> TensorMeta:
         raise ShapeError(
             f"outer_length {outer_length} does not divide dimension {dim} of length {length}"
         )
+    inner = length // outer_length
+    stride = a.strides[dim]
     return TensorMeta(
-        a.shape[:dim] + (outer_length, length // outer_length) + a.shape[dim + 1 :], a.dtype
+        a.shape[:dim] + (outer_length, inner) + a.shape[dim + 1 :],
+        a.dtype,
+        a.strides[:dim] + (stride * inner, stride) + a.strides[dim + 1 :],
+        a.storage_offset,
     )
 
 
@@ -301,7 +404,13 @@ def _squeeze_meta(a: Value, dimensions: Sequence[int]) -> TensorMeta:
     for d in sorted(dims):
         if a.shape[d] != 1:
             raise ShapeError(f"cannot squeeze dimension {d} of length {a.shape[d]} (must be 1)")
-    return TensorMeta(tuple(n for i, n in enumerate(a.shape) if i not in dims), a.dtype)
+    kept = [i for i in range(a.ndim) if i not in dims]
+    return TensorMeta(
+        tuple(a.shape[i] for i in kept),
+        a.dtype,
+        tuple(a.strides[i] for i in kept),
+        a.storage_offset,
+    )
 
 
 def _squeeze_kernel(a: np.ndarray, dimensions: Sequence[int]) -> np.ndarray:
@@ -325,7 +434,12 @@ def _transpose_meta(a: Value, permutation: Sequence[int]) -> TensorMeta:
         raise ShapeError(
             f"permutation {permutation!r} is not a permutation of the {a.ndim} dimension(s)"
         )
-    return TensorMeta(tuple(a.shape[d] for d in permutation), a.dtype)
+    return TensorMeta(
+        tuple(a.shape[d] for d in permutation),
+        a.dtype,
+        tuple(a.strides[d] for d in permutation),
+        a.storage_offset,
+    )
 
 
 def _transpose_kernel(a: np.ndarray, permutation: Sequence[int]) -> np.ndarray:
@@ -347,7 +461,7 @@ register(
 
 def _view_of_meta(a: Value) -> TensorMeta:
     check_tensor(a, "a")
-    return TensorMeta(a.shape, a.dtype)
+    return TensorMeta(a.shape, a.dtype, a.strides, a.storage_offset)
 
 
 def _view_of_kernel(a: np.ndarray) -> np.ndarray:
@@ -369,7 +483,7 @@ def _view_of_dtype_meta(a: Value, dtype: DType) -> TensorMeta:
     check_dtype_argument(dtype)
     old, new = a.dtype.itemsize, dtype.itemsize
     if old == new:
-        return TensorMeta(a.shape, dtype)
+        return TensorMeta(a.shape, dtype, a.strides, a.storage_offset)
     # As torch's Tensor.view(dtype): a different element size rescales the last dimension.
     if a.ndim == 0:
         raise ShapeError(
@@ -380,7 +494,15 @@ def _view_of_dtype_meta(a: Value, dtype: DType) -> TensorMeta:
         raise ShapeError(
             f"the last dimension ({a.shape[-1]} x {old} bytes) is not a multiple of {dtype.short}'s {new} bytes"
         )
-    return TensorMeta(a.shape[:-1] + (last // new,), dtype)
+    shape = a.shape[:-1] + (last // new,)
+    # As torch's view(dtype): strides and offset rescaled to the new element size, the last dim
+    # unit-strided. Where that is impossible (torch refuses), the result is a contiguous copy.
+    scaled = [s * old for s in a.strides[:-1]] + [a.storage_offset * old]
+    if (a.shape[-1] == 1 or a.strides[-1] == 1) and all(b % new == 0 for b in scaled):
+        return TensorMeta(
+            shape, dtype, tuple(b // new for b in scaled[:-1]) + (1,), scaled[-1] // new
+        )
+    return TensorMeta(shape, dtype)
 
 
 def _view_of_dtype_kernel(a: np.ndarray, dtype: DType) -> np.ndarray:
@@ -434,7 +556,7 @@ register(
 def _rev_meta(a: Value, dims: Sequence[int]) -> TensorMeta:
     check_tensor(a, "a")
     check_indices(dims, a.ndim)
-    return TensorMeta(a.shape, a.dtype)
+    return TensorMeta(a.shape, a.dtype, preserved_strides(a.shape, a.strides))
 
 
 def _rev_kernel(a: np.ndarray, dims: Sequence[int]) -> np.ndarray:
@@ -500,17 +622,30 @@ _FORMAT_RANK = {MemoryFormat.channels_last: 4, MemoryFormat.channels_last_3d: 5}
 
 def _clone_meta(self: Value, memory_format: MemoryFormat | None) -> TensorMeta:
     check_tensor(self, "self")
-    if memory_format is not None:
-        if type(memory_format) is not MemoryFormat:
-            raise ShapeError(
-                f"memory_format must be a memory format or None, got {memory_format!r}"
-            )
-        rank = _FORMAT_RANK.get(memory_format)
-        if rank is not None and self.ndim != rank:
-            raise ShapeError(
-                f"memory_format {memory_format.value} needs a rank-{rank} tensor, got rank {self.ndim}"
-            )
-    return TensorMeta(self.shape, self.dtype)
+    return TensorMeta(
+        self.shape, self.dtype, format_strides(self.shape, self.strides, memory_format)
+    )
+
+
+def format_strides(
+    shape: tuple[int, ...], strides: tuple[int, ...], memory_format: MemoryFormat | None
+) -> tuple[int, ...]:
+    """The strides of a copy of a tensor of this shape and strides in `memory_format` (None:
+    preserve_format, which keeps dense strides, as torch's clone)."""
+    if memory_format is None or memory_format is MemoryFormat.preserve_format:
+        if len(shape) == 0:
+            return ()
+        return preserved_strides(shape, strides)
+    if type(memory_format) is not MemoryFormat:
+        raise ShapeError(f"memory_format must be a memory format or None, got {memory_format!r}")
+    rank = _FORMAT_RANK.get(memory_format)
+    if rank is None:
+        return contiguous_strides(shape)
+    if len(shape) != rank:
+        raise ShapeError(
+            f"memory_format {memory_format.value} needs a rank-{rank} tensor, got rank {len(shape)}"
+        )
+    return channels_last_strides(shape)
 
 
 def _clone_kernel(self: np.ndarray, memory_format: MemoryFormat | None) -> np.ndarray:
@@ -521,14 +656,13 @@ register(
     "clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
     meta=_clone_meta,
     kernel=_clone_kernel,
-    doc="a copy of self (the memory format is a layout hint without meaning in a stride-free graph)",
+    doc="a copy of self in memory_format (None: preserve_format, which keeps dense strides)",
 )
 
 
 def _copy_strided_meta(a: Value, stride: Sequence[int]) -> TensorMeta:
     check_tensor(a, "a")
-    check_strides(stride, a.ndim)
-    return TensorMeta(a.shape, a.dtype)
+    return TensorMeta(a.shape, a.dtype, check_strides(stride, a.ndim))
 
 
 def _copy_strided_kernel(a: np.ndarray, stride: Sequence[int]) -> np.ndarray:
@@ -539,5 +673,5 @@ register(
     "copy_strided(Tensor a, SymInt[] stride) -> Tensor",
     meta=_copy_strided_meta,
     kernel=_copy_strided_kernel,
-    doc="a copy of a (the requested strides are a layout hint without meaning in a stride-free graph)",
+    doc="a copy of a with the given strides",
 )

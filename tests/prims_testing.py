@@ -23,6 +23,7 @@ import prims
 from aten2prims.executor import execute
 from aten2prims.frontends.torch_interop import to_numpy, to_torch, torch_dtype
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.layout import required_length
 from aten2prims.ir.values import Device, MemoryFormat, ScalarMeta, TensorMeta
 from aten2prims.testing.compare import compare
 from prims import Builder
@@ -212,7 +213,9 @@ def _to_torch_arg(arg: Any, device: str) -> Any:
     if isinstance(arg, np.ndarray):
         return to_torch(arg)
     if isinstance(arg, TensorMeta):
-        return torch.empty(arg.shape, dtype=torch_dtype(arg.dtype), device="meta")
+        length = required_length(arg.shape, arg.strides, arg.storage_offset)
+        storage = torch.empty(length, dtype=torch_dtype(arg.dtype), device="meta")
+        return storage.as_strided(arg.shape, arg.strides, arg.storage_offset)
     if isinstance(arg, DType):
         return torch_dtype(arg)
     if isinstance(arg, Device):
@@ -248,8 +251,14 @@ def torch_meta(name: str, *args: Any, **kwargs: Any) -> Any:
 
 
 def _meta_of(result: Any) -> Any:
+    """The full meta of torch's result: shape, dtype, strides and storage offset."""
     if isinstance(result, torch.Tensor):
-        return TensorMeta(tuple(result.shape), DType.from_torch_name(str(result.dtype)))
+        return TensorMeta(
+            tuple(result.shape),
+            DType.from_torch_name(str(result.dtype)),
+            tuple(result.stride()),
+            result.storage_offset(),
+        )
     if isinstance(result, tuple | list):
         return tuple(_meta_of(r) for r in result)
     return ScalarMeta(type(result))

@@ -86,7 +86,8 @@ def _check_lower_mlp(out: str, err: str, workdir: Path) -> None:
     assert lines[-1] == "  return (%addmm_1)"
     for line in _nodes_between_header_and_return(lines):
         assert re.match(
-            r"  %\w+: (f32|b8)\[[\d, ]*\] = prims\.\w+\(.*\)  # aten\.\S+ %\w+ at \"models\.py:\d+",
+            r"  %\w+: (f32|b8)\[[\d, ]*\](\{[\d, ]*\})?(\+\d+)? = prims\.\w+\(.*\)  "
+            r"# aten\.\S+ %\w+ at \"models\.py:\d+",
             line,
         ), line
     assert err == ""

@@ -7,6 +7,7 @@ import operator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 import torch
@@ -44,8 +45,17 @@ def test_exported_program_imports_as_load_reads_it(program, archive: Path) -> No
 
 
 def test_reloaded_program_imports_as_load_reads_it(archive: Path) -> None:
+    """Except for storage offsets of views, which torch's loader does not restore (its fake
+    tensors start every view at offset 0; the archive and `load` keep them)."""
     imported = aten2prims.from_fx(torch.export.load(archive), name="everything")
-    assert graph_difference(imported, aten2prims.load(archive), compare_data=True) is None
+    loaded = aten2prims.load(archive)
+    offsets = [r.meta.storage_offset for node in loaded.nodes for r in node.results]
+    assert any(offsets)
+    for graph in (imported, loaded):
+        for node in graph.nodes:
+            for result in node.results:
+                result.meta = attrs.evolve(result.meta, storage_offset=0)
+    assert graph_difference(imported, loaded, compare_data=True) is None
 
 
 def test_user_input_mutation(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ graph add_i64_f32(%x: i64[3], %y: f32[4, 3]) -> (f32[4, 3]):
         """\
 graph add_i64_f32(%x: i64[3], %y: f32[4, 3]) -> (f32[4, 3]):
   %0: f32[3] = prims.convert_element_type(%x, dtype=f32)  # aten.add.Tensor %z
-  %1: f32[4, 3] = prims.broadcast_in_dim(%0, shape=[4, 3], broadcast_dimensions=[1])  # aten.add.Tensor %z
+  %1: f32[4, 3]{0, 1} = prims.broadcast_in_dim(%0, shape=[4, 3], broadcast_dimensions=[1])  # aten.add.Tensor %z
   %z: f32[4, 3] = prims.add(%1, %y)  # aten.add.Tensor %z
   return (%z)
 """,
@@ -52,8 +52,8 @@ graph where_0dim(%c: b8[2, 3], %x: f32[], %y: f16[3]) -> (f16[2, 3]):
         """\
 graph where_0dim(%c: b8[2, 3], %x: f32[], %y: f16[3]) -> (f16[2, 3]):
   %0: f16[] = prims.convert_element_type(%x, dtype=f16)  # aten.where.self %z
-  %1: f16[2, 3] = prims.broadcast_in_dim(%0, shape=[2, 3], broadcast_dimensions=[])  # aten.where.self %z
-  %2: f16[2, 3] = prims.broadcast_in_dim(%y, shape=[2, 3], broadcast_dimensions=[1])  # aten.where.self %z
+  %1: f16[2, 3]{0, 0} = prims.broadcast_in_dim(%0, shape=[2, 3], broadcast_dimensions=[])  # aten.where.self %z
+  %2: f16[2, 3]{0, 1} = prims.broadcast_in_dim(%y, shape=[2, 3], broadcast_dimensions=[1])  # aten.where.self %z
   %z: f16[2, 3] = prims.where(%c, %1, %2)  # aten.where.self %z
   return (%z)
 """,
@@ -83,11 +83,11 @@ graph softmax_f16(%x: f16[4, 5]) -> (f16[4, 5]):
 graph softmax_f16(%x: f16[4, 5]) -> (f16[4, 5]):
   %0: f32[4, 5] = prims.convert_element_type(%x, dtype=f32)  # aten._softmax.default %y
   %1: f32[4] = prims.amax(%0, dims=[1], output_dtype=None)  # aten._softmax.default %y
-  %2: f32[4, 5] = prims.broadcast_in_dim(%1, shape=[4, 5], broadcast_dimensions=[0])  # aten._softmax.default %y
+  %2: f32[4, 5]{1, 0} = prims.broadcast_in_dim(%1, shape=[4, 5], broadcast_dimensions=[0])  # aten._softmax.default %y
   %3: f32[4, 5] = prims.sub(%0, %2)  # aten._softmax.default %y
   %4: f32[4, 5] = prims.exp(%3)  # aten._softmax.default %y
   %5: f32[4] = prims.sum(%4, dims=[1], output_dtype=None)  # aten._softmax.default %y
-  %6: f32[4, 5] = prims.broadcast_in_dim(%5, shape=[4, 5], broadcast_dimensions=[0])  # aten._softmax.default %y
+  %6: f32[4, 5]{1, 0} = prims.broadcast_in_dim(%5, shape=[4, 5], broadcast_dimensions=[0])  # aten._softmax.default %y
   %7: f32[4, 5] = prims.div(%4, %6)  # aten._softmax.default %y
   %y: f16[4, 5] = prims.convert_element_type(%7, dtype=f16)  # aten._softmax.default %y
   return (%y)

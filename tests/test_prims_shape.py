@@ -361,6 +361,11 @@ def test_torch_schemas() -> None:
         assert PRIMS[name].schema.text == schema
 
 
-def test_meta_of_symbolic_graph_has_no_strides() -> None:
+def test_view_metas_carry_torchs_strides_and_offset() -> None:
     meta = ours_meta("transpose", T((2, 3), f32), [1, 0])
-    assert meta == TensorMeta((3, 2), f32)
+    assert (
+        meta == TensorMeta((3, 2), f32, (1, 3)) == torch_meta("transpose", T((2, 3), f32), [1, 0])
+    )
+    window = ours_meta("as_strided", T((3, 4), f32), [2, 2], [1, 4], 5)
+    assert window == TensorMeta((2, 2), f32, (1, 4), 5)
+    assert window == torch_meta("as_strided", T((3, 4), f32), [2, 2], [1, 4], 5)

@@ -257,23 +257,15 @@ def test_extension_ops_refuse_out_of_range_indices_as_ours_do() -> None:
 DIFFERENCES = {
     "collapse_view of a transposed tensor": (
         """graph g(%x: f32[3, 4]) -> (f32[12]):
-  %t: f32[4, 3] = prims.transpose(%x, permutation=[1, 0])
+  %t: f32[4, 3]{1, 4} = prims.transpose(%x, permutation=[1, 0])
   %c: f32[12] = prims.collapse_view(%t, start=0, end=1)
   return (%c)""",
         "torch's collapse_view raises 'Attempting to view a collapsed tensor, but no such view "
-        "exists!' when strides do not nest; ours copies (a stride-free graph cannot see strides)",
-    ),
-    "as_strided of a transposed tensor": (
-        """graph g(%x: f32[3, 4]) -> (f32[2, 2]):
-  %t: f32[4, 3] = prims.transpose(%x, permutation=[1, 0])
-  %s: f32[2, 2] = prims.as_strided(%t, size=[2, 2], stride=[3, 1], storage_offset=1)
-  return (%s)""",
-        "torch's as_strided addresses the operand's storage (the untransposed x); ours addresses "
-        "the operand's own row-major elements",
+        "exists!' when strides do not nest; ours copies (its result has contiguous strides)",
     ),
     "view_of_dtype of a transposed tensor": (
         """graph g(%x: f32[3, 4]) -> (f16[4, 6]):
-  %t: f32[4, 3] = prims.transpose(%x, permutation=[1, 0])
+  %t: f32[4, 3]{1, 4} = prims.transpose(%x, permutation=[1, 0])
   %v: f16[4, 6] = prims.view_of_dtype(%t, dtype=f16)
   return (%v)""",
         "torch's view_of_dtype to a dtype of another size refuses an operand whose last dim is "
@@ -317,8 +309,8 @@ DIFFERENCES = {
         "makes the one-element tensor 0-dim",
     ),
     "as_strided to a 0-dim tensor": (
-        """graph g(%x: f32[5]) -> (f32[]):
-  %s: f32[] = prims.as_strided(%x, size=[], stride=[], storage_offset=3)
+        """graph g(%x: f32[5]) -> (f32[]+3):
+  %s: f32[]+3 = prims.as_strided(%x, size=[], stride=[], storage_offset=3)
   return (%s)""",
         "torch's prims.as_strided meta crashes on the size [] (reduce() of an empty sequence); "
         "ours reads the one element at the offset",
@@ -366,3 +358,19 @@ def test_adapters_make_torch_compute_our_prims(case: str) -> None:
 )
 def test_torch_prims_called_as_stated(case: str) -> None:
     _differs(case, adapt=False)
+
+
+def test_as_strided_of_a_transposed_tensor_is_torchs_when_called_as_stated() -> None:
+    """Both read storage through the operand's layout (the transpose's strides {1, 4})."""
+    graph = aten2prims.parse(
+        """graph g(%x: f32[3, 4]) -> (f32[2, 2]{1, 3}+1):
+  %t: f32[4, 3]{1, 4} = prims.transpose(%x, permutation=[1, 0])
+  %s: f32[2, 2]{1, 3}+1 = prims.as_strided(%t, size=[2, 2], stride=[1, 3], storage_offset=1)
+  return (%s)"""
+    )
+    inputs = {"x": np.arange(12.0, dtype=np.float32).reshape(3, 4)}
+    (ours,) = aten2prims.execute(graph, inputs)
+    np.testing.assert_array_equal(ours, [[1.0, 4.0], [2.0, 5.0]])
+    for adapt in (False, True):
+        (theirs,) = _run(to_fx(graph, adapt=adapt), graph, inputs)
+        np.testing.assert_array_equal(theirs, ours)

@@ -25,8 +25,9 @@ from prims.registry import lookup
 from ..errors import Error
 from ..frontends.torch_interop import to_torch, to_torch_operand, torch_dtype
 from ..ir.graph import Graph, InputKind, Node
+from ..ir.layout import is_non_overlapping
 from ..ir.symbolic import SymBool, SymExpr, free_symbols, symbol
-from ..ir.values import ScalarMeta, Value
+from ..ir.values import ScalarMeta, TensorMeta, Value
 from . import extension_ops
 
 
@@ -89,9 +90,27 @@ def _contiguous(fx_graph: Any, value: Any) -> Any:
     )
 
 
+def _laid_out_window(fx_graph: Any, meta: TensorMeta, args: list[Any]) -> list[Any]:
+    """as_strided(_scatter) arguments whose operand holds its elements where `meta` says,
+    in a fresh storage (so the window's storage offset counts from the operand's). An
+    overlapping layout (a stride-0 broadcast) cannot be written into: its contiguous copy
+    stands in, which reads the same positions only when the window stays inside one copy."""
+    import torch
+
+    if is_non_overlapping(meta.shape, meta.strides):
+        operand = fx_graph.call_function(
+            torch.ops.prims.copy_strided.default, (args[0], list(meta.strides))
+        )
+    else:
+        operand = _contiguous(fx_graph, args[0])
+    offset = args[-1] - meta.storage_offset
+    return [operand, *args[1:-1], offset]
+
+
 def _emit(fx_graph: Any, node: Node, target: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """The fx call computing `node`. Our graphs carry no strides, so the prims whose torch
-    kernels read strides get operands whose strides mean what ours assume (ADAPTERS)."""
+    """The fx call computing `node`. The prims whose torch kernels read strides get operands
+    laid out as their metas declare, and those torch refuses or computes otherwise are emitted
+    as equivalents (ADAPTERS)."""
     import torch
 
     name = node.op.removeprefix("prims.")
@@ -113,8 +132,16 @@ def _emit(fx_graph: Any, node: Node, target: Any, args: list[Any], kwargs: dict[
         return fx_graph.call_function(torch.ops.prims.squeeze.default, (flat, [0]), {})
     if name in REDUCTIONS:
         return _emit_reduction(fx_graph, node, target, args, kwargs)
-    if name in ("as_strided", "as_strided_scatter", "view_of_dtype"):
-        # Ours address the operand's row-major elements; torch's address its storage.
+    if name in ("as_strided", "as_strided_scatter"):
+        # Both address storage through the operand's layout: the operand is given exactly the
+        # layout its meta declares (a graph's input may come with any), in fresh storage.
+        args = _laid_out_window(fx_graph, node.args[0].meta, args)
+    if name == "copy_strided" and not is_non_overlapping(node.args[0].shape, args[1]):
+        # torch cannot copy into a layout whose elements share a position (a stride 0): the
+        # values in a fresh contiguous tensor (an as_strided reading it re-lays it out anyway)
+        return _contiguous(fx_graph, args[0])
+    if name == "view_of_dtype":
+        # torch refuses a non-contiguous last dim; ours copies
         args = [_contiguous(fx_graph, args[0]), *args[1:]]
     if name == "as_strided" and not args[1]:
         # torch's meta crashes on size [] as on reshape's shape []: a one-element window, squeezed.
@@ -173,8 +200,9 @@ def _emit_reduction(
 # The prims `_emit` rewrites, and why (docs/pipeline.md repeats this table).
 ADAPTERS: dict[str, str] = {
     "collapse_view": "emitted as prims.collapse: torch refuses a collapse its strides cannot view, ours copies",
-    "as_strided": "operand made contiguous first: ours addresses its row-major elements, torch its storage; size [] emitted as a one-element window and a squeeze (torch's meta crashes on an empty size)",
+    "as_strided": "operand copied into the layout its meta declares (copy_strided; a graph input may come with any) and the storage offset taken relative to the operand's; size [] emitted as a one-element window and a squeeze (torch's meta crashes on an empty size)",
     "as_strided_scatter": "as as_strided",
+    "copy_strided": "to an overlapping layout (a stride 0, which the lowering uses to lay a result out as torch's expand did) emitted as a contiguous clone: torch cannot copy into it",
     "view_of_dtype": "operand made contiguous first: torch refuses a non-contiguous last dim, ours copies",
     "scalar_tensor": "dtype and device always passed (torch's prim cannot run without them)",
     "reshape": "to shape [] emitted as a reshape to [1] and a squeeze (torch's meta crashes on an empty shape)",

@@ -201,7 +201,7 @@ def _run(node: Node, definition: PrimDef, environment: dict[Value, Any]) -> tupl
     operands = [_resolve(operand, environment) for operand in node.args]
     arguments = definition.bind(operands, node.kwargs)
     assert definition.kernel is not None  # _foldable chose only prims with kernels
-    result = definition.kernel(*arguments)
+    result = definition.kernel_for(node.args)(*arguments)
     results = (result,) if len(node.results) == 1 else tuple(result)
     return tuple(np.asarray(r) for r in results)
 

@@ -104,7 +104,8 @@ def node_step(node: Node, slots: Slots) -> Step:
         result_kind, elementwise = special.result.value, special.elementwise
         takes_out = special.takes_out
     else:
-        kernel, operands = definition.kernel, definition.bind(node.args, node.kwargs)
+        kernel = definition.kernel_for(node.args)
+        operands = definition.bind(node.args, node.kwargs)
     arguments = slots.arguments(operands)
     out_slots = tuple(slots.assign(result) for result in node.results)
     return Step(

@@ -37,11 +37,8 @@ def run_reference(
                 raise ExecutionError(f"run_reference: {node.op} is not an executable prim")
             operands = [_resolve(operand, environment) for operand in node.args]
             arguments = definition.bind(operands, node.kwargs)
-            result = (
-                definition.kernel(*arguments, rng=rng)
-                if definition.random
-                else definition.kernel(*arguments)
-            )
+            kernel = definition.kernel_for(node.args)
+            result = kernel(*arguments, rng=rng) if definition.random else kernel(*arguments)
             results = (result,) if len(node.results) == 1 else tuple(result)
             for value, item in zip(node.results, results, strict=True):
                 environment[value] = np.asarray(item) if type(value.meta) is TensorMeta else item

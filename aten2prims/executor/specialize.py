@@ -39,6 +39,7 @@ from prims.elementwise import ELEMENTWISE
 from prims.registry import PRIMS, lookup
 
 from ..ir.graph import Node
+from ..ir.layout import is_contiguous
 from ..ir.values import TensorMeta, Value
 from .direct_kernels import direct_kernel
 from .select import zero_select
@@ -191,24 +192,25 @@ def _broadcast_in_dim(node: Node) -> Specialized | None:
 
 
 def _as_strided(node: Node) -> Specialized | None:
-    """A window that is `a[index]` for a C-contiguous `a` of the operand's shape."""
+    """A window that is `a[index]` for a C-contiguous `a` of the operand's shape, when the
+    operand's layout is contiguous (its storage is then its row-major elements)."""
     operand = node.args[0]
     if type(operand) is not Value or not operand.is_tensor:
         return None
     size, stride = tuple(node.kwargs["size"]), tuple(node.kwargs["stride"])
-    offset: int = node.kwargs["storage_offset"]
-    if math.prod(size) == 0:
+    absolute: int = node.kwargs["storage_offset"]
+    offset = absolute - operand.storage_offset
+    if math.prod(size) == 0 or not is_contiguous(operand.shape, operand.strides):
         return None
     index = basic_index(operand.shape, size, stride, offset)
     if index is None:
         return None
-    generic = PRIMS["as_strided"].kernel
-    assert generic is not None
+    generic = PRIMS["as_strided"].kernel_for(node.args)
 
     def window(a: np.ndarray) -> np.ndarray:
         if a.flags.c_contiguous:
             return a[index]
-        return generic(a, size, stride, offset)
+        return generic(a, size, stride, absolute)
 
     return Specialized(window, (operand,), Result.VIEW)
 

@@ -11,8 +11,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import LoadError, VerificationError
+from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput
-from ..ir.symbolic import Symbol, SymExpr, free_symbols, symbol
+from ..ir.layout import is_contiguous
+from ..ir.symbolic import Symbol, SymExpr, free_symbols, same_size, symbol
+from ..ir.values import Meta, TensorMeta
 from ..passes.verify import verify
 from ..schema.registry import aten_schema
 
@@ -64,6 +67,34 @@ def graph_symbols(
         source = None if backed else (sources or {}).get(name)
         symbols[name] = Symbol(name, lower, upper, example, backed, source)
     return symbols
+
+
+def recorded_meta(
+    shape: tuple[int, ...], dtype: DType, strides: tuple[int, ...], storage_offset: int
+) -> TensorMeta:
+    """The meta of a tensor as torch recorded it. Strides that are contiguous on every dim of
+    length > 1 become exactly contiguous (torch writes arbitrary strides on dims of length 1,
+    which address nothing), so a contiguous tensor's meta is the plain `TensorMeta(shape,
+    dtype)` it always was."""
+    if any(type(x) is SymExpr for x in (*shape, *strides)):
+        # Symbolic sizes: only the structurally contiguous layout is taken for contiguous (a
+        # decision on a size cannot be taken while reading).
+        contiguous = TensorMeta(shape, dtype, storage_offset=storage_offset)
+        if all(same_size(a, b) for a, b in zip(contiguous.strides, strides)):
+            return contiguous
+    elif is_contiguous(shape, strides):
+        return TensorMeta(shape, dtype, storage_offset=storage_offset)
+    return TensorMeta(shape, dtype, strides, storage_offset)
+
+
+def input_meta(meta: Meta) -> Meta:
+    """A graph input's meta: its recorded strides at storage offset 0. The graph holds (and is
+    given) an input's elements only, so the input is its own storage; torch itself records a
+    parameter that views a larger tensor at that tensor's offset when exporting, and at 0 once
+    the program is reloaded."""
+    if type(meta) is TensorMeta and meta.storage_offset:
+        return TensorMeta(meta.shape, meta.dtype, meta.strides)
+    return meta
 
 
 def is_value_name(name: object) -> bool:

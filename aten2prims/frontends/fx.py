@@ -22,6 +22,8 @@ from .common import (
     check_known_aten_op,
     check_known_aten_ops,
     graph_symbols,
+    input_meta,
+    recorded_meta,
     undefined_name,
     user_source,
     verified,
@@ -139,7 +141,9 @@ class _Importer:
             dtype = from_torch_dtype(val.dtype)
         except ValueError as error:
             raise LoadError(f"{where}: {error}") from None
-        return TensorMeta(shape, dtype)
+        strides = tuple(self.size(stride, where) for stride in val.stride())
+        offset = self.size(val.storage_offset(), where)
+        return recorded_meta(shape, dtype, strides, offset)
 
     def size(self, size: Any, where: str) -> Any:
         """An int, or a SymInt read as `load` reads it from the saved program: the sympy
@@ -309,6 +313,7 @@ class _Importer:
                     f"{where}: user input of type {type(spec.arg).__name__} is not supported"
                 )
             value = self.define(placeholder, self.val(placeholder))
+            value.meta = input_meta(value.meta)
             if kind is InputKind.USER_INPUT:
                 inputs.append(GraphInput(value))
                 continue
@@ -344,7 +349,9 @@ class _Importer:
         inputs = []
         for node in self.graph.nodes:
             if node.op == "placeholder":
-                inputs.append(GraphInput(self.define(node, self.val(node))))
+                value = self.define(node, self.val(node))
+                value.meta = input_meta(value.meta)
+                inputs.append(GraphInput(value))
             elif node.op == "get_attr":
                 attribute = module
                 for part in node.target.split("."):
@@ -354,6 +361,7 @@ class _Importer:
                         f"get_attr %{node.name} reads a {type(attribute).__name__}, not a tensor"
                     )
                 value = self.define(node, attribute)
+                value.meta = input_meta(value.meta)
                 inputs.append(
                     GraphInput(value, InputKind.CONSTANT, node.target, to_numpy(attribute))
                 )

@@ -43,7 +43,9 @@ from .common import (
     check_known_aten_ops,
     graph_name,
     graph_symbols,
+    input_meta,
     is_value_name,
+    recorded_meta,
     undefined_name,
     user_source,
     verified,
@@ -460,9 +462,14 @@ def _tensor_meta(
     sizes = tuple(_sym_int(s, f"a size of {what}", hints) for s in _list(meta["sizes"]))
     strides = tuple(_sym_int(s, f"a stride of {what}", hints) for s in _list(meta["strides"]))
     offset = _sym_int(meta["storage_offset"], f"the storage offset of {what}", hints)
-    if any(type(size) is int and size < 0 for size in sizes) or len(strides) != len(sizes):
-        raise ValueError(f"{what} has sizes {sizes} and strides {strides}")
-    return TensorMeta(sizes, dtype), strides, offset
+    if (
+        any(type(size) is int and size < 0 for size in sizes)
+        or len(strides) != len(sizes)
+        or any(type(stride) is int and stride < 0 for stride in strides)
+        or (type(offset) is int and offset < 0)
+    ):
+        raise ValueError(f"{what} has sizes {sizes}, strides {strides} and storage offset {offset}")
+    return recorded_meta(sizes, dtype, strides, offset), strides, offset
 
 
 @contextmanager
@@ -712,6 +719,7 @@ class _ModelReader:
                 f"the signature names %{name} but the graph input is {_short(placeholder)}"
             )
         value = self.define(name)
+        value.meta = input_meta(value.meta)
         if role == "user_input":
             return GraphInput(value)
         kind, target_key = _INPUT_ROLES[role]
@@ -821,7 +829,7 @@ class _Payloads:
             if not _inside(path_name):
                 raise _Unsupported(f"path_name {path_name!r} points outside {directory}")
             meta, strides, offset = _tensor_meta(payload["tensor_meta"], where)
-            if meta != value.meta:
+            if (meta.shape, meta.dtype) != (value.shape, value.dtype):
                 raise ValueError(
                     f"its stored meta {meta} disagrees with graph input %{value.name}: {value.meta}"
                 )

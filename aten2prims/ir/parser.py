@@ -40,7 +40,7 @@ _TOKEN = re.compile(
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<number>-?(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\.\d+(?:[eE][+-]?\d+)?|\d+)|-inf\b)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*)
-  | (?P<punct>[()\[\],:=])
+  | (?P<punct>[()\[\],:={}])
   | (?P<symop>//|<=|>=|!=|[-+*%<>!])
     """,
     re.VERBOSE | re.ASCII,  # `\d` is 0-9 only: '٣2' is not the size 32
@@ -329,9 +329,9 @@ class _Parser:
             token = self.next()
             if token.kind in ("end", "newline"):
                 self.fail(f"expected {closing!r}", token)
-            if token.kind == "punct" and token.text in "([":
+            if token.kind == "punct" and token.text in "([{":
                 depth += 1
-            elif token.kind == "punct" and token.text in ")]":
+            elif token.kind == "punct" and token.text in ")]}":
                 if depth == 0:
                     if token.text != closing:
                         self.fail(f"expected {closing!r}", token)
@@ -386,7 +386,33 @@ class _Parser:
         shape: list[Any] = []
         if not self.accept("punct", "]"):
             shape = [self.parse_size(piece, opening) for piece in self.until_closing("]")]
-        return TensorMeta(tuple(shape), dtype)
+        strides: list[Any] | None = None
+        brace = self.peek()
+        if self.accept("punct", "{"):
+            strides = [self.parse_size(piece, brace) for piece in self.until_closing("}")]
+            if len(strides) != len(shape):
+                self.fail(f"{len(strides)} strides for {len(shape)} dimension(s)", brace)
+        offset: Any = 0
+        if self.accept("symop", "+"):
+            if self.peek().kind == "number":
+                offset = self.parse_count("storage offset")
+            else:
+                paren = self.expect("punct", "(")
+                pieces = self.until_closing(")")
+                if len(pieces) != 1:
+                    self.fail("expected one symbolic storage offset", paren)
+                offset = self.parse_size(pieces[0], paren)
+        if strides is None:
+            return TensorMeta(tuple(shape), dtype, storage_offset=offset)
+        return TensorMeta(tuple(shape), dtype, tuple(strides), offset)
+
+    def parse_count(self, what: str) -> int:
+        token = self.expect("number")
+        if not re.fullmatch(r"[0-9]+", token.text):
+            self.fail(f"expected a non-negative integer {what}", token)
+        if self.integer(token) > _MAX_SIZE:
+            self.fail(f"a {what} must be below 2**63", token)
+        return self.integer(token)
 
     def parse_node(self) -> Node:
         results: list[Value] = []

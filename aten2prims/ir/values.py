@@ -1,7 +1,7 @@
 """What flows along a graph's edges and sits in its operands.
 
-- `TensorMeta`: the static type of a tensor value (shape and dtype; strides are not part of value
-  semantics in a functional graph).
+- `TensorMeta`: the static type of a tensor value: shape, dtype and torch's layout (strides and
+  storage offset, in elements; contiguous unless given).
 - `ScalarMeta`: the static type of a scalar value computed at run time (`aten._local_scalar_dense`,
   `prims.item`, `aten.sym_size.int`, …): Python's bool, int, float or complex.
 - `UndefinedMeta`: the type of an undefined tensor — the None a backward op returns for a result
@@ -21,6 +21,7 @@ from typing import Any, TypeAlias
 import attrs
 
 from .dtypes import DType
+from .layout import contiguous_strides
 from .symbolic import SymBool, SymExpr
 
 # Sizes are ints, or symbolic expressions (`aten2prims.ir.symbolic`) in graphs with dynamic shapes.
@@ -31,6 +32,10 @@ def as_shape(sizes: Iterable[int]) -> Shape:
     return tuple(sizes)
 
 
+def _size_key(size: Any) -> Any:
+    return size.terms if type(size) is SymExpr else size
+
+
 def _shape_key(shape: Shape) -> tuple:
     """What TensorMeta equality compares: symbolic sizes by structure (`==` on two expressions
     builds a condition)."""
@@ -39,10 +44,18 @@ def _shape_key(shape: Shape) -> tuple:
 
 @attrs.frozen(slots=True)
 class TensorMeta:
-    """Shape and dtype of a tensor value. A size is a non-negative int or a `SymExpr`."""
+    """Shape, dtype and layout of a tensor value. A size is a non-negative int or a `SymExpr`.
+    `strides` and `storage_offset` are torch's (in elements): where each element sits in the
+    storage the tensor views; they default to a fresh contiguous tensor's."""
 
     shape: Shape = attrs.field(converter=as_shape, eq=_shape_key)
     dtype: DType
+    strides: Shape = attrs.field(converter=as_shape, eq=_shape_key)
+    storage_offset: int = attrs.field(default=0, eq=_size_key)
+
+    @strides.default
+    def _contiguous(self) -> Shape:
+        return contiguous_strides(self.shape)
 
     @shape.validator
     def _check_shape(self, _attribute: attrs.Attribute, shape: Shape) -> None:
@@ -51,6 +64,26 @@ class TensorMeta:
                 if type(size) is SymExpr:
                     continue
                 raise ValueError(f"tensor sizes must be non-negative ints or symbolic, got {shape}")
+
+    @strides.validator
+    def _check_strides(self, _attribute: attrs.Attribute, strides: Shape) -> None:
+        if len(strides) != len(self.shape) or any(type(s) is int and s < 0 for s in strides):
+            raise ValueError(
+                f"a tensor of shape {list(self.shape)} needs {len(self.shape)} non-negative "
+                f"strides, got {list(strides)}"
+            )
+
+    @storage_offset.validator
+    def _check_offset(self, _attribute: attrs.Attribute, offset: int) -> None:
+        if type(offset) is int and offset < 0:
+            raise ValueError(f"a storage offset must be non-negative, got {offset}")
+
+    @property
+    def is_contiguous_layout(self) -> bool:
+        """Exactly a fresh contiguous tensor's strides and offset (what the text form omits)."""
+        return _size_key(self.storage_offset) == 0 and _shape_key(self.strides) == _shape_key(
+            contiguous_strides(self.shape)
+        )
 
     @property
     def ndim(self) -> int:
@@ -61,7 +94,14 @@ class TensorMeta:
         return math.prod(self.shape)
 
     def __str__(self) -> str:
-        return f"{self.dtype.short}[{', '.join(map(str, self.shape))}]"
+        text = f"{self.dtype.short}[{', '.join(map(str, self.shape))}]"
+        if _shape_key(self.strides) != _shape_key(contiguous_strides(self.shape)):
+            text += "{" + ", ".join(map(str, self.strides)) + "}"
+        if type(self.storage_offset) is SymExpr:
+            text += f"+({self.storage_offset})"
+        elif self.storage_offset != 0:
+            text += f"+{self.storage_offset}"
+        return text
 
 
 SCALAR_KINDS: dict[str, type] = {"bool": bool, "int": int, "float": float, "complex": complex}
@@ -124,6 +164,14 @@ class Value:
     @property
     def ndim(self) -> int:
         return len(self.meta.shape)  # type: ignore[union-attr]  # tensor values only
+
+    @property
+    def strides(self) -> Shape:
+        return self.meta.strides  # type: ignore[union-attr]  # tensor values only
+
+    @property
+    def storage_offset(self) -> int:
+        return self.meta.storage_offset  # type: ignore[union-attr]  # tensor values only
 
     @property
     def numel(self) -> int:

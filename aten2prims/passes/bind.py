@@ -117,7 +117,13 @@ def specialize(graph: Graph, binding: Mapping[str, int]) -> Graph:
     def new_value(value: Value) -> Value:
         meta = value.meta
         if type(meta) is TensorMeta:
-            meta = TensorMeta(substitute(meta.shape, resolve), meta.dtype)
+            shape = substitute(meta.shape, resolve)
+            if meta.is_contiguous_layout:
+                meta = TensorMeta(shape, meta.dtype)
+            else:
+                strides = substitute(meta.strides, resolve)
+                offset = substitute(meta.storage_offset, resolve)
+                meta = TensorMeta(shape, meta.dtype, strides, offset)
         values[value] = Value(value.name, meta)
         return values[value]
 

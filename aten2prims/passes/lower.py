@@ -3,7 +3,9 @@
 The input graph is never modified: lowering builds a new graph. Each aten node's rule runs in a
 builder whose provenance names that node, so every prim it emits records the aten op and result
 name it came from (and the user's source location). The rule's results must have exactly the
-node's declared metas — a rule producing another dtype or shape is a bug, reported by op and node.
+node's declared metas — a rule producing another dtype or shape is a bug, reported by op and node;
+a result laid out otherwise than declared (torch's kernels and torch's prims metas legitimately
+disagree, e.g. on a channels-last convolution) is copied into the declared layout.
 The last value a rule makes for a result takes that result's name, so the lowered graph reads
 like the original one. An undefined result (the None of a backward op's masked result) is one
 the rule returns None for, and is not computed; its readers get None.
@@ -27,8 +29,9 @@ from ..errors import Error, LoweringError, ResultDTypeError, ResultShapeError, U
 from ..ir.building import collector_paused
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node, Provenance
+from ..ir.layout import required_length, same_significant_strides
 from ..ir.symbolic import ShapeEnv, number_kind, shape_env, symbol
-from ..ir.values import ScalarMeta, TensorMeta, UndefinedMeta, Value, map_values
+from ..ir.values import CPU, ScalarMeta, TensorMeta, UndefinedMeta, Value, map_values
 from .dce import eliminate_dead_code
 
 # Which aten nodes to leave as they are: overload names ("aten.mm.default"), shell-style
@@ -160,9 +163,14 @@ def _expand(
             f"{_where(node)}: the rule failed: {type(error).__name__}: {error}"
         ) from error
     results = _as_results(node, produced)
-    created = {value for new_node in builder.nodes[start:] for value in new_node.results}
     for old, new in zip(node.results, results):
         _check_result(node, old, new)
+    try:
+        results = tuple(_laid_out(old, new) for old, new in zip(node.results, results))
+    except Error as error:
+        raise _with_context(error, node) from error
+    created = {value for new_node in builder.nodes[start:] for value in new_node.results}
+    for old, new in zip(node.results, results):
         if new is None:
             mapping[old] = None  # undefined: whoever reads it reads None
             continue
@@ -216,6 +224,38 @@ def _check_result(node: Node, old: Value, new: Any) -> None:
         raise ResultDTypeError(
             f"{_where(node)}: the rule produced a {kind.__name__} for %{old.name}, the graph says {expected}"
         )
+
+
+def _laid_out(old: Value, new: Any) -> Any:
+    """`new` with the layout the graph declares for `old`. A rule computes a value's layout as
+    torch's prims metas do, which can differ from the layout torch's own kernel gave the aten
+    node (a convolution computed as products and sums is contiguous where torch's kernel keeps
+    channels-last). The declared layout wins, so that every op reading a layout (as_strided,
+    sym_stride, …) sees torch's: a differing value is copied into it (`copy_strided`; a view
+    with a storage offset becomes a window into a buffer holding it at that offset)."""
+    expected = old.meta
+    if type(expected) is not TensorMeta or type(new) is not Value:
+        return new
+    if new.meta == TensorMeta(new.shape, new.dtype, expected.strides, expected.storage_offset):
+        return new  # the same layout, compared by structure (no decision on symbolic sizes)
+    if expected.numel == 0 or (
+        same_significant_strides(expected.shape, expected.strides, new.strides)
+        and expected.storage_offset == new.storage_offset
+    ):
+        return new
+    if expected.storage_offset == 0:
+        return prims.copy_strided(new, stride=list(expected.strides))
+    length = required_length(expected.shape, expected.strides, expected.storage_offset)
+    buffer = prims.as_strided_scatter(
+        prims.full([length], 0, dtype=new.dtype, device=CPU, requires_grad=False),
+        new,
+        list(expected.shape),
+        list(expected.strides),
+        expected.storage_offset,
+    )
+    return prims.as_strided(
+        buffer, list(expected.shape), list(expected.strides), expected.storage_offset
+    )
 
 
 # The widest dtype of each Python scalar kind: a folded scalar output round-trips exactly.

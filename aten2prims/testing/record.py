@@ -49,6 +49,8 @@ def _feed(digest: Any, value: Any) -> None:
     import torch
 
     if isinstance(value, torch.Tensor):
+        # the layout too: the same values transposed, sliced or channels-last are another sample
+        digest.update(f"L{tuple(value.stride())}+{value.storage_offset()}".encode())
         tensor = value.detach().cpu().contiguous()
         digest.update(f"T{tensor.dtype}{tuple(tensor.shape)}".encode())
         if tensor.numel() and tensor.dtype != torch.bfloat16:
@@ -87,7 +89,7 @@ def clone_arguments(value: Any) -> Any:
     import torch
 
     if isinstance(value, torch.Tensor):
-        return value.detach().clone()
+        return _clone_with_layout(value.detach())
     if isinstance(value, list):
         return [clone_arguments(v) for v in value]
     if isinstance(value, tuple):
@@ -95,6 +97,23 @@ def clone_arguments(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: clone_arguments(v) for k, v in value.items()}
     return value
+
+
+def _clone_with_layout(tensor: Any) -> Any:
+    """A copy with the tensor's own strides and storage offset (`clone` would make an expanded
+    or sliced tensor contiguous): its storage cloned and viewed again the same way."""
+    import torch
+
+    if tensor.layout != torch.strided or tensor.is_contiguous():
+        return tensor.clone()
+    copy = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
+    copy.set_(
+        tensor.untyped_storage().clone(),
+        tensor.storage_offset(),
+        tensor.shape,
+        tensor.stride(),
+    )
+    return copy
 
 
 # Ops returning uninitialized memory.

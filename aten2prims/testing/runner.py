@@ -26,10 +26,11 @@ from ..errors import (
     UnsupportedOpError,
 )
 from ..executor import execute
+from ..frontends.common import recorded_meta
 from ..frontends.torch_interop import to_numpy
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
-from ..ir.values import UNDEFINED, Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, Value
+from ..ir.values import UNDEFINED, Device, Layout, MemoryFormat, ScalarMeta, Value
 from ..passes.lower import lower
 from .compare import ZERO_SIGN_UNDEFINED, Comparison, compare
 from .record import AtenCall, clone_arguments
@@ -98,7 +99,7 @@ def build_graph(call: AtenCall, outputs: list[Any]) -> tuple[Graph, dict[str, An
 
         if isinstance(value, torch.Tensor):
             name = f"a{len(inputs)}"
-            meta = TensorMeta(tuple(value.shape), _dtype(value.dtype))
+            meta = _meta_of(value)  # with its layout: samples may be transposed, sliced, ...
             inputs.append(GraphInput(Value(name, meta)))
             arrays[name] = to_numpy(value)
             return inputs[-1].value
@@ -136,7 +137,13 @@ def _meta_of(output: Any) -> Any:
     import torch
 
     if isinstance(output, torch.Tensor):
-        return TensorMeta(tuple(output.shape), _dtype(output.dtype))
+        # torch's layout too: the lowering lays every result out as torch's kernel did
+        return recorded_meta(
+            tuple(output.shape),
+            _dtype(output.dtype),
+            tuple(output.stride()),
+            int(output.storage_offset()),  # concrete: samples are real tensors
+        )
     if isinstance(output, bool | int | float | complex):
         return ScalarMeta(type(output))
     if output is None:

@@ -23,6 +23,7 @@ from typing import Any
 from ..ir.dtypes import DType
 from ..schema.registry import aten_schema
 from .handwritten import HANDWRITTEN
+from .layouts import LAYOUT_SAMPLED, LAYOUTS, LAYOUTS_OF, relaid
 from .record import RECORDED_OPS, AtenCall, record_core_calls
 
 # Dtypes tried, in order, to find one an OpInfo supports for discovery.
@@ -216,7 +217,38 @@ def samples(
     cache_dir: str | os.PathLike[str] | None = None,
 ) -> Iterator[AtenCall]:
     """Distinct calls of `op` with tensors of `dtype` (hand-written first, then OpInfo's), at
-    most `budget` of them."""
+    most `budget` of them. For an overload whose results depend on layouts (`LAYOUT_SAMPLED`)
+    up to half the budget goes to layout variants, one per layout of `layouts.LAYOUTS` in
+    order: the first sampled call the layout changes, its tensors re-laid out."""
+    layouts = LAYOUTS_OF.get(op, LAYOUTS) if op in LAYOUT_SAMPLED else ()
+    if not layouts:
+        yield from _samples(op, dtype, budget=budget, cache_dir=cache_dir)
+        return
+    reserved = len(layouts) if budget is None else min(len(layouts), budget // 2)
+    base = list(_samples(op, dtype, budget=budget, cache_dir=cache_dir))
+    seen = {call.key() for call in base}
+    variants: list[AtenCall] = []
+    for layout in layouts:
+        if len(variants) >= reserved:
+            break
+        for call in base:
+            variant = relaid(call, layout)
+            if variant is not None and variant.key() not in seen:
+                seen.add(variant.key())
+                variants.append(variant)
+                break
+    keep = len(base) if budget is None else min(len(base), budget - len(variants))
+    yield from base[:keep]
+    yield from variants
+
+
+def _samples(
+    op: str,
+    dtype: DType,
+    *,
+    budget: int | None,
+    cache_dir: str | os.PathLike[str] | None,
+) -> Iterator[AtenCall]:
     seen: set[str] = set()
     produced = 0
 

@@ -458,3 +458,29 @@ def _native_channel_shuffle_samples(dtype: DType) -> Iterator[AtenCall]:
     for groups in (2, 3, 1, 6):
         yield _call("aten.native_channel_shuffle.default", x, groups)
     yield _call("aten.native_channel_shuffle.default", x[:, :, 0], 3)  # one spatial dim
+
+
+# -- memory formats and layouts (layouts.py adds transposed, sliced, channels-last variants) --------
+
+
+@handwritten("aten.as_strided.default", ALL)
+def _as_strided_4d(dtype: DType) -> Iterator[AtenCall]:
+    # a 4-D operand, so that a channels-last variant exists: the window then reads its storage
+    yield _call("aten.as_strided.default", _tensor((2, 3, 2, 2), dtype), [2, 2, 3], [12, 1, 4], 1)
+
+
+@handwritten("aten.clone.default", ALL)
+def _clone(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    x = _tensor((2, 3, 4, 5), dtype)
+    yield _call("aten.clone.default", x, memory_format=torch.channels_last)
+    yield _call("aten.clone.default", x.permute(0, 2, 3, 1), memory_format=torch.preserve_format)
+
+
+@handwritten("aten._to_copy.default", ALL)
+def _to_copy_memory_format(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    x = _tensor((2, 3, 4, 5), dtype)
+    yield _call("aten._to_copy.default", x, memory_format=torch.channels_last)

@@ -1,0 +1,232 @@
+"""Strides: how torch lays a tensor's elements out in its storage, as torch's prims metas compute
+it (`torch/_prims_common`). Pure arithmetic on sizes and strides, counted in elements; a tensor's
+layout is part of its `TensorMeta` (values.py).
+
+- `contiguous_strides(shape)`: row-major strides (a dim of length 0 counts as 1, as torch's
+  `make_contiguous_strides_for`).
+- `channels_last_strides(shape)`: channels-last strides of a rank-3, 4 or 5 shape.
+- `is_non_overlapping_and_dense(shape, strides)`: some permutation of the dims is contiguous;
+  `is_non_overlapping`: no two elements share a storage position.
+- `elementwise_strides(shape, layouts)`: the strides torch gives an elementwise result.
+- `preserved_strides(shape, strides)`: `empty_like(a, memory_format=preserve_format)`'s strides.
+- `same_significant_strides(shape, a, b)`: a and b agree on every dim of length > 1 (strides of a
+  tensor with fewer than two elements do not matter), torch's `check_significant_strides`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .symbolic import settled
+
+Strides = tuple[int, ...]
+
+
+def contiguous_strides(shape: Sequence[int]) -> Strides:
+    strides: list[int] = []
+    multiplier = 1
+    for size in reversed(shape):
+        strides.append(multiplier)
+        # A symbolic size counts as itself: torch clamps it to 1, which differs only for an
+        # empty tensor, whose strides address nothing (no decision on the size is taken here).
+        multiplier = multiplier * (size if type(size) is not int or size > 1 else 1)
+    return tuple(reversed(strides))
+
+
+# The order of a channels-last layout's dims, innermost first, by rank.
+_CHANNELS_LAST_ORDER = {3: (1, 2, 0), 4: (1, 3, 2, 0), 5: (1, 4, 3, 2, 0)}
+
+
+def channels_last_strides(shape: Sequence[int]) -> Strides:
+    """torch's `make_channels_last_strides_for` (which does not clamp zero sizes to one)."""
+    order = _CHANNELS_LAST_ORDER.get(len(shape))
+    if order is None:
+        raise ValueError(f"channels-last strides need a rank-3, 4 or 5 shape, got {list(shape)}")
+    strides = [0] * len(shape)
+    multiplier = 1
+    for dim in order:
+        strides[dim] = multiplier
+        multiplier = multiplier * shape[dim]
+    return tuple(strides)
+
+
+def permuted_strides(shape: Sequence[int], physical_order: Sequence[int]) -> Strides:
+    """Contiguous strides of the dims taken outermost-first in `physical_order` (torch's
+    `empty_permuted`)."""
+    strides = [0] * len(shape)
+    inner = contiguous_strides([shape[d] for d in physical_order])
+    for stride, dim in zip(inner, physical_order):
+        strides[dim] = stride
+    return tuple(strides)
+
+
+def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """torch's `is_contiguous`: dims of length 1 are ignored; empty tensors are contiguous."""
+    if _numel(shape) == 0:
+        return True
+    expected = 1
+    for size, stride in reversed(tuple(zip(shape, strides))):
+        if size == 1:
+            continue
+        if stride != expected:
+            return False
+        expected = expected * size
+    return True
+
+
+def is_channels_last_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """torch's `is_channels_last_contiguous_2d` (rank 4) / `_3d` (rank 5)."""
+    order = {4: (1, 3, 2, 0), 5: (1, 4, 3, 2, 0)}.get(len(shape))
+    if order is None:
+        return False
+    expected = 1
+    for dim in order:
+        if shape[dim] == 1:
+            continue
+        if strides[dim] != expected:
+            return False
+        expected = expected * shape[dim]
+    return True
+
+
+def is_non_overlapping_and_dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    if _numel(shape) < 2:
+        return True
+    if len(shape) == 1:
+        return strides[0] == 1
+    pairs = sorted(zip(strides, shape))
+    expected = 1
+    for stride, size in pairs:
+        if size == 1:
+            continue
+        if stride != expected:
+            return False
+        expected = expected * size
+    return True
+
+
+def is_non_overlapping(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """No two elements share a storage position (gaps allowed): taken by increasing stride,
+    each dim's stride steps past everything the smaller ones span."""
+    if _numel(shape) < 2:
+        return True
+    span = 0
+    for stride, size in sorted((s, n) for s, n in zip(strides, shape) if n > 1):
+        if stride <= span:
+            return False
+        span = span + (size - 1) * stride
+    return True
+
+
+def _numel(shape: Sequence[int]) -> int:
+    numel = 1
+    for size in shape:
+        numel = numel * size
+    return numel
+
+
+def _suggested_strides(shape: Sequence[int], strides: Sequence[int]) -> Strides:
+    """Strides of `empty_like` for a tensor that is not dense: channels-last when the strides
+    look like it (c10's `is_channels_last_strides_2d/3d`), otherwise contiguous."""
+    order = {4: (1, 3, 2, 0), 5: (1, 4, 3, 2, 0)}.get(len(shape))
+    if order is None or strides[1] == 0:
+        return contiguous_strides(shape)
+    smallest = 0
+    for dim in order:
+        if shape[dim] == 0 or strides[dim] < smallest:
+            return contiguous_strides(shape)
+        if dim == 0 and smallest == strides[1]:
+            return contiguous_strides(shape)
+        smallest = strides[dim]
+        if shape[dim] > 1:
+            smallest = smallest * shape[dim]
+    return channels_last_strides(shape)
+
+
+def preserved_strides(shape: Sequence[int], strides: Sequence[int]) -> Strides:
+    """`empty_like(a, memory_format=preserve_format)`: a's strides when a is non-overlapping and
+    dense, otherwise contiguous or channels-last as a's strides suggest."""
+    if is_non_overlapping_and_dense(shape, strides):
+        return tuple(strides)
+    return _suggested_strides(shape, strides)
+
+
+def _physical_order(shape: Sequence[int], layouts: Sequence[Sequence[int]]) -> list[int]:
+    """torch's `compute_elementwise_output_logical_to_physical_perm` for operands of `shape`
+    with the given strides (0-dim operands already left out)."""
+    ndim = len(shape)
+    if ndim == 0 or not layouts:
+        return []
+    if ndim == 1:
+        return [0]
+    contiguous = all(is_contiguous(shape, s) for s in layouts)
+    channels_last = all(is_channels_last_contiguous(shape, s) for s in layouts)
+    if contiguous and not channels_last:
+        return list(range(ndim))
+    if channels_last and not contiguous:
+        return [0, *range(2, ndim), 1]
+
+    def at_least(a: int, b: int) -> bool:
+        return b == 0 or (a != 0 and (a >= b or a % b == 0))
+
+    def should_swap(a: int, b: int) -> int:
+        for strides in layouts:
+            stride_a, stride_b = strides[a], strides[b]
+            if stride_a == 0 or stride_b == 0:
+                continue
+            if stride_a == stride_b:
+                if at_least(shape[b], shape[a]):
+                    continue
+                return 1
+            if at_least(stride_b, stride_a):
+                return -1
+            if at_least(stride_a, stride_b):
+                return 1
+        return 0
+
+    perm = list(reversed(range(ndim)))
+    for i in range(1, ndim):
+        dim1 = i
+        for dim0 in reversed(range(i)):
+            comparison = should_swap(perm[dim0], perm[dim1])
+            if comparison > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif comparison < 0:
+                break
+    return list(reversed(perm))
+
+
+def elementwise_strides(shape: Sequence[int], layouts: Sequence[Sequence[int]]) -> Strides:
+    """The strides of an elementwise prim's result (torch's `_prim_elementwise_meta`: the
+    operands' common dim order, made contiguous); `layouts` are the strides of the operands of
+    `shape` (0-dim operands left out)."""
+    if not layouts:
+        return contiguous_strides(shape)
+    return permuted_strides(shape, _physical_order(shape, layouts))
+
+
+def single_operand_strides(shape: Sequence[int], strides: Sequence[int]) -> Strides:
+    """torch's `compute_elementwise_output_strides` of one tensor: its strides when dense, else
+    `empty_like`'s."""
+    if len(shape) == 0:
+        return ()
+    if len(shape) == 1:
+        return (1,)
+    return preserved_strides(shape, strides)
+
+
+def same_significant_strides(shape: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bool:
+    if _numel(shape) < 2:
+        return True
+    return all(size == 1 or x == y for size, x, y in zip(shape, a, b))
+
+
+def required_length(shape: Sequence[int], strides: Sequence[int], storage_offset: int) -> int:
+    """One past the last storage element a tensor of this layout reads (0 when it is empty)."""
+    if settled(_numel(shape) == 0):  # undecided (a data-dependent size): the non-empty bound
+        return 0
+    end = storage_offset + 1
+    for size, stride in zip(shape, strides):
+        end = end + (size - 1) * stride
+    return end
