@@ -11,7 +11,7 @@ import numpy as np
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.layout import is_non_overlapping_and_dense, single_operand_strides
-from aten2prims.ir.symbolic import is_literal_one, is_size, same_size
+from aten2prims.ir.symbolic import is_literal_one, is_size, lenient, same_size
 from aten2prims.ir.values import TensorMeta, Value
 
 from .common import check_tensor
@@ -133,6 +133,7 @@ def _broadcast_in_dim_meta(
     )
 
 
+@lenient
 def _broadcast_strides(
     a: Value, shape: tuple[int, ...], broadcast_dimensions: tuple[int, ...]
 ) -> tuple[int, ...]:

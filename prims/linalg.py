@@ -6,6 +6,7 @@ import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.layout import contiguous_strides
+from aten2prims.ir.symbolic import lenient
 from aten2prims.ir.values import TensorMeta, Value
 
 from .common import COMPLEX, F32_F64, check_dtype, check_tensor
@@ -31,6 +32,7 @@ def _svd_meta(A: Value, full_matrices: bool) -> tuple[TensorMeta, TensorMeta, Te
     )
 
 
+@lenient
 def _column_major(shape: tuple[int, ...]) -> tuple[int, ...]:
     return contiguous_strides(shape)[:-2] + (1, shape[-2] if shape[-2] > 1 else 1)
 

@@ -32,7 +32,7 @@ from aten2prims.ir.layout import (
     preserved_strides,
     required_length,
 )
-from aten2prims.ir.symbolic import is_size
+from aten2prims.ir.symbolic import is_size, lenient
 from aten2prims.ir.values import MemoryFormat, TensorMeta, Value
 
 from .common import check_tensor
@@ -100,6 +100,7 @@ def contiguous_copy(a: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     return result.copy() if np.may_share_memory(result, a) else result
 
 
+@lenient
 def _check_window(
     size: Any, stride: Any, storage_offset: Any, a: Value
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -127,6 +128,16 @@ def _check_window(
 def _strided_window(
     flat: np.ndarray, size: Sequence[int], stride: Sequence[int], offset: int, *, writeable: bool
 ):
+    # A window is checked against its operand when the graph is built; with symbolic sizes that
+    # check may take the example sizes' answer, so the bounds are checked again here: NumPy's
+    # as_strided reads whatever memory the strides reach.
+    if math.prod(size) > 0:
+        end = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
+        if offset < 0 or end > flat.size:
+            raise ShapeError(
+                f"as_strided: a window of size {list(size)}, stride {list(stride)} and offset "
+                f"{offset} reads storage positions up to {end - 1}, past the {flat.size} held"
+            )
     return np.lib.stride_tricks.as_strided(
         flat[offset:],
         shape=tuple(size),
@@ -303,6 +314,7 @@ def _collapse_meta(a: Value, start: int, end: int) -> TensorMeta:
     return TensorMeta(_collapsed_shape(a, start, end), a.dtype)
 
 
+@lenient
 def _collapse_view_meta(a: Value, start: int, end: int) -> TensorMeta:
     """torch's `_collapse_view_helper`: the merged dim's stride is the smallest of theirs (dims
     of length 1 aside). Where the strides do not nest, torch refuses the view; ours is a copy,

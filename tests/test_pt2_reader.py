@@ -39,8 +39,8 @@ from aten2prims.ir import (
     graph_difference,
     parse,
 )
-from aten2prims.testing.compare import compare
 from aten2prims.ir.layout import same_significant_strides
+from aten2prims.testing.compare import compare
 
 ROOT = "everything"
 MODEL = f"{ROOT}/models/model.json"

@@ -26,7 +26,7 @@ from ..errors import Error
 from ..frontends.torch_interop import to_torch, to_torch_operand, torch_dtype
 from ..ir.graph import Graph, InputKind, Node
 from ..ir.layout import is_non_overlapping
-from ..ir.symbolic import SymBool, SymExpr, free_symbols, symbol
+from ..ir.symbolic import ShapeEnv, SymBool, SymExpr, free_symbols, shape_env, symbol
 from ..ir.values import ScalarMeta, TensorMeta, Value
 from . import extension_ops
 
@@ -345,7 +345,9 @@ def to_fx(graph: Graph, *, adapt: bool = True) -> Any:
             else:
                 args.append(value)
         if adapt:
-            call = _emit(fx_graph, node, target, args, kwargs)
+            # Layout decisions on symbolic sizes: the graph's ranges and checks, nothing added.
+            with shape_env(ShapeEnv(dict(graph.symbols), list(graph.checks), recording=False)):
+                call = _emit(fx_graph, node, target, args, kwargs)
         else:
             call = fx_graph.call_function(target, tuple(args), kwargs)
         call.name = _identifier(node.results[0].name if node.results else node.op, taken)

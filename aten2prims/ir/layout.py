@@ -1,6 +1,8 @@
 """Strides: how torch lays a tensor's elements out in its storage, as torch's prims metas compute
 it (`torch/_prims_common`). Pure arithmetic on sizes and strides, counted in elements; a tensor's
-layout is part of its `TensorMeta` (values.py).
+layout is part of its `TensorMeta` (values.py). On symbolic sizes, a decision the ranges do not
+settle takes the example sizes' answer without a run-time check (`symbolic.lenient`): a layout is
+metadata and never restricts the sizes a graph runs at.
 
 - `contiguous_strides(shape)`: row-major strides (a dim of length 0 counts as 1, as torch's
   `make_contiguous_strides_for`).
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .symbolic import settled
+from .symbolic import lenient, settled
 
 Strides = tuple[int, ...]
 
@@ -60,6 +62,7 @@ def permuted_strides(shape: Sequence[int], physical_order: Sequence[int]) -> Str
     return tuple(strides)
 
 
+@lenient
 def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
     """torch's `is_contiguous`: dims of length 1 are ignored; empty tensors are contiguous."""
     if _numel(shape) == 0:
@@ -74,6 +77,7 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return True
 
 
+@lenient
 def is_channels_last_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
     """torch's `is_channels_last_contiguous_2d` (rank 4) / `_3d` (rank 5)."""
     order = {4: (1, 3, 2, 0), 5: (1, 4, 3, 2, 0)}.get(len(shape))
@@ -89,6 +93,7 @@ def is_channels_last_contiguous(shape: Sequence[int], strides: Sequence[int]) ->
     return True
 
 
+@lenient
 def is_non_overlapping_and_dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
     if _numel(shape) < 2:
         return True
@@ -105,6 +110,7 @@ def is_non_overlapping_and_dense(shape: Sequence[int], strides: Sequence[int]) -
     return True
 
 
+@lenient
 def is_non_overlapping(shape: Sequence[int], strides: Sequence[int]) -> bool:
     """No two elements share a storage position (gaps allowed): taken by increasing stride,
     each dim's stride steps past everything the smaller ones span."""
@@ -143,6 +149,7 @@ def _suggested_strides(shape: Sequence[int], strides: Sequence[int]) -> Strides:
     return channels_last_strides(shape)
 
 
+@lenient
 def preserved_strides(shape: Sequence[int], strides: Sequence[int]) -> Strides:
     """`empty_like(a, memory_format=preserve_format)`: a's strides when a is non-overlapping and
     dense, otherwise contiguous or channels-last as a's strides suggest."""
@@ -197,6 +204,7 @@ def _physical_order(shape: Sequence[int], layouts: Sequence[Sequence[int]]) -> l
     return list(reversed(perm))
 
 
+@lenient
 def elementwise_strides(shape: Sequence[int], layouts: Sequence[Sequence[int]]) -> Strides:
     """The strides of an elementwise prim's result (torch's `_prim_elementwise_meta`: the
     operands' common dim order, made contiguous); `layouts` are the strides of the operands of
@@ -206,6 +214,7 @@ def elementwise_strides(shape: Sequence[int], layouts: Sequence[Sequence[int]]) 
     return permuted_strides(shape, _physical_order(shape, layouts))
 
 
+@lenient
 def single_operand_strides(shape: Sequence[int], strides: Sequence[int]) -> Strides:
     """torch's `compute_elementwise_output_strides` of one tensor: its strides when dense, else
     `empty_like`'s."""
@@ -216,6 +225,7 @@ def single_operand_strides(shape: Sequence[int], strides: Sequence[int]) -> Stri
     return preserved_strides(shape, strides)
 
 
+@lenient
 def same_significant_strides(shape: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bool:
     if _numel(shape) < 2:
         return True

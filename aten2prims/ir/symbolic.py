@@ -579,6 +579,9 @@ class ShapeEnv:
     checks: list[SymBool] = attrs.Factory(list)
     recording: bool = True
     _known: dict[tuple, bool] = attrs.Factory(dict)
+    # Inside `lenient_decisions()`: an unsettled condition takes the examples' answer, neither
+    # remembered nor recorded.
+    _lenient: int = 0
 
     def __attrs_post_init__(self) -> None:
         for check in self.checks:
@@ -610,6 +613,8 @@ class ShapeEnv:
             self._known[key] = answer  # the ranges never change: remember it
             return answer
         answer = bool(evaluate(condition, _Examples(self)))
+        if self._lenient:
+            return answer
         holds = condition if answer else condition.negated()
         self._known[condition.key()] = answer
         self._known[condition.negated().key()] = not answer
@@ -683,6 +688,34 @@ def shape_env(env: ShapeEnv) -> Iterator[ShapeEnv]:
         yield env
     finally:
         _ENV.reset(token)
+
+
+@contextlib.contextmanager
+def lenient_decisions() -> Iterator[None]:
+    """Decisions that only shape metadata (a tensor's strides: which layout torch would pick)
+    take, where the ranges do not settle them, the example sizes' answer without a run-time
+    check: metadata never restricts the sizes a graph runs at. Values never depend on such an
+    answer (the kernels reading a layout check their bounds at run time)."""
+    env = _ENV.get()
+    if env is None:
+        yield
+        return
+    env._lenient += 1
+    try:
+        yield
+    finally:
+        env._lenient -= 1
+
+
+def lenient(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`function` run under `lenient_decisions()`."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with lenient_decisions():
+            return function(*args, **kwargs)
+
+    return wrapper
 
 
 def is_symbolic(x: Any) -> bool:

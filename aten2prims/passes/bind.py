@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import ShapeError
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
+from ..ir.layout import is_contiguous
 from ..ir.symbolic import SymExpr, evaluate, free_symbols, substitute, symbol
 from ..ir.values import TensorMeta, Value, map_values
 
@@ -123,7 +124,13 @@ def specialize(graph: Graph, binding: Mapping[str, int]) -> Graph:
             else:
                 strides = substitute(meta.strides, resolve)
                 offset = substitute(meta.storage_offset, resolve)
-                meta = TensorMeta(shape, meta.dtype, strides, offset)
+                # A dim that became 1 makes its stride meaningless: contiguous on every other
+                # dim is contiguous, as the frontends record it.
+                meta = (
+                    TensorMeta(shape, meta.dtype, storage_offset=offset)
+                    if is_contiguous(shape, strides)
+                    else TensorMeta(shape, meta.dtype, strides, offset)
+                )
         values[value] = Value(value.name, meta)
         return values[value]
 
