@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -90,24 +91,38 @@ def _contiguous(fx_graph: Any, value: Any) -> Any:
     )
 
 
-def _laid_out_window(fx_graph: Any, meta: TensorMeta, args: list[Any]) -> list[Any]:
+def _laid_out_window(
+    fx_graph: Any, meta: TensorMeta, args: list[Any], convert: Callable[[Any], Any]
+) -> list[Any]:
     """as_strided(_scatter) arguments whose operand holds its elements where `meta` says,
     in a fresh storage (so the window's storage offset counts from the operand's). An
     overlapping layout (a stride-0 broadcast) cannot be written into: its contiguous copy
-    stands in, which reads the same positions only when the window stays inside one copy."""
+    stands in, which reads the same positions only when the window stays inside one copy.
+    `convert` turns symbolic sizes into the fx values computing them."""
     import torch
 
     if is_non_overlapping(meta.shape, meta.strides):
         operand = fx_graph.call_function(
-            torch.ops.prims.copy_strided.default, (args[0], list(meta.strides))
+            torch.ops.prims.copy_strided.default, (args[0], list(convert(tuple(meta.strides))))
         )
     else:
         operand = _contiguous(fx_graph, args[0])
-    offset = args[-1] - meta.storage_offset
+    base, offset = convert(meta.storage_offset), args[-1]
+    if type(base) is int and type(offset) is int:
+        offset -= base
+    elif not (type(base) is int and base == 0):  # sizes computed at run time
+        offset = fx_graph.call_function(operator.sub, (offset, base))
     return [operand, *args[1:-1], offset]
 
 
-def _emit(fx_graph: Any, node: Node, target: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def _emit(
+    fx_graph: Any,
+    node: Node,
+    target: Any,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    convert: Callable[[Any], Any],
+) -> Any:
     """The fx call computing `node`. The prims whose torch kernels read strides get operands
     laid out as their metas declare, and those torch refuses or computes otherwise are emitted
     as equivalents (ADAPTERS)."""
@@ -135,7 +150,7 @@ def _emit(fx_graph: Any, node: Node, target: Any, args: list[Any], kwargs: dict[
     if name in ("as_strided", "as_strided_scatter"):
         # Both address storage through the operand's layout: the operand is given exactly the
         # layout its meta declares (a graph's input may come with any), in fresh storage.
-        args = _laid_out_window(fx_graph, node.args[0].meta, args)
+        args = _laid_out_window(fx_graph, node.args[0].meta, args, convert)
     if name == "copy_strided" and not is_non_overlapping(node.args[0].shape, args[1]):
         # torch cannot copy into a layout whose elements share a position (a stride 0): the
         # values in a fresh contiguous tensor (an as_strided reading it re-lays it out anyway)
@@ -347,7 +362,7 @@ def to_fx(graph: Graph, *, adapt: bool = True) -> Any:
         if adapt:
             # Layout decisions on symbolic sizes: the graph's ranges and checks, nothing added.
             with shape_env(ShapeEnv(dict(graph.symbols), list(graph.checks), recording=False)):
-                call = _emit(fx_graph, node, target, args, kwargs)
+                call = _emit(fx_graph, node, target, args, kwargs, operand)
         else:
             call = fx_graph.call_function(target, tuple(args), kwargs)
         call.name = _identifier(node.results[0].name if node.results else node.op, taken)
