@@ -5,7 +5,8 @@
     aten2prims run FILE [--inputs IN.npz] [--output OUT.npz] [--seed N] [--max-memory SIZE]
     aten2prims check FILE [--inputs IN.npz] [--expected OUT.npz] [--seed N] [--bisect]
                           [--max-memory SIZE]
-    aten2prims check --ops [REGEX] [--dtype DT ...] [--json FILE] [--full-budget] [--coverage FILE]
+    aten2prims check --ops [REGEX] [--dtype DT ...] [--json FILE] [--full-budget] [--workers N]
+                          [--coverage FILE]
     aten2prims ops [--json]
 
 Every command also takes `--debug` (before the command: `aten2prims --debug lower …`).
@@ -149,6 +150,13 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--json", metavar="FILE", help="with --ops: write the details as JSON")
     check.add_argument(
         "--full-budget", action="store_true", help="with --ops: run the full sample budget"
+    )
+    check.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --ops: check the overloads in N processes (default 1)",
     )
     check.add_argument(
         "--coverage",
@@ -521,11 +529,12 @@ def _check(args: argparse.Namespace) -> int:
                 json_path=args.json,
                 full_budget=args.full_budget,
                 coverage_path=args.coverage,
+                workers=args.workers,
             )
         except HarnessUsageError as error:
             raise UsageError(str(error)) from None
-    if args.json or args.coverage or args.dtype or args.full_budget:
-        raise UsageError("--dtype, --json, --full-budget and --coverage go with --ops")
+    if args.json or args.coverage or args.dtype or args.full_budget or args.workers != 1:
+        raise UsageError("--dtype, --json, --full-budget, --workers and --coverage go with --ops")
     if args.file is None:
         raise UsageError("check needs a FILE or --ops")
 
