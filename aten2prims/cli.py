@@ -569,8 +569,8 @@ def _check(args: argparse.Namespace) -> int:
     for index, (our, their, reference) in enumerate(zip(ours, expected, references, strict=True)):
         verdict = judge_output(our, their, reference, what=f"output_{index}", against=source)
         mark = "ok      " if verdict else "MISMATCH"
-        error = verdict.comparison.max_abs_error
-        print(f"{mark} output_{index}: max abs error {error:.3g} vs {source} — {verdict.message}")
+        largest = verdict.comparison.max_abs_error
+        print(f"{mark} output_{index}: max abs error {largest:.3g} vs {source} — {verdict.message}")
         failed += not verdict
     print("all outputs match" if not failed else f"{failed} of {len(ours)} output(s) differ")
     return EXIT_MISMATCH if failed else EXIT_OK
