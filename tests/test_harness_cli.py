@@ -148,6 +148,8 @@ def test_an_overload_without_a_rule_exits_1() -> None:
             "--coverage needs every overload",
         ),
         (["check", "--json", "x.json"], "go with --ops"),
+        (["check", "model.pt2", "--workers", "2"], "go with --ops"),
+        (["check", "--ops", "neg", "--workers", "0"], "--workers must be at least 1"),
     ],
 )
 def test_bad_usage_exits_2_with_one_line(argv: list[str], message: str, capsys) -> None:
