@@ -149,6 +149,7 @@ class _Lineage:
 
     def produced(self, key: str, result: Any) -> Any:
         """Key the tensors `result` holds as the outputs of the call keyed `key`."""
+        # torch lazily, here: importing this module must not need it
         import torch
 
         outputs = result if isinstance(result, list | tuple) else [result]

@@ -174,6 +174,7 @@ def run_dtype(call: AtenCall) -> DType | None:
     """The dtype a call runs in: `call_dtype`, or when its arguments do not tell (`arange(5)`,
     `full([2], 1.5)`), the dtype of torch's first tensor result (None when torch rejects the
     call or the dtype is not one of ours)."""
+    # torch lazily, here: importing this module must not need it
     import torch
 
     filed = call_dtype(call)

@@ -176,6 +176,7 @@ def _defined(op: str, *operands: Any) -> bool:
     """Whether torch's kernel of `op` takes these operands (tensors or Python numbers): each one's
     dtype and the dtype they promote to are among the kernel's (`_KERNEL_DTYPES`), and the
     promoted dtype is one of ours (float16 with a complex number promotes to complex32)."""
+    # torch lazily, here: importing this module must not need it
     import torch
 
     operand_dtypes, computed_dtypes = _KERNEL_DTYPES.get(op, (ALL, ALL))
@@ -200,6 +201,7 @@ def _defined(op: str, *operands: Any) -> bool:
 def _takes_numbers(op: str) -> bool:
     """Whether torch's `op` takes a Python number in a Tensor slot (add, sub, mul and div do, as
     torch.export writes them; most others refuse it)."""
+    # torch lazily, here: importing this module must not need it
     import torch
 
     overload = getattr(getattr(torch.ops.aten, op.split(".")[1]), op.split(".")[2])
@@ -213,6 +215,7 @@ def _takes_numbers(op: str) -> bool:
 def _number_operand(op: str, number: Any) -> Any:
     """`number` in a Tensor slot of `op`: as it is where torch takes it, else as the 0-dim tensor
     of the dtype torch gives it (a 0-dim operand of another category all the same)."""
+    # torch lazily, here: importing this module must not need it
     import torch
 
     return number if _takes_numbers(op) else torch.tensor(number)
@@ -247,6 +250,7 @@ def _kernel_samples(op: str, dtypes: Iterable[DType]) -> Callable[[Sample], Samp
 def _operands(call: AtenCall) -> list[Any]:
     """The operands whose dtypes decide an elementwise call's computation: the first two tensors
     or numbers (where's after its condition; not alpha, not clamp's bounds past the first)."""
+    # torch lazily, here: importing this module must not need it
     import torch
 
     args = call.args[1:] if call.op == "aten.where.self" else call.args
@@ -256,6 +260,7 @@ def _operands(call: AtenCall) -> list[Any]:
 def _partner(op: str, dtype: DType) -> DType:
     """The dtype of the 0-dim operand of another dtype meeting a `dtype` tensor in `op`:
     `_PARTNER`'s, or where the kernel does not take that, the next dtype it takes."""
+    # torch lazily, here: importing this module must not need it
     import torch
 
     def taken(other: DType) -> bool:
@@ -345,6 +350,7 @@ def _binary_tensor(op: str) -> Sample:
     divides = op.split(".")[1] in _DIVIDING
 
     def generate(dtype: DType) -> Iterator[AtenCall]:
+        # torch lazily, here: importing this module must not need it
         import torch
 
         yield _call(
@@ -647,6 +653,7 @@ def _fill(dtype: DType) -> Iterator[AtenCall]:
 def _fits(value: Any, dtype: DType) -> bool:
     """Whether torch converts the number to `dtype` (it refuses a complex number for a real dtype,
     and a non-integer or out-of-range one for an integer dtype)."""
+    # torch lazily, here: importing this module must not need it
     import torch
 
     if dtype.is_complex or dtype.is_bool:
