@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TextIO
 
 import attrs
@@ -33,6 +34,10 @@ _MESSAGE_LENGTH = 300
 
 class HarnessUsageError(ValueError):
     """Options that do not go together (the CLI reports them as bad usage)."""
+
+
+class HarnessWorkerError(RuntimeError):
+    """A worker process of `check --ops --workers N` died."""
 
 
 def check_ops(
@@ -117,8 +122,15 @@ def _reports(
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
             jobs = [pool.submit(_check_portably, op, dtypes, budget, shared) for op in ops]
-            for job in jobs:
-                yield job.result()
+            for op, job in zip(ops, jobs):
+                try:
+                    yield job.result()
+                except BrokenProcessPool:
+                    raise HarnessWorkerError(
+                        f"a worker process died while checking {op} or an overload after it "
+                        f"(a crash in torch or NumPy, or a kill); rerun with --ops '^{re.escape(op)}$' "
+                        "--workers 1 to see it"
+                    ) from None
 
 
 def _check_portably(
