@@ -6,7 +6,8 @@
                         [--threads N]
     aten2prims check FILE [--inputs IN.npz] [--expected OUT.npz] [--seed N] [--bisect]
                           [--max-memory SIZE]
-    aten2prims check --ops [REGEX] [--dtype DT ...] [--json FILE] [--full-budget] [--coverage FILE]
+    aten2prims check --ops [REGEX] [--dtype DT ...] [--json FILE] [--full-budget] [--workers N]
+                          [--coverage FILE]
     aten2prims ops [--json]
 
 Every command also takes `--debug` (before the command: `aten2prims --debug lower …`).
@@ -41,7 +42,7 @@ from .ir.values import ScalarMeta
 from .limits import default_memory_budget, format_bytes, parse_size
 from .passes.bind import specialize
 from .passes.lower import lower
-from .testing.compare import compare
+from .testing.model_outputs import judge_output
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
 
@@ -168,6 +169,13 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--json", metavar="FILE", help="with --ops: write the details as JSON")
     check.add_argument(
         "--full-budget", action="store_true", help="with --ops: run the full sample budget"
+    )
+    check.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --ops: check the overloads in N processes (default 1)",
     )
     check.add_argument(
         "--coverage",
@@ -543,11 +551,12 @@ def _check(args: argparse.Namespace) -> int:
                 json_path=args.json,
                 full_budget=args.full_budget,
                 coverage_path=args.coverage,
+                workers=args.workers,
             )
         except HarnessUsageError as error:
             raise UsageError(str(error)) from None
-    if args.json or args.coverage or args.dtype or args.full_budget:
-        raise UsageError("--dtype, --json, --full-budget and --coverage go with --ops")
+    if args.json or args.coverage or args.dtype or args.full_budget or args.workers != 1:
+        raise UsageError("--dtype, --json, --full-budget, --workers and --coverage go with --ops")
     if args.file is None:
         raise UsageError("check needs a FILE or --ops")
 
@@ -570,22 +579,36 @@ def _check(args: argparse.Namespace) -> int:
         except KeyError as missing:
             raise UsageError(f"{args.expected} has no {missing.args[0]}") from None
         source = args.expected
+        references: list[Any] = [None] * len(ours)
     else:
         # The harness loads torch; only `check` needs it.
         from .testing.torch_run import run_with_torch
 
         expected = run_with_torch(args.file, graph, inputs)
         source = "torch"
+        references = _float64_references(args.file, graph, inputs, len(ours))
     failed = 0
-    for index, (our, their) in enumerate(zip(ours, expected, strict=True)):
-        verdict = compare(our, their, what=f"output_{index}", against=source)
+    for index, (our, their, reference) in enumerate(zip(ours, expected, references, strict=True)):
+        verdict = judge_output(our, their, reference, what=f"output_{index}", against=source)
         mark = "ok      " if verdict else "MISMATCH"
-        print(
-            f"{mark} output_{index}: max abs error {verdict.max_abs_error:.3g} vs {source} — {verdict.message}"
-        )
+        largest = verdict.comparison.max_abs_error
+        print(f"{mark} output_{index}: max abs error {largest:.3g} vs {source} — {verdict.message}")
         failed += not verdict
     print("all outputs match" if not failed else f"{failed} of {len(ours)} output(s) differ")
     return EXIT_MISMATCH if failed else EXIT_OK
+
+
+def _float64_references(file: str, graph: Any, inputs: dict[str, Any], count: int) -> list[Any]:
+    """torch's outputs of the graph run in float64, the reference deep models are judged
+    against; Nones (the tolerance rule against torch alone) when torch cannot run it so."""
+    # The harness loads torch; only `check` needs it.
+    from .testing.torch_run import run_with_torch
+
+    try:
+        return run_with_torch(file, graph, inputs, float64=True)
+    except Exception as error:  # any op refusing float64: no reference
+        print(f"(no float64 reference: {_one_line(error)})")
+        return [None] * count
 
 
 # -- ops -----------------------------------------------------------------------------------------

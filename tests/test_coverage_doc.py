@@ -24,6 +24,7 @@ from aten2prims.testing.coverage_report import (
 from aten2prims.testing.known_failures import KnownFailure
 from aten2prims.testing.record import AtenCall
 from aten2prims.testing.runner import Outcome, Status
+from aten2prims.testing.samples import GENERATION_ERROR, Dropped
 
 COVERAGE = Path(__file__).resolve().parents[1] / "docs" / "coverage.md"
 
@@ -86,11 +87,17 @@ def _reports() -> list[OpReport]:
                 DType.int64: [_outcome("aten.add.Tensor", pass_, [3])],
                 DType.bool: [_outcome("aten.add.Tensor", Status.TORCH_UNSUPPORTED, [3])],
             },
+            {DType.float16: [Dropped("opinfo:add f16", GENERATION_ERROR, "ValueError: no")]},
             known=(),
         ),
         OpReport(
             "aten.view.default",
-            {DType.float32: [_outcome("aten.view.default", Status.WRONG_SHAPE, [4])]},
+            {
+                DType.float32: [
+                    _outcome("aten.view.default", Status.WRONG_SHAPE, [4]),
+                    _outcome("aten.view.default", Status.UNREPRESENTABLE, [6]),
+                ]
+            },
             known=(),
         ),
         OpReport(
@@ -132,6 +139,18 @@ def test_the_document_states_statuses_counts_and_totals() -> None:
     )
     assert "- torch: `2.13.0+cpu`" in DOCUMENT and f"- budget: {FULL_BUDGET} samples" in DOCUMENT
     assert regenerate_command(FULL_BUDGET) in DOCUMENT
+
+
+def test_dropped_samples_are_reported_per_overload_and_reason() -> None:
+    """Samples that never reached the comparison count nowhere else: listed by reason."""
+    dropped = sections(DOCUMENT)["## Dropped samples"].splitlines()
+    header = "| overload | unsupported by torch | unrepresentable | generation error | total |"
+    assert header in dropped
+    assert "| `aten.add.Tensor` | 1 |  | 1 | 2 |" in dropped
+    assert "| `aten.view.default` |  | 1 |  | 1 |" in dropped
+    assert "| **all** | 1 | 1 | 1 | 3 |" in dropped
+    assert not any(line.startswith(("| `aten.abs", "| `aten.mm")) for line in dropped)
+    assert "3 more were generated but never compared" in sections(DOCUMENT)["## Totals"]
 
 
 def test_rendering_is_deterministic() -> None:

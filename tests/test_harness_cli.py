@@ -148,6 +148,8 @@ def test_an_overload_without_a_rule_exits_1() -> None:
             "--coverage needs every overload",
         ),
         (["check", "--json", "x.json"], "go with --ops"),
+        (["check", "model.pt2", "--workers", "2"], "go with --ops"),
+        (["check", "--ops", "neg", "--workers", "0"], "--workers must be at least 1"),
     ],
 )
 def test_bad_usage_exits_2_with_one_line(argv: list[str], message: str, capsys) -> None:
@@ -203,3 +205,66 @@ def test_recorded_calls_never_read_uninitialized_memory() -> None:
     adds = [call for call in first if call.op == "aten.add.Tensor"]
     assert adds and not adds[0].args[0].any()
     assert [call.key() for call in first] == [call.key() for call in second]
+
+
+def test_a_sample_counts_once_under_the_dtype_it_runs_in(opinfo_cache_dir: str) -> None:
+    """`full([3, 1], value)` without a dtype runs in the dtype torch gives the value: it counts
+    under that dtype only (OpInfo's per-dtype loop used to count such calls under every dtype),
+    and no sample counts twice."""
+    from aten2prims.testing.conformance import check_op
+
+    report = check_op("aten.full.default", cache_dir=opinfo_cache_dir)
+    described = {
+        dtype.short: [o.call.describe() for o in outcomes]
+        for dtype, outcomes in report.outcomes.items()
+    }
+    for value, dtype in (("True", "b8"), ("-3", "i64"), ("2.75", "f32"), ("(1.5-2j)", "c64")):
+        call = f"aten.full.default([3, 1], {value})"
+        assert [d for d, calls in described.items() if call in calls] == [dtype], call
+    keys = [o.call.key() for outcomes in report.outcomes.values() for o in outcomes]
+    assert len(keys) == len(set(keys))
+
+
+def test_recorded_calls_are_told_apart_by_lineage_not_computed_bits() -> None:
+    """A recorded call's key stands for what computed its tensors, from the sample's inputs'
+    contents, not for the computed bits (which depend on the CPU's kernels): the same
+    computation has the same key in every recording, and equal bits computed two ways do not
+    make two calls duplicates."""
+    import torch
+
+    from aten2prims.testing.record import record_core_calls
+
+    x = torch.randn(3, 1, 4, generator=torch.Generator().manual_seed(0), dtype=torch.complex64)
+
+    def squeeze_key(compute: Any, start: Any = x) -> str:
+        calls = record_core_calls(lambda: torch.squeeze(compute(start), 1))
+        (call,) = [c for c in calls if c.op == "aten.squeeze.dim"]
+        return call.key()
+
+    doubled = squeeze_key(lambda t: t * 2)
+    assert squeeze_key(lambda t: t * 2) == doubled
+    assert torch.equal(x * 2, x + x) and squeeze_key(lambda t: t + t) != doubled
+    assert squeeze_key(lambda t: t * 2, x + 1) != doubled  # other inputs, by their contents
+
+
+def test_workers_give_the_same_results(opinfo_cache_dir: str, tmp_path: Path) -> None:
+    """`--workers 2` checks the overloads in two processes: the same table, the same samples."""
+    outputs = []
+    for workers in (1, 2):
+        out = io.StringIO()
+        details = tmp_path / f"details{workers}.json"
+        code = check_ops(
+            r"^aten\.(neg\.default|full\.default)$",
+            dtypes=None,
+            json_path=str(details),
+            full_budget=False,
+            cache_dir=opinfo_cache_dir,
+            out=out,
+            workers=workers,
+        )
+        assert code == 0, out.getvalue()
+        samples = json.loads(details.read_text())["samples"]
+        outputs.append((out.getvalue().rsplit(";", 1)[0], samples))
+    assert outputs[0] == outputs[1]
+    with pytest.raises(HarnessUsageError, match="workers"):
+        check_ops("abs", dtypes=None, json_path=None, full_budget=False, workers=0)

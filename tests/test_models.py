@@ -6,6 +6,8 @@ eager on the same inputs (dtype and shape exact, values within torch's tolerance
 from __future__ import annotations
 
 import copy
+import inspect
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,10 +22,13 @@ from torch import nn
 from torch.utils._pytree import tree_leaves
 
 import aten2prims
+import prims
+from aten2prims.cli import main
 from aten2prims.frontends.torch_interop import to_numpy
 from aten2prims.ir import Graph, format_graph, graph_difference
 from aten2prims.passes.verify import verify
-from aten2prims.testing.compare import compare
+from aten2prims.testing.model_outputs import judge_output
+from aten2prims.testing.torch_run import run_with_torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from models import MODELS, build, export_program
@@ -98,14 +103,9 @@ EXTRA: dict[str, Callable[[], tuple[nn.Module, tuple[Any, ...]]]] = {
     "low_precision_f16": _low_precision(torch.float16),
 }
 # A chain of half-precision ops compounds one-ulp roundings that torch's own kernels differ by
-# (its vectorized and scalar bf16 rsqrt disagree), so these are judged by the tolerance rule's
-# "no worse than torch against a float64 reference" clause, the model run in float64.
+# (its vectorized and scalar bf16 rsqrt disagree), so these are judged against the model run in
+# float64 as well (`aten2prims.testing.model_outputs`, as `aten2prims check FILE` judges models).
 NEEDS_REFERENCE = {"low_precision_bf16", "low_precision_f16"}
-# Through many layers, rounding differences of single elements propagate: an element of ours can
-# be farther from float64 than torch's same element while the output as a whole is as accurate
-# (bf16: 8.3525 vs torch 8.3428, float64 8.3435). Such an output passes when its largest error
-# against the float64 run is within this factor of torch's own largest error.
-MODEL_ERROR_FACTOR = 2.0
 NAMES = [*MODELS, *EXTRA]
 
 
@@ -115,6 +115,7 @@ NAMES = [*MODELS, *EXTRA]
 @attrs.frozen
 class Case:
     program: Any  # torch.export.ExportedProgram
+    path: Path  # the saved archive
     graph: Graph  # read back from the saved archive
     printed_before_lowering: str
     lowered: Graph
@@ -157,6 +158,7 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Case]:
                 )
             made[name] = Case(
                 program,
+                path,
                 graph,
                 printed,
                 aten2prims.lower(graph),
@@ -177,18 +179,9 @@ def _assert_matches(outputs: list[Any], case: Case, name: str) -> list[float]:
     errors = []
     for index, (ours, theirs) in enumerate(zip(outputs, case.expected)):
         reference = case.reference[index] if case.reference is not None else None
-        verdict = compare(ours, theirs, reference=reference, what=f"{name} output {index}")
-        if not verdict and reference is not None and verdict.reason == "value":
-            wide = np.asarray(reference, np.float64)
-            our_error = float(np.max(np.abs(ours.astype(np.float64) - wide)))
-            torch_error = float(np.max(np.abs(theirs.astype(np.float64) - wide)))
-            assert our_error <= MODEL_ERROR_FACTOR * torch_error, (
-                f"{verdict.message}; against float64 ours errs up to {our_error:.3g}, "
-                f"torch {torch_error:.3g}"
-            )
-        else:
-            assert verdict, verdict.message
-        errors.append(verdict.max_abs_error)
+        verdict = judge_output(ours, theirs, reference, what=f"{name} output {index}")
+        assert verdict, verdict.message
+        errors.append(verdict.comparison.max_abs_error)
     return errors
 
 
@@ -231,3 +224,68 @@ def test_from_fx_path_end_to_end(name: str, cases: Callable[[str], Case]) -> Non
     case = cases(name)
     lowered = aten2prims.lower(aten2prims.from_fx(case.program, name=name))
     _assert_matches(aten2prims.execute(lowered, list(case.inputs.values()), check=True), case, name)
+
+
+# -- `aten2prims check FILE`: judged against the model run in float64 too --------------------------
+
+
+@pytest.mark.parametrize("name", ["cnn", "transformer", "low_precision_bf16", "low_precision_f16"])
+def test_check_file_judges_against_float64_too(
+    name: str, cases: Callable[[str], Case], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command passes real models, half-precision ones included, and prints for each
+    floating output its error against torch and both errors against torch's float64 run."""
+    case = cases(name)
+    assert main(["check", str(case.path), "--seed", "3"]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith(("ok", "MISMATCH"))]
+    assert len(lines) == len(case.expected), out
+    for line, expected in zip(lines, case.expected):
+        assert line.startswith("ok       output_"), out
+        if np.issubdtype(expected.dtype, np.inexact) or expected.dtype.name == "bfloat16":
+            assert re.search(r"against float64 ours errs up to \S+, torch \S+", line), line
+    assert out.splitlines()[-1] == "all outputs match"
+
+
+def _wrong_rule(op: str, scale: float) -> Callable[..., Any]:
+    """The default rule of `op` with its result scaled by `scale` at every element; it has the
+    real rule's signature, as the rule table requires."""
+    real = aten2prims.default_rules().get(op)
+    assert real is not None, op
+
+    def wrong(*args: Any) -> Any:
+        return prims.mul(real.function(*args), scale)
+
+    wrong.__signature__ = inspect.signature(real.function)  # type: ignore[attr-defined]  # why: the table reads the parameter names from it
+    return wrong
+
+
+@pytest.mark.parametrize("name", ["cnn", "low_precision_bf16"])
+def test_a_wrong_model_result_still_fails(name: str, cases: Callable[[str], Case]) -> None:
+    """Judged as `check FILE` judges it (torch's result and its float64 run of the graph we
+    read), a model lowered with one wrong rule fails, and so does a correct result perturbed at
+    one element by a few times torch's own largest error against float64."""
+    case = cases(name)
+    expected = run_with_torch(case.path, case.graph, case.inputs)
+    reference = run_with_torch(case.path, case.graph, case.inputs, float64=True)
+    ours = aten2prims.execute(case.lowered, case.inputs)
+    verdicts = [
+        judge_output(o, e, r, what=f"output {i}")
+        for i, (o, e, r) in enumerate(zip(ours, expected, reference))
+    ]
+    assert all(verdicts), [v.message for v in verdicts]
+
+    op = next(n.op for n in case.graph.nodes if n.op in ("aten.addmm.default", "aten.mm.default"))
+    rules = aten2prims.default_rules().with_rule(op, _wrong_rule(op, 1.05))
+    wrong = aten2prims.execute(aten2prims.lower(case.graph, rules=rules), case.inputs)
+    verdict = judge_output(wrong[0], expected[0], reference[0], what="output 0")
+    assert not verdict, verdict.message
+    assert "beyond 2x torch's own" in verdict.message
+
+    perturbed = ours[0].copy()
+    torch_error = verdicts[0].torch_error
+    assert torch_error is not None
+    flat = perturbed.reshape(-1)
+    flat[0] = flat[0] + perturbed.dtype.type(max(4 * torch_error, 1e-3 * (1 + abs(float(flat[0])))))
+    verdict = judge_output(perturbed, expected[0], reference[0], what="output 0")
+    assert not verdict, verdict.message

@@ -7,18 +7,25 @@ every sample's outcome and `--coverage FILE` writes docs/coverage.md."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import re
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TextIO
+
+import attrs
 
 from ..ir.dtypes import DType
 from ..schema.core_aten import CORE_ATEN_OPS
 from .budgets import FAST_BUDGET, FULL_BUDGET
 from .conformance import OpReport, Verdict, check_op, unexpected_failures
 from .coverage_report import write as write_coverage
+from .samples import discover
 
 # Failing samples shown per overload in the summary.
 FAILURES_SHOWN = 3
@@ -27,6 +34,10 @@ _MESSAGE_LENGTH = 300
 
 class HarnessUsageError(ValueError):
     """Options that do not go together (the CLI reports them as bad usage)."""
+
+
+class HarnessWorkerError(RuntimeError):
+    """A worker process of `check --ops --workers N` died."""
 
 
 def check_ops(
@@ -39,9 +50,12 @@ def check_ops(
     registry: Any = None,
     cache_dir: str | os.PathLike[str] | None = None,
     out: TextIO | None = None,
+    workers: int = 1,
 ) -> int:
     """Check the Core ATen overloads matching `pattern`; 0 when every failure is a known one,
-    1 otherwise, 2 when nothing matches."""
+    1 otherwise, 2 when nothing matches. With `workers` > 1 the overloads are checked in that
+    many processes (the results are the same: no overload's samples or verdict depend on what
+    ran before it)."""
     out = sys.stdout if out is None else out
     try:
         regex = re.compile(pattern)
@@ -59,17 +73,21 @@ def check_ops(
         raise HarnessUsageError(
             "--coverage needs every overload and every dtype: drop the REGEX and --dtype"
         )
+    if workers < 1:
+        raise HarnessUsageError(f"--workers must be at least 1, got {workers}")
+    if workers > 1 and registry is not None:
+        raise HarnessUsageError("checking with other rules runs in one process (workers=1)")
     budget = FULL_BUDGET if full_budget else FAST_BUDGET
     reports: list[OpReport] = []
     start = time.perf_counter()
     progress = _Progress(len(ops), start)
     not_passing = 0
-    for op in ops:
-        progress.show(op, not_passing=not_passing)
-        reports.append(
-            check_op(op, dtypes=wanted, budget=budget, cache_dir=cache_dir, registry=registry)
-        )
-        not_passing += reports[-1].verdict is not Verdict.PASS
+    progress.show(ops[0], not_passing=not_passing)
+    for report in _reports(ops, wanted, budget, cache_dir, registry, workers):
+        reports.append(report)
+        not_passing += report.verdict is not Verdict.PASS
+        if len(reports) < len(ops):
+            progress.show(ops[len(reports)], not_passing=not_passing)
     progress.clear()
     elapsed = time.perf_counter() - start
     print_summary(reports, wanted, elapsed, out)
@@ -81,6 +99,51 @@ def check_ops(
         write_coverage(coverage_path, reports, budget=budget)
         print(f"wrote {coverage_path}", file=out)
     return 1 if any(r.verdict in (Verdict.FAILING, Verdict.NO_RULE) for r in reports) else 0
+
+
+def _reports(
+    ops: Sequence[str],
+    dtypes: Sequence[DType] | None,
+    budget: int,
+    cache_dir: str | os.PathLike[str] | None,
+    registry: Any,
+    workers: int,
+) -> Iterator[OpReport]:
+    """The overloads' reports, in the order of `ops`."""
+    if workers == 1:
+        for op in ops:
+            yield check_op(op, dtypes=dtypes, budget=budget, cache_dir=cache_dir, registry=registry)
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        # Discover once, here; the workers read the map from disk.
+        shared = cache_dir if cache_dir is not None else scratch
+        discover(shared)
+        # Fresh interpreters: forking a process whose torch has started its thread pools can hang.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            jobs = [pool.submit(_check_portably, op, dtypes, budget, shared) for op in ops]
+            for op, job in zip(ops, jobs):
+                try:
+                    yield job.result()
+                except BrokenProcessPool:
+                    raise HarnessWorkerError(
+                        f"a worker process died while checking {op} or an overload after it "
+                        f"(a crash in torch or NumPy, or a kill); rerun with --ops '^{re.escape(op)}$' "
+                        "--workers 1 to see it"
+                    ) from None
+
+
+def _check_portably(
+    op: str, dtypes: Sequence[DType] | None, budget: int, cache_dir: str | os.PathLike[str]
+) -> OpReport:
+    """check_op in a worker process, its report without the lowered graphs (only the summary,
+    the JSON and docs/coverage.md use the report, and none of them needs a graph)."""
+    report = check_op(op, dtypes=dtypes, budget=budget, cache_dir=cache_dir)
+    report.outcomes = {
+        dtype: [attrs.evolve(o, lowered=None) for o in outcomes]
+        for dtype, outcomes in report.outcomes.items()
+    }
+    return report
 
 
 def print_summary(
@@ -157,6 +220,7 @@ def details_json(reports: Sequence[OpReport], *, budget: int, elapsed: float) ->
 
     overloads = []
     samples = []
+    generation_errors: list[dict[str, str]] = []
     for report in reports:
         overloads.append(
             {
@@ -169,9 +233,15 @@ def details_json(reports: Sequence[OpReport], *, budget: int, elapsed: float) ->
                     d.short: dict(zip(("passed", "run"), report.counts(d))) for d in report.outcomes
                 },
                 "extension_prims": sorted(report.extension_prims),
+                "dropped": dict(sorted(report.dropped().items())),
                 "seconds": round(report.seconds, 3),
             }
         )
+        for dtype, errors in report.generation_errors.items():
+            generation_errors.extend(
+                {"op": report.op, "dtype": dtype.short, "origin": e.origin, "message": e.message}
+                for e in errors
+            )
         for dtype, outcomes in report.outcomes.items():
             for index, outcome in enumerate(outcomes):
                 known = (
@@ -199,6 +269,7 @@ def details_json(reports: Sequence[OpReport], *, budget: int, elapsed: float) ->
         "seconds": round(elapsed, 3),
         "overloads": overloads,
         "samples": samples,
+        "generation_errors": generation_errors,
     }
 
 

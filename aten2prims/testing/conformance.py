@@ -18,7 +18,7 @@ from ..ir.dtypes import DType
 from .budgets import FAST_BUDGET
 from .known_failures import KNOWN_FAILURES, KnownFailure
 from .runner import Outcome, Status, run_call
-from .samples import sample_dtypes, samples
+from .samples import GENERATION_ERROR, Dropped, sample_dtypes, samples
 
 
 class Verdict(enum.Enum):
@@ -37,6 +37,8 @@ class OpReport:
 
     op: str
     outcomes: dict[DType, list[Outcome]] = attrs.Factory(dict)
+    # samples that failed to generate, per dtype (those that ran but do not count are outcomes)
+    generation_errors: dict[DType, list[Dropped]] = attrs.Factory(dict)
     has_rule: bool = True
     known: tuple[KnownFailure, ...] = attrs.field(
         default=attrs.Factory(lambda self: tuple(known_failures(self.op)), takes_self=True)
@@ -55,6 +57,16 @@ class OpReport:
             p, r = self.counts(dtype)
             passed, run = passed + p, run + r
         return passed, run
+
+    def dropped(self) -> Counter[str]:
+        """How many samples never reached the comparison, by reason: GENERATION_ERROR, and the
+        statuses that do not count as run (unsupported by torch, unrepresentable)."""
+        reasons: Counter[str] = Counter()
+        for items in self.generation_errors.values():
+            reasons.update(GENERATION_ERROR for _ in items)
+        for outcomes in self.outcomes.values():
+            reasons.update(o.status.value for o in outcomes if not o.status.counts_as_run)
+        return reasons
 
     def failures(self) -> list[tuple[DType, Outcome]]:
         return [
@@ -98,11 +110,13 @@ def check_op(
     lower → execute with the rules of `registry` (default: all of ours)."""
     start = time.perf_counter()
     report = OpReport(op, has_rule=op in (RULES if registry is None else registry))
+    seen: set[str] = set()  # each sample once, under the dtype it runs in
     for dtype in dtypes if dtypes is not None else sample_dtypes(op, cache_dir):
-        report.outcomes[dtype] = [
-            run_call(call, registry=registry)
-            for call in samples(op, dtype, budget=budget, cache_dir=cache_dir)
-        ]
+        errors: list[Dropped] = []
+        calls = samples(op, dtype, budget=budget, cache_dir=cache_dir, seen=seen, dropped=errors)
+        report.outcomes[dtype] = [run_call(call, registry=registry) for call in calls]
+        if errors:
+            report.generation_errors[dtype] = errors
     report.seconds = time.perf_counter() - start
     return report
 

@@ -31,6 +31,8 @@ from ..schema.core_aten import CORE_ATEN_OPS
 from .budgets import FAST_BUDGET, FULL_BUDGET
 from .conformance import OpReport, Verdict
 from .known_failures import KNOWN_FAILURES, KnownFailure
+from .runner import Status
+from .samples import GENERATION_ERROR
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "docs" / "coverage.md"
 
@@ -45,6 +47,8 @@ _FAILURES_SHOWN = 5
 _MESSAGE_LENGTH = 400
 
 _TITLE = "# Core ATen coverage"
+# Why a sample never reached the comparison, in the order of the dropped samples' columns.
+DROP_REASONS = (Status.TORCH_UNSUPPORTED.value, Status.UNREPRESENTABLE.value, GENERATION_ERROR)
 _KNOWN_FAILURES = "## Known failures"
 _PRIMS = "## Prims"
 
@@ -105,6 +109,7 @@ def render(reports: Iterable[OpReport], registries: Registries, *, budget: int) 
         _header(registries, budget),
         _totals(rows, registries),
         _overloads(rows),
+        _dropped(rows),
         render_known_failures(registries),
         _failing(rows),
         render_prims(registries),
@@ -175,9 +180,13 @@ def _totals(rows: Sequence[_Row], registries: Registries) -> str:
     passing = sum(r.verdict is Verdict.PASS for r in rows)
     passed = sum(r.totals[0] for r in rows)
     run = sum(r.totals[1] for r in rows)
+    dropped = sum(sum(r.report.dropped().values()) for r in rows)
     lines += [
         "",
         f"**{passing} / {len(rows)} overloads fully passing; {passed} / {run} samples passing.**",
+        "",
+        f"Each sample is counted once, under the dtype it runs in; {dropped} more were generated "
+        "but never compared (see [dropped samples](#dropped-samples)).",
     ]
     unused = _unused_known_failures(rows, registries)
     if unused:
@@ -232,6 +241,35 @@ def _overloads(rows: Sequence[_Row]) -> str:
             _count_cell((sum(p for p, _ in counted), sum(r for _, r in counted))) if counted else ""
         )
     lines.append(_table_row(["**all**", ""] + per_dtype + ["", ""]))
+    return "\n".join(lines)
+
+
+def _dropped(rows: Sequence[_Row]) -> str:
+    lines = [
+        "## Dropped samples",
+        "",
+        "Samples generated for an overload that never reached the comparison and count nowhere\n"
+        "else, by reason. *Unsupported by torch*: torch raised on the call itself (OpInfo samples of\n"
+        "argument kinds the kernel refuses, or a call recorded inside a function that torch refuses\n"
+        "when replayed alone). *Unrepresentable*: the call holds something the IR does not model (a\n"
+        "dtype outside the 12, a generator). *Generation error*: OpInfo's sample generator raised,\n"
+        "or OpInfo's function raised on the sample, which so reached no overload. No hand-written\n"
+        "sample is among them (`tests/test_handwritten_samples.py`).",
+        "",
+        "| overload | " + " | ".join(DROP_REASONS) + " | total |",
+        "|---|" + "---|" * (len(DROP_REASONS) + 1),
+    ]
+    totals = [0] * len(DROP_REASONS)
+    for row in rows:
+        reasons = row.report.dropped()
+        if not reasons:
+            continue
+        counts = [reasons.get(reason, 0) for reason in DROP_REASONS]
+        totals = [t + c for t, c in zip(totals, counts)]
+        lines.append(
+            _table_row([f"`{row.op}`", *(str(c) if c else "" for c in counts), str(sum(counts))])
+        )
+    lines.append(_table_row(["**all**", *(str(t) for t in totals), str(sum(totals))]))
     return "\n".join(lines)
 
 

@@ -30,9 +30,15 @@ class AtenCall:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     origin: str = ""  # where the sample came from, e.g. "opinfo:add float32 #3" or "handwritten"
+    # A recorded call's fingerprint, taken while recording (see `_Lineage`); "" for the others.
+    fingerprint: str = ""
 
     def key(self) -> str:
-        """A fingerprint of the call (op, literal arguments, tensor dtypes/shapes/contents)."""
+        """A fingerprint of the call: op, literal arguments, tensor dtypes and shapes, and tensor
+        contents — or, for a recorded call, the fingerprint its recording took, in which a
+        tensor torch computed on the way stands for the computation, not for its bits."""
+        if self.fingerprint:
+            return self.fingerprint
         digest = hashlib.sha1(self.op.encode())
         _feed(digest, self.args)
         _feed(digest, self.kwargs)
@@ -45,7 +51,7 @@ class AtenCall:
         return f"{self.op}({', '.join(parts)})"
 
 
-def _feed(digest: Any, value: Any) -> None:
+def _feed(digest: Any, value: Any, tensor_key: Callable[[Any], str] | None = None) -> None:
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -53,19 +59,21 @@ def _feed(digest: Any, value: Any) -> None:
         digest.update(f"L{tuple(value.stride())}+{value.storage_offset()}".encode())
         tensor = value.detach().cpu().contiguous()
         digest.update(f"T{tensor.dtype}{tuple(tensor.shape)}".encode())
-        if tensor.numel() and tensor.dtype != torch.bfloat16:
+        if tensor_key is not None:
+            digest.update(tensor_key(value).encode())
+        elif tensor.numel() and tensor.dtype != torch.bfloat16:
             digest.update(tensor.numpy().tobytes())
         elif tensor.numel():
             digest.update(tensor.view(torch.int16).numpy().tobytes())
     elif isinstance(value, list | tuple):
         digest.update(b"[")
         for item in value:
-            _feed(digest, item)
+            _feed(digest, item, tensor_key)
         digest.update(b"]")
     elif isinstance(value, dict):
         for name, item in value.items():
             digest.update(name.encode())
-            _feed(digest, item)
+            _feed(digest, item, tensor_key)
     else:
         digest.update(f"{type(value).__name__}:{value!r}".encode())
 
@@ -131,6 +139,50 @@ def _initialized(name: str, result: Any) -> Any:
     return result
 
 
+class _Lineage:
+    """Fingerprints of the tensors a recording meets that do not depend on the CPU. A tensor an
+    op returned stands for that op and its arguments' fingerprints; any other (the sample's own
+    inputs) for its contents. Contents computed by torch do depend on the CPU (a BLAS product's
+    summation order, a vectorized exp): two recorded calls equal bit for bit on one CPU can
+    differ by an ulp on another, and deduplicating them by contents counted a sample there and
+    not here. By lineage, two calls are duplicates where they compute the same thing from the
+    same inputs, on every CPU."""
+
+    def __init__(self) -> None:
+        self.keys: dict[int, str] = {}
+        self.alive: list[Any] = []  # every tensor keyed, so that no id is reused meanwhile
+
+    def of(self, tensor: Any) -> str:
+        key = self.keys.get(id(tensor))
+        if key is None:
+            digest = hashlib.sha1(b"contents")
+            _feed(digest, tensor)
+            key = self._remember(tensor, digest.hexdigest())
+        return key
+
+    def call(self, name: str, args: Any, kwargs: Any) -> str:
+        digest = hashlib.sha1(name.encode())
+        _feed(digest, args, self.of)
+        _feed(digest, kwargs, self.of)
+        return digest.hexdigest()
+
+    def produced(self, key: str, result: Any) -> Any:
+        """Key the tensors `result` holds as the outputs of the call keyed `key`."""
+        # torch lazily, here: importing this module must not need it
+        import torch
+
+        outputs = result if isinstance(result, list | tuple) else [result]
+        for index, output in enumerate(outputs):
+            if isinstance(output, torch.Tensor):
+                self._remember(output, f"{key}:{index}")
+        return result
+
+    def _remember(self, tensor: Any, key: str) -> str:
+        self.keys[id(tensor)] = key
+        self.alive.append(tensor)
+        return key
+
+
 def record_core_calls(
     fn: Callable[[], Any], *, origin: str = "", decompose: bool = True
 ) -> list[AtenCall]:
@@ -140,6 +192,7 @@ def record_core_calls(
 
     table = _core_decompositions() if decompose else {}
     calls: list[AtenCall] = []
+    lineage = _Lineage()
 
     class Recorder(TorchDispatchMode):
         def __torch_dispatch__(
@@ -147,18 +200,20 @@ def record_core_calls(
         ) -> Any:
             kwargs = kwargs or {}
             name = overload_name(func)
+            key = lineage.call(name, args, kwargs)
             if name in RECORDED_OPS:
-                calls.append(AtenCall(name, clone_arguments(args), clone_arguments(kwargs), origin))
-                return _initialized(name, func(*args, **kwargs))
+                copied = (clone_arguments(args), clone_arguments(kwargs))
+                calls.append(AtenCall(name, *copied, origin, key))
+                return lineage.produced(key, _initialized(name, func(*args, **kwargs)))
             decomposition = table.get(func)
             if decomposition is not None:
                 mark = len(calls)
                 try:
                     with self:
-                        return decomposition(*args, **kwargs)
+                        return lineage.produced(key, decomposition(*args, **kwargs))
                 except Exception:
                     del calls[mark:]  # the decomposition does not run eagerly: use the kernel
-            return _initialized(name, func(*args, **kwargs))
+            return lineage.produced(key, _initialized(name, func(*args, **kwargs)))
 
     with torch.no_grad(), Recorder():
         fn()

@@ -20,11 +20,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from ..ir.dtypes import DType
 from ..schema.registry import aten_schema
 from .handwritten import HANDWRITTEN
 from .layouts import LAYOUT_SAMPLED, LAYOUTS, LAYOUTS_OF, relaid
 from .record import RECORDED_OPS, AtenCall, record_core_calls
+from .runner import torch_outputs
 
 # Dtypes tried, in order, to find one an OpInfo supports for discovery.
 _DISCOVERY_DTYPES = ("float32", "int64", "bool", "complex64", "float64", "int32", "uint8")
@@ -64,7 +67,23 @@ def supported_dtypes(opinfo: Any) -> list[DType]:
     return [d for d in DType if d.torch_name in names]
 
 
-def _run_opinfo_sample(opinfo: Any, sample: Any, origin: str) -> list[AtenCall]:
+GENERATION_ERROR = "generation error"
+
+
+@attrs.frozen
+class Dropped:
+    """A sample that was generated but never reached the comparison: `reason` is
+    GENERATION_ERROR (OpInfo's sample generator raised, or OpInfo's function raised on the
+    sample so that it reached no overload) or a non-counting `Status` value of the runner's."""
+
+    origin: str
+    reason: str
+    message: str
+
+
+def _run_opinfo_sample(
+    opinfo: Any, sample: Any, origin: str, dropped: list[Dropped] | None = None
+) -> list[AtenCall]:
     def call() -> None:
         opinfo(sample.input, *sample.args, **sample.kwargs)
 
@@ -72,11 +91,13 @@ def _run_opinfo_sample(opinfo: Any, sample: Any, origin: str) -> list[AtenCall]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return record_core_calls(call, origin=origin)
-    except Exception:
-        return []  # a sample torch itself rejects reaches nothing usable
+    except Exception as error:  # a sample torch itself rejects reaches nothing usable
+        if dropped is not None:
+            dropped.append(Dropped(origin, GENERATION_ERROR, f"{type(error).__name__}: {error}"))
+        return []
 
 
-def _samples_of(opinfo: Any, dtype: DType) -> Iterator[Any]:
+def _samples_of(opinfo: Any, dtype: DType, dropped: list[Dropped] | None = None) -> Iterator[Any]:
     """The OpInfo's sample inputs for `dtype`, generated lazily with torch's global generator in a
     state of their own, seeded from the OpInfo's name and the dtype: the same samples in every
     run, whatever ran before or runs between two samples (discovery, other ops, torch's random
@@ -99,7 +120,13 @@ def _samples_of(opinfo: Any, dtype: DType) -> Iterator[Any]:
                         )
                     )
                 sample = next(iterator)
-        except Exception:  # StopIteration, or a sample generator torch itself fails in
+        except StopIteration:
+            return
+        except Exception as error:  # a sample generator torch itself fails in
+            if dropped is not None:
+                origin = f"opinfo:{_opinfo_label(opinfo)} {dtype.short}"
+                message = f"sample generator: {type(error).__name__}: {error}"
+                dropped.append(Dropped(origin, GENERATION_ERROR, message))
             return
         finally:
             state = torch.random.get_rng_state()
@@ -108,30 +135,30 @@ def _samples_of(opinfo: Any, dtype: DType) -> Iterator[Any]:
 
 
 def call_dtype(call: AtenCall) -> DType | None:
-    """The dtype a call is filed under: its first tensor argument's, else its `dtype` argument's
-    (creation ops), else None. A leading bool tensor followed by a non-bool one is a condition
-    or mask (`where(condition, self, other)`): the call is filed under the values' dtype."""
+    """The dtype a call runs in, as far as its arguments tell: its first tensor argument's, else
+    its `dtype` argument's (creation ops), else None (`run_dtype` then asks torch). A leading
+    condition (`where(condition, self, other)`) is skipped: the call is filed under `self`'s."""
     import torch
 
-    def first_tensor(value: Any, *, skip_bool: bool = False) -> Any:
+    def first_tensor(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
-            return None if skip_bool and value.dtype == torch.bool else value
+            return value
         if isinstance(value, list | tuple):
             for item in value:
-                found = first_tensor(item, skip_bool=skip_bool)
+                found = first_tensor(item)
                 if found is not None:
                     return found
         return None
 
     tensor = first_tensor(call.args)
     # Only a condition or mask argument is skipped: a bool `self` or `weight` (gather, scatter,
-    # embedding of a bool tensor) is the data.
+    # embedding of a bool tensor) is the data, and so is a bool `self` after the condition.
     if (
         tensor is not None
         and tensor.dtype == torch.bool
         and _first_argument(call.op) in ("condition", "mask")
     ):
-        values = first_tensor(call.args, skip_bool=True)
+        values = first_tensor(call.args[1:])
         tensor = tensor if values is None else values
     if tensor is None:
         tensor = first_tensor(list(call.kwargs.values()))
@@ -140,6 +167,29 @@ def call_dtype(call: AtenCall) -> DType | None:
         return None
     try:
         return DType.from_torch_name(str(torch_dtype))
+    except ValueError:
+        return None
+
+
+def run_dtype(call: AtenCall) -> DType | None:
+    """The dtype a call runs in: `call_dtype`, or when its arguments do not tell (`arange(5)`,
+    `full([2], 1.5)`), the dtype of torch's first tensor result (None when torch rejects the
+    call or the dtype is not one of ours)."""
+    # torch lazily, here: importing this module must not need it
+    import torch
+
+    filed = call_dtype(call)
+    if filed is not None:
+        return filed
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            outputs = torch_outputs(call)
+    except Exception:
+        return None
+    result = next((o for o in outputs if isinstance(o, torch.Tensor)), None)
+    try:
+        return None if result is None else DType.from_torch_name(str(result.dtype))
     except ValueError:
         return None
 
@@ -156,8 +206,6 @@ def discover(cache_dir: str | os.PathLike[str] | None = None) -> dict[str, list[
     """overload -> labels of the OpInfos whose samples reach it (cached in memory, and on disk
     under `cache_dir` when given)."""
     global _DISCOVERED
-    if _DISCOVERED is not None:
-        return _DISCOVERED
     import torch
 
     # The map depends on torch and on which overloads a recording keeps.
@@ -167,9 +215,21 @@ def discover(cache_dir: str | os.PathLike[str] | None = None) -> dict[str, list[
         if cache_dir is not None
         else None
     )
-    if cache_file is not None and cache_file.exists():
+    if _DISCOVERED is None and cache_file is not None and cache_file.exists():
         _DISCOVERED = json.loads(cache_file.read_text())
-        return _DISCOVERED
+    if _DISCOVERED is None:
+        _DISCOVERED = _discovered()
+    if cache_file is not None and not cache_file.exists():
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(
+            "w", dir=cache_file.parent, delete=False, suffix=".tmp"
+        ) as handle:
+            json.dump(_DISCOVERED, handle)
+        os.replace(handle.name, cache_file)
+    return _DISCOVERED
+
+
+def _discovered() -> dict[str, list[str]]:
     reach: dict[str, set[str]] = {}
     for label, opinfo in _opinfos().items():
         names = {d.torch_name for d in supported_dtypes(opinfo)}
@@ -181,15 +241,7 @@ def discover(cache_dir: str | os.PathLike[str] | None = None) -> dict[str, list[
                 break
             for call in _run_opinfo_sample(opinfo, sample, label):
                 reach.setdefault(call.op, set()).add(label)
-    _DISCOVERED = {op: sorted(labels) for op, labels in sorted(reach.items())}
-    if cache_file is not None:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(
-            "w", dir=cache_file.parent, delete=False, suffix=".tmp"
-        ) as handle:
-            json.dump(_DISCOVERED, handle)
-        os.replace(handle.name, cache_file)
-    return _DISCOVERED
+    return {op: sorted(labels) for op, labels in sorted(reach.items())}
 
 
 def opinfo_dtypes(op: str, cache_dir: str | os.PathLike[str] | None = None) -> list[DType]:
@@ -215,18 +267,25 @@ def samples(
     *,
     budget: int | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    seen: set[str] | None = None,
+    dropped: list[Dropped] | None = None,
 ) -> Iterator[AtenCall]:
-    """Distinct calls of `op` with tensors of `dtype` (hand-written first, then OpInfo's), at
-    most `budget` of them. For an overload whose results depend on layouts (`LAYOUT_SAMPLED`)
-    up to half the budget goes to layout variants, one per layout of `layouts.LAYOUTS` in
-    order: the first sampled call the layout changes, its tensors re-laid out."""
+    """Distinct calls of `op` that run in `dtype` (`run_dtype`; hand-written first, then
+    OpInfo's), at most `budget` of them. Calls whose key is in `seen` are skipped and the keys
+    of those yielded are added: pass one set for every dtype of an overload, so that a call
+    OpInfo's per-dtype loop produces in several of them (one without tensors or a dtype
+    argument) is counted once. A call whose dtype torch cannot tell (it rejects the call) runs
+    in the first dtype it turns up in. Samples that fail to generate are appended to
+    `dropped`. For an overload whose results depend on layouts (`LAYOUT_SAMPLED`) up to half
+    the budget goes to layout variants, one per layout of `layouts.LAYOUTS` in order: the first
+    sampled call the layout changes, its tensors re-laid out."""
+    seen = set() if seen is None else seen
     layouts = LAYOUTS_OF.get(op, LAYOUTS) if op in LAYOUT_SAMPLED else ()
     if not layouts:
-        yield from _samples(op, dtype, budget=budget, cache_dir=cache_dir)
+        yield from _samples(op, dtype, budget, cache_dir, seen, dropped)
         return
     reserved = len(layouts) if budget is None else min(len(layouts), budget // 2)
-    base = list(_samples(op, dtype, budget=budget, cache_dir=cache_dir))
-    seen = {call.key() for call in base}
+    base = list(_samples(op, dtype, budget, cache_dir, seen, dropped))
     variants: list[AtenCall] = []
     for layout in layouts:
         if len(variants) >= reserved:
@@ -245,20 +304,23 @@ def samples(
 def _samples(
     op: str,
     dtype: DType,
-    *,
     budget: int | None,
     cache_dir: str | os.PathLike[str] | None,
+    seen: set[str],
+    dropped: list[Dropped] | None,
 ) -> Iterator[AtenCall]:
-    seen: set[str] = set()
     produced = 0
 
     def fresh(calls: Iterable[AtenCall]) -> Iterator[AtenCall]:
         nonlocal produced
         for call in calls:
-            if call.op != op or call_dtype(call) not in (dtype, None):
+            if call.op != op:
                 continue
             key = call.key()
             if key in seen:
+                continue
+            runs_in = run_dtype(call)
+            if runs_in is not None and runs_in is not dtype:
                 continue
             seen.add(key)
             produced += 1
@@ -276,9 +338,8 @@ def _samples(
         opinfo = opinfos[label]
         if dtype not in supported_dtypes(opinfo):
             continue
-        for index, sample in enumerate(_samples_of(opinfo, dtype)):
-            yield from fresh(
-                _run_opinfo_sample(opinfo, sample, f"opinfo:{label} {dtype.short} #{index}")
-            )
+        for index, sample in enumerate(_samples_of(opinfo, dtype, dropped)):
+            origin = f"opinfo:{label} {dtype.short} #{index}"
+            yield from fresh(_run_opinfo_sample(opinfo, sample, origin, dropped))
             if budget is not None and produced >= budget:
                 return

@@ -307,8 +307,10 @@ def _embedding_dense_backward(dtype: DType) -> Iterator[AtenCall]:
 
 # (x1 shape, x2 shape, p, compute_mode, values: "normal", "integers" (some differences are
 # exactly 0), "nan" (NaN propagates, except through cdist's inf-norm, which skips it) or
-# "duplicates" (x2 repeats rows of x1: a known failure of the matrix-product path, whose
-# cancellation leaves BLAS-order rounding noise where the distance is 0))
+# "duplicates" (x2 repeats rows of x1, on the matrix-product path: its ‖a‖² − 2a·b + ‖b‖² cancels
+# to 0 there. The values are small integers, so every product and sum is exact in any order:
+# with real values the cancellation leaves rounding noise whose square root, ~1e-7 in float64,
+# depends on the BLAS kernel's summation order, i.e. on the CPU, in torch and in NumPy alike))
 _CDISTS: list[tuple[Any, ...]] = [
     ((4, 3), (5, 3), 0.0, None, "integers"),
     ((30, 4), (6, 4), 2.0, None, "normal"),  # more than 25 rows: torch's matrix-product path
@@ -333,7 +335,9 @@ def _distance_operand(shape: Sequence[int], dtype: DType, seed: int, values: str
 @handwritten("aten._cdist_forward.default", WIDE)
 def _cdist_forward(dtype: DType) -> Iterator[AtenCall]:
     for index, (shape1, shape2, p, mode, values) in enumerate(_rotating(dtype, _CDISTS, 4)):
-        x1 = _distance_operand(shape1, dtype, 180 + index, values)
+        x1 = _distance_operand(
+            shape1, dtype, 180 + index, "integers" if values == "duplicates" else values
+        )
         if values == "duplicates":
             x2 = x1[[0, 2, 3, 5]] * 3
             x1 = x1 * 3

@@ -13,13 +13,14 @@ remain); a variant left out for one dtype is picked by another (`_rotated`).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ...ir.dtypes import DType
 from ..record import AtenCall
-from .common import ALL, FLOATS, torch_dtype
+from .common import ALL, FLOATS, INTS, torch_dtype
 from .registry import handwritten
 
 REAL = tuple(d for d in DType if not d.is_complex)
@@ -70,6 +71,8 @@ def values(
     target = torch_dtype(dtype)
     if dtype.is_bool:
         tensor = torch.randint(0, 2, tuple(shape), generator=generator).to(torch.bool)
+        if divisor:  # a bool divisor is True throughout: False divides by zero
+            tensor = torch.ones_like(tensor)
     elif dtype.is_integer:
         info = torch.iinfo(target)
         lowest = max(int(low), info.min)
@@ -127,12 +130,145 @@ def _numbers_for(dtype: DType) -> list[Any]:
     )
 
 
+_NO_BOOL = tuple(d for d in ALL if not d.is_bool)
+_INTEGRAL = (DType.bool, *INTS)
+_INTS_FLOATS = (*INTS, *FLOATS)
+# What torch's CPU kernels take, where it is less than every dtype: (the dtypes of the operands,
+# a Python number's being the one torch gives it; the dtypes the operands may promote to). A call
+# outside them is one torch rejects ("not implemented for 'Bool'"): it is not generated.
+_KERNEL_DTYPES: dict[str, tuple[tuple[DType, ...], tuple[DType, ...]]] = {
+    **dict.fromkeys(
+        ["aten.abs.default", "aten.neg.default", "aten.sub.Tensor", "aten.sub.Scalar"],
+        (_NO_BOOL, _NO_BOOL),
+    ),
+    **dict.fromkeys(
+        ["aten.pow.Tensor_Tensor", "aten.pow.Tensor_Scalar", "aten.pow.Scalar"], (ALL, _NO_BOOL)
+    ),
+    **dict.fromkeys(
+        ["aten.bitwise_not.default"]
+        + [f"aten.bitwise_{n}.{o}" for n in ("and", "or", "xor") for o in ("Tensor", "Scalar")],
+        (_INTEGRAL, _INTEGRAL),
+    ),
+    **dict.fromkeys(
+        [f"aten.{n}.default" for n in ("ceil", "floor", "round", "trunc", "relu", "hardtanh")]
+        + ["aten.clamp.Tensor"],
+        (_INTS_FLOATS, _INTS_FLOATS),
+    ),
+    **dict.fromkeys(
+        [f"aten.{n}.{o}" for n in ("fmod", "remainder") for o in ("Tensor", "Scalar")]
+        + ["aten.div.Tensor_mode", "aten.div.Scalar_mode"],
+        (REAL, _INTS_FLOATS),
+    ),
+    **dict.fromkeys(
+        [f"aten.{n}.{o}" for n in ("ge", "gt", "le", "lt") for o in ("Tensor", "Scalar")]
+        + [f"aten.{n}.default" for n in ("sign", "erf", "maximum", "minimum", "atan2")]
+        + ["aten.atan2.out"],
+        (REAL, REAL),
+    ),
+}
+
+
+def _operand_dtypes(op: str) -> tuple[DType, ...]:
+    return _KERNEL_DTYPES.get(op, (ALL, ALL))[0]
+
+
+def _defined(op: str, *operands: Any) -> bool:
+    """Whether torch's kernel of `op` takes these operands (tensors or Python numbers): each one's
+    dtype and the dtype they promote to are among the kernel's (`_KERNEL_DTYPES`), and the
+    promoted dtype is one of ours (float16 with a complex number promotes to complex32)."""
+    # torch lazily, here: importing this module must not need it
+    import torch
+
+    operand_dtypes, computed_dtypes = _KERNEL_DTYPES.get(op, (ALL, ALL))
+    kinds = [
+        DType.from_torch_name(str(x.dtype))
+        if isinstance(x, torch.Tensor)
+        else DType.from_python_type(type(x))
+        for x in operands
+    ]
+    try:
+        promoted = (
+            kinds[0]
+            if len(operands) == 1
+            else DType.from_torch_name(str(torch.result_type(operands[0], operands[1])))
+        )
+    except ValueError:
+        return False
+    return all(k in operand_dtypes for k in kinds) and promoted in computed_dtypes
+
+
+@functools.cache
+def _takes_numbers(op: str) -> bool:
+    """Whether torch's `op` takes a Python number in a Tensor slot (add, sub, mul and div do, as
+    torch.export writes them; most others refuse it)."""
+    # torch lazily, here: importing this module must not need it
+    import torch
+
+    overload = getattr(getattr(torch.ops.aten, op.split(".")[1]), op.split(".")[2])
+    try:
+        overload(torch.ones(2), 1)
+    except RuntimeError as error:
+        return "Expected a value of type 'Tensor'" not in str(error)
+    return True
+
+
+def _number_operand(op: str, number: Any) -> Any:
+    """`number` in a Tensor slot of `op`: as it is where torch takes it, else as the 0-dim tensor
+    of the dtype torch gives it (a 0-dim operand of another category all the same)."""
+    # torch lazily, here: importing this module must not need it
+    import torch
+
+    return number if _takes_numbers(op) else torch.tensor(number)
+
+
 def _register_all(
     ops: Iterable[str], dtypes: Iterable[DType], make: Callable[[str], Sample]
 ) -> None:
+    """Register `make(op)` for the `dtypes` torch's kernel of each op takes; the calls it yields
+    that the kernel does not take (`_defined`) are dropped."""
     dtypes = tuple(dtypes)
     for op in ops:
-        handwritten(op, dtypes)(make(op))
+        _kernel_samples(op, dtypes)(make(op))
+
+
+def _kernel_samples(op: str, dtypes: Iterable[DType]) -> Callable[[Sample], Sample]:
+    """`handwritten(op, dtypes)` for the dtypes torch's kernel of `op` takes, keeping only the
+    calls it takes (`_defined`)."""
+
+    def register(generate: Sample) -> Sample:
+        def kept(dtype: DType) -> Iterator[AtenCall]:
+            for call in generate(dtype):
+                if _defined(op, *_operands(call)):
+                    yield call
+
+        handwritten(op, [d for d in dtypes if d in _operand_dtypes(op)])(kept)
+        return generate
+
+    return register
+
+
+def _operands(call: AtenCall) -> list[Any]:
+    """The operands whose dtypes decide an elementwise call's computation: the first two tensors
+    or numbers (where's after its condition; not alpha, not clamp's bounds past the first)."""
+    # torch lazily, here: importing this module must not need it
+    import torch
+
+    args = call.args[1:] if call.op == "aten.where.self" else call.args
+    return [a for a in args[:2] if isinstance(a, torch.Tensor | bool | int | float | complex)]
+
+
+def _partner(op: str, dtype: DType) -> DType:
+    """The dtype of the 0-dim operand of another dtype meeting a `dtype` tensor in `op`:
+    `_PARTNER`'s, or where the kernel does not take that, the next dtype it takes."""
+    # torch lazily, here: importing this module must not need it
+    import torch
+
+    def taken(other: DType) -> bool:
+        zero = torch.zeros((), dtype=torch_dtype(dtype))
+        return other is not dtype and _defined(op, zero, torch.zeros((), dtype=torch_dtype(other)))
+
+    order = _rotated(_PARTNER[dtype], list(DType))
+    return next((d for d in order if taken(d)), _PARTNER[dtype])
 
 
 # -- unary ---------------------------------------------------------------------------------------------
@@ -209,15 +345,21 @@ _DIVIDING = {"div", "fmod", "remainder"}
 
 def _binary_tensor(op: str) -> Sample:
     """Tensor overloads: special values against each other, then (rotated) a 0-dim tensor of
-    another dtype and Python scalars in the Tensor slot, as torch.export writes them."""
+    another dtype and Python scalars in the Tensor slot, as torch.export writes them (as 0-dim
+    tensors of their kind for the ops torch refuses them in: `_number_operand`)."""
     divides = op.split(".")[1] in _DIVIDING
 
     def generate(dtype: DType) -> Iterator[AtenCall]:
+        # torch lazily, here: importing this module must not need it
+        import torch
+
         yield _call(
             op, values(dtype, (3, 4), seed=21), values(dtype, (3, 4), seed=22, divisor=divides)
         )
-        numbers = _numbers_for(dtype)
-        partner = _PARTNER[dtype]
+        zero = torch.zeros((), dtype=torch_dtype(dtype))
+        numbers = [_number_operand(op, n) for n in _numbers_for(dtype) if _defined(op, zero, n)]
+        numbers = (numbers * 2)[:2] if numbers else [_number_operand(op, True)] * 2
+        partner = _partner(op, dtype)
         variants = [
             lambda: _call(
                 op,
@@ -287,7 +429,8 @@ def _scaled(op: str) -> Sample:
 
     def generate(dtype: DType) -> Iterator[AtenCall]:
         x = values(dtype, (3, 4), seed=41)
-        other = 2 if scalar_overload else values(dtype, (4,), seed=42)
+        # bool alpha only with a bool result: a bool tensor's other is bool too
+        other = (True if dtype.is_bool else 2) if scalar_overload else values(dtype, (4,), seed=42)
         alphas = [True, 2] if dtype.is_bool else ([3, -1] if dtype.is_integer else [0.1, -2])
         for alpha in alphas:
             yield (
@@ -313,18 +456,20 @@ _register_all(
 # -- division with rounding modes -------------------------------------------------------------------------
 
 
-@handwritten("aten.div.Tensor_mode", ALL)
+@_kernel_samples("aten.div.Tensor_mode", ALL)
 def _div_tensor_mode(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.div.Tensor_mode"
     x = values(dtype, (4, 5), seed=51, low=-30, high=30)
     y = values(dtype, (4, 5), seed=52, low=-7, high=7, divisor=True)
     yield _call(op, x, y, rounding_mode="floor")
     yield _call(op, x, y, rounding_mode="trunc")
-    divisor = values(_PARTNER[dtype], (), seed=54, specials=False, divisor=True)
+    divisor = values(
+        _partner("aten.div.Tensor_mode", dtype), (), seed=54, specials=False, divisor=True
+    )
     yield _call(op, values(dtype, (3,), seed=53, low=-30, high=30), divisor, rounding_mode="floor")
 
 
-@handwritten("aten.div.Scalar_mode", ALL)
+@_kernel_samples("aten.div.Scalar_mode", ALL)
 def _div_scalar_mode(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.div.Scalar_mode"
     x = values(dtype, (4, 5), seed=55, low=-30, high=30)
@@ -347,14 +492,16 @@ def _div_scalar_mode(dtype: DType) -> Iterator[AtenCall]:
 _EXPONENTS = (0.5, -0.5, 2, 3, -2, -1, 0, 1, True, 2.5, -3, 1j)
 
 
-@handwritten("aten.pow.Tensor_Scalar", ALL)
+@_kernel_samples("aten.pow.Tensor_Scalar", ALL)
 def _pow_tensor_scalar(dtype: DType) -> Iterator[AtenCall]:
     x = values(dtype, (3, 4), seed=61, low=-3, high=3)
     for exponent in _rotated(dtype, _EXPONENTS):
+        if dtype.is_integral and type(exponent) is int and exponent < 0:
+            continue  # torch refuses integers to negative integer powers
         yield _call("aten.pow.Tensor_Scalar", x, exponent)
 
 
-@handwritten("aten.pow.Scalar", ALL)
+@_kernel_samples("aten.pow.Scalar", ALL)
 def _pow_scalar(dtype: DType) -> Iterator[AtenCall]:
     exponent = values(dtype, (3, 4), seed=62, low=-4, high=4)
     for base in _rotated(dtype, (2, 1, -1.5, True, 0.5, 1j, 0, 1.0)):
@@ -364,7 +511,7 @@ def _pow_scalar(dtype: DType) -> Iterator[AtenCall]:
 # -- where, clamp and activations -------------------------------------------------------------------------
 
 
-@handwritten("aten.where.self", ALL)
+@_kernel_samples("aten.where.self", ALL)
 def _where(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.where.self"
     condition = values(DType.bool, (3, 4), seed=71)
@@ -376,7 +523,12 @@ def _where(dtype: DType) -> Iterator[AtenCall]:
         lambda: _call(
             op, scalar_condition, values(dtype, (2, 3), seed=75), values(dtype, (3,), seed=76)
         ),
-        lambda: _call(op, values(DType.bool, (3, 1), seed=77), zero_dim, _numbers_for(dtype)[0]),
+        lambda: _call(
+            op,
+            values(DType.bool, (3, 1), seed=77),
+            zero_dim,
+            _number_operand(op, _numbers_for(dtype)[0]),
+        ),
         lambda: _call(op, values(DType.bool, (4,), seed=79), values(dtype, (4,), seed=80), partner),
     ]
     for variant in _rotated(dtype, variants):
@@ -400,18 +552,21 @@ def _clamp(dtype: DType) -> Iterator[AtenCall]:
         yield _call(op, x, low, high)
 
 
-@handwritten("aten.clamp.Tensor", REAL)
+@_kernel_samples("aten.clamp.Tensor", REAL)
 def _clamp_tensor(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.clamp.Tensor"
     x = values(dtype, (3, 4), seed=92)
     yield _call(op, x, values(dtype, (3, 1), seed=93), values(dtype, (4,), seed=94, low=5, high=9))
-    yield _call(op, x, values(_PARTNER[dtype], (), seed=95, specials=False), None)
+    yield _call(op, x, values(_partner(op, dtype), (), seed=95, specials=False), None)
 
 
-@handwritten("aten.hardtanh.default", REAL)
+@_kernel_samples("aten.hardtanh.default", REAL)
 def _hardtanh(dtype: DType) -> Iterator[AtenCall]:
     x = values(dtype, (3, 4), seed=96)
-    for low, high in ((-1, 1), (-2.5, 3.7), (0, 6), (2, -2)):
+    bounds = [(-1, 1), (-2.5, 3.7), (0, 6), (2, -2)]
+    if dtype is DType.uint8:  # torch refuses negative bounds for unsigned tensors
+        bounds = [(1, 1), (0.5, 3.7), (0, 6), (4, 2)]
+    for low, high in bounds:
         yield _call("aten.hardtanh.default", x, low, high)
 
 
@@ -439,14 +594,19 @@ def _leaky_relu(dtype: DType) -> Iterator[AtenCall]:
 # -- atan2 into `out` ---------------------------------------------------------------------------------------
 
 
-@handwritten("aten.atan2.out", ALL)
+@_kernel_samples("aten.atan2.out", ALL)
 def _atan2_out(dtype: DType) -> Iterator[AtenCall]:
     import torch
 
     op = "aten.atan2.out"
     x, y = values(dtype, (3, 4), seed=111), values(dtype, (4,), seed=112)
     natural = dtype if dtype.is_floating else DType.float32
-    outs = [natural, DType.float64, DType.float16, DType.complex64, DType.bfloat16, DType.int64]
+    # result dtypes the computed one casts to (never an integer: torch refuses that), each once
+    outs = list(
+        dict.fromkeys(
+            [natural, DType.float64, DType.float16, DType.complex64, DType.bfloat16, DType.float32]
+        )
+    )
     for index, out_dtype in enumerate(_rotated(dtype, outs)):
         shape = (3, 4) if index % 2 == 0 else (0,)  # an empty `out` is resized
         yield _call(op, x, y, out=torch.zeros(shape, dtype=torch_dtype(out_dtype)))
@@ -482,18 +642,36 @@ def _to_copy(dtype: DType) -> Iterator[AtenCall]:
         yield _call("aten._to_copy.default", x, dtype=torch_dtype(target))
 
 
-@handwritten("aten.fill.Scalar", ALL)
+@_kernel_samples("aten.fill.Scalar", ALL)
 def _fill(dtype: DType) -> Iterator[AtenCall]:
     x = values(dtype, (2, 3), seed=141)
     for value in _rotated(dtype, (True, -3, 2.5, math.nan, 1 - 2j, 300, math.inf)):
-        yield _call("aten.fill.Scalar", x, value)
+        if _fits(value, dtype):
+            yield _call("aten.fill.Scalar", x, value)
 
 
-@handwritten("aten.scalar_tensor.default", ALL)
+def _fits(value: Any, dtype: DType) -> bool:
+    """Whether torch converts the number to `dtype` (it refuses a complex number for a real dtype,
+    and a non-integer or out-of-range one for an integer dtype)."""
+    # torch lazily, here: importing this module must not need it
+    import torch
+
+    if dtype.is_complex or dtype.is_bool:
+        return True
+    if isinstance(value, complex):
+        return False
+    if not dtype.is_integer:
+        return True
+    info = torch.iinfo(torch_dtype(dtype))
+    return isinstance(value, int) and info.min <= value <= info.max
+
+
+@_kernel_samples("aten.scalar_tensor.default", ALL)
 def _scalar_tensor(dtype: DType) -> Iterator[AtenCall]:
     target = torch_dtype(dtype)
     for value in _rotated(dtype, (True, -3, 2.5, 1 - 2j, 0.1)):
-        yield _call("aten.scalar_tensor.default", value, dtype=target)
+        if not isinstance(value, complex) or dtype.is_complex or dtype.is_bool:
+            yield _call("aten.scalar_tensor.default", value, dtype=target)
     if dtype is DType.float32:  # no dtype: the default dtype, whatever the scalar's kind
         for value in (True, 7, -0.5):
             yield _call("aten.scalar_tensor.default", value)

@@ -266,9 +266,9 @@ def _value_for(dtype: DType) -> Any:
 @handwritten("aten.full.default", ALL)
 def _full(dtype: DType) -> Iterator[AtenCall]:
     yield _call("aten.full.default", [2, 3], _value_for(dtype), dtype=torch_dtype(dtype))
-    yield _call(
-        "aten.full.default", [3, 1], _value_for(dtype)
-    )  # dtype=None: from the value's Python type
+    if DType.from_python_type(dtype.python_type) is dtype:
+        # dtype=None: the dtype torch gives the value's Python type (this sample runs in it)
+        yield _call("aten.full.default", [3, 1], _value_for(dtype))
     if (
         dtype.is_integral and dtype is not DType.bool
     ):  # a float fill truncates into an integer dtype
@@ -316,9 +316,9 @@ def _arange(dtype: DType) -> Iterator[AtenCall]:
     if dtype is DType.uint8:  # values past 255 wrap
         yield _call("aten.arange.start_step", -5, 300, 1, dtype=torch_dtype(dtype))
     if dtype in (
-        DType.float16,
+        DType.float32,
         DType.int64,
-    ):  # dtype=None: int64 for integer arguments, else float32
+    ):  # dtype=None: int64 for integer arguments, else float32 (the dtype the sample runs in)
         yield _call(
             "aten.arange.start_step", *((True, 7, 2) if dtype is DType.int64 else (1, 2.5, 0.3))
         )
