@@ -241,7 +241,7 @@ class _Archive:
         limit = out.nbytes
         if limit > info.file_size:
             raise LoadError(f"truncated entry: {info.file_size} of {limit} bytes", entry=name)
-        buffer = memoryview(out.reshape(-1).view(np.uint8))
+        buffer = out.reshape(-1).view(np.uint8).data  # a memoryview of its bytes
         start = self._stored_data_start(info)
         if start is None:
             data = self.read(relative, limit=limit)
