@@ -10,6 +10,11 @@ from typing import Any
 
 from .errors import MemoryBudgetError
 
+try:  # imported with the module, not in the first load (POSIX only)
+    import resource
+except ImportError:  # not POSIX
+    resource = None  # type: ignore[assignment]  # no address-space limit to read there
+
 # A model.json or payload config larger than this is refused before it is read.
 MAX_JSON_BYTES = 256 * 2**20
 
@@ -24,13 +29,13 @@ def default_memory_budget() -> int:
         budget = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         budget = 8 * 2**30
+    if resource is None:
+        return budget
     try:
-        import resource
-
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
         if soft != resource.RLIM_INFINITY and soft > 0:
             budget = min(budget, soft // 4)
-    except (ImportError, ValueError, OSError):
+    except (ValueError, OSError):
         pass
     return budget
 

@@ -90,8 +90,11 @@ class PrimDef:
             (a.name, i) for i, a in enumerate(self.schema.arguments) if not a.type.is_tensor_like
         )
 
-    @property
-    def qualified_name(self) -> str:
+    # 'prims.<name>', the op of this prim's nodes (an attribute: every emitted node reads it).
+    qualified_name: str = attrs.field(init=False)
+
+    @qualified_name.default
+    def _qualified_name(self) -> str:
         return f"prims.{self.name}"
 
     @property

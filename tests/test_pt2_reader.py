@@ -661,6 +661,81 @@ def test_refuses_an_entry_whose_crc_fails(archive: Path, tmp_path: Path) -> None
     assert caught.value.entry == entry
 
 
+def _stored_inputs(graph) -> dict[str, np.ndarray]:
+    return {i.name: i.data for i in graph.inputs if i.data is not None}
+
+
+def _assert_same_inputs(one, other) -> None:
+    first, second = _stored_inputs(one), _stored_inputs(other)
+    assert first.keys() == second.keys()
+    for name, data in first.items():
+        assert data.dtype == second[name].dtype and data.shape == second[name].shape, name
+        assert data.tobytes() == second[name].tobytes(), name
+
+
+def test_compressed_prefixed_and_extra_field_archives_read_the_same(
+    archive: Path, graph, tmp_path: Path
+) -> None:
+    """Stored entries are read straight from the file at the offset their local header gives;
+    compressed ones through zipfile. Both give the same arrays, wherever the entry starts."""
+    with zipfile.ZipFile(archive) as source:
+        entries = [(info.filename, source.read(info)) for info in source.infolist()]
+    deflated = tmp_path / "deflated" / f"{ROOT}.pt2"
+    deflated.parent.mkdir()
+    with zipfile.ZipFile(deflated, "w", compression=zipfile.ZIP_DEFLATED) as target:
+        for name, data in entries:
+            target.writestr(name, data)
+    extra = tmp_path / "extra" / f"{ROOT}.pt2"
+    extra.parent.mkdir()
+    with zipfile.ZipFile(extra, "w") as target:
+        for index, (name, data) in enumerate(entries):
+            info = zipfile.ZipInfo(name)
+            info.extra = (
+                b"\xfe\xca" + (4 * index % 13).to_bytes(2, "little") + bytes(4 * index % 13)
+            )
+            target.writestr(info, data)
+    prefixed = tmp_path / "prefixed" / f"{ROOT}.pt2"
+    prefixed.parent.mkdir()
+    prefixed.write_bytes(b"PK\x03\x04 a self-extracting stub " + bytes(1000) + archive.read_bytes())
+    for path in (deflated, extra, prefixed):
+        _assert_same_inputs(load(path), graph)
+
+
+def test_refuses_a_local_header_naming_another_entry(archive: Path, tmp_path: Path) -> None:
+    entry = _weight_entry(archive, "lin.weight")
+    data = bytearray(archive.read_bytes())
+    with zipfile.ZipFile(archive) as z:
+        start = z.getinfo(entry).header_offset + 30  # the name follows the fixed header fields
+    assert data[start : start + len(entry)] == entry.encode()
+    data[start + len(entry) - 1] ^= 0x01  # weight_<i> becomes another name in the local header
+    renamed = tmp_path / f"{ROOT}.pt2"
+    renamed.write_bytes(bytes(data))
+    with pytest.raises(LoadError, match="cannot read the entry") as caught:
+        load(renamed)
+    assert caught.value.entry == entry
+
+
+def test_load_holds_each_weight_once(tmp_path: Path) -> None:
+    """Each weight is read straight into its array: no bytes object of the entry, no second copy."""
+    import tracemalloc
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.Linear(1024, 512))
+    program = torch.export.export(model, (torch.randn(2, 512),)).run_decompositions()
+    path = save(program, tmp_path / "wide.pt2")
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    tracemalloc.start()
+    graph = load(path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert sum(array.nbytes for array in _stored_inputs(graph).values()) == weights
+    assert peak < weights + 2**20  # the arrays, plus the JSON entries and the graph
+    for graph_input in graph.inputs:
+        if graph_input.data is not None:
+            expected = model.state_dict()[graph_input.target].numpy()
+            np.testing.assert_array_equal(graph_input.data, expected)
+
+
 def test_reads_a_dynamic_export_with_its_symbols_and_runs_it_at_other_sizes(
     tmp_path: Path,
 ) -> None:

@@ -21,6 +21,7 @@ from ..schema.registry import aten_schema
 
 # What the text form can print and parse back after `%`.
 _VALUE_NAME = re.compile(r"[A-Za-z0-9_]+")
+_NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")  # compiled with the module, not in a first load
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
 # torch's own frames (nn.Module.forward of library layers, functional wrappers) are not where
 # the user wrote the op; the innermost frame outside the torch package is.
@@ -109,7 +110,7 @@ def undefined_name(index: int) -> str:
 
 def graph_name(stem: str) -> str:
     """A file stem made into an identifier the text form accepts ('my-model.v2' -> 'my_model_v2')."""
-    name = re.sub(r"[^A-Za-z0-9_]", "_", stem)
+    name = _NOT_IDENTIFIER.sub("_", stem)
     if not name:
         return "graph"
     return f"_{name}" if name[0].isdigit() else name

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import reprlib
+import struct
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -68,6 +69,14 @@ _ZIP_ERRORS = (
     NotImplementedError,
     ValueError,  # UnicodeDecodeError of a flipped entry name, and zipfile's own ValueErrors
 )
+
+# A zip local file header (APPNOTE 4.3.7): signature, version, flags, method, time, date, CRC-32,
+# sizes, then the name's and the extra field's lengths; only the fields read here are named.
+_LOCAL_HEADER = struct.Struct("<4s2xH18xHH")
+_LOCAL_SIGNATURE = b"PK\x03\x04"
+_UTF8_NAME = 0x800
+_UNREADABLE_FLAGS = 0x1 | 0x20 | 0x40  # encrypted, patched data, strong encryption: zipfile's call
+_CHUNK = 1 << 18  # bytes read, then checksummed while still in cache
 
 # The keys this reader walks; a file of another schema version is read if it has all of them.
 _LAYOUT = (
@@ -133,10 +142,18 @@ class _Archive:
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
-            self.zip = zipfile.ZipFile(path)
+            # One open file for the zip's directory and for the stored entries read directly.
+            self.file = path.open("rb")
         except FileNotFoundError:
             raise LoadError("no such file", entry=str(path)) from None
+        except OSError as error:
+            raise LoadError(
+                f"not a readable zip archive (truncated or corrupted?): {error}", entry=str(path)
+            ) from None
+        try:
+            self.zip = zipfile.ZipFile(self.file)
         except _ZIP_ERRORS as error:
+            self.file.close()
             raise LoadError(
                 f"not a readable zip archive (truncated or corrupted?): {error}", entry=str(path)
             ) from None
@@ -151,14 +168,18 @@ class _Archive:
                     "only little-endian archives are supported", entry=self.member("byteorder")
                 )
         except LoadError:
-            self.zip.close()
+            self.close()
             raise
 
     def __enter__(self) -> _Archive:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.zip.close()
+        self.close()
+
+    def close(self) -> None:
+        self.zip.close()  # a ZipFile given an open file leaves closing it to its owner
+        self.file.close()
 
     def _check_names(self) -> None:
         """Refuse entry names that could mean two things: duplicates (which copy is read depends
@@ -209,6 +230,81 @@ class _Archive:
         if len(data) != limit:
             raise LoadError(f"truncated entry: {len(data)} of {limit} bytes", entry=name)
         return data
+
+    def read_into(self, relative: str, out: np.ndarray) -> None:
+        """Fill the contiguous array `out` with the entry's first `out.nbytes` bytes (at most
+        the entry's size), checking the CRC-32 when that is the whole entry, as `read` does.
+        A stored entry (torch stores every entry) is read straight from the file into `out`,
+        with no intermediate bytes object; any other entry goes through `read`."""
+        name = self.member(relative)
+        if name not in self.names:
+            raise LoadError("missing from the archive", entry=name)
+        info = self.zip.getinfo(name)
+        limit = out.nbytes
+        if limit > info.file_size:
+            raise LoadError(f"truncated entry: {info.file_size} of {limit} bytes", entry=name)
+        buffer = out.reshape(-1).view(np.uint8).data  # a memoryview of its bytes
+        start = self._stored_data_start(info)
+        if start is None:
+            data = self.read(relative, limit=limit)
+            if len(data) != limit:
+                raise LoadError(f"truncated entry: {len(data)} of {limit} bytes", entry=name)
+            buffer[:] = data
+            return
+        whole = limit == info.file_size
+        crc = 0
+        done = 0
+        try:
+            self.file.seek(start)
+            while done < limit:
+                chunk = buffer[done : done + _CHUNK]
+                count = self.file.readinto(chunk)
+                if not count:
+                    break
+                if whole:  # while the chunk is in cache
+                    crc = zlib.crc32(chunk[:count], crc)
+                done += count
+        except OSError as error:
+            raise LoadError(
+                f"cannot read the entry (truncated or corrupted archive): {error}", entry=name
+            ) from None
+        if done != limit:
+            raise LoadError(f"truncated entry: {done} of {limit} bytes", entry=name)
+        if whole and crc != info.CRC:
+            raise LoadError(
+                "cannot read the entry (truncated or corrupted archive): "
+                f"Bad CRC-32 for file {info.filename!r}",
+                entry=name,
+            )
+
+    def _stored_data_start(self, info: zipfile.ZipInfo) -> int | None:
+        """Where a stored entry's bytes start in the file, after checking its local header as
+        `zipfile` does (signature, the same name as the central directory's); None for an entry
+        `zipfile` must read (compressed, encrypted, or sizes that disagree), or an unreadable
+        local header, which `read` then reports."""
+        if (
+            info.compress_type != zipfile.ZIP_STORED
+            or info.flag_bits & _UNREADABLE_FLAGS
+            or info.compress_size != info.file_size
+        ):
+            return None
+        try:
+            self.file.seek(info.header_offset)
+            header = self.file.read(_LOCAL_HEADER.size)
+            if len(header) != _LOCAL_HEADER.size:
+                return None
+            signature, flags, name_length, extra_length = _LOCAL_HEADER.unpack(header)
+            raw_name = self.file.read(name_length)
+        except OSError:
+            return None
+        encoding = "utf-8" if flags & _UTF8_NAME else "cp437"
+        try:
+            local_name = raw_name.decode(encoding)
+        except UnicodeDecodeError:
+            return None
+        if signature != _LOCAL_SIGNATURE or local_name != info.orig_filename:
+            return None
+        return info.header_offset + _LOCAL_HEADER.size + name_length + extra_length
 
     def json(self, relative: str) -> dict[str, Any]:
         name = self.member(relative)
@@ -875,6 +971,18 @@ class _Payloads:
                 entry=entry,
             )
         span = needed - offset
+        if (
+            offset == 0
+            and dtype is not DType.bool
+            and strides == _row_major(meta.shape)
+            and relative not in self.storages
+        ):
+            # The common case: the tensor is its storage's first `count` elements, row-major;
+            # they are read straight into the array (no other copy is ever made of them).
+            self.spend(count * dtype.itemsize, fqn, entry)
+            array = np.empty(meta.shape, dtype.numpy)
+            self.archive.read_into(relative, array)
+            return array
         dense = count <= span  # a copy costs no more than the bytes read
         self.spend(
             needed * dtype.itemsize + (count if dense else span) * dtype.itemsize, fqn, entry
@@ -910,9 +1018,20 @@ class _Payloads:
         """The first `nbytes` of a storage entry (read once; again only if more are needed)."""
         cached = self.storages.get(relative)
         if cached is None or cached.size < nbytes:
-            cached = np.frombuffer(self.archive.read(relative, limit=nbytes), np.uint8)
+            cached = np.empty(nbytes, np.uint8)
+            self.archive.read_into(relative, cached)
             self.storages[relative] = cached
         return cached
+
+
+def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A row-major tensor's strides in elements, 0 on size-1 dims (as `rebuild` writes them)."""
+    strides = []
+    step = 1
+    for size in reversed(shape):
+        strides.append(0 if size == 1 else step)
+        step *= size
+    return tuple(reversed(strides))
 
 
 def _inside(path_name: str) -> bool:

@@ -239,7 +239,11 @@ def iter_values(operand: Operand):
         yield operand
     elif type(operand) is tuple:
         for item in operand:
-            yield from iter_values(item)
+            kind = type(item)  # no generator per int of a shape: this runs for every node read
+            if kind is Value:
+                yield item
+            elif kind is tuple:
+                yield from iter_values(item)
 
 
 def map_values(operand: Operand, fn) -> Operand:
