@@ -18,6 +18,7 @@ from torch.export import Dim
 
 import aten2prims
 from aten2prims.testing.compare import compare
+from decompositions.reductions import SCAN_MAX_LENGTH
 
 N = Dim("n", min=2, max=64)
 M = Dim("m", min=3, max=64)  # narrow(0, 1, 2) needs three rows
@@ -153,6 +154,20 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[int], Any], Any, tuple[int,
         ROWS,
         (4, 9, 2),
     ),
+    # Scans along the dynamic dimension: as many steps as its range (max 64) needs, so sizes
+    # longer than the example (4: two steps) run from the one lowering.
+    "scans": (
+        lambda x: (
+            torch.cumsum(x, 0),
+            torch.cumprod(x, 0),
+            torch.logcumsumexp(x, 0),
+            torch.cummax(x, 0)[0],
+            torch.cumsum(x, 1),
+        ),
+        _rows(5),
+        ROWS,
+        (4, 9, 64, 2),
+    ),
     "sorting": (
         lambda x: (torch.sort(x, 1)[0], torch.topk(x, 2, 1)[0], x.argmax(0)),
         _rows(5),
@@ -184,3 +199,22 @@ def test_family_lowers_once_and_matches_torch_at_three_sizes(family: str, tmp_pa
         for index, (ours, theirs) in enumerate(zip(outputs, expected)):
             verdict = compare(ours, theirs.numpy(), what=f"{family} output {index} at size {size}")
             assert verdict, verdict.message
+
+
+def test_a_scan_along_an_unbounded_dimension_checks_its_step_count(tmp_path: Path) -> None:
+    """Without a maximum in the Dim, a scan takes SCAN_MAX_LENGTH's 20 steps under a recorded
+    check; sizes far beyond the example's step count run from the one lowering."""
+    module = Call(lambda x: torch.cumsum(x, 0))
+    program = torch.export.export(
+        module, (torch.randn(3, 2),), dynamic_shapes={"args": ({0: Dim("n", min=2)},)}
+    )
+    path = tmp_path / "scan.pt2"
+    torch.export.save(program.run_decompositions(), path)
+    lowered = aten2prims.lower(aten2prims.load(path))
+    (name,) = lowered.symbols
+    assert [str(check) for check in lowered.checks] == [f"{name} <= {SCAN_MAX_LENGTH}"]
+    for size in (3, 2, 100, 1000):
+        x = torch.randn(size, 2, generator=torch.Generator().manual_seed(size))
+        (ours,) = aten2prims.execute(lowered, [x.numpy()], check=True)
+        verdict = compare(ours, torch.cumsum(x, 0).numpy(), what=f"cumsum at size {size}")
+        assert verdict, verdict.message
