@@ -3,7 +3,9 @@
 once, and run at three sizes — the example's and two others — matching torch eager at each.
 (Hand-picked calls per family; OpInfo samples with dynamic dims are not swept yet. A strided
 convolution and a ceil_mode pooling are left out: torch.export itself refuses them with these
-dims dynamic, "Constraints violated".)"""
+dims dynamic, "Constraints violated".) Also: scans along a dynamic dimension, and an int
+argument exported with Dim.DYNAMIC, a scalar input whose value binds its symbol (load,
+from_fx and the CLI's run)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.export import Dim
 
 import aten2prims
+from aten2prims.cli import main
+from aten2prims.errors import ShapeError
+from aten2prims.ir import graph_difference, parse
 from aten2prims.testing.compare import compare
 from decompositions.reductions import SCAN_MAX_LENGTH
 
@@ -218,3 +224,55 @@ def test_a_scan_along_an_unbounded_dimension_checks_its_step_count(tmp_path: Pat
         (ours,) = aten2prims.execute(lowered, [x.numpy()], check=True)
         verdict = compare(ours, torch.cumsum(x, 0).numpy(), what=f"cumsum at size {size}")
         assert verdict, verdict.message
+
+
+class SliceByInt(torch.nn.Module):
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        return x[:n] * 2 + n
+
+
+def _int_input_program() -> Any:
+    x = torch.randn(6, 2, generator=torch.Generator().manual_seed(0))
+    return torch.export.export(
+        SliceByInt(), (x, 3), dynamic_shapes={"x": None, "n": Dim.DYNAMIC}
+    ).run_decompositions()
+
+
+@pytest.mark.parametrize("frontend", ["load", "from_fx"])
+def test_an_int_input_marked_dynamic_binds_its_symbol_when_run(
+    frontend: str, tmp_path: Path
+) -> None:
+    """An int argument exported with Dim.DYNAMIC is a scalar user input; its value binds the
+    symbol torch gave it (range checked), so one lowering runs every n in range."""
+    program = _int_input_program()
+    path = tmp_path / "slice_by_int.pt2"
+    torch.export.save(program, path)
+    graph = aten2prims.load(path) if frontend == "load" else aten2prims.from_fx(program)
+    assert str(graph.inputs[1].value.meta) == "int"
+    (declared,) = graph.symbols.values()
+    assert (declared.backed, declared.value, declared.example) == (True, "n", 3)
+    lowered = aten2prims.lower(graph)
+    assert graph_difference(parse(str(lowered)), lowered) is None
+    x = torch.randn(6, 2, generator=torch.Generator().manual_seed(1))
+    for n in (3, declared.lower, 6, 5):
+        (ours,) = aten2prims.execute(lowered, [x.numpy(), n], check=True)
+        verdict = compare(ours, SliceByInt()(x, n).numpy(), what=f"n = {n}")
+        assert verdict, verdict.message
+    with pytest.raises(
+        ShapeError, match=rf"symbol {declared.name} = 7 is outside its range .* input %n"
+    ):
+        aten2prims.execute(lowered, [x.numpy(), 7])
+
+
+def test_cli_run_takes_an_int_input_from_the_npz(tmp_path: Path) -> None:
+    path = tmp_path / "slice_by_int.pt2"
+    torch.export.save(_int_input_program(), path)
+    x = torch.randn(6, 2)
+    given, out = tmp_path / "in.npz", tmp_path / "out.npz"
+    np.savez(given, x=x.numpy(), n=np.asarray(5))
+    assert main(["run", str(path), "--seed", "1"]) == 0  # random x, n its example
+    assert main(["run", str(path), "--inputs", str(given), "--output", str(out)]) == 0
+    verdict = compare(np.load(out)["output_0"], SliceByInt()(x, 5).numpy(), what="cli output")
+    assert verdict, verdict.message
+    np.savez(given, x=x.numpy(), n=np.asarray(9))
+    assert main(["run", str(path), "--inputs", str(given)]) == 2

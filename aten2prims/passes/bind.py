@@ -22,12 +22,19 @@ def _bound_text(bound: int | float) -> str:
     return str(bound) if type(bound) is int else "inf"
 
 
-def bind_symbols(graph: Graph, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
+def bind_symbols(
+    graph: Graph, shapes: Mapping[str, tuple[int, ...]], scalars: Mapping[str, int] | None = None
+) -> dict[str, int]:
     """The value of every backed symbol, read from the shapes of the inputs given (by input
-    name), with every range, every size expression and every run-time check of the graph
-    checked. Unbacked symbols are not bound here."""
+    name) and from the int user inputs that are symbols (`scalars`, by input name), with every
+    range, every size expression and every run-time check of the graph checked. Unbacked
+    symbols are not bound here."""
     binding: dict[str, int] = {}
     origin: dict[str, str] = {}
+    for name, declared in graph.symbols.items():
+        if declared.backed and declared.value is not None and declared.value in (scalars or {}):
+            binding[name] = int((scalars or {})[declared.value])
+            origin[name] = f"int input %{declared.value} of graph {graph.name}"
     pending: list[tuple[str, int, Any, int]] = []
     for graph_input in graph.inputs:
         meta = graph_input.value.meta
