@@ -927,6 +927,14 @@ def sort(self: Value, dim: int = -1, descending: bool = False) -> tuple[Value, V
     return prims.sort(self, canonical_dim(dim, self.ndim), descending)
 
 
+@register("aten.sort.stable")
+def sort_stable(
+    self: Value, stable: bool | None = None, dim: int = -1, descending: bool = False
+) -> tuple[Value, Value]:
+    """torch.sort(stable=...): prims.sort is stable whatever `stable` asks."""
+    return prims.sort(self, canonical_dim(dim, self.ndim), descending)
+
+
 @register("aten.topk.default")
 def topk(
     self: Value, k: int, dim: int = -1, largest: bool = True, sorted: bool = True

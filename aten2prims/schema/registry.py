@@ -57,6 +57,11 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
     "aten.cumprod.default": "cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
     # torch.masked_select: a data-dependent number of elements, like x[mask].
     "aten.masked_select.default": "masked_select(Tensor self, Tensor mask) -> Tensor",
+    # torch.sort(x, stable=True) (our sort is always stable).
+    "aten.sort.stable": (
+        "sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) "
+        "-> (Tensor values, Tensor indices)"
+    ),
     # torch.unique / unique_consecutive without dim: as many results as distinct values (runs),
     # a data-dependent size.
     "aten._unique2.default": (
