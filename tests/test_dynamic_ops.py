@@ -1,9 +1,9 @@
 """Core ATen families with a dynamic dimension: for each family a few ops, exported with
 `torch.export` with a dynamic batch (and spatial or sequence) dimension, saved and loaded, lowered
 once, and run at three sizes — the example's and two others — matching torch eager at each.
-(Hand-picked calls per family; OpInfo samples with dynamic dims are not swept yet. A strided
-convolution and a ceil_mode pooling are left out: torch.export itself refuses them with these
-dims dynamic, "Constraints violated".) Also: scans along a dynamic dimension, and an int
+(Hand-picked calls per family; OpInfo samples with dynamic dims are in
+tests/test_dynamic_opinfo.py. A strided convolution and a ceil_mode pooling are left out:
+torch.export itself refuses them with these dims dynamic, "Constraints violated".) Also: scans along a dynamic dimension, and an int
 argument exported with Dim.DYNAMIC, a scalar input whose value binds its symbol (load,
 from_fx and the CLI's run)."""
 
