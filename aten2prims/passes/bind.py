@@ -31,10 +31,12 @@ def bind_symbols(
     symbols are not bound here."""
     binding: dict[str, int] = {}
     origin: dict[str, str] = {}
-    for name, declared in graph.symbols.items():
-        if declared.backed and declared.value is not None and declared.value in (scalars or {}):
-            binding[name] = int((scalars or {})[declared.value])
-            origin[name] = f"int input %{declared.value} of graph {graph.name}"
+    given = scalars or {}
+    for symbol_name, symbol_declared in graph.symbols.items():
+        source = symbol_declared.value
+        if symbol_declared.backed and source is not None and source in given:
+            binding[symbol_name] = int(given[source])
+            origin[symbol_name] = f"int input %{source} of graph {graph.name}"
     pending: list[tuple[str, int, Any, int]] = []
     for graph_input in graph.inputs:
         meta = graph_input.value.meta
