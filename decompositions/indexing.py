@@ -21,6 +21,7 @@ import attrs
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.symbolic import same_size
 from aten2prims.ir.values import CPU, Layout, TensorMeta, Value
 from aten2prims.promotion import (
     DEFAULT_FLOAT,
@@ -647,7 +648,11 @@ def _scatter_along_dim(
                 f"{op}: src has dtype {src.dtype.short}, self has {self.dtype.short}; torch requires them to match"
             )
         _check_dim_sizes(op, index, src, "src", None)
-        if src.shape != index.shape:
+        # compared size by size without deciding: src larger than index (symbolic or not)
+        # takes its leading window
+        if len(src.shape) != len(index.shape) or not all(
+            same_size(a, b) for a, b in zip(src.shape, index.shape)
+        ):
             src = prims.as_strided(src, list(index.shape), list(row_major_strides(src.shape)), 0)
     coordinates = _along_dim_coordinates(index, d, self.ndim) if self.ndim else [index]
     return index, coordinates, src

@@ -52,8 +52,6 @@ FAMILIES: dict[str, list[tuple[str, str]]] = {
 # sample of these ops that fails so counts as a known gap, one that runs as dynamic; an op
 # without any gap left fails the test, to be removed from here.
 KNOWN_GAPS: dict[str, str] = {
-    # index and src of one shape: the rule takes src's window of the index's shape as src
-    "scatter_add": r"lowered assuming s\d+ == \d+",
     # output sizes floor((n + 2p - d(k-1) - 1) / s) + 1: a stride above 1 decides on n mod s
     "nn.functional.conv2d": r"lowered assuming",
     "nn.functional.max_pool2d": r"lowered assuming",
