@@ -346,10 +346,19 @@ def _inputs(
         return _load_npz(path, graph, max_memory), seed
     print(f"random inputs, seed {seed}")
     rng = np.random.default_rng(seed)
-    if graph.symbols:  # a dynamic graph: inputs of the sizes it was exported with
+    drawn: dict[str, Any] = {}
+    if graph.symbols:  # a dynamic graph: inputs of the sizes (and int values) it was exported with
         examples = {n: s.example for n, s in graph.symbols.items() if s.example is not None}
+        drawn = {
+            s.value: examples[n]
+            for n, s in graph.symbols.items()
+            if n in examples and s.backed and s.value
+        }
         graph = specialize(graph, examples)
-    return {i.name: random_array(i.value.meta, rng) for i in graph.inputs if i.data is None}, seed
+    for i in graph.inputs:
+        if i.data is None and i.name not in drawn:
+            drawn[i.name] = random_array(i.value.meta, rng)
+    return drawn, seed
 
 
 def random_array(meta: Any, rng: np.random.Generator) -> Any:
@@ -383,6 +392,9 @@ def _load_npz(path: str, graph: Any, max_memory: int | None = None) -> dict[str,
     metas = {i.name: i.value.meta for i in graph.inputs}
     for name, array in arrays.items():
         meta = metas.get(name)
+        if type(meta) is ScalarMeta and array.ndim == 0 and array.dtype.kind in "iub":
+            arrays[name] = meta.kind(array.item())  # an int input (a symbol, when dynamic)
+            continue
         if (
             meta is not None
             and getattr(meta, "dtype", None) is DType.bfloat16

@@ -21,6 +21,7 @@ import attrs
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.symbolic import same_size
 from aten2prims.ir.values import CPU, Layout, TensorMeta, Value
 from aten2prims.promotion import (
     DEFAULT_FLOAT,
@@ -649,7 +650,11 @@ def _scatter_along_dim(
                 f"{op}: src has dtype {src.dtype.short}, self has {self.dtype.short}; torch requires them to match"
             )
         _check_dim_sizes(op, index, src, "src", None)
-        if src.shape != index.shape:
+        # compared size by size without deciding: src larger than index (symbolic or not)
+        # takes its leading window
+        if len(src.shape) != len(index.shape) or not all(
+            same_size(a, b) for a, b in zip(src.shape, index.shape)
+        ):
             src = row_major_window(src, list(index.shape), list(row_major_strides(src.shape)), 0)
     coordinates = _along_dim_coordinates(index, d, self.ndim) if self.ndim else [index]
     return index, coordinates, src
@@ -852,8 +857,88 @@ def nonzero(self: Value) -> Value:
     return prims.nonzero(self, declared.shape[0])
 
 
+def _unique_runs(
+    op: str, values: Value, order: Value | None, return_inverse: bool, return_counts: bool
+) -> tuple[Value, Value, Value]:
+    """The runs of equal neighbours in the 1-D `values` (sorted ones for unique, the input for
+    unique_consecutive): each run's value, the run each element of the input belongs to (through
+    `order`, the permutation that sorted it, if any) and the runs' lengths. The number of runs is
+    the size the graph declares (torch's unbacked symbol): two `prims.nonzero`s of the run-start
+    and run-end marks compute it from the data when run, and check each other."""
+    declared = declared_result_metas()
+    if type(declared[0]) is not TensorMeta or len(declared[0].shape) != 1:
+        raise ShapeError(f"{op}: the graph must declare a 1-D first result, got {declared[0]}")
+    runs = declared[0].shape[0]
+    n = values.shape[0]
+    ramp = iota(n)
+    # A run starts where an element differs from the one before it (NaN differs from every
+    # value, NaN included, as in torch) and ends where it differs from the one after it.
+    before = prims.gather_nd(values, [prims.maximum(prims.sub(ramp, 1), full([n], 0, DType.int64))])
+    after = prims.gather_nd(
+        values, [prims.minimum(prims.add(ramp, 1), full([n], n - 1, DType.int64))]
+    )
+    starts = prims.bitwise_or(prims.ne(values, before), prims.eq(ramp, full([n], 0, DType.int64)))
+    ends = prims.bitwise_or(prims.ne(values, after), prims.eq(ramp, full([n], n - 1, DType.int64)))
+    first = prims.reshape(prims.nonzero(starts, runs), [runs])
+    unique = prims.gather_nd(values, [first])
+    empty = full([0], 0, DType.int64)
+    inverse = counts = empty
+    if return_inverse:
+        run_of = prims.sub(aten.cumsum.default(convert(starts, DType.int64), 0), 1)
+        if order is not None:
+            run_of = prims.scatter_nd(full([n], 0, DType.int64), [order], run_of, None)
+        inverse = run_of
+    if return_counts:
+        last = prims.reshape(prims.nonzero(ends, runs), [runs])
+        counts = prims.add(prims.sub(last, first), 1)
+    return unique, inverse, counts
+
+
+@register("aten._unique2.default")
+def unique2(
+    self: Value, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False
+) -> tuple[Value, Value, Value]:
+    """torch.unique without dim: the flattened input sorted (stably), then its runs. The values
+    come out sorted also for sorted=False, as torch's CPU kernel returns them (the order is
+    unspecified then)."""
+    flat = prims.reshape(self, [self.numel]) if self.ndim != 1 else self
+    values, order = prims.sort(flat, 0, False)
+    unique, inverse, counts = _unique_runs(
+        "aten._unique2", values, order, return_inverse, return_counts
+    )
+    if return_inverse:
+        inverse = prims.reshape(inverse, list(self.shape))
+    return unique, inverse, counts
+
+
+@register("aten.unique_consecutive.default")
+def unique_consecutive(
+    self: Value, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None
+) -> tuple[Value, Value, Value]:
+    """torch.unique_consecutive without dim: the runs of the flattened input."""
+    if dim is not None:
+        raise ShapeError(
+            f"aten.unique_consecutive: dim={dim} (runs of slices) has no rule; only dim=None"
+        )
+    flat = prims.reshape(self, [self.numel]) if self.ndim != 1 else self
+    unique, inverse, counts = _unique_runs(
+        "aten.unique_consecutive", flat, None, return_inverse, return_counts
+    )
+    if return_inverse:
+        inverse = prims.reshape(inverse, list(self.shape))
+    return unique, inverse, counts
+
+
 @register("aten.sort.default")
 def sort(self: Value, dim: int = -1, descending: bool = False) -> tuple[Value, Value]:
+    return prims.sort(self, canonical_dim(dim, self.ndim), descending)
+
+
+@register("aten.sort.stable")
+def sort_stable(
+    self: Value, stable: bool | None = None, dim: int = -1, descending: bool = False
+) -> tuple[Value, Value]:
+    """torch.sort(stable=...): prims.sort is stable whatever `stable` asks."""
     return prims.sort(self, canonical_dim(dim, self.ndim), descending)
 
 

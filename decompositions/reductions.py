@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.symbolic import assume, current_env, interval, is_symbolic
 from aten2prims.ir.values import TensorMeta, Value
 from aten2prims.promotion import (
     ReductionKind,
@@ -301,6 +302,8 @@ def _scan_tuples(
     intermediate. The running values are kept behind n copies of the identities along d, so
     "shifted by s, identities shifted in" is one window of that padded tensor."""
     n = xs[0].shape[d]
+    if is_symbolic(n):
+        return _scan_symbolic(xs, d, combine, identities)
     if n <= 1:
         return xs
     pad_shape = list(xs[0].shape)
@@ -314,6 +317,44 @@ def _scan_tuples(
         earlier = tuple(
             slice_in_dim(prims.cat([pad, x], d), n - shift, 2 * n - shift, 1, d)
             for pad, x in zip(pads, xs)
+        )
+        xs = combine(earlier, xs)
+        shift *= 2
+    return xs
+
+
+# The longest symbolic dimension a scan covers when the symbol's range does not bound it: 20
+# steps. A longer one fails the check the lowering records (lower again, or bound the Dim).
+SCAN_MAX_LENGTH = 1 << 20
+
+
+def _scan_symbolic(
+    xs: tuple[Value, ...], d: int, combine: Combine, identities: tuple[float, ...]
+) -> tuple[Value, ...]:
+    """`_scan_tuples` along a dimension of symbolic length n: as many Hillis–Steele steps as the
+    longest n in its range needs (at most SCAN_MAX_LENGTH, else a recorded check n <= it), each
+    reading position i - shift by a gather (identities where i < shift), so every step has the
+    shape of the input whatever n is, and the steps with shift >= n change nothing."""
+    n = xs[0].shape[d]
+    _, longest = interval(n, current_env().symbols)
+    if not isinstance(longest, int) or longest > SCAN_MAX_LENGTH:
+        assume(n <= SCAN_MAX_LENGTH, f"a scan along dimension {d} of length {n}")
+        longest = SCAN_MAX_LENGTH
+    shape = list(xs[0].shape)
+    coordinates = [index_ramp(shape, k) for k in range(len(shape))]
+    position = coordinates[d]
+    fills = tuple(
+        full(shape, convert_number(identity, x.dtype), x.dtype)
+        for x, identity in zip(xs, identities)
+    )
+    zeros = full(shape, 0, DType.int64)
+    shift = 1
+    while shift < longest:
+        source = prims.sub(position, full(shape, shift, DType.int64))
+        inside = prims.ge(source, zeros)
+        at = [*coordinates[:d], prims.maximum(source, zeros), *coordinates[d + 1 :]]
+        earlier = tuple(
+            prims.where(inside, prims.gather_nd(x, at), fill) for x, fill in zip(xs, fills)
         )
         xs = combine(earlier, xs)
         shift *= 2

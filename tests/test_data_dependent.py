@@ -1,6 +1,7 @@
 """Data-dependent sizes against torch: programs whose output sizes depend on their inputs'
-values (nonzero, boolean-mask indexing, masked_select, `x.item()` feeding a slice), exported
-with torch.export, saved and loaded, lowered once, and run on inputs giving different sizes.
+values (nonzero, boolean-mask indexing, masked_select, torch.unique, `x.item()` feeding a
+slice), exported with torch.export, saved and loaded, lowered once, and run on inputs giving
+different sizes.
 The executor binds each data-dependent (unbacked) symbol when the data deciding it is known
 and refuses a value outside the symbol's range with a ShapeError naming it."""
 
@@ -135,3 +136,79 @@ def test_tolist_driven_split_under_torch_check_matches_torch(tmp_path: Path) -> 
             assert verdict, verdict.message
     with pytest.raises(ShapeError, match=r"lowered assuming u0 \+ u1 == 7, which fails"):
         aten2prims.execute(lowered, [x.numpy(), np.asarray([2, 3])])
+
+
+class Unique(torch.nn.Module):
+    def __init__(self, **options: bool) -> None:
+        super().__init__()
+        self.options = options
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return torch.unique(x, **self.options)
+
+
+class UniqueConsecutive(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> Any:
+        return torch.unique_consecutive(x, return_inverse=True, return_counts=True)
+
+
+UNIQUE_CASES: dict[str, tuple[torch.nn.Module, str]] = {
+    "unique_inverse_counts": (
+        Unique(sorted=True, return_inverse=True, return_counts=True),
+        "aten._unique2.default",
+    ),
+    "unique_counts": (Unique(sorted=True, return_counts=True), "aten._unique2.default"),
+    "unique_unsorted_inverse": (
+        Unique(sorted=False, return_inverse=True),
+        "aten._unique2.default",
+    ),
+    "unique_consecutive": (UniqueConsecutive(), "aten.unique_consecutive.default"),
+}
+
+
+@pytest.mark.parametrize("name", list(UNIQUE_CASES))
+def test_unique_counts_bind_when_run_and_match_torch_exactly(name: str, tmp_path: Path) -> None:
+    """torch.unique's number of distinct values is an unbacked symbol: one lowering serves
+    inputs with different numbers of them; values, inverse and counts equal torch's."""
+    module, op = UNIQUE_CASES[name]
+    example = torch.tensor([[3, 1, 2], [3, 1, 5]])
+    program = torch.export.export(module, (example,)).run_decompositions()
+    assert op in {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
+    path = tmp_path / f"{name}.pt2"
+    torch.export.save(program, path)
+    graph = aten2prims.load(path)
+    assert any(not s.backed for s in graph.symbols.values())
+    lowered = aten2prims.lower(graph)
+    verify(lowered)
+    assert graph_difference(parse(str(lowered)), lowered) is None
+    counts = set()
+    for seed in range(6):
+        x = torch.randint(0, 2 + seed, (2, 3), generator=torch.Generator().manual_seed(seed))
+        ours = aten2prims.execute(lowered, [x.numpy()], check=True)
+        expected = module(x)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        for index, (mine, theirs) in enumerate(zip(ours, expected, strict=True)):
+            verdict = compare(mine, theirs.numpy(), what=f"{name} seed {seed} output {index}")
+            assert verdict, verdict.message
+            assert mine.dtype == theirs.numpy().dtype and np.array_equal(mine, theirs.numpy())
+        counts.add(expected[0].shape[0])
+    assert len(counts) >= 3
+
+
+def test_unique_of_a_dynamic_input_matches_torch_at_several_sizes(tmp_path: Path) -> None:
+    """A dynamic batch and a data-dependent count in one graph: both bind when it runs."""
+    module = Unique(sorted=True, return_inverse=True, return_counts=True)
+    batch = torch.export.Dim("batch", min=2, max=64)
+    program = torch.export.export(
+        module, (torch.randint(0, 5, (4, 3)),), dynamic_shapes={"x": {0: batch}}
+    )
+    path = tmp_path / "unique_dynamic.pt2"
+    torch.export.save(program.run_decompositions(), path)
+    lowered = aten2prims.lower(aten2prims.load(path))
+    assert {s.backed for s in lowered.symbols.values()} == {True, False}
+    for rows in (2, 7, 30, 64):
+        x = torch.randint(-rows, rows, (rows, 3), generator=torch.Generator().manual_seed(rows))
+        ours = aten2prims.execute(lowered, [x.numpy()], check=True)
+        for index, (mine, theirs) in enumerate(zip(ours, module(x), strict=True)):
+            verdict = compare(mine, theirs.numpy(), what=f"{rows} rows, output {index}")
+            assert verdict, verdict.message

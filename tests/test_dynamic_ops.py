@@ -1,9 +1,11 @@
 """Core ATen families with a dynamic dimension: for each family a few ops, exported with
 `torch.export` with a dynamic batch (and spatial or sequence) dimension, saved and loaded, lowered
 once, and run at three sizes — the example's and two others — matching torch eager at each.
-(Hand-picked calls per family; OpInfo samples with dynamic dims are not swept yet. A strided
-convolution and a ceil_mode pooling are left out: torch.export itself refuses them with these
-dims dynamic, "Constraints violated".)"""
+(Hand-picked calls per family; OpInfo samples with dynamic dims are in
+tests/test_dynamic_opinfo.py. A strided convolution and a ceil_mode pooling are left out:
+torch.export itself refuses them with these dims dynamic, "Constraints violated".) Also: scans along a dynamic dimension, and an int
+argument exported with Dim.DYNAMIC, a scalar input whose value binds its symbol (load,
+from_fx and the CLI's run)."""
 
 from __future__ import annotations
 
@@ -11,13 +13,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.export import Dim
 
 import aten2prims
+from aten2prims.cli import main
+from aten2prims.errors import ShapeError
+from aten2prims.ir import graph_difference, parse
 from aten2prims.testing.compare import compare
+from decompositions.reductions import SCAN_MAX_LENGTH
 
 N = Dim("n", min=2, max=64)
 M = Dim("m", min=3, max=64)  # narrow(0, 1, 2) needs three rows
@@ -153,6 +160,20 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[int], Any], Any, tuple[int,
         ROWS,
         (4, 9, 2),
     ),
+    # Scans along the dynamic dimension: as many steps as its range (max 64) needs, so sizes
+    # longer than the example (4: two steps) run from the one lowering.
+    "scans": (
+        lambda x: (
+            torch.cumsum(x, 0),
+            torch.cumprod(x, 0),
+            torch.logcumsumexp(x, 0),
+            torch.cummax(x, 0)[0],
+            torch.cumsum(x, 1),
+        ),
+        _rows(5),
+        ROWS,
+        (4, 9, 64, 2),
+    ),
     "sorting": (
         lambda x: (torch.sort(x, 1)[0], torch.topk(x, 2, 1)[0], x.argmax(0)),
         _rows(5),
@@ -184,3 +205,74 @@ def test_family_lowers_once_and_matches_torch_at_three_sizes(family: str, tmp_pa
         for index, (ours, theirs) in enumerate(zip(outputs, expected)):
             verdict = compare(ours, theirs.numpy(), what=f"{family} output {index} at size {size}")
             assert verdict, verdict.message
+
+
+def test_a_scan_along_an_unbounded_dimension_checks_its_step_count(tmp_path: Path) -> None:
+    """Without a maximum in the Dim, a scan takes SCAN_MAX_LENGTH's 20 steps under a recorded
+    check; sizes far beyond the example's step count run from the one lowering."""
+    module = Call(lambda x: torch.cumsum(x, 0))
+    program = torch.export.export(
+        module, (torch.randn(3, 2),), dynamic_shapes={"args": ({0: Dim("n", min=2)},)}
+    )
+    path = tmp_path / "scan.pt2"
+    torch.export.save(program.run_decompositions(), path)
+    lowered = aten2prims.lower(aten2prims.load(path))
+    (name,) = lowered.symbols
+    assert [str(check) for check in lowered.checks] == [f"{name} <= {SCAN_MAX_LENGTH}"]
+    for size in (3, 2, 100, 1000):
+        x = torch.randn(size, 2, generator=torch.Generator().manual_seed(size))
+        (ours,) = aten2prims.execute(lowered, [x.numpy()], check=True)
+        verdict = compare(ours, torch.cumsum(x, 0).numpy(), what=f"cumsum at size {size}")
+        assert verdict, verdict.message
+
+
+class SliceByInt(torch.nn.Module):
+    def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        return x[:n] * 2 + n
+
+
+def _int_input_program() -> Any:
+    x = torch.randn(6, 2, generator=torch.Generator().manual_seed(0))
+    return torch.export.export(
+        SliceByInt(), (x, 3), dynamic_shapes={"x": None, "n": Dim.DYNAMIC}
+    ).run_decompositions()
+
+
+@pytest.mark.parametrize("frontend", ["load", "from_fx"])
+def test_an_int_input_marked_dynamic_binds_its_symbol_when_run(
+    frontend: str, tmp_path: Path
+) -> None:
+    """An int argument exported with Dim.DYNAMIC is a scalar user input; its value binds the
+    symbol torch gave it (range checked), so one lowering runs every n in range."""
+    program = _int_input_program()
+    path = tmp_path / "slice_by_int.pt2"
+    torch.export.save(program, path)
+    graph = aten2prims.load(path) if frontend == "load" else aten2prims.from_fx(program)
+    assert str(graph.inputs[1].value.meta) == "int"
+    (declared,) = graph.symbols.values()
+    assert (declared.backed, declared.value, declared.example) == (True, "n", 3)
+    lowered = aten2prims.lower(graph)
+    assert graph_difference(parse(str(lowered)), lowered) is None
+    x = torch.randn(6, 2, generator=torch.Generator().manual_seed(1))
+    for n in (3, declared.lower, 6, 5):
+        (ours,) = aten2prims.execute(lowered, [x.numpy(), n], check=True)
+        verdict = compare(ours, SliceByInt()(x, n).numpy(), what=f"n = {n}")
+        assert verdict, verdict.message
+    with pytest.raises(
+        ShapeError, match=rf"symbol {declared.name} = 7 is outside its range .* input %n"
+    ):
+        aten2prims.execute(lowered, [x.numpy(), 7])
+
+
+def test_cli_run_takes_an_int_input_from_the_npz(tmp_path: Path) -> None:
+    path = tmp_path / "slice_by_int.pt2"
+    torch.export.save(_int_input_program(), path)
+    x = torch.randn(6, 2)
+    given, out = tmp_path / "in.npz", tmp_path / "out.npz"
+    np.savez(given, x=x.numpy(), n=np.asarray(5))
+    assert main(["run", str(path), "--seed", "1"]) == 0  # random x, n its example
+    assert main(["run", str(path), "--inputs", str(given), "--output", str(out)]) == 0
+    verdict = compare(np.load(out)["output_0"], SliceByInt()(x, 5).numpy(), what="cli output")
+    assert verdict, verdict.message
+    np.savez(given, x=x.numpy(), n=np.asarray(9))
+    assert main(["run", str(path), "--inputs", str(given)]) == 2

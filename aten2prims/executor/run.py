@@ -214,11 +214,13 @@ def _specialized(
     else:
         pairs = [(gi.name, array) for gi, array in zip(planned.user_inputs, inputs)]
     shapes = {name: getattr(array, "shape", None) for name, array in pairs}
-    seen = tuple(shapes.items())
+    # int inputs that are symbols (marked dynamic when exported) bind them by their value
+    scalars = {name: array for name, array in pairs if type(array) is int}
+    seen = (*shapes.items(), *scalars.items())
     static = planned.by_shapes.get(seen)
     if static is not None:
         return static
-    binding = bind_symbols(graph, {n: s for n, s in shapes.items() if s is not None})
+    binding = bind_symbols(graph, {n: s for n, s in shapes.items() if s is not None}, scalars)
     key = tuple(binding[name] for name in sorted(binding))
     with _PLANS_LOCK:
         static = planned.specialized.get(key)

@@ -15,7 +15,7 @@ from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput
 from ..ir.layout import is_contiguous
 from ..ir.symbolic import Symbol, SymExpr, free_symbols, same_size, symbol
-from ..ir.values import Meta, TensorMeta
+from ..ir.values import Meta, ScalarMeta, TensorMeta
 from ..passes.verify import verify
 from ..schema.registry import aten_schema
 
@@ -41,7 +41,8 @@ def graph_symbols(
     and of the sizes (`metas`), by name. A symbol some input's size is exactly is backed (bound
     from that input's shape) and takes its example from `hints`. ValueError for a symbol that
     no input binds and the constraints do not declare, or an example outside its range.
-    `sources` names the scalar value an unbacked symbol is (`u0` of `x.item()`)."""
+    `sources` names the scalar value an unbacked symbol is (`u0` of `x.item()`); a symbol that
+    is exactly an int user input is backed, bound from that input's value (its source)."""
     used: set[str] = set()
     bare: set[str] = set()
     for meta in metas:
@@ -52,6 +53,12 @@ def graph_symbols(
             if type(size) is SymExpr and len(names := free_symbols(size)) == 1:
                 if size.same(symbol(next(iter(names)))):
                     bare |= names
+    # A symbol an int user input is (marked dynamic) is bound from that input's value.
+    scalar_inputs = {
+        graph_input.name for graph_input in inputs if type(graph_input.value.meta) is ScalarMeta
+    }
+    from_scalars = {name for name, value in (sources or {}).items() if value in scalar_inputs}
+    bare |= from_scalars
     stray = sorted(used - bare - ranges.keys())
     if stray:
         raise ValueError(
@@ -65,7 +72,7 @@ def graph_symbols(
         if example is not None and not lower <= example <= upper:
             raise ValueError(f"symbol {name}: example {example} outside [{lower}, {upper}]")
         backed = name in bare
-        source = None if backed else (sources or {}).get(name)
+        source = None if backed and name not in from_scalars else (sources or {}).get(name)
         symbols[name] = Symbol(name, lower, upper, example, backed, source)
     return symbols
 

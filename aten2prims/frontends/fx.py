@@ -290,7 +290,7 @@ class _Importer:
         return [node for node in self.graph.nodes if node.op == "placeholder"]
 
     def exported_inputs(self, program: Any) -> list[GraphInput]:
-        from torch.export.graph_signature import ConstantArgument, TensorArgument
+        from torch.export.graph_signature import ConstantArgument, SymIntArgument, TensorArgument
 
         specs = program.graph_signature.input_specs
         placeholders = self.placeholders()
@@ -306,6 +306,10 @@ class _Importer:
             kind = _INPUT_KINDS.get(spec.kind.name)
             if kind is None:
                 raise LoadError(f"{where}: input kind {spec.kind.name.lower()!r} is not supported")
+            if isinstance(spec.arg, SymIntArgument) and kind is InputKind.USER_INPUT:
+                # an int input marked dynamic: it binds its symbol
+                inputs.append(GraphInput(self.define(placeholder, self.val(placeholder))))
+                continue
             if not isinstance(spec.arg, TensorArgument):
                 if "Sym" in type(spec.arg).__name__:
                     raise LoadError(f"{where} is a symbolic scalar; {SYMBOLIC}")

@@ -657,7 +657,7 @@ class _ModelReader:
             raise ValueError(f"symbolic value {_short(name)} is used before it is defined")
         return self.values[name]
 
-    def define_scalar(self, name: Any, kind: type) -> Value:
+    def define_scalar(self, name: Any, kind: type, *, user_input: bool = False) -> Value:
         if not is_value_name(name):
             raise ValueError(f"value name {_short(name)} is not an identifier")
         if name in self.values:
@@ -666,7 +666,9 @@ class _ModelReader:
         # A scalar that is exactly a symbol (`u0` of `x.item()`) is where that symbol comes from.
         expression = (self.graph.get("sym_int_values") or {}).get(name)
         if kind is int and type(expression) is dict and "as_expr" in expression:
-            size = _expression(expression["as_expr"], f"value %{name}", {})
+            # A user input's hint is its symbol's example (the value it was exported with).
+            hints = self.hints if user_input else {}
+            size = _expression(expression["as_expr"], f"value %{name}", hints)
             if type(size) is SymExpr and len(names := free_symbols(size)) == 1:
                 if size.same(symbol(next(iter(names)))):
                     self.sources.setdefault(next(iter(names)), name)
@@ -799,8 +801,15 @@ class _ModelReader:
             return None  # a Python constant the exporter specialized: its value is inlined in the nodes
         if role == "user_input":
             variant, argument = _union(payload["arg"])
-            if variant in ("as_sym_int", "as_sym_float", "as_sym_bool"):
-                raise _Symbolic("is a symbolic scalar")
+            if variant == "as_sym_int":  # an int input marked dynamic: it binds its symbol
+                name = argument["as_name"]
+                if _union(placeholder) != ("as_sym_int", {"as_name": name}):
+                    raise ValueError(
+                        f"the signature names %{name} but the graph input is {_short(placeholder)}"
+                    )
+                return GraphInput(self.define_scalar(name, int, user_input=True))
+            if variant in ("as_sym_float", "as_sym_bool"):
+                raise _Symbolic("is a symbolic scalar (only int ones are read)")
             if variant != "as_tensor":
                 raise _Unsupported(
                     f"user input of kind {_short(variant)} is not supported (tensors only)"

@@ -280,7 +280,7 @@ class _Parser:
             self.expect("punct", ",")
 
     def parse_symbol(self) -> Symbol:
-        """After `symbol`: `NAME in [LOW, HIGH] [example INT] [unbacked]`."""
+        """After `symbol`: `NAME in [LOW, HIGH] [example INT] [unbacked] [from VALUE]`."""
         name = self.expect("ident")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name.text) or name.text in _RESERVED:
             self.fail("expected a symbol name", name)
@@ -302,7 +302,7 @@ class _Parser:
                 self.fail(f"example {example} of {name.text} is outside [{lower}, {upper}]", token)
         backed = self.accept("ident", "unbacked") is None
         value = None
-        if not backed and self.accept("ident", "from"):
+        if self.accept("ident", "from"):
             value = self.expect("value").text[1:]
         return Symbol(name.text, lower, upper, example, backed, value)
 

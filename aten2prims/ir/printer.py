@@ -121,13 +121,14 @@ def _format_bound(bound: int | float) -> str:
 
 
 def format_symbol(declared: Symbol) -> str:
-    """`symbol s0 in [2, 64] example 8`; `unbacked` for a symbol a data-dependent node binds."""
+    """`symbol s0 in [2, 64] example 8`; `unbacked` for a symbol a data-dependent node binds;
+    `from %v` names the scalar it is (an int user input's, or a data-dependent one's)."""
     text = f"symbol {declared.name} in [{_format_bound(declared.lower)}, {_format_bound(declared.upper)}]"
     if declared.example is not None:
         text += f" example {declared.example}"
-    if declared.backed:
-        return text
-    return f"{text} unbacked" + (f" from %{declared.value}" if declared.value else "")
+    if not declared.backed:
+        text += " unbacked"
+    return text + (f" from %{declared.value}" if declared.value else "")
 
 
 def format_graph(graph: Graph, *, nested: bool = False) -> str:

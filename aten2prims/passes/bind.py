@@ -23,12 +23,21 @@ def _bound_text(bound: int | float) -> str:
     return str(bound) if type(bound) is int else "inf"
 
 
-def bind_symbols(graph: Graph, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
+def bind_symbols(
+    graph: Graph, shapes: Mapping[str, tuple[int, ...]], scalars: Mapping[str, int] | None = None
+) -> dict[str, int]:
     """The value of every backed symbol, read from the shapes of the inputs given (by input
-    name), with every range, every size expression and every run-time check of the graph
-    checked. Unbacked symbols are not bound here."""
+    name) and from the int user inputs that are symbols (`scalars`, by input name), with every
+    range, every size expression and every run-time check of the graph checked. Unbacked
+    symbols are not bound here."""
     binding: dict[str, int] = {}
     origin: dict[str, str] = {}
+    given = scalars or {}
+    for symbol_name, symbol_declared in graph.symbols.items():
+        source = symbol_declared.value
+        if symbol_declared.backed and source is not None and source in given:
+            binding[symbol_name] = int(given[source])
+            origin[symbol_name] = f"int input %{source} of graph {graph.name}"
     pending: list[tuple[str, int, Any, int]] = []
     for graph_input in graph.inputs:
         meta = graph_input.value.meta

@@ -103,6 +103,11 @@ def _lower(
     # and the lowered graph names the prims value the executor binds it from.
     sources = {s.value: s.name for s in graph.symbols.values() if s.value is not None}
     lowered_sources: dict[str, str] = {}
+    for graph_input in graph.inputs:  # an int user input marked dynamic is its symbol
+        name = sources.get(graph_input.name)
+        if name is not None:
+            lowered_sources[name] = graph_input.name
+            mapping[graph_input.value] = symbol(name)
     with builder, active_registry(registry), shape_env(env):
         for node in graph.nodes:
             args = tuple(remap(a) for a in node.args)

@@ -57,6 +57,21 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
     "aten.cumprod.default": "cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
     # torch.masked_select: a data-dependent number of elements, like x[mask].
     "aten.masked_select.default": "masked_select(Tensor self, Tensor mask) -> Tensor",
+    # torch.sort(x, stable=True) (our sort is always stable).
+    "aten.sort.stable": (
+        "sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) "
+        "-> (Tensor values, Tensor indices)"
+    ),
+    # torch.unique / unique_consecutive without dim: as many results as distinct values (runs),
+    # a data-dependent size.
+    "aten._unique2.default": (
+        "_unique2(Tensor self, bool sorted=True, bool return_inverse=False, "
+        "bool return_counts=False) -> (Tensor, Tensor, Tensor)"
+    ),
+    "aten.unique_consecutive.default": (
+        "unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False, "
+        "int? dim=None) -> (Tensor, Tensor, Tensor)"
+    ),
     # nn.AdaptiveMaxPool1d/2d/3d (1d runs through 2d).
     "aten.adaptive_max_pool2d.default": "adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)",
     "aten.adaptive_max_pool3d.default": "adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)",

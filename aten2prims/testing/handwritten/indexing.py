@@ -370,6 +370,42 @@ def _ties_and_nans(dtype: DType) -> Any:
     return torch.tensor(rows, dtype=torch.float64).to(torch_dtype(dtype))
 
 
+@handwritten("aten._unique2.default", ORDERED)
+def _unique2_samples(dtype: DType) -> Iterator[AtenCall]:
+    """Distinct values with ties and NaNs (each NaN its own value, as in torch), every
+    combination of inverse and counts, an all-equal and an empty input. Inverses are asked of
+    inputs without NaN: which of several NaN results an input NaN maps to is up to
+    the sort (torch's is not stable)."""
+    import torch
+
+    op = "aten._unique2.default"
+
+    def without_nans(d: DType) -> Any:
+        ties = _ties_and_nans(d)
+        return ties.masked_fill(ties != ties, 4)
+
+    cases: list[Case] = [
+        lambda d: _call(op, without_nans(d), True, True, True),
+        lambda d: _call(op, _ties_and_nans(d), True, False, True),
+        lambda d: _call(op, _ties_and_nans(d)[0], True, False, True),
+        lambda d: _call(op, without_nans(d)[2], False, True, False),
+        lambda d: _call(op, _ties_and_nans(d)[1], True, True, True),
+        lambda d: _call(op, torch.zeros((0, 3), dtype=torch_dtype(d)), True, True, True),
+    ]
+    yield from _rotated(cases, dtype)
+
+
+@handwritten("aten.unique_consecutive.default", ORDERED)
+def _unique_consecutive_samples(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten.unique_consecutive.default"
+    cases: list[Case] = [
+        lambda d: _call(op, _ties_and_nans(d), True, True),
+        lambda d: _call(op, _ties_and_nans(d)[1], False, True),
+        lambda d: _call(op, random_tensor((), d), True, False),
+    ]
+    yield from _rotated(cases, dtype)
+
+
 @handwritten("aten.sort.default", ORDERED)
 def _sort_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.sort.default"
