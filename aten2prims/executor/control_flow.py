@@ -1,0 +1,77 @@
+"""Kernels of the higher-order ops (`higher_order.cond`, ...): control flow whose branches or
+bodies are nested prims graphs, each run by the executor itself (its plans cached per nested
+graph, as for any graph).
+
+The executor's `execute` lives in `run.py`, which depends on the planner that uses these kernels;
+`run.py` installs it here when it is imported (`install_runner`), so this module imports neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ..errors import ExecutionError
+from ..ir.graph import Graph
+
+
+@attrs.define(slots=True)
+class _Runner:
+    """`execute(graph, user_inputs) -> outputs` (set by `install_runner`)."""
+
+    execute: Callable[[Graph, list[Any]], list[Any]] | None = None
+
+
+_runner = _Runner()
+
+
+def install_runner(execute: Callable[[Graph, list[Any]], list[Any]]) -> None:
+    """Make the kernels run nested graphs with the executor's `execute`."""
+    _runner.execute = execute
+
+
+def _run(graph: Graph, operands: tuple[Any, ...]) -> Any:
+    results = _runner_outputs(graph, operands)
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+def cond(pred: Any, true_graph: Graph, false_graph: Graph, operands: tuple[Any, ...]) -> Any:
+    """`torch.cond`: the true branch's results when the predicate holds, else the false one's."""
+    return _run(true_graph if bool(np.asarray(pred)) else false_graph, operands)
+
+
+def map_impl(body: Graph, xs: tuple[Any, ...], extra: tuple[Any, ...]) -> Any:
+    """`torch.ops.higher_order.map_impl`: the body on each slice along dim 0 of the mapped
+    operands (with the extra operands whole), its results stacked along a new dim 0."""
+    length = xs[0].shape[0]
+    if any(x.shape[0] != length for x in xs):
+        raise ExecutionError(
+            f"map over {body.name}: the mapped operands' first dims differ "
+            f"({', '.join(str(x.shape[0]) for x in xs)})"
+        )
+    if length == 0:
+        # The verifier has checked that the body returns tensors (the results are stacked).
+        empty = [np.empty((0, *o.value.shape), o.value.dtype.numpy) for o in body.outputs]
+        return empty[0] if len(empty) == 1 else tuple(empty)
+    steps = []
+    for index in range(length):
+        produced = _runner_outputs(body, (*(x[index] for x in xs), *extra))
+        steps.append(produced)
+    stacked = [np.stack(parts) for parts in zip(*steps)]
+    return stacked[0] if len(stacked) == 1 else tuple(stacked)
+
+
+def _runner_outputs(graph: Graph, operands: tuple[Any, ...]) -> list[Any]:
+    if _runner.execute is None:
+        raise ExecutionError("the executor is not installed: import aten2prims.executor")
+    return _runner.execute(graph, list(operands))
+
+
+# The kernel of each higher-order op (the definitions are in aten2prims.schema.higher_order).
+KERNELS: dict[str, Callable[..., Any]] = {
+    "higher_order.cond": cond,
+    "higher_order.map_impl": map_impl,
+}
