@@ -1,5 +1,5 @@
 """Control flow that torch.export keeps (`torch.ops.higher_order.*`) against torch: programs
-using `torch.cond` and torch's `map` exported, saved with torch.export.save and loaded (and imported with
+using `torch.cond`, torch's `map` and `while_loop` exported, saved with torch.export.save and loaded (and imported with
 from_fx), their branches held as nested graphs; lowered (each branch to prims), printed and
 parsed back exactly, verified, and run on inputs taking each branch (at several sizes for
 dynamic ones)."""
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from torch._higher_order_ops.map import map as map_hop
+from torch._higher_order_ops.while_loop import while_loop
 from torch.export import Dim
 
 import aten2prims
@@ -333,3 +334,75 @@ def test_verifier_refuses_a_map_whose_results_are_not_the_stacked_body(tmp_path:
     swapped = text.replace("[%xs], [%y, %p_lin_weight", "[%y], [%xs, %p_lin_weight", 1)
     with pytest.raises(VerificationError, match="takes"):
         verify(parse(swapped))
+
+
+class WhileLoop(torch.nn.Module):
+    """A loop run `n - i` times (data decides), with a parameter and an extra operand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(
+        self, i: torch.Tensor, n: torch.Tensor, x: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        def cond_fn(i: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            return i < n
+
+        def body_fn(i: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return i + 1, torch.tanh(self.lin(x)) + x * 0.5
+
+        i_out, x_out = while_loop(cond_fn, body_fn, (i, x))
+        return i_out * 2, x_out
+
+
+def test_while_loop_runs_any_number_of_iterations(tmp_path: Path) -> None:
+    module = WhileLoop()
+    example = (torch.tensor(0), torch.tensor(3), torch.randn(2, 4))
+    program = torch.export.export(module, example).run_decompositions()
+    path = tmp_path / "loop.pt2"
+    torch.export.save(program, path)
+    graph = aten2prims.load(path)
+    (node,) = [node for node in graph.nodes if node.namespace == "higher_order"]
+    assert node.op == "higher_order.while_loop"
+    assert [g.name for g in node.subgraphs()] == [
+        "while_loop_cond_graph_0",
+        "while_loop_body_graph_0",
+    ]
+    assert (
+        graph_difference(aten2prims.from_fx(program, name="loop"), graph, compare_data=True) is None
+    )
+    lowered = aten2prims.lower(graph)
+    for g in (graph, lowered):
+        text = str(g)
+        assert graph_difference(parse(text), g) is None and str(parse(text)) == text
+    generator = torch.Generator().manual_seed(0)
+    for start, stop in ((0, 0), (0, 1), (2, 5), (0, 9), (4, 2)):
+        inputs = (torch.tensor(start), torch.tensor(stop), torch.randn(2, 4, generator=generator))
+        with torch.no_grad():
+            expected = module(*inputs)
+        ours = aten2prims.execute(lowered, [t.numpy() for t in inputs])
+        assert int(ours[0]) == int(expected[0]) == 2 * max(start, stop)
+        np.testing.assert_allclose(ours[1], expected[1].numpy(), rtol=1e-5, atol=1e-6)
+        assert ours[1].dtype == np.float32 and ours[1].shape == (2, 4)
+
+
+def test_verifier_refuses_a_loop_body_changing_the_carried_metas(tmp_path: Path) -> None:
+    module = WhileLoop()
+    example = (torch.tensor(0), torch.tensor(3), torch.randn(2, 4))
+    path = tmp_path / "loop.pt2"
+    torch.export.save(torch.export.export(module, example).run_decompositions(), path)
+    text = str(aten2prims.load(path))
+    cond_line = next(line for line in text.splitlines() if "-> (b8[])" in line)
+    start = text.index(cond_line)
+    end = text.index("return (", start)
+    end = text.index("\n", end)
+    cond_text = text[start:end]
+    returned = cond_text[cond_text.rindex("return (") :]
+    bad_cond = cond_text.replace("-> (b8[])", "-> (i64[])").replace(returned, "return (%arg0_1)")
+    with pytest.raises(VerificationError, match="expected one bool"):
+        verify(parse(text.replace(cond_text, bad_cond)))
+    bad = text.replace("%getitem_1: f32[2, 4] =", "%getitem_1: f32[2, 5] =", 1)
+    bad = bad.replace(") -> (i64[], f32[2, 4]):", ") -> (i64[], f32[2, 5]):", 1)  # the header
+    with pytest.raises(VerificationError, match="but the carried operands are"):
+        verify(parse(bad))

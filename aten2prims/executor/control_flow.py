@@ -64,6 +64,17 @@ def map_impl(body: Graph, xs: tuple[Any, ...], extra: tuple[Any, ...]) -> Any:
     return stacked[0] if len(stacked) == 1 else tuple(stacked)
 
 
+def while_loop(
+    cond_graph: Graph, body: Graph, carried: tuple[Any, ...], extra: tuple[Any, ...]
+) -> Any:
+    """`torch.ops.higher_order.while_loop`: the body applied to the carried values while the
+    condition graph holds on them (with the extra operands whole); the last carried values."""
+    state = tuple(np.array(value, copy=True) for value in carried)  # never the operands' memory
+    while bool(np.asarray(_runner_outputs(cond_graph, (*state, *extra))[0])):
+        state = tuple(_runner_outputs(body, (*state, *extra)))
+    return state[0] if len(state) == 1 else state
+
+
 def _runner_outputs(graph: Graph, operands: tuple[Any, ...]) -> list[Any]:
     if _runner.execute is None:
         raise ExecutionError("the executor is not installed: import aten2prims.executor")
@@ -74,4 +85,5 @@ def _runner_outputs(graph: Graph, operands: tuple[Any, ...]) -> list[Any]:
 KERNELS: dict[str, Callable[..., Any]] = {
     "higher_order.cond": cond,
     "higher_order.map_impl": map_impl,
+    "higher_order.while_loop": while_loop,
 }

@@ -9,7 +9,9 @@ Nothing here runs anything: the executor has the kernels.
 Spec: torch's `_higher_order_ops/cond.py` (the operands `(pred, true_fn, false_fn, operands)`,
 both branches taking the operands and returning results of the same metas) and `map.py`
 (`map_impl(body, xs, extra)`: the body called on the i-th slice along dim 0 of every mapped
-operand, plus the extra operands whole; its results stacked along a new dim 0).
+operand, plus the extra operands whole; its results stacked along a new dim 0) and
+`while_loop.py` (`while_loop(cond_fn, body_fn, carried, extra)`: while the condition graph holds
+on the carried and extra operands, the body maps them to new carried values of the same metas).
 """
 
 from __future__ import annotations
@@ -58,9 +60,7 @@ def _check_cond(node: Node) -> str | None:
     pred, true_graph, false_graph, operands = node.args
     if type(pred) is Value:
         meta = pred.meta
-        scalar = type(meta) is ScalarMeta and meta.kind is bool
-        tensor = type(meta) is TensorMeta and meta.numel == 1 and meta.dtype.is_bool
-        if not (scalar or tensor):
+        if not _is_predicate(meta):
             return (
                 f"the predicate %{pred.name} is {meta}, expected a bool or a one-element b8 tensor"
             )
@@ -118,6 +118,49 @@ def _check_map(node: Node) -> str | None:
     return None
 
 
+def _is_predicate(meta: Any) -> bool:
+    """A bool scalar, or a one-element b8 tensor."""
+    if type(meta) is ScalarMeta:
+        return meta.kind is bool
+    return type(meta) is TensorMeta and meta.numel == 1 and meta.dtype.is_bool
+
+
+def _check_while_loop(node: Node) -> str | None:
+    cond_graph, body, carried, extra = node.args
+    for what, operands in (("carried", carried), ("extra", extra)):
+        if type(operands) is not tuple or not all(
+            type(v) is Value and v.is_tensor for v in operands
+        ):
+            return f"the {what} operands must be a list of tensors"
+    operands = [*_metas(carried), *_metas(extra)]
+    takes, returns = _signature(cond_graph)
+    if takes != operands:
+        return (
+            f"the condition {cond_graph.name} takes {_show(takes)}, but the carried and extra "
+            f"operands are {_show(operands)}"
+        )
+    if len(returns) != 1 or not _is_predicate(returns[0]):
+        return (
+            f"the condition {cond_graph.name} returns {_show(returns)}, expected one bool or "
+            "one-element b8 tensor"
+        )
+    takes, returns = _signature(body)
+    if takes != operands:
+        return (
+            f"the body {body.name} takes {_show(takes)}, but the carried and extra operands are "
+            f"{_show(operands)}"
+        )
+    if returns != _metas(carried):
+        return (
+            f"the body {body.name} returns {_show(returns)}, but the carried operands are "
+            f"{_show(_metas(carried))}"
+        )
+    results = [r.meta for r in node.results]
+    if results != _metas(carried):
+        return f"the results are {_show(results)}, but the carried operands are {_show(_metas(carried))}"
+    return None
+
+
 def _same_size(a: Any, b: Any) -> bool:
     return TensorMeta((a,), _ANY_DTYPE) == TensorMeta((b,), _ANY_DTYPE)
 
@@ -127,6 +170,7 @@ HIGHER_ORDER_OPS: dict[str, HigherOrderOp] = {
     for op in (
         HigherOrderOp("higher_order.cond", 4, (1, 2), _check_cond),
         HigherOrderOp("higher_order.map_impl", 3, (0,), _check_map),
+        HigherOrderOp("higher_order.while_loop", 4, (0, 1), _check_while_loop),
     )
 }
 
