@@ -1,5 +1,6 @@
 """Control flow that torch.export keeps (`torch.ops.higher_order.*`) against torch: programs
-using `torch.cond`, torch's `map` and `while_loop` exported, saved with torch.export.save and loaded (and imported with
+using `torch.cond`, torch's `map`, `while_loop` and `scan` (an RNN over a dynamic sequence
+length) exported, saved with torch.export.save and loaded (and imported with
 from_fx), their branches held as nested graphs; lowered (each branch to prims), printed and
 parsed back exactly, verified, and run on inputs taking each branch (at several sizes for
 dynamic ones)."""
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from torch._higher_order_ops.map import map as map_hop
+from torch._higher_order_ops.scan import scan
 from torch._higher_order_ops.while_loop import while_loop
 from torch.export import Dim
 
@@ -405,4 +407,70 @@ def test_verifier_refuses_a_loop_body_changing_the_carried_metas(tmp_path: Path)
     bad = text.replace("%getitem_1: f32[2, 4] =", "%getitem_1: f32[2, 5] =", 1)
     bad = bad.replace(") -> (i64[], f32[2, 4]):", ") -> (i64[], f32[2, 5]):", 1)  # the header
     with pytest.raises(VerificationError, match="but the carried operands are"):
+        verify(parse(bad))
+
+
+class ScanRNN(torch.nn.Module):
+    """An RNN cell scanned over a sequence: the last hidden state and every step's output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = torch.nn.RNNCell(4, 5)
+
+    def forward(self, xs: torch.Tensor, h0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        def step(h: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            h = self.cell(x, h)
+            return h, h * 2
+
+        return scan(step, h0, xs)
+
+
+def test_scan_rnn_over_a_dynamic_sequence_length(tmp_path: Path) -> None:
+    module = ScanRNN()
+    example = (torch.randn(7, 2, 4), torch.randn(2, 5))
+    seq = Dim("seq", min=1, max=64)
+    program = torch.export.export(module, example, dynamic_shapes=({0: seq}, None))
+    program = program.run_decompositions()
+    path = tmp_path / "rnn.pt2"
+    torch.export.save(program, path)
+    graph = aten2prims.load(path)
+    (node,) = [node for node in graph.nodes if node.namespace == "higher_order"]
+    assert node.op == "higher_order.scan"
+    assert [g.name for g in node.subgraphs()] == ["scan_combine_graph_0"]
+    assert graph.is_dynamic
+    imported = aten2prims.from_fx(program, name="rnn")
+    assert graph_difference(imported, graph, compare_data=True) is None
+    lowered = aten2prims.lower(graph)
+    assert not lowered.checks  # one lowering for every length in range
+    for g in (graph, lowered):
+        text = str(g)
+        assert graph_difference(parse(text), g) is None and str(parse(text)) == text
+    verify(lowered)
+    generator = torch.Generator().manual_seed(0)
+    for length in (1, 3, 7, 20):
+        inputs = (
+            torch.randn(length, 2, 4, generator=generator),
+            torch.randn(2, 5, generator=generator),
+        )
+        with torch.no_grad():
+            expected = module(*inputs)
+        ours = aten2prims.execute(lowered, [t.numpy() for t in inputs])
+        for got, want in zip(ours, expected, strict=True):
+            assert got.shape == tuple(want.shape) and got.dtype == np.float32
+            np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(aten2prims.errors.ShapeError, match="outside its range"):
+        aten2prims.execute(
+            lowered, [np.zeros((65, 2, 4), np.float32), np.zeros((2, 5), np.float32)]
+        )
+
+
+def test_verifier_refuses_a_scan_whose_carries_change(tmp_path: Path) -> None:
+    module = ScanRNN()
+    path = tmp_path / "rnn.pt2"
+    program = torch.export.export(module, (torch.randn(3, 2, 4), torch.randn(2, 5)))
+    torch.export.save(program.run_decompositions(), path)
+    text = str(aten2prims.load(path))
+    verify(parse(text))
+    bad = text.replace("[%h0], [%xs]", "[%xs], [%h0]", 1)
+    with pytest.raises(VerificationError, match="takes"):
         verify(parse(bad))

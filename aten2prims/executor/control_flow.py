@@ -75,6 +75,33 @@ def while_loop(
     return state[0] if len(state) == 1 else state
 
 
+def scan(combine: Graph, init: tuple[Any, ...], xs: tuple[Any, ...], extra: tuple[Any, ...]) -> Any:
+    """`torch.ops.higher_order.scan`: the combine graph on the carries, the i-th slices along
+    dim 0 of the scanned operands and the extra operands, for each i in order; the last carries,
+    then the per-step outputs stacked along a new dim 0."""
+    length = xs[0].shape[0]
+    if any(x.shape[0] != length for x in xs):
+        raise ExecutionError(
+            f"scan over {combine.name}: the scanned operands' first dims differ "
+            f"({', '.join(str(x.shape[0]) for x in xs)})"
+        )
+    carries = tuple(np.array(value, copy=True) for value in init)  # never the operands' memory
+    steps = []
+    for index in range(length):
+        produced = _runner_outputs(combine, (*carries, *(x[index] for x in xs), *extra))
+        carries = tuple(produced[: len(init)])
+        steps.append(produced[len(init) :])
+    # The verifier has checked that the per-step outputs are tensors (they are stacked).
+    outputs = combine.outputs[len(init) :]
+    stacked = (
+        [np.stack(parts) for parts in zip(*steps)]
+        if length
+        else [np.empty((0, *o.value.shape), o.value.dtype.numpy) for o in outputs]
+    )
+    results = (*carries, *stacked)
+    return results[0] if len(results) == 1 else results
+
+
 def _runner_outputs(graph: Graph, operands: tuple[Any, ...]) -> list[Any]:
     if _runner.execute is None:
         raise ExecutionError("the executor is not installed: import aten2prims.executor")
@@ -86,4 +113,5 @@ KERNELS: dict[str, Callable[..., Any]] = {
     "higher_order.cond": cond,
     "higher_order.map_impl": map_impl,
     "higher_order.while_loop": while_loop,
+    "higher_order.scan": scan,
 }

@@ -11,7 +11,10 @@ both branches taking the operands and returning results of the same metas) and `
 (`map_impl(body, xs, extra)`: the body called on the i-th slice along dim 0 of every mapped
 operand, plus the extra operands whole; its results stacked along a new dim 0) and
 `while_loop.py` (`while_loop(cond_fn, body_fn, carried, extra)`: while the condition graph holds
-on the carried and extra operands, the body maps them to new carried values of the same metas).
+on the carried and extra operands, the body maps them to new carried values of the same metas)
+and `scan.py` (`scan(combine_fn, init, xs, additional_inputs)`: the combine graph maps the
+carries, the i-th slices along dim 0 of `xs` and the extra operands to the next carries and
+the i-th outputs; the results are the last carries and the outputs stacked along a new dim 0).
 """
 
 from __future__ import annotations
@@ -161,6 +164,44 @@ def _check_while_loop(node: Node) -> str | None:
     return None
 
 
+def _check_scan(node: Node) -> str | None:
+    combine, init, xs, extra = node.args
+    for what, operands in (("initial", init), ("scanned", xs), ("extra", extra)):
+        if type(operands) is not tuple or not all(
+            type(v) is Value and v.is_tensor for v in operands
+        ):
+            return f"the {what} operands must be a list of tensors"
+    if not xs:
+        return "there must be at least one scanned operand"
+    length = xs[0].shape[0] if xs[0].ndim else None
+    if length is None or any(not x.ndim or not _same_size(x.shape[0], length) for x in xs):
+        return f"the scanned operands must share their first dimension, got {_show(_metas(xs))}"
+    slices = [TensorMeta(x.shape[1:], x.dtype) for x in xs]
+    operands = [*_metas(init), *slices, *_metas(extra)]
+    takes, returns = _signature(combine)
+    if takes != operands:
+        return (
+            f"the combine graph {combine.name} takes {_show(takes)}, but the carries, slices "
+            f"and extra operands are {_show(operands)}"
+        )
+    carries, outputs = returns[: len(init)], returns[len(init) :]
+    if carries != _metas(init):
+        return (
+            f"the combine graph {combine.name} returns the carries {_show(carries)}, but the "
+            f"initial operands are {_show(_metas(init))}"
+        )
+    if not all(type(meta) is TensorMeta for meta in outputs):
+        return f"the combine graph {combine.name} returns {_show(returns)}; a scan stacks tensors"
+    expected = [*carries, *(TensorMeta((length, *m.shape), m.dtype) for m in outputs)]
+    results = [r.meta for r in node.results]
+    if results != expected:
+        return (
+            f"the combine graph {combine.name} returns {_show(returns)}, so the node's results "
+            f"are {_show(expected)}, not {_show(results)}"
+        )
+    return None
+
+
 def _same_size(a: Any, b: Any) -> bool:
     return TensorMeta((a,), _ANY_DTYPE) == TensorMeta((b,), _ANY_DTYPE)
 
@@ -171,6 +212,7 @@ HIGHER_ORDER_OPS: dict[str, HigherOrderOp] = {
         HigherOrderOp("higher_order.cond", 4, (1, 2), _check_cond),
         HigherOrderOp("higher_order.map_impl", 3, (0,), _check_map),
         HigherOrderOp("higher_order.while_loop", 4, (0, 1), _check_while_loop),
+        HigherOrderOp("higher_order.scan", 4, (0,), _check_scan),
     )
 }
 
