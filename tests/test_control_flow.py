@@ -474,3 +474,26 @@ def test_verifier_refuses_a_scan_whose_carries_change(tmp_path: Path) -> None:
     bad = text.replace("[%h0], [%xs]", "[%xs], [%h0]", 1)
     with pytest.raises(VerificationError, match="takes"):
         verify(parse(bad))
+
+
+def test_command_line_shows_the_lowered_branches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from aten2prims.cli import main
+
+    path = tmp_path / "cond.pt2"
+    torch.export.save(_export("cond"), path)
+    assert main(["lower", "--nested", str(path)]) == 0
+    nested = capsys.readouterr().out
+    assert "  %getitem: f32[3, 4] = higher_order.cond(" in nested
+    assert "    graph true_graph_0(%x: f32[3, 4], %y: f32[3, 4]) -> (f32[3, 4]):" in nested
+    assert "      %sin: f32[3, 4] = prims.sin(%x)" in nested
+    assert main(["lower", "--format", "json", str(path)]) == 0
+    document = json.loads(capsys.readouterr().out)
+    (cond,) = [node for node in document["nodes"] if node["op"] == "higher_order.cond"]
+    assert cond["args"][1:3] == ["@true_graph_0", "@false_graph_0"]
+    assert [g["name"] for g in cond["graphs"]] == ["true_graph_0", "false_graph_0"]
+    assert cond["graphs"][1]["nodes"][0]["op"] == "prims.cos"
+    assert main(["run", str(path), "--seed", "3"]) == 0

@@ -222,6 +222,9 @@ def format_nested(aten_graph: Graph, lowered: Graph) -> str:
     for node in aten_graph.nodes:
         lines.append(f"  {format_node(node)}")
         beneath = children[id(node)]
+        if len(beneath) == 1 and beneath[0].op == node.op and any(beneath[0].subgraphs()):
+            lines += _subgraph_lines(beneath[0], "    ")  # control flow: its lowered graphs
+            continue
         if len(beneath) == 1 and beneath[0].op == node.op:
             if (
                 node.namespace != "prims"
