@@ -89,6 +89,20 @@ class DynamicCond(torch.nn.Module):
         return torch.cond(x.sum() > 0, true_fn, false_fn, (x,))
 
 
+class ShapeCond(torch.nn.Module):
+    """A branch chosen by a dynamic size: after lowering, the predicate is a condition on the
+    size's symbol (`sym(5 <= s0)`)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        def true_fn(x: torch.Tensor) -> torch.Tensor:
+            return x.sin()
+
+        def false_fn(x: torch.Tensor) -> torch.Tensor:
+            return x.clone()
+
+        return torch.cond(x.shape[0] > 4, true_fn, false_fn, (x,))
+
+
 class Map(torch.nn.Module):
     """torch's map: a body over the rows of a batch, with a parameter and an extra operand."""
 
@@ -125,6 +139,7 @@ CASES: dict[str, tuple[torch.nn.Module, list[tuple[int, ...]], Any]] = {
     "two_results": (CondTwoResults(), [(2, 4)], None),
     "nested": (NestedCond(), [(5,)], None),
     "dynamic": (DynamicCond(), [(3, 6)], ({0: Dim("batch", min=1, max=16)},)),
+    "shape_cond": (ShapeCond(), [(3, 6)], ({0: Dim("batch", min=1, max=16)},)),
     "map": (Map(), [(5, 6), (6,)], None),
     "dynamic_map": (DynamicMap(), [(3, 6)], ({0: Dim("batch", min=1, max=16)},)),
 }

@@ -26,6 +26,7 @@ import attrs
 
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, Node
+from ..ir.symbolic import SymBool
 from ..ir.values import ScalarMeta, TensorMeta, Value
 
 NAMESPACE = "higher_order"
@@ -67,7 +68,7 @@ def _check_cond(node: Node) -> str | None:
             return (
                 f"the predicate %{pred.name} is {meta}, expected a bool or a one-element b8 tensor"
             )
-    elif type(pred) is not bool:
+    elif type(pred) is not bool and type(pred) is not SymBool:  # a condition on sizes
         return f"the predicate {pred!r} is not a bool"
     if type(operands) is not tuple or not all(type(v) is Value for v in operands):
         return "the operands (argument 3) must be a list of values"
