@@ -512,3 +512,21 @@ def test_command_line_shows_the_lowered_branches(
     assert [g["name"] for g in cond["graphs"]] == ["true_graph_0", "false_graph_0"]
     assert cond["graphs"][1]["nodes"][0]["op"] == "prims.cos"
     assert main(["run", str(path), "--seed", "3"]) == 0
+
+
+def test_verifier_refuses_an_undeclared_symbol_in_a_nested_graph() -> None:
+    text = (
+        "symbol s0 in [1, 8] example 2\n"
+        "graph g(%p: b8[], %x: f32[s0]) -> (f32[s0]):\n"
+        "  %r: f32[s0] = higher_order.cond(%p, @t, @f, [%x])\n"
+        "    graph t(%x: f32[s0]) -> (f32[s0]):\n"
+        "      %n: f32[s0] = aten.neg.default(%x)\n"
+        "      return (%n)\n"
+        "    graph f(%x: f32[s0]) -> (f32[s0]):\n"
+        "      %v: f32[s1] = aten.view.default(%x, [sym(s1)])\n"
+        "      return (%x)\n"
+        "  return (%r)\n"
+    )
+    verify(parse(text.replace("f32[s1]", "f32[s0]").replace("sym(s1)", "sym(s0)")))
+    with pytest.raises(VerificationError, match="in graph f: .*undeclared symbol\\(s\\) s1"):
+        verify(parse(text))

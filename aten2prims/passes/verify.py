@@ -174,6 +174,7 @@ def _check_higher_order_node(
         nested = subgraph.with_body(subgraph.inputs, subgraph.nodes, subgraph.outputs)
         nested.symbols, nested.checks = graph.symbols, graph.checks
         try:
+            _check_symbols(nested)
             _verify(nested, allow_unknown_ops, allow_custom_ops)
         except VerificationError as error:
             raise VerificationError(f"{where}, in graph {subgraph.name}: {error}") from None
