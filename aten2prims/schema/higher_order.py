@@ -48,12 +48,25 @@ class HigherOrderOp:
         return tuple(node.args[i] for i in self.graph_positions)
 
 
+def _plain(meta: Any) -> Any:
+    """What signatures compare: a tensor's shape and dtype (a value's layout is not part of its
+    type here), a scalar's kind."""
+    return TensorMeta(meta.shape, meta.dtype) if type(meta) is TensorMeta else meta
+
+
 def _signature(graph: Graph) -> tuple[list[Any], list[Any]]:
-    return [i.value.meta for i in graph.inputs], [o.value.meta for o in graph.outputs]
+    return (
+        [_plain(i.value.meta) for i in graph.inputs],
+        [_plain(o.value.meta) for o in graph.outputs],
+    )
 
 
 def _metas(operands: Any) -> list[Any]:
-    return [v.meta if type(v) is Value else v for v in operands]
+    return [_plain(v.meta) if type(v) is Value else v for v in operands]
+
+
+def _results(node: Node) -> list[Any]:
+    return [_plain(r.meta) for r in node.results]
 
 
 def _show(metas: list[Any]) -> str:
@@ -72,7 +85,7 @@ def _check_cond(node: Node) -> str | None:
         return f"the predicate {pred!r} is not a bool"
     if type(operands) is not tuple or not all(type(v) is Value for v in operands):
         return "the operands (argument 3) must be a list of values"
-    results = [r.meta for r in node.results]
+    results = _results(node)
     for which, graph in (("true", true_graph), ("false", false_graph)):
         takes, returns = _signature(graph)
         if takes != _metas(operands):
@@ -113,7 +126,7 @@ def _check_map(node: Node) -> str | None:
     if not all(type(meta) is TensorMeta for meta in returns):
         return f"the body {body.name} returns {_show(returns)}; a map stacks tensors only"
     stacked = [TensorMeta((length, *meta.shape), meta.dtype) for meta in returns]
-    results = [r.meta for r in node.results]
+    results = _results(node)
     if results != stacked:
         return (
             f"the body {body.name} returns {_show(returns)}, so the node's results are "
@@ -159,7 +172,7 @@ def _check_while_loop(node: Node) -> str | None:
             f"the body {body.name} returns {_show(returns)}, but the carried operands are "
             f"{_show(_metas(carried))}"
         )
-    results = [r.meta for r in node.results]
+    results = _results(node)
     if results != _metas(carried):
         return f"the results are {_show(results)}, but the carried operands are {_show(_metas(carried))}"
     return None
@@ -194,7 +207,7 @@ def _check_scan(node: Node) -> str | None:
     if not all(type(meta) is TensorMeta for meta in outputs):
         return f"the combine graph {combine.name} returns {_show(returns)}; a scan stacks tensors"
     expected = [*carries, *(TensorMeta((length, *m.shape), m.dtype) for m in outputs)]
-    results = [r.meta for r in node.results]
+    results = _results(node)
     if results != expected:
         return (
             f"the combine graph {combine.name} returns {_show(returns)}, so the node's results "
