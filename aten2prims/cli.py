@@ -254,7 +254,21 @@ def _print_stats(graph: Any, lowered: Any) -> None:
 
 
 def graph_to_json(graph: Any) -> dict[str, Any]:
-    """The graph as JSON: operands in their text-form spelling (exact for every literal kind)."""
+    """The graph as JSON: operands in their text-form spelling (exact for every literal kind); a
+    control-flow node's nested graphs (`@name` operands) whole under `graphs`."""
+
+    def node_json(node: Any) -> dict[str, Any]:
+        entry = {
+            "op": node.op,
+            "args": [format_operand(a) for a in node.args],
+            "kwargs": {k: format_operand(v) for k, v in node.kwargs.items()},
+            "results": [{"name": r.name, "type": str(r.meta)} for r in node.results],
+            "provenance": format_provenance(node.provenance).removeprefix("# ") or None,
+        }
+        subgraphs = [graph_to_json(subgraph) for subgraph in node.subgraphs()]
+        if subgraphs:
+            entry["graphs"] = subgraphs
+        return entry
 
     return {
         "name": graph.name,
@@ -262,16 +276,7 @@ def graph_to_json(graph: Any) -> dict[str, Any]:
             {"name": i.name, "type": str(i.value.meta), "kind": i.kind.value, "target": i.target}
             for i in graph.inputs
         ],
-        "nodes": [
-            {
-                "op": node.op,
-                "args": [format_operand(a) for a in node.args],
-                "kwargs": {k: format_operand(v) for k, v in node.kwargs.items()},
-                "results": [{"name": r.name, "type": str(r.meta)} for r in node.results],
-                "provenance": format_provenance(node.provenance).removeprefix("# ") or None,
-            }
-            for node in graph.nodes
-        ],
+        "nodes": [node_json(node) for node in graph.nodes],
         "outputs": [
             {"name": o.value.name, "kind": o.kind.value, "target": o.target} for o in graph.outputs
         ],

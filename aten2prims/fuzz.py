@@ -3,8 +3,9 @@ archives, text IR files and `--inputs` .npz files (SECURITY.md says what it chec
 
     python -m aten2prims.fuzz --cases 5000 [--seed N] [--jobs 2] [--keep DIR]
 
-Seeds are the bundled examples (examples/*.pt2, *.inputs.npz), their graphs in text form and two
-small text graphs (one with a backward op whose output_mask leaves a gradient undefined).
+Seeds are the bundled examples (examples/*.pt2, *.inputs.npz), their graphs in text form and
+three small text graphs (one with a backward op whose output_mask leaves a gradient undefined,
+one with control flow: a cond and a map whose nested graphs are printed beneath them).
 Each case mutates one seed (sizes, strides, offsets, dtype codes, op names, references,
 undefined tensors, zip entries, JSON nesting, encodings, .npy headers) and runs `aten2prims lower` or `run` on it in
 a forked child process with an address-space limit (RLIMIT_AS) and a time limit. torch is
@@ -100,6 +101,25 @@ def _seeds() -> dict[str, bytes]:
         b"aten.convolution_backward.default(%g, %x, %w, [0], [1, 1], [0, 0], [1, 1], False, "
         b"[0, 0], 1, [True, True, False])\n"
         b"  return (%gw)\n"
+    )
+    # Control flow: a cond whose branches are nested graphs (a map, a loop) printed beneath it.
+    seeds["cond.txt"] = (
+        b"graph c(%x: f32[3], %y: f32[3]) -> (f32[3], f32[2, 3]):\n"
+        b"  %s: f32[] = aten.sum.dim_IntList(%x, [])\n"
+        b"  %gt: b8[] = aten.gt.Scalar(%s, 0)\n"
+        b"  %r: f32[3] = higher_order.cond(%gt, @t, @f, [%x, %y])\n"
+        b"    graph t(%x: f32[3], %y: f32[3]) -> (f32[3]):\n"
+        b"      %a: f32[3] = aten.add.Tensor(%x, %y)\n"
+        b"      return (%a)\n"
+        b"    graph f(%x: f32[3], %y: f32[3]) -> (f32[3]):\n"
+        b"      %n: f32[3] = aten.neg.default(%y)\n"
+        b"      return (%n)\n"
+        b"  %st: f32[2, 3] = aten.expand.default(%r, [2, 3])\n"
+        b"  %m: f32[2, 3] = higher_order.map_impl(@body, [%st], [%x])\n"
+        b"    graph body(%row: f32[3], %x: f32[3]) -> (f32[3]):\n"
+        b"      %p: f32[3] = aten.mul.Tensor(%row, %x)\n"
+        b"      return (%p)\n"
+        b"  return (%r, %m)\n"
     )
     return seeds
 
@@ -373,7 +393,7 @@ def make_case(index: int, seed: int, seeds: dict[str, bytes]) -> Case:
         mutation, data = _mutate_pt2(seeds[f"{model}.pt2"], rng)
         return Case(index, kind, mutation, rng.choice(("lower", "run")), {"model": data})
     if kind == "text":
-        source = rng.choice((f"{model}.txt", "tiny.txt", "masked.txt"))
+        source = rng.choice((f"{model}.txt", "tiny.txt", "masked.txt", "cond.txt"))
         mutation, data = _mutate_text(seeds[source], rng)
         return Case(index, kind, mutation, rng.choice(("lower", "run")), {"model": data})
     mutation, data = _mutate_npz(seeds[f"{model}.inputs.npz"], rng)

@@ -17,6 +17,8 @@ except ImportError:  # not POSIX
 
 # A model.json or payload config larger than this is refused before it is read.
 MAX_JSON_BYTES = 256 * 2**20
+# Graphs nest (a cond branch holding a cond, ...) at most this deep in an archive or a text file.
+MAX_GRAPH_DEPTH = 16
 
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 _SIZE = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[kmgt]?)(?:i?b)?", re.ASCII)

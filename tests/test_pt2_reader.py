@@ -596,10 +596,11 @@ REFUSALS: dict[str, tuple[Callable[[Path], Edit], str | Callable[[Path], str], s
     ),
     "unsupported argument kind": (
         lambda a: _edit_json(
-            MODEL, lambda m: _set(_node(m, "mul")["inputs"][1], "arg", {"as_graph": {"name": "g"}})
+            MODEL,
+            lambda m: _set(_node(m, "mul")["inputs"][1], "arg", {"as_operator": "aten.add.Tensor"}),
         ),
         MODEL,
-        "argument kind 'as_graph' is not supported",
+        "argument kind 'as_operator' is not supported",
     ),
     "other schema version and layout": (
         lambda a: _edit_json(

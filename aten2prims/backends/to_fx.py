@@ -29,6 +29,7 @@ from ..ir.graph import Graph, InputKind, Node
 from ..ir.layout import is_non_overlapping
 from ..ir.symbolic import ShapeEnv, SymBool, SymExpr, free_symbols, shape_env, symbol
 from ..ir.values import ScalarMeta, TensorMeta, Value
+from ..schema.higher_order import NAMESPACE as HIGHER_ORDER
 from . import extension_ops
 
 
@@ -318,6 +319,12 @@ def to_fx(graph: Graph, *, adapt: bool = True) -> Any:
         raise ToFxError(
             f"graph {graph.name} has data-dependent sizes ({', '.join(unbacked)}); to_fx takes "
             "graphs whose symbols the inputs' shapes bind"
+        )
+    control_flow = sorted({node.op for node in graph.nodes if node.namespace == HIGHER_ORDER})
+    if control_flow:
+        raise ToFxError(
+            f"graph {graph.name} holds control flow ({', '.join(control_flow)}), which to_fx does "
+            "not map back to torch's higher-order ops yet; execute it with aten2prims.execute"
         )
     leftovers = sorted({node.op for node in graph.nodes if node.namespace != "prims"})
     if leftovers:

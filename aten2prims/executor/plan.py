@@ -40,6 +40,7 @@ from ..ir.values import Value
 from .arena import ArenaPool, plan_arena
 from .codegen import compile_steps
 from .contraction_fusion import ContractionFusion
+from .control_flow import KERNELS as CONTROL_FLOW_KERNELS
 from .filled_scatter import filled_scatter_rule
 from .folding import fold_constants
 from .fusion import FusedGroup, FusionRule, find_groups
@@ -87,7 +88,17 @@ class Plan:
 
 
 def node_step(node: Node, slots: Slots) -> Step:
-    """A step that runs one prim node's kernel (specialized where specialize.py knows how)."""
+    """A step that runs one prim node's kernel (specialized where specialize.py knows how), or a
+    control-flow node's (its nested graphs run by the executor)."""
+    if node.op in CONTROL_FLOW_KERNELS:
+        return Step(
+            (node,),
+            CONTROL_FLOW_KERNELS[node.op],
+            slots.arguments(node.args),
+            tuple(slots.assign(result) for result in node.results),
+            tuple(r.meta for r in node.results),
+            result_kind="fresh",
+        )
     if node.namespace != "prims":
         raise ExecutionError(f"{node.op} is not a prim; lower the graph before executing it")
     definition = lookup(node.op)

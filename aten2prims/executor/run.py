@@ -25,6 +25,8 @@ from ..ir.symbolic import SymExpr, evaluate, free_symbols, symbol
 from ..ir.values import ScalarMeta, TensorMeta, Value
 from ..limits import nbytes, over_budget
 from ..passes.bind import bind_symbols, first_unbound, specialize, split_before
+from ..schema.higher_order import NAMESPACE as HIGHER_ORDER
+from .control_flow import install_runner
 from .plan import Plan, build_plan
 from .steps import Step, resolve
 from .threads import Parted, ReducedParted, default_threads, running_with
@@ -86,7 +88,7 @@ def _planned_locked(graph: Graph) -> tuple[_Planned, Graph]:
     planned = _PLANNED.get(graph)
     if planned is None or planned.fingerprint != print_:
         lowered = None
-        if any(node.namespace != "prims" for node in graph.nodes):
+        if any(node.namespace not in ("prims", HIGHER_ORDER) for node in graph.nodes):
             # Lazy: the lowering and its decomposition rules load only for graphs holding aten ops.
             from ..passes.lower import lower
 
@@ -511,5 +513,7 @@ def _validated(graph: Graph, graph_input: GraphInput, array: Any) -> Any:
 def _what(graph: Graph, graph_input: GraphInput) -> str:
     return f"input %{graph_input.name} of graph {graph.name}"
 
+
+install_runner(execute)
 
 __all__ = ["InputKind", "execute", "plan_for"]

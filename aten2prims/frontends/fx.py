@@ -16,6 +16,9 @@ from ..errors import LoadError
 from ..ir.graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
 from ..ir.symbolic import ExprSyntaxError, SymExpr, free_symbols, parse_expr, symbol
 from ..ir.values import UNDEFINED, Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, Value
+from ..limits import MAX_GRAPH_DEPTH
+from ..schema.higher_order import HIGHER_ORDER_OPS, higher_order_op
+from ..schema.higher_order import NAMESPACE as HIGHER_ORDER
 from ..schema.registry import KEPT_CHECKS, SIZE_OPERATORS, aten_schema
 from .common import (
     SYMBOLIC,
@@ -56,7 +59,7 @@ def from_fx(obj: Any, *, name: str = "graph") -> Graph:
 
     ranges: dict[str, tuple[int | float, int | float]] = {}
     if isinstance(obj, torch.export.ExportedProgram):
-        importer = _Importer(obj.graph)
+        importer = _Importer(obj.graph, obj.graph_module)
         inputs = importer.exported_inputs(obj)
         nodes = importer.nodes()
         outputs = importer.exported_outputs(obj.graph_signature)
@@ -65,7 +68,7 @@ def from_fx(obj: Any, *, name: str = "graph") -> Graph:
             str(k): _range(v) for k, v in obj.range_constraints.items() if str(k).isidentifier()
         }
     elif isinstance(obj, torch.fx.GraphModule):
-        importer = _Importer(obj.graph)
+        importer = _Importer(obj.graph, obj)
         inputs = importer.module_inputs(obj)
         nodes = importer.nodes()
         outputs = importer.module_outputs()
@@ -98,8 +101,10 @@ def _range(bounds: Any) -> tuple[int | float, int | float]:
 
 
 class _Importer:
-    def __init__(self, graph: Any) -> None:
+    def __init__(self, graph: Any, module: Any, depth: int = 0) -> None:
         self.graph = graph
+        self.module = module  # owns the graphs a higher-order op's get_attr operands name
+        self.depth = depth  # how many graphs enclose this one
         self.values: dict[Any, Value] = {}  # fx node -> Value (getitem nodes -> their element)
         self.undefined_count = 0  # undefined results named so far
         self.hints: dict[str, int] = {}  # a bare symbol's example value, from its size's hint
@@ -224,6 +229,9 @@ class _Importer:
             target = fx_node.target
             if target is operator.getitem:
                 continue  # its value is defined with the producer's results
+            if _is_higher_order(target):
+                nodes.append(self.higher_order_node(fx_node, where))
+                continue
             size_op = _size_operator(target)
             if size_op is not None:  # Python's arithmetic on sizes: torch's int overloads
                 args = tuple(
@@ -253,6 +261,40 @@ class _Importer:
             provenance = Provenance(source=user_source(fx_node.meta.get("stack_trace")))
             nodes.append(Node(op, args, kwargs, results, provenance))
         return nodes
+
+    def higher_order_node(self, fx_node: Any, where: str) -> Node:
+        """A control-flow node (`torch.cond`): its graph operands (get_attr of submodules)
+        imported as nested graphs, named after the attribute, as the serializer names them."""
+        args = tuple(
+            self.subgraph(arg, where)
+            if getattr(arg, "op", None) == "get_attr"
+            else self.operand(arg, f"{where}, argument {i}")
+            for i, arg in enumerate(fx_node.args)
+        )
+        if fx_node.kwargs:
+            raise LoadError(f"{where}: named operands of {fx_node.target.name()} are not supported")
+        results = self.results(fx_node, False, where)
+        provenance = Provenance(source=user_source(fx_node.meta.get("stack_trace")))
+        return Node(f"{HIGHER_ORDER}.{fx_node.target.name()}", args, {}, results, provenance)
+
+    def subgraph(self, attribute: Any, where: str) -> Graph:
+        import torch
+
+        submodule = self.module
+        for part in str(attribute.target).split("."):
+            submodule = getattr(submodule, part)
+        if not isinstance(submodule, torch.fx.GraphModule):
+            raise LoadError(f"{where}: %{attribute.name} is not a graph")
+        if self.depth + 1 >= MAX_GRAPH_DEPTH:
+            raise LoadError(f"{where}: graphs nest more than {MAX_GRAPH_DEPTH} deep")
+        nested = _Importer(submodule.graph, submodule, self.depth + 1)
+        nested.hints = self.hints
+        inputs = [
+            GraphInput(nested.define(node, nested.val(node))) for node in nested.placeholders()
+        ]
+        nodes = nested.nodes()
+        outputs = nested.module_outputs()
+        return Graph(str(attribute.target), inputs, nodes, outputs)
 
     def results(self, fx_node: Any, single: bool, where: str) -> tuple[Value, ...]:
         val = self.val(fx_node)
@@ -360,6 +402,8 @@ class _Importer:
                 attribute = module
                 for part in node.target.split("."):
                     attribute = getattr(attribute, part)
+                if isinstance(attribute, torch.fx.GraphModule):
+                    continue  # a higher-order op's graph: imported with its node
                 if not isinstance(attribute, torch.Tensor):
                     raise LoadError(
                         f"get_attr %{node.name} reads a {type(attribute).__name__}, not a tensor"
@@ -394,6 +438,14 @@ def _check_target(target: Any, where: str) -> None:
 
     if target is operator.getitem or isinstance(target, torch._ops.OpOverload):
         return
+    if _is_higher_order(target):
+        if higher_order_op(f"{HIGHER_ORDER}.{target.name()}") is None:
+            known = ", ".join(sorted(HIGHER_ORDER_OPS))
+            raise LoadError(
+                f"{where}: torch.ops.higher_order.{target.name()} is not supported (the control "
+                f"flow read is: {known})"
+            )
+        return
     if _size_operator(target) is not None:
         return
     if getattr(target, "__module__", None) in ("_operator", "operator"):
@@ -405,6 +457,12 @@ def _check_target(target: Any, where: str) -> None:
         f"{where}: {name} is not an aten op nor a torch.library op; only Core ATen graphs, with "
         "custom ops, are supported"
     )
+
+
+def _is_higher_order(target: Any) -> bool:
+    import torch
+
+    return isinstance(target, torch._ops.HigherOrderOperator)
 
 
 def _size_operator(target: Any) -> str | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import reprlib
 import struct
 import zipfile
@@ -36,7 +37,9 @@ from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
 from ..ir.symbolic import ExprSyntaxError, Symbol, SymExpr, free_symbols, parse_expr, symbol
 from ..ir.values import UNDEFINED, Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, Value
-from ..limits import MAX_JSON_BYTES, default_memory_budget, format_bytes
+from ..limits import MAX_GRAPH_DEPTH, MAX_JSON_BYTES, default_memory_budget, format_bytes
+from ..schema.higher_order import HIGHER_ORDER_OPS, higher_order_op
+from ..schema.higher_order import NAMESPACE as HIGHER_ORDER
 from ..schema.registry import SIZE_OPERATORS
 from .common import (
     SYMBOLIC,
@@ -97,6 +100,7 @@ _MEMORY_FORMATS = {
 }
 _LAYOUTS = {7: Layout.strided, 1: Layout.sparse_coo, 2: Layout.sparse_csr}
 _STRIDED = 7
+_GRAPH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _INPUT_ROLES = {
     "parameter": (InputKind.PARAMETER, "parameter_name"),
@@ -591,9 +595,12 @@ def _reporting(where: str, entry: str) -> Iterator[None]:
 class _ModelReader:
     """model.json's `graph_module` -> Graph. Values are named as in the archive."""
 
-    def __init__(self, graph_module: dict[str, Any], entry: str, payloads: _Payloads) -> None:
+    def __init__(
+        self, graph_module: dict[str, Any], entry: str, payloads: _Payloads, depth: int = 0
+    ) -> None:
         self.graph = graph_module["graph"]
         self.signature = graph_module["signature"]
+        self.depth = depth  # how many graphs enclose this one (a cond branch is at depth 1)
         self.entry = entry
         self.payloads = payloads
         self.values: dict[str, Value] = {}
@@ -625,6 +632,7 @@ class _ModelReader:
             "as_memory_format": _enum(_MEMORY_FORMATS, "memory format"),
             "as_layout": _enum(_LAYOUTS, "layout"),
             "as_device": _device,
+            "as_graph": self.subgraph,
         }
         for element in ("int", "float", "bool", "string", "sym_int", "sym_float", "sym_bool"):
             convert = self.arguments[f"as_{element}"]
@@ -646,6 +654,42 @@ class _ModelReader:
             nodes = [node for node in read if node is not None]
             outputs = self.read_outputs()
             return Graph(name, inputs, nodes, outputs, self.read_symbols(inputs))
+
+    def subgraph(self, payload: Any) -> Graph:
+        """A higher-order op's graph (a cond branch): `{"name", "graph"}`, the graph holding
+        its own inputs, nodes, outputs and tensor_values, its values named apart from ours."""
+        name = _str(payload["name"])
+        if _GRAPH_NAME.fullmatch(name) is None:
+            raise ValueError(f"graph name {_short(name)} is not an identifier")
+        if self.depth + 1 >= MAX_GRAPH_DEPTH:
+            raise _Unsupported(f"graph {name} nests graphs more than {MAX_GRAPH_DEPTH} deep")
+        graph = payload["graph"]
+        if type(graph) is not dict:
+            raise ValueError(f"graph {name} is not an object")
+        nested = _ModelReader({"graph": graph, "signature": None}, self.entry, self.payloads)
+        nested.depth, nested.hints, nested.ranges = self.depth + 1, self.hints, self.ranges
+        inputs = []
+        for position, placeholder in enumerate(_list(graph["inputs"])):
+            variant, argument = _union(placeholder)
+            if variant != "as_tensor":
+                raise _Unsupported(
+                    f"graph {name}, input {position}: kind {_short(variant)} is not supported "
+                    "(tensors only)"
+                )
+            inputs.append(GraphInput(nested.define(argument["name"])))
+        check_known_aten_ops(nested.op_uses(), entry=self.entry)
+        read = (nested.read_node(index, node) for index, node in enumerate(_list(graph["nodes"])))
+        nodes = [node for node in read if node is not None]
+        outputs = []
+        for position, result in enumerate(_list(graph["outputs"])):
+            variant, argument = _union(result)
+            if variant != "as_tensor":
+                raise _Unsupported(
+                    f"graph {name}, output {position}: kind {_short(variant)} is not supported "
+                    "(tensors only)"
+                )
+            outputs.append(GraphOutput(nested.tensor(argument)))
+        return Graph(name, inputs, nodes, outputs)
 
     def read_symbols(self, inputs: list[GraphInput]) -> dict[str, Symbol]:
         values = [value.meta for value in self.values.values()]
@@ -866,6 +910,14 @@ def _op_name(target: str, where: str, entry: str) -> str:
             raise LoadError(f"{where}: {target} on symbolic sizes; {SYMBOLIC}", entry=entry)
         return op
     op = target.removeprefix("torch.ops.")
+    if op.startswith(f"{HIGHER_ORDER}."):
+        if higher_order_op(op) is None:
+            known = ", ".join(sorted(HIGHER_ORDER_OPS))
+            raise LoadError(
+                f"{where}: {target} is not supported (the control flow read is: {known})",
+                entry=entry,
+            )
+        return op
     if op == target or op.count(".") != 2:
         raise LoadError(
             f"{where}: {target} is not an op (torch.ops.namespace.name.overload); only Core ATen "

@@ -92,6 +92,12 @@ class Node:
             elif kind is tuple:
                 yield from iter_values(arg)
 
+    def subgraphs(self) -> Iterator[Graph]:
+        """The nested graphs among the operands (a higher-order op's branches or bodies)."""
+        for arg in (*self.args, *self.kwargs.values()):
+            if type(arg) is Graph:
+                yield arg
+
     def __repr__(self) -> str:
         return _formatter(_text_form.node)(self)
 
@@ -275,6 +281,8 @@ def graph_difference(a: Graph, b: Graph, *, compare_data: bool = False) -> str |
 
 
 def _operands_equal(a: Operand, b: Operand) -> bool:
+    if type(a) is Graph or type(b) is Graph:  # a nested graph (a branch or a loop body)
+        return type(a) is type(b) and graph_difference(a, b) is None
     if type(a) is Value or type(b) is Value:
         return type(a) is type(b) and a.name == b.name and a.meta == b.meta
     if type(a) is tuple and type(b) is tuple:

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 import attrs
 
 from ..errors import ParseError
+from ..limits import MAX_GRAPH_DEPTH
 from .dtypes import DType
 from .graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
 from .symbolic import ExprSyntaxError, Symbol, SymBool, SymExpr, parse_expr
@@ -37,6 +38,7 @@ _TOKEN = re.compile(
   | (?P<comment>\#[^\n]*)
   | (?P<arrow>->)
   | (?P<value>%[A-Za-z0-9_]+)
+  | (?P<graphref>@[A-Za-z_][A-Za-z0-9_]*)
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<number>-?(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\.\d+(?:[eE][+-]?\d+)?|\d+)|-inf\b)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*)
@@ -67,6 +69,14 @@ _ENUM_LITERALS: dict[str, Any] = {
 _RESERVED = frozenset({"in", "example", "unbacked", "from", "sym", *_KEYWORD_LITERALS})
 _INPUT_KINDS = {kind.value: kind for kind in InputKind}
 _OUTPUT_KINDS = {kind.value: kind for kind in OutputKind}
+
+
+@attrs.frozen(slots=True)
+class _GraphRef:
+    """`@name` in a node's operands: the nested graph of that name printed beneath the node."""
+
+    name: str
+    token: Any
 
 
 @attrs.define(slots=True)
@@ -114,6 +124,7 @@ class _Parser:
         self.tokens = _tokenize(text, source_name)
         self.position = 0
         self.values: dict[str, Value] = {}
+        self.depth = 0  # how many graphs enclose the one being read
 
     # -- token helpers -----------------------------------------------------------------------
     def peek(self) -> _Token:
@@ -173,6 +184,15 @@ class _Parser:
                 checks.append(condition)
             self.end_of_line(allow_comment=False)
             self.skip_blank_lines()
+        graph = self.parse_body(symbols, checks)
+        self.skip_blank_lines()
+        if self.peek().kind != "end":
+            self.fail("expected end of input after 'return'")
+        return graph
+
+    def parse_body(self, symbols: dict[str, Symbol], checks: list[SymBool]) -> Graph:
+        """`graph NAME(...) -> (...):`, its nodes (each followed by its nested graphs) and its
+        `return`."""
         self.expect("ident", "graph")
         name = self.expect("ident").text
         self.expect("punct", "(")
@@ -202,9 +222,6 @@ class _Parser:
             if token.kind == "end":
                 self.fail("expected 'return'")
             graph.nodes.append(self.parse_node())
-        self.skip_blank_lines()
-        if self.peek().kind != "end":
-            self.fail("expected end of input after 'return'")
         actual = [o.value.meta for o in graph.outputs]
         if actual != declared:
             raise ParseError(
@@ -453,7 +470,36 @@ class _Parser:
         results = [self.define(token, meta) for token, meta in pending]
         comment = self.end_of_line(allow_comment=True)
         provenance = self.parse_provenance(comment, op_token) if comment else Provenance()
+        refs = [a for a in (*args, *kwargs.values()) if type(a) is _GraphRef]
+        if refs:
+            graphs = self.parse_subgraphs(refs)
+            args = [graphs[a.name] if type(a) is _GraphRef else a for a in args]
+            kwargs = {k: graphs[a.name] if type(a) is _GraphRef else a for k, a in kwargs.items()}
         return Node(op_token.text, tuple(args), kwargs, tuple(results), provenance)
+
+    def parse_subgraphs(self, refs: list[_GraphRef]) -> dict[str, Graph]:
+        """The nested graphs a node names (`@name`), printed beneath it in the order named. Each
+        has values of its own (names may repeat the enclosing graph's) and no declarations:
+        its sizes use the enclosing graph's symbols."""
+        graphs: dict[str, Graph] = {}
+        if self.depth + 1 >= MAX_GRAPH_DEPTH:
+            self.fail(f"graphs nest at most {MAX_GRAPH_DEPTH} deep", refs[0].token)
+        for ref in refs:
+            if ref.name in graphs:
+                self.fail(f"the node names the nested graph @{ref.name} twice", ref.token)
+            self.skip_blank_lines()
+            start = self.peek()
+            outer, self.values = self.values, {}
+            self.depth += 1
+            try:
+                graph = self.parse_body({}, [])
+            finally:
+                self.values = outer
+                self.depth -= 1
+            if graph.name != ref.name:
+                self.fail(f"expected the nested graph @{ref.name} here", start)
+            graphs[ref.name] = graph
+        return graphs
 
     def use(self, token: _Token) -> Value:
         name = token.text[1:]
@@ -487,6 +533,10 @@ class _Parser:
             return float(text)
         if kind == "string":
             return self.string(token)
+        if kind == "graphref":
+            if depth:
+                self.fail("a nested graph is an operand of its own, not a list item", token)
+            return _GraphRef(text[1:], token)
         if kind == "punct" and text == "[":
             if depth >= MAX_LIST_DEPTH:
                 self.fail(f"lists nest at most {MAX_LIST_DEPTH} deep", token)

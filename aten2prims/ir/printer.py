@@ -59,6 +59,8 @@ def format_operand(x: Any) -> str:
         return "[" + ", ".join(format_operand(item) for item in x) + "]"
     if kind is SymExpr or kind is SymBool:
         return f"sym({format_expr(x)})"
+    if kind is Graph:  # a nested graph, printed whole beneath its node
+        return f"@{x.name}"
     raise TypeError(f"cannot print operand {x!r} of type {kind.__name__}")
 
 
@@ -138,9 +140,25 @@ def format_graph(graph: Graph, *, nested: bool = False) -> str:
     if nested:
         lines += _nested_body(graph)
     else:
-        lines += [f"  {format_node(node)}" for node in graph.nodes]
+        for node in graph.nodes:
+            lines.append(f"  {format_node(node)}")
+            lines += _subgraph_lines(node, "    ")
     lines.append(f"  {format_return(graph)}")
     return "\n".join(lines) + "\n"
+
+
+def _subgraph_lines(node: Node, indent: str) -> list[str]:
+    """The nested graphs of a node (a higher-order op's branches or bodies), each printed whole
+    beneath it, indented: header, nodes (with their own nested graphs), return. A nested graph
+    declares no symbols: its sizes use the enclosing graph's."""
+    lines: list[str] = []
+    for subgraph in node.subgraphs():
+        lines += [indent + line for line in format_header(subgraph).split("\n")]
+        for inner in subgraph.nodes:
+            lines.append(f"{indent}  {format_node(inner)}")
+            lines += _subgraph_lines(inner, indent + "    ")
+        lines.append(f"{indent}  {format_return(subgraph)}")
+    return lines
 
 
 def _nested_body(graph: Graph) -> list[str]:
@@ -153,6 +171,7 @@ def _nested_body(graph: Graph) -> list[str]:
         if origin == (None, None):
             current = None
             lines.append(f"  {format_node(node)}")
+            lines += _subgraph_lines(node, "    ")
             continue
         if origin != current:
             current = origin
@@ -165,6 +184,7 @@ def _nested_body(graph: Graph) -> list[str]:
             lines.append(f"  {' -> '.join(parts)}{where}")
         bare = Node(node.op, node.args, node.kwargs, node.results)
         lines.append(f"    {format_node(bare)}")
+        lines += _subgraph_lines(node, "      ")
     return lines
 
 
@@ -203,6 +223,9 @@ def format_nested(aten_graph: Graph, lowered: Graph) -> str:
     for node in aten_graph.nodes:
         lines.append(f"  {format_node(node)}")
         beneath = children[id(node)]
+        if len(beneath) == 1 and beneath[0].op == node.op and any(beneath[0].subgraphs()):
+            lines += _subgraph_lines(beneath[0], "    ")  # control flow: its lowered graphs
+            continue
         if len(beneath) == 1 and beneath[0].op == node.op:
             if (
                 node.namespace != "prims"

@@ -144,6 +144,8 @@ def specialize(graph: Graph, binding: Mapping[str, int]) -> Graph:
         return values[value]
 
     def operand(x: Any) -> Any:
+        if type(x) is Graph:  # a nested graph: its sizes use this graph's symbols
+            return specialize(x, binding)
         return substitute(map_values(x, values.__getitem__), resolve)
 
     inputs = [GraphInput(new_value(i.value), i.kind, i.target, i.data) for i in graph.inputs]

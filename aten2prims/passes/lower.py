@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeAlias
 
 import attrs
@@ -32,6 +32,7 @@ from ..ir.graph import Graph, GraphInput, GraphOutput, Node, Provenance
 from ..ir.layout import required_length, same_significant_strides
 from ..ir.symbolic import ShapeEnv, number_kind, shape_env, symbol
 from ..ir.values import CPU, ScalarMeta, TensorMeta, UndefinedMeta, Value, map_values
+from ..schema.higher_order import NAMESPACE as HIGHER_ORDER
 from .dce import eliminate_dead_code
 
 # Which aten nodes to leave as they are: overload names ("aten.mm.default"), shell-style
@@ -79,8 +80,10 @@ def _lower(
 ) -> Graph:
     missing = Counter(
         node.op
-        for node in graph.nodes
-        if node.namespace != "prims" and node.op not in registry and not kept(node)
+        for node in _all_nodes(graph)
+        if node.namespace not in ("prims", HIGHER_ORDER)
+        and node.op not in registry
+        and not kept(node)
     )
     if missing and strict:
         raise UnsupportedOpError(missing)
@@ -113,7 +116,14 @@ def _lower(
             args = tuple(remap(a) for a in node.args)
             kwargs = {name: remap(a) for name, a in node.kwargs.items()}
             rule = registry.get(node.op) if node.namespace != "prims" else None
-            if rule is None or kept(node):
+            if node.namespace == HIGHER_ORDER:
+                # Control flow stays a node; each of its graphs is lowered to prims in turn.
+                args = tuple(
+                    _lower_nested(a, env, strict, kept, registry) if type(a) is Graph else a
+                    for a in args
+                )
+                _copy_node(node, args, kwargs, builder, mapping)
+            elif rule is None or kept(node):
                 _copy_node(node, args, kwargs, builder, mapping)
             else:
                 _expand(node, rule, args, kwargs, builder, mapping)
@@ -132,6 +142,29 @@ def _lower(
     }
     lowered.checks = list(env.checks)
     return eliminate_dead_code(lowered) if dce else lowered
+
+
+def _all_nodes(graph: Graph) -> Iterator[Node]:
+    """The graph's nodes and those of its nested graphs, at any depth."""
+    for node in graph.nodes:
+        yield node
+        for subgraph in node.subgraphs():
+            yield from _all_nodes(subgraph)
+
+
+def _lower_nested(
+    subgraph: Graph, env: ShapeEnv, strict: bool, kept: Callable[[Node], bool], registry: Any
+) -> Graph:
+    """A nested graph (a branch, a loop body) lowered under the enclosing graph's symbols; the
+    size decisions it takes become checks of the enclosing graph."""
+    scoped = subgraph.with_body(subgraph.inputs, subgraph.nodes, subgraph.outputs)
+    scoped.symbols, scoped.checks = dict(env.symbols), list(env.checks)
+    lowered = _lower(scoped, strict=strict, kept=kept, registry=registry, dce=True)
+    for check in lowered.checks:
+        if check not in env.checks:
+            env.checks.append(check)
+    lowered.symbols, lowered.checks = {}, []
+    return lowered
 
 
 def _copy_node(

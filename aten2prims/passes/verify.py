@@ -29,6 +29,8 @@ from ..errors import DTypeError, SchemaError, ShapeError, VerificationError
 from ..ir.graph import Graph, Node
 from ..ir.symbolic import ShapeEnv, free_symbols, shape_env
 from ..ir.values import LITERAL_TYPES, ScalarMeta, TensorMeta, UndefinedMeta, Value, iter_values
+from ..schema.higher_order import NAMESPACE as HIGHER_ORDER
+from ..schema.higher_order import higher_order_op
 from ..schema.parser import Schema, check_argument
 from ..schema.registry import aten_schema
 
@@ -109,6 +111,8 @@ def _verify(graph: Graph, allow_unknown_ops: bool, allow_custom_ops: bool) -> No
         for result in node.results:  # well-typed before the meta rule compares with them
             check_typed(result, where)
         for operand in (*node.args, *node.kwargs.values()):
+            if type(operand) is Graph and node.namespace == HIGHER_ORDER:
+                continue  # a branch or body: checked with its node below
             _check_operand(operand, defined, where)
         if node.namespace == "prims":
             definition = lookup(node.op)
@@ -122,6 +126,8 @@ def _verify(graph: Graph, allow_unknown_ops: bool, allow_custom_ops: bool) -> No
                     raise VerificationError(f"{where}: no schema is known for this aten op")
             else:
                 _check_aten_node(node, schema, where)
+        elif node.namespace == HIGHER_ORDER:
+            _check_higher_order_node(node, graph, where, allow_unknown_ops, allow_custom_ops)
         elif not (allow_unknown_ops or allow_custom_ops):
             raise VerificationError(f"{where}: unknown op namespace {node.namespace!r}")
         if node.namespace != "prims" and aten_schema(node.op) is None:
@@ -139,6 +145,46 @@ def _verify(graph: Graph, allow_unknown_ops: bool, allow_custom_ops: bool) -> No
                 f"output {position}: %{value.name} is an undefined tensor (None); a graph "
                 "returns tensors and scalars only"
             )
+
+
+def _check_higher_order_node(
+    node: Node, graph: Graph, where: str, allow_unknown_ops: bool, allow_custom_ops: bool
+) -> None:
+    """A control-flow node: a known higher-order op, its graphs where its definition says, each
+    graph well-formed (checked whole, under the enclosing graph's symbols), and its operands and
+    results matching the graphs' signatures."""
+    definition = higher_order_op(node.op)
+    if definition is None:
+        raise VerificationError(f"{where}: unknown higher-order op")
+    if node.kwargs or len(node.args) != definition.arity:
+        raise VerificationError(
+            f"{where}: takes {definition.arity} positional operands, got {len(node.args)}"
+            + (f" and named ones ({', '.join(node.kwargs)})" if node.kwargs else "")
+        )
+    for position, arg in enumerate(node.args):
+        if (type(arg) is Graph) != (position in definition.graph_positions):
+            expected = "a graph" if position in definition.graph_positions else "not a graph"
+            raise VerificationError(f"{where}: operand {position} must be {expected}")
+    for subgraph in definition.subgraphs(node):
+        if subgraph.symbols or subgraph.checks:
+            raise VerificationError(
+                f"{where}: nested graph {subgraph.name} declares symbols or checks; its sizes "
+                "use the enclosing graph's"
+            )
+        nested = subgraph.with_body(subgraph.inputs, subgraph.nodes, subgraph.outputs)
+        nested.symbols, nested.checks = graph.symbols, graph.checks
+        try:
+            _check_symbols(nested)
+            _verify(nested, allow_unknown_ops, allow_custom_ops)
+        except VerificationError as error:
+            raise VerificationError(f"{where}, in graph {subgraph.name}: {error}") from None
+        if any(i.kind.value != "user_input" or i.data is not None for i in subgraph.inputs):
+            raise VerificationError(
+                f"{where}: nested graph {subgraph.name} takes only user inputs (operands)"
+            )
+    problem = definition.check(node)
+    if problem is not None:
+        raise VerificationError(f"{where}: {problem}")
 
 
 def _check_no_undefined_operands(node: Node, where: str) -> None:
