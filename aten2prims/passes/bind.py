@@ -137,7 +137,8 @@ def specialize(graph: Graph, binding: Mapping[str, int]) -> Graph:
                 # dim is contiguous, as the frontends record it.
                 meta = (
                     TensorMeta(shape, meta.dtype, storage_offset=offset)
-                    if is_contiguous(shape, strides)
+                    if all(type(x) is int for x in (*shape, *strides))
+                    and is_contiguous(shape, strides)
                     else TensorMeta(shape, meta.dtype, strides, offset)
                 )
         values[value] = Value(value.name, meta)

@@ -512,9 +512,11 @@ def _rrelu_with_noise_samples(dtype: DType) -> Iterator[AtenCall]:
     x = random_tensor((40, 50), dtype)
     x[0, :3] = torch.tensor([NAN, 0.0, -0.0])
     noise = torch.zeros_like(x)
+    yield _call(op, x, noise, 0.2, 0.4, False)  # evaluation: leaky_relu, noise unchanged
+    if dtype is DType.float16:
+        return  # torch's CPU kernel runs only evaluation mode in float16
     yield _call(op, x, noise, 0.125, 1 / 3, True)
     yield _call(op, random_tensor((30, 40), dtype, seed=1), noise[:30, :40], 0.1, 0.9, True)
-    yield _call(op, x, noise, 0.2, 0.4, False)  # evaluation: leaky_relu, noise unchanged
     yield _call(op, x[:7], noise[:7], 0.5, 0.5, True)  # lower = upper: one slope
     yield _call(op, x[:0], noise[:0], 0.125, 1 / 3, True)  # empty
 
