@@ -33,13 +33,13 @@ def as_shape(sizes: Iterable[int]) -> Shape:
 
 
 def _size_key(size: Any) -> Any:
+    """What TensorMeta equality compares: a symbolic size by structure (`==` on two expressions
+    builds a condition)."""
     return size.terms if type(size) is SymExpr else size
 
 
 def _shape_key(shape: Shape) -> tuple:
-    """What TensorMeta equality compares: symbolic sizes by structure (`==` on two expressions
-    builds a condition)."""
-    return tuple(size.terms if type(size) is SymExpr else size for size in shape)
+    return tuple(_size_key(size) for size in shape)
 
 
 @attrs.frozen(slots=True)
