@@ -39,8 +39,6 @@ NAMES = [spec.name for spec in suite.SPECS] + [suite.RESNET18.name]
 
 @pytest.mark.parametrize("name", NAMES)
 def test_suite_model_lowers_and_matches_torch(name: str, tmp_path: Path) -> None:
-    if suite.BY_NAME[name].classes:
-        pytest.importorskip("transformers")
     model, inputs = suite.build(name, "tiny")
     program = torch.export.export(model, inputs).run_decompositions()
     torch.export.save(program, tmp_path / "model.pt2")

@@ -473,7 +473,7 @@ REFUSALS: dict[str, tuple[Callable[[Path], Edit], str | Callable[[Path], str], s
     "unsupported operator target": (
         lambda a: _edit_json(MODEL, lambda m: _set(_node(m, "mul"), "target", "_operator.truediv")),
         MODEL,
-        "_operator.truediv on symbolic sizes; symbolic shapes are not supported yet",
+        "_operator.truediv on symbolic sizes; this symbolic construct is not supported",
     ),
     "unknown aten op": (
         lambda a: _edit_json(

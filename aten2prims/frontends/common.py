@@ -27,7 +27,7 @@ _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<functio
 # the user wrote the op; the innermost frame outside the torch package is.
 _TORCH_FRAME = re.compile(r"(^|[/\\])torch[/\\]")
 
-SYMBOLIC = "symbolic shapes are not supported yet"
+SYMBOLIC = "this symbolic construct is not supported (docs/frontends.md lists those that are)"
 
 
 def graph_symbols(
