@@ -15,7 +15,9 @@ SCHEMAS: dict[str, str] = {
     "gather_nd": "(Tensor a, Tensor[] indices) -> Tensor",
     "scatter_nd": "(Tensor a, Tensor[] indices, Tensor values, str? reduce=None) -> Tensor",
     "sort": "(Tensor a, int dim, bool descending) -> (Tensor, Tensor)",
-    "nonzero": "(Tensor a, SymInt count) -> Tensor",
+    # Without a count, the data decide it (the result's first size is then data-dependent: how
+    # to_fx hands back a graph whose count is an unbacked symbol).
+    "nonzero": "(Tensor a, SymInt? count=None) -> Tensor",
 }
 
 _registered = False
@@ -132,18 +134,20 @@ def _sort_fake(a: Any, dim: int, descending: bool) -> tuple[Any, Any]:
     return a.new_empty(tuple(a.shape)), a.new_empty(tuple(a.shape), dtype=torch.int64)
 
 
-def _nonzero(a: Any, count: int) -> Any:
+def _nonzero(a: Any, count: int | None = None) -> Any:
     import torch
 
     coordinates = torch.nonzero(a)
-    if coordinates.shape[0] != count:
+    if count is not None and coordinates.shape[0] != count:
         raise ValueError(
             f"aten2prims.nonzero: the graph declares {count} nonzero elements, the data hold {coordinates.shape[0]}"
         )
     return coordinates
 
 
-def _nonzero_fake(a: Any, count: int) -> Any:
+def _nonzero_fake(a: Any, count: Any = None) -> Any:
     import torch
 
+    if count is None:
+        count = torch.library.get_ctx().new_dynamic_size()
     return a.new_empty((count, a.dim()), dtype=torch.int64)

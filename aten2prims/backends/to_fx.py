@@ -10,6 +10,12 @@ a prims graph can run in torch, be inspected with fx tools, or be compiled furth
   (docs/ir.md); both are bound by name to torch's schema, positionally up to its keyword-only
   arguments, by keyword after.
 - The module returns the user outputs, in order, as a tuple.
+- Symbols are fx values: input dimensions (`aten.sym_size.int`), int inputs, scalars a node
+  computes, or result dimensions the data decide (a prim's `sizes_from_data` argument left out
+  of its call); run-time checks and data-bound symbols' ranges are `aten._assert_scalar`s, each
+  emitted once its symbols are available.
+- Control flow becomes torch's higher-order op, each nested graph a GraphModule submodule
+  (docs/pipeline.md, section 4).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import numpy as np
 
 from prims.registry import lookup
@@ -27,9 +34,19 @@ from ..errors import Error
 from ..frontends.torch_interop import to_torch, to_torch_operand, torch_dtype
 from ..ir.graph import Graph, InputKind, Node
 from ..ir.layout import is_non_overlapping
-from ..ir.symbolic import ShapeEnv, SymBool, SymExpr, free_symbols, shape_env, symbol
+from ..ir.symbolic import (
+    INF,
+    ShapeEnv,
+    Symbol,
+    SymBool,
+    SymExpr,
+    free_symbols,
+    shape_env,
+    symbol,
+)
 from ..ir.values import ScalarMeta, TensorMeta, Value
 from ..schema.higher_order import NAMESPACE as HIGHER_ORDER
+from ..schema.higher_order import higher_order_op
 from . import extension_ops
 
 
@@ -152,7 +169,9 @@ def _emit(
         # Both address storage through the operand's layout: the operand is given exactly the
         # layout its meta declares (a graph's input may come with any), in fresh storage.
         args = _laid_out_window(fx_graph, node.args[0].meta, args, convert)
-    if name == "copy_strided" and not is_non_overlapping(node.args[0].shape, args[1]):
+    if name == "copy_strided" and not is_non_overlapping(
+        node.args[0].shape, node.kwargs["stride"]
+    ):  # the node's strides (args holds the fx values computing symbolic ones)
         # torch cannot copy into a layout whose elements share a position (a stride 0): the
         # values in a fresh contiguous tensor (an as_strided reading it re-lays it out anyway)
         return _contiguous(fx_graph, args[0])
@@ -228,27 +247,46 @@ ADAPTERS: dict[str, str] = {
 
 
 class _SymbolicSizes:
-    """A dynamic graph's sizes in the fx graph: each symbol as `aten.sym_size.int` of the input
-    whose dimension it is, expressions as Python operators on those (fx records them as torch
-    does for SymInts), the graph's run-time checks as `aten._assert_scalar`."""
+    """A dynamic graph's sizes in one fx graph: each symbol as the fx value computing it — an
+    input's dimension (`aten.sym_size.int`), an int input, a scalar a node computes (`x.item()`)
+    or a dimension of a node's result whose size the data decide (nonzero's count) — and
+    expressions as Python operators on those (fx records them as torch does for SymInts). Each
+    run-time check of the graph becomes an `aten._assert_scalar` as soon as its symbols are
+    available, as does the range of each symbol the data bind."""
 
-    def __init__(self, graph: Graph, fx_graph: Any, env: dict[Value, Any]) -> None:
+    def __init__(
+        self,
+        graph: Graph,
+        fx_graph: Any,
+        env: dict[Value, Any],
+        scope: _Scope,
+        given: dict[str, Any],
+    ) -> None:
         import torch
 
         self.graph = graph
         self.fx_graph = fx_graph
         self.env = env
-        self.symbols: dict[str, Any] = {}
+        self.scope = scope
+        self.symbols: dict[str, Any] = dict(given)  # lifted from the enclosing graph
+        # Symbols whose value this fx graph computes from data (its checks are asserted here).
+        self.from_data: set[str] = set()
+        self.pending = list(scope.checks)
         for graph_input in graph.inputs:
             for dim, size in enumerate(getattr(graph_input.value.meta, "shape", ())):
-                names = free_symbols(size)
-                if len(names) == 1 and type(size) is SymExpr:
-                    (name,) = names
-                    if name not in self.symbols and size.same(symbol(name)):
-                        self.symbols[name] = fx_graph.call_function(
-                            torch.ops.aten.sym_size.int, (env[graph_input.value], dim)
-                        )
+                name = bare_symbol(size)
+                if name is not None and name not in self.symbols:
+                    self.symbols[name] = fx_graph.call_function(
+                        torch.ops.aten.sym_size.int, (env[graph_input.value], dim)
+                    )
+            if not scope.nested and type(graph_input.value.meta) is ScalarMeta:
+                for name, declared in scope.symbols.items():
+                    if declared.value == graph_input.name and name not in self.symbols:
+                        self.symbols[name] = env[graph_input.value]  # an int input marked dynamic
+        if not scope.nested:
+            self.from_data = set(self.symbols)
         self.cache: dict[Any, Value] = {}
+        self.assert_ready()
 
     def as_values(self, x: Any) -> Any:
         """x with each symbolic size replaced by a Value standing for its fx node."""
@@ -285,7 +323,10 @@ class _SymbolicSizes:
         import torch
 
         if atom[0] == "sym":
-            return self.symbols[atom[1]]
+            found = self.symbols.get(atom[1])
+            if found is None:
+                raise ToFxError(self.unavailable(atom[1]))
+            return found
         a, b = (self.emit(SymExpr(arg) if type(arg) is tuple else arg) for arg in atom[1])
         function = {
             "floordiv": operator.floordiv,
@@ -295,15 +336,85 @@ class _SymbolicSizes:
         }[atom[0]]
         return self.fx_graph.call_function(function, (a, b))
 
-    def assert_checks(self) -> None:
+    def unavailable(self, name: str) -> str:
+        where = (
+            f"nested graph {self.graph.name}" if self.scope.nested else f"graph {self.graph.name}"
+        )
+        declared = self.scope.symbols.get(name)
+        if declared is not None and not declared.backed:
+            source = f" (read from %{declared.value})" if declared.value else ""
+            return (
+                f"{where} uses the data-dependent size {name}{source} before any node of it "
+                "computes it"
+            )
+        return (
+            f"{where} uses the size {name}, which neither its inputs nor the enclosing graph give"
+        )
+
+    def bind(self, name: str, fx_value: Any, what: str) -> None:
+        """Symbol `name` is `fx_value` from here on (its value computed from data): its range
+        and the checks now decidable are asserted."""
         import torch
 
-        for check in self.graph.checks:
-            condition = self.emit(check)
-            self.fx_graph.call_function(
-                torch.ops.aten._assert_scalar.default,
-                (condition, f"graph {self.graph.name} was lowered assuming {check}"),
+        self.symbols[name] = fx_value
+        self.from_data.add(name)
+        declared = self.scope.symbols.get(name)
+        if declared is not None:
+            message = (
+                f"data-dependent symbol {name} ({what}) is outside its range "
+                f"[{declared.lower}, {declared.upper}]"
             )
+            for relation, bound in ((operator.ge, declared.lower), (operator.le, declared.upper)):
+                if bound not in (INF, -INF):
+                    holds = self.fx_graph.call_function(relation, (fx_value, int(bound)))
+                    self.fx_graph.call_function(
+                        torch.ops.aten._assert_scalar.default, (holds, message)
+                    )
+        self.assert_ready()
+
+    def assert_ready(self) -> None:
+        """Assert each pending check whose symbols are all available, one of them bound in this
+        fx graph (the enclosing graph asserts the checks on its own symbols)."""
+        import torch
+
+        waiting = []
+        for check in self.pending:
+            names = free_symbols(check)
+            if names <= self.symbols.keys() and (names & self.from_data or not names):
+                condition = self.emit(check)
+                self.fx_graph.call_function(
+                    torch.ops.aten._assert_scalar.default,
+                    (condition, f"graph {self.scope.root_name} was lowered assuming {check}"),
+                )
+            else:
+                waiting.append(check)
+        self.pending = waiting
+
+
+def bare_symbol(size: Any) -> str | None:
+    """The name of the symbol `size` is exactly, else None."""
+    if type(size) is not SymExpr:
+        return None
+    names = free_symbols(size)
+    if len(names) != 1:
+        return None
+    (name,) = names
+    return name if size.same(symbol(name)) else None
+
+
+@attrs.frozen
+class _Scope:
+    """What every graph of one conversion shares: the outermost graph's symbols and checks (a
+    nested graph declares none of its own), whether the graph at hand is nested, and whether
+    to apply the ADAPTERS."""
+
+    root_name: str
+    symbols: dict[str, Symbol]
+    checks: tuple[SymBool, ...]
+    adapt: bool
+    nested: bool = False
+    # Names of the outermost graph's values: a nested graph binds no symbol read from one.
+    root_values: frozenset[str] = frozenset()
 
 
 def to_fx(graph: Graph, *, adapt: bool = True) -> Any:
@@ -311,22 +422,32 @@ def to_fx(graph: Graph, *, adapt: bool = True) -> Any:
     graph's placeholder inputs (see the module docstring) and returns its user outputs as a tuple.
     `adapt=False` calls every prim exactly as the node states it, without the ADAPTERS (the tests
     use it to show where torch's prims differ from ours)."""
+    names = {graph_input.name for graph_input in graph.inputs}
+    names |= {result.name for node in graph.nodes for result in node.results}
+    scope = _Scope(
+        graph.name, dict(graph.symbols), tuple(graph.checks), adapt, root_values=frozenset(names)
+    )
+    return _module(graph, scope)
+
+
+def _module(
+    graph: Graph, scope: _Scope, *, predicate: bool = False, lifted: tuple[str, ...] = ()
+) -> Any:
+    """The GraphModule of `graph`; with `predicate`, it returns its one output bare, as a 0-dim
+    bool tensor (how torch's while_loop takes its condition's result). `lifted` names symbols
+    of the enclosing graph it takes as trailing int inputs (a nested graph whose own inputs'
+    dimensions do not give them)."""
     import torch
     import torch.fx
 
-    unbacked = sorted(name for name, s in graph.symbols.items() if not s.backed)
-    if unbacked:
-        raise ToFxError(
-            f"graph {graph.name} has data-dependent sizes ({', '.join(unbacked)}); to_fx takes "
-            "graphs whose symbols the inputs' shapes bind"
-        )
-    control_flow = sorted({node.op for node in graph.nodes if node.namespace == HIGHER_ORDER})
-    if control_flow:
-        raise ToFxError(
-            f"graph {graph.name} holds control flow ({', '.join(control_flow)}), which to_fx does "
-            "not map back to torch's higher-order ops yet; execute it with aten2prims.execute"
-        )
-    leftovers = sorted({node.op for node in graph.nodes if node.namespace != "prims"})
+    leftovers = sorted(
+        {
+            node.op
+            for node in graph.nodes
+            if node.namespace != "prims"
+            and not (node.namespace == HIGHER_ORDER and higher_order_op(node.op) is not None)
+        }
+    )
     if leftovers:
         raise ToFxError(
             f"graph {graph.name} still holds non-prims ops ({', '.join(leftovers)}): lower it first"
@@ -347,39 +468,179 @@ def to_fx(graph: Graph, *, adapt: bool = True) -> Any:
             setattr(root, name, tensor)
         env[graph_input.value] = fx_graph.get_attr(name)
 
-    sizes = _SymbolicSizes(graph, fx_graph, env)
+    given = {name: fx_graph.placeholder(_identifier(name, taken)) for name in lifted}
+    sizes = _SymbolicSizes(graph, fx_graph, env, scope, given)
 
     def operand(x: Any) -> Any:
         return to_torch_operand(sizes.as_values(x), env.__getitem__)
 
-    sizes.assert_checks()
-
     for node in graph.nodes:
-        target = torch_op(node)
-        named = bound_arguments(node)
-        args, kwargs = [], {}
-        for argument in target._schema.arguments:
-            if argument.name not in named:
-                continue
-            value = operand(named[argument.name])
-            if argument.kwarg_only:
-                kwargs[argument.name] = value
+        if node.namespace == HIGHER_ORDER:
+            call = _emit_control_flow(fx_graph, root, node, scope, sizes, operand, taken)
+            results = [
+                fx_graph.call_function(operator.getitem, (call, index))
+                for index in range(len(node.results))
+            ]
+        else:
+            call = _emit_prim(fx_graph, node, scope, sizes, operand)
+            call.name = _identifier(node.results[0].name if node.results else node.op, taken)
+            if len(node.results) == 1:
+                results = [call]
             else:
-                args.append(value)
-        if adapt:
-            # Layout decisions on symbolic sizes: the graph's ranges and checks, nothing added.
-            with shape_env(ShapeEnv(dict(graph.symbols), list(graph.checks), recording=False)):
-                call = _emit(fx_graph, node, target, args, kwargs, operand)
-        else:
-            call = fx_graph.call_function(target, tuple(args), kwargs)
-        call.name = _identifier(node.results[0].name if node.results else node.op, taken)
-        if len(node.results) == 1:
-            env[node.results[0]] = call
-        else:
-            for index, result in enumerate(node.results):
-                item = fx_graph.call_function(operator.getitem, (call, index))
+                results = [
+                    fx_graph.call_function(operator.getitem, (call, index))
+                    for index in range(len(node.results))
+                ]
+        for result, item in zip(node.results, results):
+            if item is not call:
                 item.name = _identifier(result.name, taken)
-                env[result] = item
-    fx_graph.output(tuple(env[output.value] for output in graph.user_outputs))
+            env[result] = item
+        for result in node.results:
+            # A size the data decided (nonzero's count, a branch's result) is read off the
+            # result; a symbol that is a scalar the node computed (`x.item()`) is that scalar.
+            for dim, size in enumerate(getattr(result.meta, "shape", ())):
+                decided = bare_symbol(size)
+                if decided is not None and decided not in sizes.symbols:
+                    read = fx_graph.call_function(torch.ops.aten.sym_size.int, (env[result], dim))
+                    sizes.bind(decided, read, f"dim {dim} of %{result.name}, computed by {node.op}")
+            for name in _symbols_read_from(result, scope, sizes):
+                sizes.bind(name, env[result], f"the value of %{result.name}")
+    outputs = [env[output.value] for output in graph.user_outputs]
+    if predicate:
+        (returned,) = graph.user_outputs
+        meta = returned.value.meta
+        if type(meta) is TensorMeta and meta.ndim:
+            # torch's while_loop takes a 0-dim predicate; ours may be any one-element b8 tensor
+            outputs[0] = fx_graph.call_function(
+                torch.ops.prims.squeeze.default, (outputs[0], list(range(meta.ndim)))
+            )
+        fx_graph.output(outputs[0])
+    else:
+        fx_graph.output(tuple(outputs))
     fx_graph.lint()
     return torch.fx.GraphModule(root, fx_graph, class_name=_identifier(graph.name, set()))
+
+
+def _emit_prim(
+    fx_graph: Any, node: Node, scope: _Scope, sizes: _SymbolicSizes, operand: Callable[[Any], Any]
+) -> Any:
+    """The fx call of a prims node. A prim that computes a size from its operands' data
+    (`sizes_from_data`) is called without it when no earlier node computed it: torch's op then
+    decides it, as `aten2prims.nonzero` does without a count."""
+    target = torch_op(node)
+    named = bound_arguments(node)
+    for argument, value in named.items():
+        name = bare_symbol(value)
+        if name is None or name in sizes.symbols:
+            continue
+        declared = scope.symbols.get(name)
+        definition = lookup(node.op)
+        if (
+            declared is None
+            or declared.backed
+            or definition is None
+            or not definition.sizes_from_data
+        ):
+            raise ToFxError(f"node %{node.results[0].name} ({node.op}): {sizes.unavailable(name)}")
+        named[argument] = None  # torch's op computes it: read off the result (`_module`)
+    missing = sorted(free_symbols(tuple(named.values())) - sizes.symbols.keys())
+    if missing:
+        raise ToFxError(
+            f"node %{node.results[0].name} ({node.op}): {sizes.unavailable(missing[0])}"
+        )
+    args, kwargs = [], {}
+    for argument in target._schema.arguments:
+        if argument.name not in named:
+            continue
+        value = operand(named[argument.name])
+        if argument.kwarg_only:
+            kwargs[argument.name] = value
+        else:
+            args.append(value)
+    if scope.adapt:
+        # Layout decisions on symbolic sizes: the graph's ranges and checks, nothing added.
+        with shape_env(ShapeEnv(dict(scope.symbols), list(scope.checks), recording=False)):
+            call = _emit(fx_graph, node, target, args, kwargs, operand)
+    else:
+        call = fx_graph.call_function(target, tuple(args), kwargs)
+    return call
+
+
+def _symbols_read_from(result: Value, scope: _Scope, sizes: _SymbolicSizes) -> list[str]:
+    """The data-dependent symbols that are the scalar `result` (`u0` of `x.item()`)."""
+    if scope.nested and result.name in scope.root_values:
+        return []  # the name is the enclosing graph's value's
+    return [
+        name
+        for name, declared in scope.symbols.items()
+        if declared.value == result.name and not declared.backed and name not in sizes.symbols
+    ]
+
+
+def _emit_control_flow(
+    fx_graph: Any,
+    root: Any,
+    node: Node,
+    scope: _Scope,
+    sizes: _SymbolicSizes,
+    operand: Callable[[Any], Any],
+    taken: set[str],
+) -> Any:
+    """torch's own higher-order op (`torch.ops.higher_order.<name>`), each nested graph a
+    GraphModule submodule read with `get_attr` (as torch.export's graphs hold them). Symbols a
+    nested graph computes with that its inputs' dimensions do not give are passed as ints after
+    the last operand list, which each of the four ops hands whole to every graph, last (as
+    torch.export lifts SymInts into its branches)."""
+    import torch
+
+    definition = higher_order_op(node.op)
+    if definition is None:
+        raise ToFxError(f"{node.op} is not a higher-order op to_fx knows")
+    graphs = definition.subgraphs(node)
+    needed = set().union(*(_symbols_used(g) - _symbols_of_inputs(g) for g in graphs))
+    lifted = tuple(sorted(needed & sizes.symbols.keys()))
+    nested = attrs.evolve(scope, nested=True)
+    args = []
+    for position, arg in enumerate(node.args):
+        if position in definition.graph_positions:
+            module = _module(
+                arg,
+                nested,
+                predicate=position in definition.predicate_positions,
+                lifted=lifted,
+            )
+            name = _identifier(arg.name, taken)
+            root.add_module(name, module)
+            args.append(fx_graph.get_attr(name))
+        else:
+            args.append(operand(arg))
+    args[-1] = [*args[-1], *(sizes.symbols[name] for name in lifted)]
+    target = getattr(torch.ops.higher_order, node.op.removeprefix(HIGHER_ORDER + "."))
+    return fx_graph.call_function(target, tuple(args))
+
+
+def _symbols_used(graph: Graph) -> set[str]:
+    """The symbols `graph`'s nodes (and its nested graphs') compute with: in operands and in
+    the sizes of what they read and produce."""
+    names: set[str] = set()
+    for node in graph.nodes:
+        for arg in (*node.args, *node.kwargs.values()):
+            if type(arg) is Graph:
+                names |= _symbols_used(arg)
+            else:
+                names |= free_symbols(arg)
+        for value in (*node.operand_values(), *node.results):
+            meta = value.meta
+            if type(meta) is TensorMeta:
+                names |= free_symbols((meta.shape, meta.strides, meta.storage_offset))
+    return names
+
+
+def _symbols_of_inputs(graph: Graph) -> set[str]:
+    """The symbols some input dimension of `graph` is exactly."""
+    return {
+        name
+        for graph_input in graph.inputs
+        for size in getattr(graph_input.value.meta, "shape", ())
+        if (name := bare_symbol(size)) is not None
+    }

@@ -36,13 +36,15 @@ _ANY_DTYPE = DType.float32  # sizes are compared as one-dim metas of one dtype
 @attrs.frozen(slots=True)
 class HigherOrderOp:
     """A higher-order op: its name (`higher_order.cond`), how many positional operands it takes,
-    which of them are graphs, and a check of a node against its graphs' signatures (None when
-    the node is well-formed, else what is wrong)."""
+    which of them are graphs, a check of a node against its graphs' signatures (None when
+    the node is well-formed, else what is wrong), and which graphs return a predicate alone
+    (torch calls them for a bool, not for a tuple of results)."""
 
     name: str
     arity: int
     graph_positions: tuple[int, ...]
     check: Callable[[Node], str | None]
+    predicate_positions: tuple[int, ...] = ()
 
     def subgraphs(self, node: Node) -> tuple[Graph, ...]:
         return tuple(node.args[i] for i in self.graph_positions)
@@ -225,7 +227,7 @@ HIGHER_ORDER_OPS: dict[str, HigherOrderOp] = {
     for op in (
         HigherOrderOp("higher_order.cond", 4, (1, 2), _check_cond),
         HigherOrderOp("higher_order.map_impl", 3, (0,), _check_map),
-        HigherOrderOp("higher_order.while_loop", 4, (0, 1), _check_while_loop),
+        HigherOrderOp("higher_order.while_loop", 4, (0, 1), _check_while_loop, (0,)),
         HigherOrderOp("higher_order.scan", 4, (0,), _check_scan),
     )
 }
