@@ -164,6 +164,23 @@ def test_a_data_dependent_value_outside_its_range_is_refused_in_torch(tmp_path: 
         fx(torch.zeros(6), torch.tensor(9))
 
 
+def test_the_module_of_a_mask_index_exports_again(tmp_path: Path) -> None:
+    """`aten2prims.nonzero` without a count traces to a data-dependent size (its fake kernel),
+    so torch.export takes the handed-back module of `x[x > 0] * 2`."""
+    module, make, graph = data_dependent._load("mask_index", tmp_path)
+    fx = to_fx(aten2prims.lower(graph))
+    program = torch.export.export(fx, make(torch.Generator().manual_seed(0)))
+    assert torch.ops.aten2prims.nonzero.default in _targets(program.graph_module)
+    sizes = set()
+    for seed in (1, 2, 3):
+        inputs = make(torch.Generator().manual_seed(seed))
+        (result,) = program.module()(*inputs)
+        expected = module(*inputs)
+        torch.testing.assert_close(result, expected)
+        sizes.add(tuple(expected.shape))
+    assert len(sizes) >= 2
+
+
 @pytest.mark.parametrize("name", list(data_dependent.UNIQUE_CASES))
 def test_unique_counts_are_computed_in_torch(name: str, tmp_path: Path) -> None:
     module, _ = data_dependent.UNIQUE_CASES[name]
