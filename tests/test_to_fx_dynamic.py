@@ -256,6 +256,10 @@ def test_a_size_only_the_enclosing_graph_knows_is_passed_into_the_branches() -> 
         want = (y.sum() if pred else y.prod()) + x
         torch.testing.assert_close(theirs, want)
         np.testing.assert_allclose(ours, want.numpy(), rtol=1e-6)
+    with pytest.raises(
+        RuntimeError, match=r"symbol s0 \(dim 0 of input %x\) is outside its range \[1, 8\]"
+    ):
+        fx(torch.tensor(True), torch.randn(9), y)
 
 
 def test_a_data_dependent_size_no_node_computes_is_refused() -> None:

@@ -12,7 +12,7 @@ a prims graph can run in torch, be inspected with fx tools, or be compiled furth
 - The module returns the user outputs, in order, as a tuple.
 - Symbols are fx values: input dimensions (`aten.sym_size.int`), int inputs, scalars a node
   computes, or result dimensions the data decide (a prim's `sizes_from_data` argument left out
-  of its call); run-time checks and data-bound symbols' ranges are `aten._assert_scalar`s, each
+  of its call); run-time checks and symbols' ranges are `aten._assert_scalar`s, each
   emitted once its symbols are available.
 - Control flow becomes torch's higher-order op, each nested graph a GraphModule submodule
   (docs/pipeline.md, section 4).
@@ -64,6 +64,12 @@ def _identifier(name: str, taken: set[str]) -> str:
         candidate, suffix = f"{base}_{suffix}", suffix + 1
     taken.add(candidate)
     return candidate
+
+
+def _name(fx_node: Any, name: str) -> None:
+    """Name an fx node after our value: through the fx graph's namespace, which also holds
+    the names fx gave the nodes it named itself (`ge` of a range check), so none repeats."""
+    fx_node._rename(_identifier(name, set()))
 
 
 def torch_op(node: Node) -> Any:
@@ -252,7 +258,7 @@ class _SymbolicSizes:
     or a dimension of a node's result whose size the data decide (nonzero's count) — and
     expressions as Python operators on those (fx records them as torch does for SymInts). Each
     run-time check of the graph becomes an `aten._assert_scalar` as soon as its symbols are
-    available, as does the range of each symbol the data bind."""
+    available, as does the range of each symbol (in the fx graph that computes it)."""
 
     def __init__(
         self,
@@ -269,23 +275,30 @@ class _SymbolicSizes:
         self.env = env
         self.scope = scope
         self.symbols: dict[str, Any] = dict(given)  # lifted from the enclosing graph
-        # Symbols whose value this fx graph computes from data (its checks are asserted here).
+        # Symbols this fx graph computes (their checks are asserted here): from the outermost
+        # graph's inputs, or from data.
         self.from_data: set[str] = set()
         self.pending = list(scope.checks)
+        self.cache: dict[Any, Value] = {}
+        bound: dict[str, tuple[Any, str]] = {}
         for graph_input in graph.inputs:
             for dim, size in enumerate(getattr(graph_input.value.meta, "shape", ())):
                 name = bare_symbol(size)
-                if name is not None and name not in self.symbols:
-                    self.symbols[name] = fx_graph.call_function(
+                if name is not None and name not in self.symbols and name not in bound:
+                    read = fx_graph.call_function(
                         torch.ops.aten.sym_size.int, (env[graph_input.value], dim)
                     )
+                    bound[name] = (read, f"dim {dim} of input %{graph_input.name}")
             if not scope.nested and type(graph_input.value.meta) is ScalarMeta:
                 for name, declared in scope.symbols.items():
-                    if declared.value == graph_input.name and name not in self.symbols:
-                        self.symbols[name] = env[graph_input.value]  # an int input marked dynamic
-        if not scope.nested:
-            self.from_data = set(self.symbols)
-        self.cache: dict[Any, Value] = {}
+                    if declared.value == graph_input.name and name not in bound:
+                        # an int input marked dynamic
+                        bound[name] = (env[graph_input.value], f"input %{graph_input.name}")
+        for name, (read, what) in bound.items():
+            if scope.nested:
+                self.symbols[name] = read  # the enclosing graph asserts its range
+            else:
+                self.bind(name, read, what)
         self.assert_ready()
 
     def as_values(self, x: Any) -> Any:
@@ -352,17 +365,17 @@ class _SymbolicSizes:
         )
 
     def bind(self, name: str, fx_value: Any, what: str) -> None:
-        """Symbol `name` is `fx_value` from here on (its value computed from data): its range
-        and the checks now decidable are asserted."""
+        """Symbol `name` is `fx_value` from here on (computed here: from the outermost graph's
+        inputs or from data): its range and the checks now decidable are asserted."""
         import torch
 
         self.symbols[name] = fx_value
         self.from_data.add(name)
         declared = self.scope.symbols.get(name)
         if declared is not None:
+            kind = "symbol" if declared.backed else "data-dependent symbol"
             message = (
-                f"data-dependent symbol {name} ({what}) is outside its range "
-                f"[{declared.lower}, {declared.upper}]"
+                f"{kind} {name} ({what}) is outside its range [{declared.lower}, {declared.upper}]"
             )
             for relation, bound in ((operator.ge, declared.lower), (operator.le, declared.upper)):
                 if bound not in (INF, -INF):
@@ -483,7 +496,7 @@ def _module(
             ]
         else:
             call = _emit_prim(fx_graph, node, scope, sizes, operand)
-            call.name = _identifier(node.results[0].name if node.results else node.op, taken)
+            _name(call, node.results[0].name if node.results else node.op)
             if len(node.results) == 1:
                 results = [call]
             else:
@@ -493,7 +506,7 @@ def _module(
                 ]
         for result, item in zip(node.results, results):
             if item is not call:
-                item.name = _identifier(result.name, taken)
+                _name(item, result.name)
             env[result] = item
         for result in node.results:
             # A size the data decided (nonzero's count, a branch's result) is read off the
