@@ -106,6 +106,28 @@ def test_while_loop_runs_in_torch_for_any_number_of_iterations(tmp_path: Path) -
         assert int(expected[0]) == 2 * max(start, stop)
 
 
+def test_a_loop_condition_returning_a_one_element_tensor_gives_torch_a_0_dim_one() -> None:
+    """Our while_loop takes any one-element b8 predicate; torch's takes a 0-dim one."""
+    graph = aten2prims.parse(
+        """graph g(%i: i64[], %n: i64[]) -> (i64[]):
+  %r: i64[] = higher_order.while_loop(@c, @b, [%i], [%n])
+    graph c(%i: i64[], %n: i64[]) -> (b8[1, 1]):
+      %lt: b8[] = prims.lt(%i, %n)
+      %p: b8[1, 1] = prims.broadcast_in_dim(%lt, shape=[1, 1], broadcast_dimensions=[])
+      return (%p)
+    graph b(%i: i64[], %n: i64[]) -> (i64[]):
+      %j: i64[] = prims.add(%i, 3)
+      return (%j)
+  return (%r)"""
+    )
+    fx = to_fx(graph)
+    for start, stop in ((0, 7), (5, 2)):
+        (theirs,) = fx(torch.tensor(start), torch.tensor(stop))
+        (ours,) = aten2prims.execute(graph, [np.asarray(start), np.asarray(stop)])
+        expected = start if start >= stop else start + 3 * -(-(stop - start) // 3)
+        assert int(theirs) == int(ours) == expected
+
+
 def test_scan_rnn_runs_in_torch_over_sequences_of_several_lengths(tmp_path: Path) -> None:
     module = control_flow.ScanRNN()
     example = (torch.randn(7, 2, 4), torch.randn(2, 5))
