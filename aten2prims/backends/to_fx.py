@@ -431,8 +431,9 @@ class _Scope:
 
 
 def to_fx(graph: Graph, *, adapt: bool = True) -> Any:
-    """A `torch.fx.GraphModule` computing `graph` (prims only) with `torch.ops.prims`; it takes the
-    graph's placeholder inputs (see the module docstring) and returns its user outputs as a tuple.
+    """A `torch.fx.GraphModule` computing `graph` (prims, and control flow whose nested graphs
+    hold prims) with `torch.ops.prims` and torch's higher-order ops; it takes the graph's
+    placeholder inputs (see the module docstring) and returns its user outputs as a tuple.
     `adapt=False` calls every prim exactly as the node states it, without the ADAPTERS (the tests
     use it to show where torch's prims differ from ours)."""
     names = {graph_input.name for graph_input in graph.inputs}
