@@ -1,9 +1,11 @@
 """Sliding windows at every size: strided, dilated and padded convolutions (also transposed),
 max and average pooling with stride, padding and ceil_mode, adaptive pooling, each exported with
 `torch.export` with its spatial dims dynamic, lowered ONCE and run at sizes whose remainders
-modulo the stride differ, matching torch eager at each. Their output sizes are expressions of the
-input size (floor division; ceil_mode's dropped last window a `min` of two quotients), so the
-lowered graph holds no check on a size modulo the stride: it runs at every size in range."""
+modulo the stride differ, matching torch eager at each; also a residual CNN and a training step
+through the backward ops. Their output sizes are floor divisions of the input size (ceil_mode's
+dropped last window too: the lesser of two quotients), so the lowered graph holds no check on a
+size modulo the stride: it runs at every size in range. Only where torch.export itself declared
+a size valid at the example's remainder alone is there a check, and it refuses by name."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from torch import nn
 from torch.export import Dim
 
 import aten2prims
+from aten2prims.errors import ShapeError
 from aten2prims.ir import Graph
 from aten2prims.ir.symbolic import format_expr
 from aten2prims.testing.compare import compare
@@ -229,3 +232,23 @@ def test_training_step_gradients_match_torch_at_every_remainder() -> None:
             assert verdict, verdict.message
             compared += 1
         assert compared == len(expected)
+
+
+def test_a_size_torch_export_specialized_to_the_example_remainder_is_checked() -> None:
+    """With ceil_mode, stride 3 and kernel 2, the last window is dropped at some remainders
+    modulo 3 only; torch.export decides it at the example (height 12: dropped, width 13: kept)
+    and declares `h//3` and `w//3 + 1`, recording nothing. Our output size is right at every
+    size, so equating it with the declared one is a check: the graph runs at the example's
+    remainders and refuses the others by name, rather than running with a wrong declared size."""
+
+    def pool(x: torch.Tensor) -> torch.Tensor:
+        return F.max_pool2d(x, 2, 3, ceil_mode=True)
+
+    dims = {2: Dim.AUTO, 3: Dim.AUTO}
+    program = torch.export.export(Call(pool), (_tensor((2, 3, 12, 13)),), dynamic_shapes=(dims,))
+    lowered = aten2prims.lower(aten2prims.from_fx(program.run_decompositions()))
+    assert lowered.checks
+    for height, width in ((12, 13), (15, 16), (30, 7)):
+        _matches_torch(lowered, pool, _tensor((2, 3, height, width)))
+    with pytest.raises(ShapeError, match="lowered assuming"):
+        aten2prims.execute(lowered, [_tensor((2, 3, 13, 13)).numpy()], check=True)
