@@ -45,6 +45,8 @@ torch.manual_seed(0)
 W1 = torch.randn(4, 3, 3)
 W2 = torch.randn(4, 3, 3, 3)
 W2T = torch.randn(3, 2, 3, 3)
+W1T = torch.randn(3, 2, 3)
+W3 = torch.randn(2, 3, 3, 3, 3)
 
 # name -> (function of x, rank of the spatial dims)
 CASES: dict[str, tuple[Callable[[torch.Tensor], Any], int]] = {
@@ -59,6 +61,11 @@ CASES: dict[str, tuple[Callable[[torch.Tensor], Any], int]] = {
         lambda x: F.conv_transpose2d(x, W2T, stride=2, padding=1, output_padding=1),
         2,
     ),
+    "conv_transpose1d_stride3_dilation2": (
+        lambda x: F.conv_transpose1d(x, W1T, stride=3, dilation=2, padding=2),
+        1,
+    ),
+    "conv3d_stride2": (lambda x: F.conv3d(x, W3, stride=2, padding=1), 3),
     "max_pool2d_stride2": (lambda x: F.max_pool2d(x, 3, 2, padding=1), 2),
     "max_pool2d_stride2_ceil": (
         lambda x: F.max_pool2d(x, 3, 2, padding=1, ceil_mode=True, return_indices=True),
