@@ -13,6 +13,7 @@ docs/decompositions.md ("Family S: indexing, scatter, random, sorting") lists th
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ import attrs
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
-from aten2prims.ir.symbolic import same_size
+from aten2prims.ir.symbolic import same_size, settled
 from aten2prims.ir.values import CPU, Layout, TensorMeta, Value
 from aten2prims.promotion import (
     DEFAULT_FLOAT,
@@ -858,17 +859,14 @@ def nonzero(self: Value) -> Value:
 
 
 def _unique_runs(
-    op: str, values: Value, order: Value | None, return_inverse: bool, return_counts: bool
+    values: Value, order: Value | None, runs: int, return_inverse: bool, return_counts: bool
 ) -> tuple[Value, Value, Value]:
     """The runs of equal neighbours in the 1-D `values` (sorted ones for unique, the input for
-    unique_consecutive): each run's value, the run each element of the input belongs to (through
-    `order`, the permutation that sorted it, if any) and the runs' lengths. The number of runs is
-    the size the graph declares (torch's unbacked symbol): two `prims.nonzero`s of the run-start
-    and run-end marks compute it from the data when run, and check each other."""
-    declared = declared_result_metas()
-    if type(declared[0]) is not TensorMeta or len(declared[0].shape) != 1:
-        raise ShapeError(f"{op}: the graph must declare a 1-D first result, got {declared[0]}")
-    runs = declared[0].shape[0]
+    unique_consecutive): where each run starts in `values`, the run each element of the input
+    belongs to (through `order`, the permutation that sorted it, if any) and the runs' lengths.
+    `runs` is the number of runs the graph declares (torch's unbacked symbol): two
+    `prims.nonzero`s of the run-start and run-end marks compute it from the data when run, and
+    check each other."""
     n = values.shape[0]
     ramp = iota(n)
     # A run starts where an element differs from the one before it (NaN differs from every
@@ -880,7 +878,6 @@ def _unique_runs(
     starts = prims.bitwise_or(prims.ne(values, before), prims.eq(ramp, full([n], 0, DType.int64)))
     ends = prims.bitwise_or(prims.ne(values, after), prims.eq(ramp, full([n], n - 1, DType.int64)))
     first = prims.reshape(prims.nonzero(starts, runs), [runs])
-    unique = prims.gather_nd(values, [first])
     empty = full([0], 0, DType.int64)
     inverse = counts = empty
     if return_inverse:
@@ -891,7 +888,109 @@ def _unique_runs(
     if return_counts:
         last = prims.reshape(prims.nonzero(ends, runs), [runs])
         counts = prims.add(prims.sub(last, first), 1)
-    return unique, inverse, counts
+    return first, inverse, counts
+
+
+def _declared_count(op: str, dim: int | None) -> int:
+    """The number of distinct values (slices) the graph declares for the first result: 1-D
+    without a dim, the slices' dim with one."""
+    declared = declared_result_metas()[0]
+    if type(declared) is not TensorMeta or (dim is None and len(declared.shape) != 1):
+        raise ShapeError(f"{op}: the graph must declare a 1-D first result, got {declared}")
+    if dim is not None and len(declared.shape) <= dim:
+        raise ShapeError(f"{op}: the graph declares a first result of rank below {dim + 1}")
+    return declared.shape[0 if dim is None else dim]
+
+
+def _unique_values(
+    op: str, self: Value, sort: bool, return_inverse: bool, return_counts: bool
+) -> tuple[Value, Value, Value]:
+    """The distinct values of the flattened input (sorted stably, or its runs)."""
+    values = prims.reshape(self, [self.numel]) if self.ndim != 1 else self
+    order = None
+    if sort:
+        values, order = prims.sort(values, 0, False)
+    first, inverse, counts = _unique_runs(
+        values, order, _declared_count(op, None), return_inverse, return_counts
+    )
+    if return_inverse:
+        inverse = prims.reshape(inverse, list(self.shape))
+    return prims.gather_nd(values, [first]), inverse, counts
+
+
+def _dense_ranks(columns: Value) -> Value:
+    """int64[n, m]: each entry's rank among the distinct values of its column (0 for the least;
+    equal values share one, and NaN differs from every value, as for the runs)."""
+    shape = list(columns.shape)
+    values, order = prims.sort(columns, 0, False)
+    rows, cols = index_ramp(shape, 0), index_ramp(shape, 1)
+    previous = prims.gather_nd(values, [prims.maximum(prims.sub(rows, 1), 0), cols])
+    starts = prims.bitwise_or(prims.ne(values, previous), prims.eq(rows, 0))
+    ranks = prims.sub(aten.cumsum.default(convert(starts, DType.int64), 0), 1)
+    return prims.scatter_nd(full(shape, 0, DType.int64), [order, cols], ranks, None)
+
+
+def _row_keys(rows: Value) -> Value:
+    """[n]: one key per row of the [n, m] `rows`, ordered and equal as the rows compare
+    lexicographically: the column itself when m is 1; else each round replaces the columns by
+    their dense ranks and combines neighbouring pairs as rank·n + rank (below n², so int64
+    holds it), halving the columns until one is left."""
+    n = rows.shape[0]
+    # A Python loop over the columns: a symbolic slice length is taken at its example value,
+    # under a recorded check.
+    width = operator.index(rows.shape[1])
+    keys = rows
+    while width > 1:
+        ranks = _dense_ranks(keys)
+        if width % 2:
+            ranks = prims.cat([ranks, full([n, 1], 0, DType.int64)], 1)
+            width += 1
+        width //= 2
+        pairs = prims.split_dim(ranks, 1, width)
+        high, low = (prims.squeeze(slice_in_dim(pairs, k, k + 1, 1, 2), [2]) for k in (0, 1))
+        keys = prims.add(prims.mul(high, n), low)
+    return prims.reshape(keys, [n])
+
+
+def _unique_slices(
+    op: str, self: Value, dim: int, sort: bool, return_inverse: bool, return_counts: bool
+) -> tuple[Value, Value, Value]:
+    """The distinct slices of self along dim (sorted lexicographically, or its runs): the
+    slices flattened into rows, one key per row (`_row_keys`), the runs of the (sorted) keys,
+    and the first row of each run gathered. Inverse and counts are computed where the graph
+    declares them (torch's CPU kernel returns both, asked for or not)."""
+    if self.ndim == 0:
+        raise ShapeError(f"{op}: dim={dim} needs a tensor of at least one dimension")
+    d = canonical_dim(dim, self.ndim)
+    runs = _declared_count(op, d)
+    n = self.shape[d]
+    rest = [size for k, size in enumerate(self.shape) if k != d]
+    declared = declared_result_metas()
+    if settled(n == 0) is True:  # no slices: every result empty, shaped as declared
+        unique, inverse, counts = (full(meta.shape, 0, meta.dtype) for meta in declared)
+        return unique, inverse, counts
+    if any(settled(size == 0) is True for size in rest):
+        raise ShapeError(
+            f"{op}: the slices along dim {d} of a tensor of shape {list(self.shape)} are empty; "
+            "torch refuses a zero-sized dimension that is not the one selected"
+        )
+    moved = prims.transpose(self, [d, *(k for k in range(self.ndim) if k != d)])
+    keys = _row_keys(prims.reshape(moved, [n, math.prod(rest)]))
+    order = None
+    if sort:
+        keys, order = prims.sort(keys, 0, False)
+    wants = [
+        asked or (type(meta) is TensorMeta and settled(meta.numel == 0) is not True)
+        for asked, meta in zip((return_inverse, return_counts), declared[1:])
+    ]
+    first, inverse, counts = _unique_runs(keys, order, runs, *wants)
+    rows = first if order is None else prims.gather_nd(order, [first])
+    shape = [runs, *rest]
+    indices = [prims.broadcast_in_dim(rows, shape, [0])]
+    indices += [index_ramp(shape, k) for k in range(1, len(shape))]
+    unique = prims.gather_nd(moved, indices)
+    back = [*range(1, d + 1), 0, *range(d + 1, self.ndim)]
+    return prims.transpose(unique, back), inverse, counts
 
 
 @register("aten._unique2.default")
@@ -901,32 +1000,31 @@ def unique2(
     """torch.unique without dim: the flattened input sorted (stably), then its runs. The values
     come out sorted also for sorted=False, as torch's CPU kernel returns them (the order is
     unspecified then)."""
-    flat = prims.reshape(self, [self.numel]) if self.ndim != 1 else self
-    values, order = prims.sort(flat, 0, False)
-    unique, inverse, counts = _unique_runs(
-        "aten._unique2", values, order, return_inverse, return_counts
-    )
-    if return_inverse:
-        inverse = prims.reshape(inverse, list(self.shape))
-    return unique, inverse, counts
+    return _unique_values("aten._unique2", self, True, return_inverse, return_counts)
+
+
+@register("aten.unique_dim.default")
+def unique_dim(
+    self: Value,
+    dim: int,
+    sorted: bool = True,
+    return_inverse: bool = False,
+    return_counts: bool = False,
+) -> tuple[Value, Value, Value]:
+    """torch.unique with dim: the distinct slices, sorted lexicographically (also for
+    sorted=False, as torch's CPU kernel returns them)."""
+    return _unique_slices("aten.unique_dim", self, dim, True, return_inverse, return_counts)
 
 
 @register("aten.unique_consecutive.default")
 def unique_consecutive(
     self: Value, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None
 ) -> tuple[Value, Value, Value]:
-    """torch.unique_consecutive without dim: the runs of the flattened input."""
-    if dim is not None:
-        raise ShapeError(
-            f"aten.unique_consecutive: dim={dim} (runs of slices) has no rule; only dim=None"
-        )
-    flat = prims.reshape(self, [self.numel]) if self.ndim != 1 else self
-    unique, inverse, counts = _unique_runs(
-        "aten.unique_consecutive", flat, None, return_inverse, return_counts
-    )
-    if return_inverse:
-        inverse = prims.reshape(inverse, list(self.shape))
-    return unique, inverse, counts
+    """torch.unique_consecutive: the runs of the flattened input, or of its slices along dim."""
+    op = "aten.unique_consecutive"
+    if dim is None:
+        return _unique_values(op, self, False, return_inverse, return_counts)
+    return _unique_slices(op, self, dim, False, return_inverse, return_counts)
 
 
 @register("aten.sort.default")

@@ -29,6 +29,7 @@ import attrs
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.symbolic import same_size, settled, sym_max, sym_min
 from aten2prims.ir.values import Value
 from aten2prims.promotion import convert, opmath_dtype
 
@@ -214,20 +215,27 @@ def _embed(x: Value, sizes: Sequence[int], offsets: Sequence[int], steps: Sequen
     """A [N, C, *sizes] tensor of zeros holding x[n, c, i...] at offsets + i·steps along each
     spatial dim; elements of x that land outside are dropped (negative padding crops)."""
     batch, channels, *spatial = x.shape
-    first, last = [], []
+    first: list[Any] = []  # ints, or expressions of symbolic sizes
+    last: list[Any] = []
     for size, offset, step, target in zip(spatial, offsets, steps, sizes):
-        first.append(min(size, max(0, -(offset // step) if offset < 0 else 0)))
-        last.append(max(0, min(size, -((offset - target) // step))))
-    lengths = [max(0, b - a) for a, b in zip(first, last)]
+        # Sizes may be symbolic: sym_min/sym_max keep a bound the ranges do not settle exact
+        # (a min/max expression) instead of deciding it at the example sizes.
+        first.append(sym_min(size, sym_max(0, -(offset // step))))
+        last.append(sym_max(0, sym_min(size, -((offset - target) // step))))
+    lengths: list[Any] = [sym_max(0, b - a) for a, b in zip(first, last)]
     shape = [batch, channels, *sizes]
-    if any(n == 0 for n in lengths) or math.prod(shape) == 0:
+    if any(settled(n == 0) for n in lengths) or settled(math.prod(shape) == 0):
         return full(shape, 0, x.dtype)
-    if first != [0] * len(first) or lengths != list(spatial):
+    if not all(same_size(a, 0) for a in first) or not all(map(same_size, lengths, spatial)):
         strides = row_major_strides(x.shape)
         start = sum(a * s for a, s in zip(first, strides[2:]))
         x = row_major_window(x, [batch, channels, *lengths], list(strides), start)
     offsets = [offset + a * step for offset, a, step in zip(offsets, first, steps)]
-    if list(x.shape[2:]) == list(sizes) and all(step == 1 for step in steps) and not any(offsets):
+    if (
+        all(map(same_size, x.shape[2:], sizes))
+        and all(step == 1 for step in steps)
+        and all(same_size(offset, 0) for offset in offsets)
+    ):
         return x
     strides = row_major_strides(shape)
     window = [strides[0], strides[1], *(step * s for step, s in zip(steps, strides[2:]))]
@@ -256,7 +264,7 @@ def _windows(
         *(s * step for s, step in zip(strides[2:], stride)),
         *(s * d for s, d in zip(strides[2:], dilation)),
     ]
-    if math.prod(size) == 0:
+    if settled(math.prod(size) == 0):
         window = list(row_major_strides(size))
     return row_major_window(padded, size, window, 0)
 
@@ -393,7 +401,7 @@ def _correlate_transposed(
     for i in range(rank):
         y = prims.collapse_view(y, 2 + i, 3 + i)
     shape = [*y.shape[:2], *(dim.size for dim in dims)]
-    if list(y.shape) == shape:
+    if all(map(same_size, y.shape, shape)):
         return y
     strides = row_major_strides(y.shape)
     start = sum(dim.crop * s for dim, s in zip(dims, strides[2:]))
@@ -535,7 +543,7 @@ def convolution_backward(
     if transposed:
         if want_input:
             grad_input = _correlate(grad, w, stride, padding, dilation, groups)
-            if grad_input.shape != x.shape:
+            if not all(map(same_size, grad_input.shape, x.shape)):
                 # An output_padding of a stride or more adds output rows no input row reaches:
                 # the windows over them fall past the input's end.
                 grad_input = row_major_window(

@@ -25,6 +25,7 @@ import numpy as np
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.symbolic import settled
 from aten2prims.ir.values import Value
 from aten2prims.promotion import convert, opmath_dtype
 
@@ -81,8 +82,17 @@ class Window:
 
     @property
     def after(self) -> int:
-        """Padding needed after the input so that every window lies inside the padded input."""
-        return max(0, (self.positions - 1) * self.stride + self.reach - self.padding - self.size)
+        """Padding after the input enough for every window to lie inside the padded input: the
+        exact amount when the sizes settle it, else the most any size in range needs (the last
+        window starts at most stride - 1 past a floor-mode one, which ends within the padding).
+        Padding no window reads costs a few elements; deciding the exact amount on a symbolic
+        size would restrict the sizes the graph runs at."""
+        needed = (self.positions - 1) * self.stride + self.reach - self.padding - self.size
+        if settled(needed <= 0):
+            return 0
+        if type(needed) is int:
+            return needed
+        return self.padding + self.stride - 1
 
     def starts(self) -> Value:
         """int64[positions]: where each window starts, in input coordinates (may be negative)."""
@@ -92,13 +102,17 @@ class Window:
 def _positions(
     size: int, kernel: int, padding: int, stride: int, dilation: int, ceil_mode: bool
 ) -> int:
-    """ATen's pooling_output_shape: with ceil_mode a last, partial window is kept only if it
-    starts inside the input or its left padding."""
-    span = size + 2 * padding - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)
-    positions = span // stride + 1
-    if ceil_mode and (positions - 1) * stride >= size + padding:
-        positions -= 1
-    return positions
+    """ATen's pooling_output_shape, as one floor division of the size: floor((size + 2·padding -
+    reach) / stride) + 1 windows, or with ceil_mode the ceiling, less a last window that would
+    start in the right padding. Window j starts in the input or its left padding while
+    j·stride <= size + padding - 1, so the last one kept is the lesser of the two quotients
+    (ATen's "drop the last window", since padding <= reach / 2). Both divide the size plus a
+    constant by the stride, and floor division is monotonic: the lesser quotient is that of the
+    lesser constant, so no decision on the size is taken."""
+    reach = dilation * (kernel - 1) + 1
+    if not ceil_mode:
+        return (size + 2 * padding - reach) // stride + 1
+    return (size + min(2 * padding - reach + stride - 1, padding - 1)) // stride + 1
 
 
 def _windows(
@@ -485,10 +499,9 @@ def _spread_sum(shares: Value, windows: Sequence[Window]) -> Value:
     """grad[i] = Σ over windows o covering input position i of shares[o], for every spatial dim."""
     rank = len(windows)
     batch = shares.shape[:-rank]
-    lengths = [
-        max(w.size + w.padding + w.kernel - 1, w.kernel - 1 + (w.positions - 1) * w.stride + 1)
-        for w in windows
-    ]
+    # Long enough for the spread shares (the last lands at kernel - 1 + (positions - 1)·stride,
+    # within size + padding + after) and for the kernel-sized stretch of the last input position.
+    lengths = [w.size + w.padding + max(w.kernel - 1, w.after) for w in windows]
     canvas_shape = [*batch, *lengths]
     strides = row_major_strides(canvas_shape)
     spread_strides = [*strides[:-rank], *(w.stride * s for w, s in zip(windows, strides[-rank:]))]
@@ -517,10 +530,13 @@ def _adaptive_bounds(index: int, inputs: int, outputs: int) -> tuple[int, int]:
 def _adaptive_sum(x: Value, dim: int, outputs: int) -> Value:
     """Along `dim`, the sum of each adaptive window. Outputs i and i + q (q = out/gcd) have
     windows of one length, the second shifted by p = in/gcd: each of the q residue classes is one
-    strided view (no copy), summed exactly; the classes are then interleaved."""
+    strided view (no copy), summed exactly; the classes are then interleaved. With a symbolic
+    size the period is not known while lowering: the windows are gathered instead."""
     inputs = x.shape[dim]
-    if inputs == outputs:
+    if settled(inputs == outputs):
         return x
+    if type(inputs) is not int or type(outputs) is not int:
+        return _gathered_window_sum(x, dim, outputs)
     common = math.gcd(inputs, outputs)
     period, classes = inputs // common, outputs // common
     strides = row_major_strides(x.shape)
@@ -636,14 +652,23 @@ def _adaptive_avg_pool2d_backward(grad_output: Value, self: Value) -> Value:
 # -- adaptive max pooling (not Core ATen: torch.export keeps it, aten2prims.schema.EXTRA_ATEN_SCHEMAS) --
 
 
-def _adaptive_sources(inputs: int, outputs: int) -> tuple[Value, int]:
-    """(int64[outputs, K], K): the input positions of each adaptive window, K the longest window's
-    length; a shorter window repeats its last position (harmless to a maximum, and its first
-    maximum and last NaN keep their positions)."""
-    longest = max(
-        _adaptive_bounds(i, inputs, outputs)[1] - _adaptive_bounds(i, inputs, outputs)[0]
-        for i in range(outputs)
-    )
+def _longest_window(inputs: int, outputs: int) -> int:
+    """The longest adaptive window's length; with a symbolic size, a bound on it for every size
+    (ceil((i+1)·in/out) - floor(i·in/out) <= ceil(in/out) + 1)."""
+    if type(inputs) is int and type(outputs) is int:
+        return max(
+            _adaptive_bounds(i, inputs, outputs)[1] - _adaptive_bounds(i, inputs, outputs)[0]
+            for i in range(outputs)
+        )
+    return -(-inputs // outputs) + 1
+
+
+def _adaptive_sources(inputs: int, outputs: int) -> tuple[Value, Value, int]:
+    """(int64[outputs, K], bool[outputs, K], K): the input positions of each adaptive window
+    and which of them lie in it, K the longest window's length (or a bound on it); a shorter
+    window repeats its last position (harmless to a maximum, and its first maximum and last NaN
+    keep their positions)."""
+    longest = _longest_window(inputs, outputs)
     index = iota(outputs)
     start = prims.div(prims.mul(index, inputs), outputs)
     last = prims.sub(
@@ -653,7 +678,21 @@ def _adaptive_sources(inputs: int, outputs: int) -> tuple[Value, int]:
     stepped = prims.add(
         prims.broadcast_in_dim(start, shape, [0]), prims.broadcast_in_dim(iota(longest), shape, [1])
     )
-    return prims.minimum(stepped, prims.broadcast_in_dim(last, shape, [0])), longest
+    last = prims.broadcast_in_dim(last, shape, [0])
+    return prims.minimum(stepped, last), prims.le(stepped, last), longest
+
+
+def _gathered_window_sum(x: Value, dim: int, outputs: int) -> Value:
+    """Along `dim`, the sum of each adaptive window, gathered as [..., outputs, K, ...] (K the
+    longest window, positions past a window's end read as zero) and summed over K."""
+    table, inside, longest = _adaptive_sources(x.shape[dim], outputs)
+    shape = [*x.shape[:dim], outputs, longest, *x.shape[dim + 1 :]]
+    indices = [index_ramp(shape, d) for d in range(dim)]
+    indices.append(prims.broadcast_in_dim(table, shape, [dim, dim + 1]))
+    indices += [index_ramp(shape, d + 1) for d in range(dim + 1, x.ndim)]
+    windows = prims.gather_nd(x, indices)
+    kept = prims.where(prims.broadcast_in_dim(inside, shape, [dim, dim + 1]), windows, 0)
+    return prims.sum(kept, [dim + 1])
 
 
 def _adaptive_max_pool(
@@ -676,7 +715,7 @@ def _adaptive_max_pool(
     shape = [*x.shape[:lead], *outputs]
     if math.prod(shape) == 0:
         return full(shape, 0, x.dtype), full(shape, 0, DType.int64)
-    tables = [_adaptive_sources(n, o) for n, o in zip(spatial, outputs)]
+    tables = [(table, longest) for table, _, longest in map(_adaptive_sources, spatial, outputs)]
     blocks = [size for o, (_, longest) in zip(outputs, tables) for size in (o, longest)]
     window_shape = [*x.shape[:lead], *blocks]
     indices = [index_ramp(window_shape, d) for d in range(lead)]

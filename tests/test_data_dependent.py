@@ -212,3 +212,96 @@ def test_unique_of_a_dynamic_input_matches_torch_at_several_sizes(tmp_path: Path
         for index, (mine, theirs) in enumerate(zip(ours, module(x), strict=True)):
             verdict = compare(mine, theirs.numpy(), what=f"{rows} rows, output {index}")
             assert verdict, verdict.message
+
+
+class UniqueSlices(torch.nn.Module):
+    def __init__(self, consecutive: bool = False, **options: Any) -> None:
+        super().__init__()
+        self.consecutive, self.options = consecutive, options
+
+    def forward(self, x: torch.Tensor) -> Any:
+        if self.consecutive:
+            return torch.unique_consecutive(x, **self.options)
+        return torch.unique(x, **self.options)
+
+
+UNIQUE_DIM_CASES: dict[str, tuple[UniqueSlices, str]] = {
+    "rows_inverse_counts": (
+        UniqueSlices(dim=0, return_inverse=True, return_counts=True),
+        "aten.unique_dim.default",
+    ),
+    "columns_counts": (UniqueSlices(dim=1, return_counts=True), "aten.unique_dim.default"),
+    "columns_unsorted_inverse": (
+        UniqueSlices(dim=-1, sorted=False, return_inverse=True),
+        "aten.unique_dim.default",
+    ),
+    "rows_values_only": (UniqueSlices(dim=0), "aten.unique_dim.default"),
+    "consecutive_rows": (
+        UniqueSlices(True, dim=0, return_inverse=True, return_counts=True),
+        "aten.unique_consecutive.default",
+    ),
+    "consecutive_columns": (
+        UniqueSlices(True, dim=1, return_counts=True),
+        "aten.unique_consecutive.default",
+    ),
+}
+# [4, 5] inputs: duplicated rows and columns (some consecutive), all equal, all distinct, and
+# slices that tie on their first entries and differ later (the lexicographic order's depth).
+SLICE_INPUTS = [
+    torch.tensor([[3, 1, 2, 3, 1], [3, 1, 5, 3, 1], [3, 1, 2, 3, 1], [0, 0, 0, 0, 0]]),
+    torch.full((4, 5), 7),
+    torch.arange(20).reshape(4, 5) * 7 % 20 - 9,
+    torch.tensor([[1, 1, 1, 2, 1], [1, 1, 1, 2, 1], [1, 1, 0, 0, 1], [1, 1, 1, 2, 1]]),
+    torch.tensor([[5, 5, 5, 5, 4], [2, 2, -1, 2, 2], [0, 0, 0, 0, 0], [9, 9, 9, 9, 9]]),
+    torch.tensor([[0, 0, 1, 1, 0], [0, 1, 0, 1, 0], [1, 0, 0, 1, 1], [0, 0, 1, 1, 0]]),
+]
+
+
+@pytest.mark.parametrize("name", list(UNIQUE_DIM_CASES))
+def test_unique_slices_bind_when_run_and_match_torch_exactly(name: str, tmp_path: Path) -> None:
+    """torch.unique / unique_consecutive with dim: the number of distinct slices is an unbacked
+    symbol bound when the node runs; slices, inverse and counts equal torch's (its CPU kernel
+    returns inverse and counts with a dim whether asked or not)."""
+    module, op = UNIQUE_DIM_CASES[name]
+    program = torch.export.export(module, (SLICE_INPUTS[0],)).run_decompositions()
+    assert op in {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
+    path = tmp_path / f"{name}.pt2"
+    torch.export.save(program, path)
+    graph = aten2prims.load(path)
+    assert any(not s.backed for s in graph.symbols.values())
+    lowered = aten2prims.lower(graph)
+    verify(lowered)
+    assert graph_difference(parse(str(lowered)), lowered) is None
+    counts = set()
+    for index, x in enumerate(SLICE_INPUTS):
+        ours = aten2prims.execute(lowered, [x.numpy()], check=True)
+        expected = module(x)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        for position, (mine, theirs) in enumerate(zip(ours, expected, strict=True)):
+            assert mine.dtype == theirs.numpy().dtype and np.array_equal(mine, theirs.numpy()), (
+                f"{name} input {index} output {position}: {mine} != {theirs}"
+            )
+        counts.add(expected[0].shape[module.options["dim"]])
+    assert len(counts) >= 3
+
+
+def test_unique_rows_of_a_dynamic_input_match_torch_at_several_sizes(tmp_path: Path) -> None:
+    """A dynamic number of rows and a data-dependent number of distinct ones in one graph."""
+    module = UniqueSlices(dim=0, return_inverse=True, return_counts=True)
+    rows = torch.export.Dim("rows", min=2, max=64)
+    example = torch.randint(0, 2, (6, 3), generator=torch.Generator().manual_seed(0))
+    program = torch.export.export(module, (example,), dynamic_shapes={"x": {0: rows}})
+    path = tmp_path / "unique_rows_dynamic.pt2"
+    program = program.run_decompositions()
+    torch.export.save(program, path)
+    graph = aten2prims.load(path)
+    # from_fx reads the same graph (torch's runtime assertions on u0 hold no meta value)
+    assert graph_difference(aten2prims.from_fx(program, name=graph.name), graph) is None
+    lowered = aten2prims.lower(graph)
+    assert {s.backed for s in lowered.symbols.values()} == {True, False}
+    for count in (2, 7, 30, 64):
+        x = torch.randint(0, 2, (count, 3), generator=torch.Generator().manual_seed(count))
+        ours = aten2prims.execute(lowered, [x.numpy()], check=True)
+        for index, (mine, theirs) in enumerate(zip(ours, module(x), strict=True)):
+            verdict = compare(mine, theirs.numpy(), what=f"{count} rows, output {index}")
+            assert verdict, verdict.message

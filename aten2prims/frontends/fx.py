@@ -257,7 +257,12 @@ class _Importer:
                 for argument in target._schema.arguments
                 if argument.name in fx_node.kwargs
             }
-            results = self.results(fx_node, _single_result(target), where)
+            # A kept check (aten._assert_scalar) has no results, and its meta['val'] may be None.
+            results = (
+                self.results(fx_node, _single_result(target), where)
+                if target._schema.returns
+                else ()
+            )
             provenance = Provenance(source=user_source(fx_node.meta.get("stack_trace")))
             nodes.append(Node(op, args, kwargs, results, provenance))
         return nodes

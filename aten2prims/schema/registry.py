@@ -62,10 +62,14 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
         "sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) "
         "-> (Tensor values, Tensor indices)"
     ),
-    # torch.unique / unique_consecutive without dim: as many results as distinct values (runs),
+    # torch.unique / unique_consecutive: as many results as distinct values or slices (runs),
     # a data-dependent size.
     "aten._unique2.default": (
         "_unique2(Tensor self, bool sorted=True, bool return_inverse=False, "
+        "bool return_counts=False) -> (Tensor, Tensor, Tensor)"
+    ),
+    "aten.unique_dim.default": (
+        "unique_dim(Tensor self, int dim, bool sorted=True, bool return_inverse=False, "
         "bool return_counts=False) -> (Tensor, Tensor, Tensor)"
     ),
     "aten.unique_consecutive.default": (

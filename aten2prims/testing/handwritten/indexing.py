@@ -395,6 +395,36 @@ def _unique2_samples(dtype: DType) -> Iterator[AtenCall]:
     yield from _rotated(cases, dtype)
 
 
+def _repeated_slices(dtype: DType) -> Any:
+    """[5, 3, 8]: the NaN-free ties' rows, repeated (some consecutively) along dim 0; along
+    dim 2 (columns [i, :, j]) some slices repeat too."""
+    import torch
+
+    ties = _ties_and_nans(dtype)
+    ties = ties.masked_fill(ties != ties, 4)
+    rows = torch.stack([ties, ties.flip(0), ties, ties.flip(0), ties.roll(1, 0)])
+    return rows[[0, 0, 1, 2, 2]]
+
+
+@handwritten("aten.unique_dim.default", ORDERED)
+def _unique_dim_samples(dtype: DType) -> Iterator[AtenCall]:
+    """Distinct slices along each dim (rows, columns, the middle dim of a 3-D tensor), with
+    repeats and all-equal slices, an empty input. NaN-free: torch's slice comparison treats a
+    NaN as neither less than nor equal to anything, which orders rows holding one arbitrarily."""
+    import torch
+
+    op = "aten.unique_dim.default"
+    cases: list[Case] = [
+        lambda d: _call(op, _repeated_slices(d), 0, True, True, True),
+        lambda d: _call(op, _repeated_slices(d)[:, 0], 1, True, False, True),
+        lambda d: _call(op, _repeated_slices(d), 1, False, True, False),
+        lambda d: _call(op, _repeated_slices(d)[0], -1, True, True, True),
+        lambda d: _call(op, _repeated_slices(d)[:, 1, :4], 0, True, False, False),
+        lambda d: _call(op, torch.zeros((0, 3), dtype=torch_dtype(d)), 0, True, True, True),
+    ]
+    yield from _rotated(cases, dtype)
+
+
 @handwritten("aten.unique_consecutive.default", ORDERED)
 def _unique_consecutive_samples(dtype: DType) -> Iterator[AtenCall]:
     op = "aten.unique_consecutive.default"
@@ -402,6 +432,9 @@ def _unique_consecutive_samples(dtype: DType) -> Iterator[AtenCall]:
         lambda d: _call(op, _ties_and_nans(d), True, True),
         lambda d: _call(op, _ties_and_nans(d)[1], False, True),
         lambda d: _call(op, random_tensor((), d), True, False),
+        lambda d: _call(op, _repeated_slices(d), True, True, 0),
+        lambda d: _call(op, _repeated_slices(d)[:, 0], False, True, -1),
+        lambda d: _call(op, _repeated_slices(d), True, False, 1),
     ]
     yield from _rotated(cases, dtype)
 
