@@ -2,8 +2,8 @@
 `torch.export` with a dynamic batch (and spatial or sequence) dimension, saved and loaded, lowered
 once, and run at three sizes — the example's and two others — matching torch eager at each.
 (Hand-picked calls per family; OpInfo samples with dynamic dims are in
-tests/test_dynamic_opinfo.py. A strided convolution and a ceil_mode pooling are left out:
-torch.export itself refuses them with these dims dynamic, "Constraints violated".) Also: scans along a dynamic dimension, and an int
+tests/test_dynamic_opinfo.py; strided, dilated and ceil_mode convolution and pooling at sizes of
+every remainder are in tests/test_dynamic_windows.py.) Also: scans along a dynamic dimension, and an int
 argument exported with Dim.DYNAMIC, a scalar input whose value binds its symbol (load,
 from_fx and the CLI's run)."""
 
