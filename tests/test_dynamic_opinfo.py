@@ -42,7 +42,14 @@ FAMILIES: dict[str, list[tuple[str, str]]] = {
     "softmax": [("softmax", "")],
     "cat_stack_split": [("cat", ""), ("stack", ""), ("split", "")],
     "padding": [("nn.functional.pad", "constant")],
-    "upsampling": [("nn.functional.interpolate", "nearest")],
+    "upsampling": [
+        ("nn.functional.interpolate", "nearest"),
+        ("nn.functional.interpolate", "nearest-exact"),
+        ("nn.functional.interpolate", "linear"),
+        ("nn.functional.interpolate", "bilinear"),
+        ("nn.functional.interpolate", "bicubic"),
+        ("nn.functional.interpolate", "trilinear"),
+    ],
     "scan_sort_topk": [("cumsum", ""), ("sort", ""), ("topk", "")],
     "where_masked": [("where", ""), ("masked_fill", "")],
     "embedding": [("nn.functional.embedding", "")],
@@ -55,10 +62,6 @@ KNOWN_GAPS: dict[str, str] = {
     # output sizes floor((n + 2p - d(k-1) - 1) / s) + 1: a stride above 1 decides on n mod s
     "nn.functional.conv2d": r"lowered assuming",
     "nn.functional.max_pool2d": r"lowered assuming",
-    # the output size is computed with a float division of sizes, which is not read
-    "nn.functional.interpolate": (
-        r"_operator\.truediv computes on symbolic sizes|node sym_float: sym_float is not an aten op"
-    ),
 }
 SAMPLES_PER_OP = 3
 GROWTH = (1, 3, 6)  # the other sizes: the example's plus these

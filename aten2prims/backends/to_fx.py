@@ -14,6 +14,7 @@ a prims graph can run in torch, be inspected with fx tools, or be compiled furth
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable
@@ -27,7 +28,16 @@ from ..errors import Error
 from ..frontends.torch_interop import to_torch, to_torch_operand, torch_dtype
 from ..ir.graph import Graph, InputKind, Node
 from ..ir.layout import is_non_overlapping
-from ..ir.symbolic import ShapeEnv, SymBool, SymExpr, free_symbols, shape_env, symbol
+from ..ir.symbolic import (
+    ROUNDINGS,
+    ShapeEnv,
+    SymBool,
+    SymExpr,
+    SymFloat,
+    free_symbols,
+    shape_env,
+    symbol,
+)
 from ..ir.values import ScalarMeta, TensorMeta, Value
 from ..schema.higher_order import NAMESPACE as HIGHER_ORDER
 from . import extension_ops
@@ -254,12 +264,13 @@ class _SymbolicSizes:
         """x with each symbolic size replaced by a Value standing for its fx node."""
         if type(x) is tuple:
             return tuple(self.as_values(item) for item in x)
-        if type(x) is not SymExpr and type(x) is not SymBool:
+        if type(x) not in (SymExpr, SymBool, SymFloat):
             return x
-        key = (type(x), x.key() if isinstance(x, SymBool) else x.terms)
+        key = (type(x), x.key() if isinstance(x, SymBool) else getattr(x, "terms", None) or x.node)
         value = self.cache.get(key)
         if value is None:
-            value = self.cache[key] = Value(f"size_{len(self.cache)}", ScalarMeta(int))
+            kind = float if type(x) is SymFloat else int
+            value = self.cache[key] = Value(f"size_{len(self.cache)}", ScalarMeta(kind))
             self.env[value] = self.emit(x)
         return value
 
@@ -268,6 +279,8 @@ class _SymbolicSizes:
         if type(x) is SymBool:
             relation = {"==": operator.eq, "!=": operator.ne, "<=": operator.le}[x.relation]
             return call(relation, (self.emit(x.poly), 0))
+        if type(x) is SymFloat:
+            return self.emit_float(x.node)
         if type(x) is not SymExpr:
             return int(x)
         total: Any = None
@@ -286,6 +299,10 @@ class _SymbolicSizes:
 
         if atom[0] == "sym":
             return self.symbols[atom[1]]
+        if atom[0] in ROUNDINGS:  # an int-valued function of a float expression
+            roundings = {"floor": math.floor, "ceil": math.ceil, "trunc": math.trunc}
+            rounding = roundings.get(atom[0], round)
+            return self.fx_graph.call_function(rounding, (self.emit_float(atom[1][0]),))
         a, b = (self.emit(SymExpr(arg) if type(arg) is tuple else arg) for arg in atom[1])
         function = {
             "floordiv": operator.floordiv,
@@ -294,6 +311,33 @@ class _SymbolicSizes:
             "max": torch.sym_max,
         }[atom[0]]
         return self.fx_graph.call_function(function, (a, b))
+
+    def emit_float(self, node: tuple) -> Any:
+        """The fx values computing a float expression, operation by operation (Python's float
+        arithmetic on torch's SymInts and SymFloats)."""
+        import torch
+
+        call = self.fx_graph.call_function
+        kind = node[0]
+        if kind == "c":
+            return float.fromhex(node[1])
+        if kind == "float":
+            return call(torch.sym_float, (self.emit(SymExpr(node[1])),))
+        if kind == "idiv":
+            a, b = (self.emit(SymExpr(raw) if type(raw) is tuple else raw) for raw in node[1:])
+            return call(operator.truediv, (a, b))
+        if kind == "neg":
+            return call(operator.neg, (self.emit_float(node[1]),))
+        function = {
+            "add": operator.add,
+            "sub": operator.sub,
+            "mul": operator.mul,
+            "div": operator.truediv,
+            "pow": operator.pow,
+            "min": torch.sym_min,
+            "max": torch.sym_max,
+        }[kind]
+        return call(function, (self.emit_float(node[1]), self.emit_float(node[2])))
 
     def assert_checks(self) -> None:
         import torch
