@@ -247,7 +247,9 @@ def _uint8_weight_precision(
 ) -> int:
     """ATen's fixed-point precision for uint8 interpolation weights: the largest p < 22 such that
     the largest weight times 2^(p+1) stays below 2^15 (weights recomputed here in double, exactly as
-    the graph computes them)."""
+    the graph computes them). It needs the sizes: symbolic ones are specialized to their examples
+    under recorded checks."""
+    inputs, outputs = int(inputs), int(outputs)
     ratio = _linear_ratio(inputs, outputs, align_corners, scale, DType.float64)
     largest = 0.0
     for o in range(outputs):

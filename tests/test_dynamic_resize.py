@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -20,6 +21,7 @@ from torch.export import Dim
 
 import aten2prims
 from aten2prims.backends.to_fx import to_fx
+from aten2prims.errors import ShapeError
 from aten2prims.ir import graph_difference, parse
 from aten2prims.ir.symbolic import SymExpr, evaluate
 from aten2prims.testing.compare import compare
@@ -257,3 +259,17 @@ def test_to_fx_computes_float_sizes_with_torch_s_symbolic_arithmetic() -> None:
             (ours,) = module(x)
             verdict = compare(ours.numpy(), fn(x).numpy(), what=f"to_fx at {list(shape)}")
         assert verdict, verdict.message
+
+
+def test_uint8_bilinear_is_specialized_under_checks_not_silently() -> None:
+    """uint8 bilinear upsampling computes its fixed-point precision from every weight while
+    lowering: symbolic sizes are specialized to the example's, under checks that refuse others."""
+    x = (torch.rand(1, 3, 7, 9, generator=torch.Generator().manual_seed(0)) * 255).to(torch.uint8)
+    fn = _interpolate(scale_factor=1.5, mode="bilinear")
+    program = torch.export.export(Call(fn), (x,), dynamic_shapes=({2: H, 3: W},))
+    lowered = aten2prims.lower(aten2prims.from_fx(program.run_decompositions()))
+    assert lowered.checks
+    (ours,) = aten2prims.execute(lowered, [x.numpy()])
+    np.testing.assert_array_equal(ours, fn(x).numpy())
+    with pytest.raises(ShapeError, match="lowered assuming"):
+        aten2prims.execute(lowered, [np.zeros((1, 3, 8, 9), np.uint8)])
