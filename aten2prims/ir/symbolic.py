@@ -966,6 +966,8 @@ def _with_extrema_settled(x: SymExpr, symbols: Mapping[str, Symbol]) -> int | Sy
     """x with each min/max atom whose operands the ranges order replaced by the operand it
     picks (max(1, t) is t when t >= 1 for every size): the same value, in a form whose terms
     can cancel (interval bounds alone do not see that max(1, t) - t is 0)."""
+    if not any(atom[0] in ("min", "max") for monomial, _ in x.terms for atom in monomial):
+        return x
     total: int | SymExpr = 0
     changed = False
     for monomial, coefficient in x.terms:
