@@ -61,8 +61,8 @@ MASK_DTYPES = (DType.bool, DType.uint8)
 def _place(index: Value, shape: Sequence[int], first: int) -> Value:
     """`index` broadcast to `shape`, its dims landing on shape[first:first + index.ndim]."""
     shape = tuple(shape)
-    if index.shape == shape:
-        return index
+    if len(index.shape) == len(shape) and all(map(same_size, index.shape, shape)):
+        return index  # (compared by structure: a broadcast is right whatever the sizes)
     return prims.broadcast_in_dim(index, list(shape), list(range(first, first + index.ndim)))
 
 

@@ -767,7 +767,10 @@ def _clamp_scalars(op: str, self: Value, low: Any, high: Any, result: DType) -> 
         None if b is None else convert(b, result) if is_number(b) else _tensor(b, result, x.shape)
         for b in (low, high)
     )
-    if all(b is None or (is_number(b) and not math.isnan(b)) for b in (low, high)):
+    if all(
+        b is None or (is_number(b) and not (type(b) is float and math.isnan(b)))
+        for b in (low, high)
+    ):  # (a symbolic size bound is a number too, never NaN: asking would specialize it)
         return _clamp_to_numbers(x, low, high)
     return _clamp(x, low, high)
 

@@ -9,7 +9,7 @@ docs/decompositions.md lists the deliberate differences.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -18,7 +18,7 @@ import numpy as np
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
-from aten2prims.ir.symbolic import is_symbolic
+from aten2prims.ir.symbolic import is_symbolic, rounded, settled, to_float
 from aten2prims.ir.values import Value
 from aten2prims.promotion import convert, opmath_dtype
 
@@ -30,6 +30,7 @@ from .common import (
     iota,
     row_major_strides,
     row_major_window,
+    scalar,
     sequential_sum,
 )
 from .registry import register
@@ -37,16 +38,36 @@ from .registry import register
 # -- shared pieces --------------------------------------------------------------------
 
 
-def _scaled(op: str, size: Any, factor: float) -> Any:
-    """floor(size * factor), as torch computes an output size; a symbolic size takes an
-    integral factor exactly (2.0 doubles it), others are not supported."""
-    if is_symbolic(size):
-        if float(factor).is_integer():
-            return size * int(factor)
-        raise ShapeError(
-            f"{op}: scale factor {factor} with the symbolic size {size} is not supported"
-        )
-    return int(size * factor)
+def _scaled(size: Any, factor: float) -> Any:
+    """The output size of a scale factor, as ATen computes it: the double product
+    float(size) · factor truncated to an int. A symbolic size gives that expression (an integral
+    factor multiplies the size, as torch's own shape function does, exact for every size)."""
+    if not is_symbolic(size):
+        return int(size * factor)
+    if float(factor).is_integer():
+        return size * int(factor)
+    return rounded("trunc", to_float(size) * float(factor))
+
+
+def _choose(condition: Any, if_true: Callable[[], Any], if_false: Callable[[], Any]) -> Any:
+    """ATen's branch on sizes (`if (output_size == input_size)`): the branch itself when the
+    sizes settle the condition, else both, selected at run time by the condition (a 0-dim bool
+    tensor of it), so that one lowering is right at every size. Tensors or numbers of the same
+    dtype; numbers are taken as `prims.where` takes them."""
+    answer = settled(condition)
+    if answer is not None:
+        return if_true() if answer else if_false()
+    return prims.where(scalar(condition, DType.bool), if_true(), if_false())
+
+
+def _quotient(numerator: Any, denominator: Any, dtype: DType) -> Any:
+    """ATen's ratio of two sizes in `dtype`: each converted to `dtype`, then divided in it. A
+    constant for known sizes; a 0-dim tensor computed at run time for symbolic ones (the same
+    conversions and division, so the same bits at every size)."""
+    if not is_symbolic(numerator) and not is_symbolic(denominator):
+        kind = dtype.numpy.type
+        return float(kind(numerator) / kind(denominator))
+    return prims.div(scalar(numerator, dtype), scalar(denominator, dtype))
 
 
 def _gather_plane(x: Value, flat: Value, dims: Sequence[int], shape: Sequence[int]) -> Value:
@@ -96,7 +117,7 @@ def _upsample_sizes(
         factors = list(scale_factors)
         if len(factors) != 2:
             raise ShapeError(f"{op}: scale_factors must have 2 entries, got {factors}")
-        sizes = [_scaled(op, n, s) for n, s in zip(x.shape[2:], factors)]
+        sizes = [_scaled(n, s) for n, s in zip(x.shape[2:], factors)]
         scales = list(factors)
     if any(n <= 0 for n in x.shape[2:]) or any(n <= 0 for n in sizes):
         raise ShapeError(
@@ -105,27 +126,34 @@ def _upsample_sizes(
     return sizes, scales
 
 
-def _float_scale(inputs: int, outputs: int, scale: float | None, dtype: DType) -> float:
+def _float_scale(inputs: Any, outputs: Any, scale: float | None, dtype: DType) -> Any:
     """ATen's compute_scales_value in `dtype`: 1/scale if a positive scale factor was given, else
     inputs/outputs (each rounded to dtype, as the C++ computes it)."""
     kind = dtype.numpy.type
     if scale is not None and scale > 0:
         return float(kind(1.0 / scale))
-    return float(kind(inputs) / kind(outputs))
+    return _quotient(inputs, outputs, dtype)
 
 
-def _nearest_source(inputs: int, outputs: int, scale: float | None) -> Value:
-    """int64[outputs]: ATen's nearest_idx — the identity and halving shortcuts, else
-    min(floor(o · scale), inputs - 1) in float32."""
+def _nearest_source(inputs: Any, outputs: Any, scale: float | None) -> Value:
+    """int64[outputs]: ATen's nearest_idx — the identity and halving shortcuts (which ATen takes
+    whatever the scale factor, so they matter), else min(floor(o · scale), inputs - 1) in
+    float32."""
     index = iota(outputs)
-    if outputs == inputs:
-        return index
-    if outputs == 2 * inputs:
-        return prims.shift_right_arithmetic(index, 1)
-    scaled = prims.mul(
-        convert(index, DType.float32), _float_scale(inputs, outputs, scale, DType.float32)
+
+    def general() -> Value:
+        scaled = prims.mul(
+            convert(index, DType.float32), _float_scale(inputs, outputs, scale, DType.float32)
+        )
+        return prims.minimum(convert(prims.floor(scaled), DType.int64), inputs - 1)
+
+    return _choose(
+        outputs == inputs,
+        lambda: index,
+        lambda: _choose(
+            outputs == 2 * inputs, lambda: prims.shift_right_arithmetic(index, 1), general
+        ),
     )
-    return prims.minimum(convert(prims.floor(scaled), DType.int64), inputs - 1)
 
 
 @register("aten.upsample_nearest2d.vec")
@@ -144,32 +172,51 @@ def upsample_nearest2d(
 
 
 def _linear_ratio(
-    inputs: int, outputs: int, align_corners: bool, scale: float | None, dtype: DType
-) -> float:
+    inputs: Any, outputs: Any, align_corners: bool, scale: float | None, dtype: DType
+) -> Any:
     """ATen's area_pixel_compute_scale in `dtype`."""
     if not align_corners:
         return _float_scale(inputs, outputs, scale, dtype)
-    kind = dtype.numpy.type
-    return float(kind(inputs - 1) / kind(outputs - 1)) if outputs > 1 else 0.0
+    return _choose(
+        outputs > 1,
+        lambda: _quotient(inputs - 1, outputs - 1, dtype),
+        lambda: 0.0 if not is_symbolic(outputs) else scalar(0.0, dtype),
+    )
 
 
 def _linear_source(
-    inputs: int, outputs: int, align_corners: bool, scale: float | None, dtype: DType
-) -> tuple[Value, Value]:
-    """ATen's area_pixel_compute_source_index and guard_index_and_lambda along one dim, in `dtype`:
-    the int64 index of each output's left neighbour and its distance λ from it, in [0, 1]."""
-    ratio = _linear_ratio(inputs, outputs, align_corners, scale, dtype)
-    position = convert(iota(outputs), dtype)
-    if align_corners:
-        source = prims.mul(position, ratio)
-    else:
-        source = prims.maximum(prims.sub(prims.mul(prims.add(position, 0.5), ratio), 0.5), 0.0)
-    # ATen floors with floorf, i.e. after rounding a double source index to float.
-    left = prims.minimum(
-        convert(prims.floor(convert(source, DType.float32)), DType.int64), inputs - 1
+    inputs: Any, outputs: Any, align_corners: bool, scale: float | None, dtype: DType
+) -> tuple[Value, Value, Value]:
+    """ATen's compute_source_index_and_lambda along one dim, in `dtype`: the int64 indices of
+    each output's two neighbours and the distance λ from the left one, in [0, 1]. Where the
+    sizes are equal ATen copies (both neighbours the output's own index, λ = 0), whatever the
+    scale factor; else area_pixel_compute_source_index and guard_index_and_lambda."""
+    index = iota(outputs)
+
+    def general() -> tuple[Value, Value, Value]:
+        ratio = _linear_ratio(inputs, outputs, align_corners, scale, dtype)
+        position = convert(index, dtype)
+        if align_corners:
+            source = prims.mul(position, ratio)
+        else:
+            source = prims.maximum(prims.sub(prims.mul(prims.add(position, 0.5), ratio), 0.5), 0.0)
+        # ATen floors with floorf, i.e. after rounding a double source index to float.
+        left = prims.minimum(
+            convert(prims.floor(convert(source, DType.float32)), DType.int64), inputs - 1
+        )
+        distance = prims.minimum(prims.maximum(prims.sub(source, convert(left, dtype)), 0.0), 1.0)
+        return left, prims.minimum(prims.add(left, 1), inputs - 1), distance
+
+    copy = outputs == inputs
+    if settled(copy) is not None:
+        return _choose(copy, lambda: (index, index, full([outputs], 0.0, dtype)), general)
+    left, right, distance = general()
+    chosen = scalar(copy, DType.bool)
+    return (
+        prims.where(chosen, index, left),
+        prims.where(chosen, index, right),
+        prims.where(chosen, 0.0, distance),
     )
-    distance = prims.minimum(prims.maximum(prims.sub(source, convert(left, dtype)), 0.0), 1.0)
-    return left, distance
 
 
 def _weighted(x: Value, weight: Value, dim: int) -> Value:
@@ -186,11 +233,10 @@ def _bilinear_float(
     values = prims.collapse_view(convert(x, compute), 0, 1)  # [N·C, H, W]
     for dim in (2, 1):
         inputs, outputs, scale = values.shape[dim], sizes[dim - 1], scales[dim - 1]
-        if inputs == outputs:
+        if settled(inputs == outputs):
             values = prims.add(values, prims.mul(values, 0.0))
             continue
-        left, distance = _linear_source(inputs, outputs, align_corners, scale, compute)
-        right = prims.minimum(prims.add(left, 1), inputs - 1)
+        left, right, distance = _linear_source(inputs, outputs, align_corners, scale, compute)
         near = _weighted(_gather_along(values, dim, left), prims.sub(1.0, distance), dim)
         values = prims.add(near, _weighted(_gather_along(values, dim, right), distance, dim))
     return convert(prims.split_dim(values, 0, x.shape[0]), x.dtype)
@@ -201,7 +247,9 @@ def _uint8_weight_precision(
 ) -> int:
     """ATen's fixed-point precision for uint8 interpolation weights: the largest p < 22 such that
     the largest weight times 2^(p+1) stays below 2^15 (weights recomputed here in double, exactly as
-    the graph computes them)."""
+    the graph computes them). It needs the sizes: symbolic ones are specialized to their examples
+    under recorded checks."""
+    inputs, outputs = int(inputs), int(outputs)
     ratio = _linear_ratio(inputs, outputs, align_corners, scale, DType.float64)
     largest = 0.0
     for o in range(outputs):
@@ -226,7 +274,7 @@ def _bilinear_uint8_pass(
     if inputs == outputs:
         return x
     precision = _uint8_weight_precision(inputs, outputs, align_corners, scale)
-    left, distance = _linear_source(inputs, outputs, align_corners, scale, DType.float64)
+    left, right, distance = _linear_source(inputs, outputs, align_corners, scale, DType.float64)
     near = prims.sub(1.0, distance)
     far = prims.sub(1.0, near)
     last = prims.eq(left, inputs - 1)
@@ -238,7 +286,6 @@ def _bilinear_uint8_pass(
             prims.floor(prims.add(prims.mul(weight, float(1 << precision)), 0.5)), DType.int64
         )
 
-    right = prims.minimum(prims.add(left, 1), inputs - 1)
     terms = [
         _weighted(convert(_gather_along(x, dim, index), DType.int64), fixed(weight), dim)
         for index, weight in ((left, near), (right, far))

@@ -1,9 +1,10 @@
-"""Integer arithmetic on sizes (`x.shape[0] * 2` in a graph exported with dynamic shapes).
+"""Arithmetic on sizes (`x.shape[0] * 2`, `x.shape[2] * 1.5`, `h / w` in a graph exported with
+dynamic shapes).
 
-The operands are ints or symbolic sizes (`aten2prims.ir.symbolic`); each rule computes the
-result with Python's own operators, so a symbolic operand gives a symbolic result and the
-lowered graph holds no node for it. Comparisons give a bool, or a condition on the symbols
-when their ranges do not settle it.
+The operands are ints, floats, symbolic sizes and float expressions over them
+(`aten2prims.ir.symbolic`); each rule computes the result with Python's own operators, so a
+symbolic operand gives a symbolic result and the lowered graph holds no node for it.
+Comparisons give a bool, or a condition on the symbols when their ranges do not settle it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from aten2prims.errors import ShapeError
-from aten2prims.ir.symbolic import assume, is_symbolic
+from aten2prims.ir.symbolic import assume, is_symbolic, rounded, to_float
 
 from .registry import register
 
@@ -74,6 +75,61 @@ def gt_int(a: Any, b: Any) -> Any:
 @register("aten.ge.int")
 def ge_int(a: Any, b: Any) -> Any:
     return a >= b
+
+
+# -- on floats: Python's float arithmetic, as torch evaluates these nodes --------------------------
+
+
+@register("aten.add.float", "aten.add.int_float", "aten.add.float_int")
+def add_float(a: Any, b: Any) -> Any:
+    return a + b
+
+
+@register("aten.sub.float", "aten.sub.int_float", "aten.sub.float_int")
+def sub_float(a: Any, b: Any) -> Any:
+    return a - b
+
+
+@register("aten.mul.float", "aten.mul.int_float", "aten.mul.float_int")
+def mul_float(a: Any, b: Any) -> Any:
+    return a * b
+
+
+@register("aten.div.int", "aten.div.float")
+def div_float(a: Any, b: Any) -> Any:
+    """Python's true division (of two ints: the correctly rounded quotient)."""
+    return a / b
+
+
+@register("aten.pow.float", "aten.pow.int_float", "aten.pow.float_int")
+def pow_float(a: Any, b: Any) -> Any:
+    return to_float(a) ** b
+
+
+@register("aten.neg.float")
+def neg_float(a: Any) -> Any:
+    return -a
+
+
+@register("aten.Float.int")
+def float_int(a: Any) -> Any:
+    return to_float(a)
+
+
+@register("aten.Int.float")
+def int_float(a: Any) -> Any:
+    """int() of a float: truncated toward zero."""
+    return rounded("trunc", a)
+
+
+@register("aten.floor.float")
+def floor_float(a: Any) -> Any:
+    return rounded("floor", a)
+
+
+@register("aten.ceil.float")
+def ceil_float(a: Any) -> Any:
+    return rounded("ceil", a)
 
 
 @register("aten._assert_scalar.default")

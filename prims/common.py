@@ -11,7 +11,7 @@ import numpy as np
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.layout import elementwise_strides
-from aten2prims.ir.symbolic import SymBool, SymExpr, number_kind
+from aten2prims.ir.symbolic import SymBool, SymExpr, SymFloat, number_kind
 from aten2prims.ir.values import TensorMeta, Value, is_tensor
 
 # dtype domains (what a prim accepts on CPU, as probed against torch 2.13 eager)
@@ -23,7 +23,7 @@ COMPLEX = frozenset({DType.complex64, DType.complex128})
 ALL = BOOL | INTS | FLOATS | COMPLEX
 
 # A symbolic size is an int operand, a condition on sizes a bool one.
-_NUMBER_TYPES = (bool, int, float, complex, SymExpr, SymBool)
+_NUMBER_TYPES = (bool, int, float, complex, SymExpr, SymBool, SymFloat)
 
 
 def is_number(x: Any) -> bool:

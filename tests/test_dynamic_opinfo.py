@@ -42,7 +42,14 @@ FAMILIES: dict[str, list[tuple[str, str]]] = {
     "softmax": [("softmax", "")],
     "cat_stack_split": [("cat", ""), ("stack", ""), ("split", "")],
     "padding": [("nn.functional.pad", "constant")],
-    "upsampling": [("nn.functional.interpolate", "nearest")],
+    "upsampling": [
+        ("nn.functional.interpolate", "nearest"),
+        ("nn.functional.interpolate", "nearest-exact"),
+        ("nn.functional.interpolate", "linear"),
+        ("nn.functional.interpolate", "bilinear"),
+        ("nn.functional.interpolate", "bicubic"),
+        ("nn.functional.interpolate", "trilinear"),
+    ],
     "scan_sort_topk": [("cumsum", ""), ("sort", ""), ("topk", "")],
     "where_masked": [("where", ""), ("masked_fill", "")],
     "embedding": [("nn.functional.embedding", "")],
@@ -56,10 +63,6 @@ KNOWN_GAPS: dict[str, str] = {
     # channels (torch checks it too, but its exported program does not say so); the sample with
     # groups=2 grows them to an odd count, which torch refuses as well
     "nn.functional.conv2d": r"lowered assuming \(s\d+%2\) == 0",
-    # the output size is computed with a float division of sizes, which is not read
-    "nn.functional.interpolate": (
-        r"_operator\.truediv computes on symbolic sizes|node sym_float: sym_float is not an aten op"
-    ),
 }
 SAMPLES_PER_OP = 3
 GROWTH = (1, 3, 6)  # the other sizes: the example's plus these

@@ -471,9 +471,9 @@ REFUSALS: dict[str, tuple[Callable[[Path], Edit], str | Callable[[Path], str], s
         "aten.mul.int): argument 'a' expects int (got %getitem_5: f32[5, 3])",
     ),
     "unsupported operator target": (
-        lambda a: _edit_json(MODEL, lambda m: _set(_node(m, "mul"), "target", "_operator.truediv")),
+        lambda a: _edit_json(MODEL, lambda m: _set(_node(m, "mul"), "target", "_operator.and_")),
         MODEL,
-        "_operator.truediv on symbolic sizes; this symbolic construct is not supported",
+        "_operator.and_ on (Tensor, ",
     ),
     "unknown aten op": (
         lambda a: _edit_json(

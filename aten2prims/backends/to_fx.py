@@ -20,6 +20,7 @@ a prims graph can run in torch, be inspected with fx tools, or be compiled furth
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable
@@ -36,10 +37,12 @@ from ..ir.graph import Graph, InputKind, Node
 from ..ir.layout import is_non_overlapping
 from ..ir.symbolic import (
     INF,
+    ROUNDINGS,
     ShapeEnv,
     Symbol,
     SymBool,
     SymExpr,
+    SymFloat,
     free_symbols,
     shape_env,
     symbol,
@@ -305,12 +308,13 @@ class _SymbolicSizes:
         """x with each symbolic size replaced by a Value standing for its fx node."""
         if type(x) is tuple:
             return tuple(self.as_values(item) for item in x)
-        if type(x) is not SymExpr and type(x) is not SymBool:
+        if type(x) not in (SymExpr, SymBool, SymFloat):
             return x
-        key = (type(x), x.key() if isinstance(x, SymBool) else x.terms)
+        key = (type(x), x.key() if isinstance(x, SymBool) else getattr(x, "terms", None) or x.node)
         value = self.cache.get(key)
         if value is None:
-            value = self.cache[key] = Value(f"size_{len(self.cache)}", ScalarMeta(int))
+            kind = float if type(x) is SymFloat else int
+            value = self.cache[key] = Value(f"size_{len(self.cache)}", ScalarMeta(kind))
             self.env[value] = self.emit(x)
         return value
 
@@ -319,6 +323,8 @@ class _SymbolicSizes:
         if type(x) is SymBool:
             relation = {"==": operator.eq, "!=": operator.ne, "<=": operator.le}[x.relation]
             return call(relation, (self.emit(x.poly), 0))
+        if type(x) is SymFloat:
+            return self.emit_float(x.node)
         if type(x) is not SymExpr:
             return int(x)
         total: Any = None
@@ -340,6 +346,10 @@ class _SymbolicSizes:
             if found is None:
                 raise ToFxError(self.unavailable(atom[1]))
             return found
+        if atom[0] in ROUNDINGS:  # an int-valued function of a float expression
+            roundings = {"floor": math.floor, "ceil": math.ceil, "trunc": math.trunc}
+            rounding = roundings.get(atom[0], round)
+            return self.fx_graph.call_function(rounding, (self.emit_float(atom[1][0]),))
         a, b = (self.emit(SymExpr(arg) if type(arg) is tuple else arg) for arg in atom[1])
         function = {
             "floordiv": operator.floordiv,
@@ -348,6 +358,33 @@ class _SymbolicSizes:
             "max": torch.sym_max,
         }[atom[0]]
         return self.fx_graph.call_function(function, (a, b))
+
+    def emit_float(self, node: tuple) -> Any:
+        """The fx values computing a float expression, operation by operation (Python's float
+        arithmetic on torch's SymInts and SymFloats)."""
+        import torch
+
+        call = self.fx_graph.call_function
+        kind = node[0]
+        if kind == "c":
+            return float.fromhex(node[1])
+        if kind == "float":
+            return call(torch.sym_float, (self.emit(SymExpr(node[1])),))
+        if kind == "idiv":
+            a, b = (self.emit(SymExpr(raw) if type(raw) is tuple else raw) for raw in node[1:])
+            return call(operator.truediv, (a, b))
+        if kind == "neg":
+            return call(operator.neg, (self.emit_float(node[1]),))
+        function = {
+            "add": operator.add,
+            "sub": operator.sub,
+            "mul": operator.mul,
+            "div": operator.truediv,
+            "pow": operator.pow,
+            "min": torch.sym_min,
+            "max": torch.sym_max,
+        }[kind]
+        return call(function, (self.emit_float(node[1]), self.emit_float(node[2])))
 
     def unavailable(self, name: str) -> str:
         where = (

@@ -14,10 +14,10 @@ from ..errors import LoadError, VerificationError
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput
 from ..ir.layout import is_contiguous
-from ..ir.symbolic import Symbol, SymExpr, free_symbols, same_size, symbol
-from ..ir.values import Meta, ScalarMeta, TensorMeta
+from ..ir.symbolic import Symbol, SymExpr, SymFloat, free_symbols, same_size, symbol
+from ..ir.values import Meta, ScalarMeta, TensorMeta, Value
 from ..passes.verify import verify
-from ..schema.registry import aten_schema
+from ..schema.registry import SCALAR_TARGETS, aten_schema, scalar_operator
 
 # What the text form can print and parse back after `%`.
 _VALUE_NAME = re.compile(r"[A-Za-z0-9_]+")
@@ -203,3 +203,27 @@ def verified(graph: Graph, *, entry: str | None = None) -> Graph:
     except VerificationError as error:
         raise LoadError(f"the imported graph is malformed: {error}", entry=entry) from error
     return graph
+
+
+def scalar_op(
+    target: str, operands: tuple[Any, ...], where: str, *, entry: str | None = None
+) -> str:
+    """The aten overload a scalar target (`_operator.mul`, `torch.sym_float`, `math.trunc`, as
+    torch.export.save names them) reads as, by its operands' kinds: a float scalar or number
+    makes it a float overload (`aten.mul.int_float`). A tensor operand counts as an int (the
+    verifier then names it); a target torch has no overload for is refused."""
+    kinds = tuple(_operand_kind(operand) for operand in operands)
+    op = scalar_operator(target, kinds) if target in SCALAR_TARGETS else None
+    if op is None:
+        described = ", ".join(
+            "Tensor" if type(x) is Value and type(x.meta) is not ScalarMeta else kind.__name__
+            for x, kind in zip(operands, kinds)
+        )
+        raise LoadError(f"{where}: {target} on ({described}); {SYMBOLIC}", entry=entry)
+    return op
+
+
+def _operand_kind(operand: Any) -> type:
+    if type(operand) is Value and type(operand.meta) is ScalarMeta:
+        return float if operand.meta.kind is float else int
+    return float if type(operand) is float or type(operand) is SymFloat else int

@@ -19,7 +19,7 @@ from ..ir.values import UNDEFINED, Device, Layout, MemoryFormat, ScalarMeta, Ten
 from ..limits import MAX_GRAPH_DEPTH
 from ..schema.higher_order import HIGHER_ORDER_OPS, higher_order_op
 from ..schema.higher_order import NAMESPACE as HIGHER_ORDER
-from ..schema.registry import KEPT_CHECKS, SIZE_OPERATORS, aten_schema
+from ..schema.registry import KEPT_CHECKS, SCALAR_TARGETS, aten_schema
 from .common import (
     SYMBOLIC,
     check_known_aten_op,
@@ -27,6 +27,7 @@ from .common import (
     graph_symbols,
     input_meta,
     recorded_meta,
+    scalar_op,
     undefined_name,
     user_source,
     verified,
@@ -232,12 +233,13 @@ class _Importer:
             if _is_higher_order(target):
                 nodes.append(self.higher_order_node(fx_node, where))
                 continue
-            size_op = _size_operator(target)
-            if size_op is not None:  # Python's arithmetic on sizes: torch's int overloads
+            scalar_target = _scalar_target(target)
+            if scalar_target is not None:  # Python's arithmetic on sizes: torch's overloads
                 args = tuple(
                     self.operand(arg, f"{where}, argument {i}")
                     for i, arg in enumerate(fx_node.args)
                 )
+                size_op = scalar_op(scalar_target, args, where)
                 scalar = self.define(fx_node, self.val(fx_node))
                 provenance = Provenance(source=user_source(fx_node.meta.get("stack_trace")))
                 nodes.append(Node(size_op, args, {}, (scalar,), provenance))
@@ -451,12 +453,11 @@ def _check_target(target: Any, where: str) -> None:
                 f"flow read is: {known})"
             )
         return
-    if _size_operator(target) is not None:
+    name = _scalar_target(target)
+    if name in SCALAR_TARGETS:
         return
-    if getattr(target, "__module__", None) in ("_operator", "operator"):
-        raise LoadError(
-            f"{where}: _operator.{target.__name__} computes on symbolic sizes; {SYMBOLIC}"
-        )
+    if name is not None:
+        raise LoadError(f"{where}: {name} computes on symbolic sizes; {SYMBOLIC}")
     name = getattr(target, "__name__", str(target))
     raise LoadError(
         f"{where}: {name} is not an aten op nor a torch.library op; only Core ATen graphs, with "
@@ -470,14 +471,20 @@ def _is_higher_order(target: Any) -> bool:
     return isinstance(target, torch._ops.HigherOrderOperator)
 
 
-def _size_operator(target: Any) -> str | None:
-    """The aten int overload `load` reads an `_operator.<name>` target as (None for others)."""
-    if getattr(target, "__module__", None) not in ("_operator", "operator"):
-        return None
+def _scalar_target(target: Any) -> str | None:
+    """The name torch.export.save gives a target computing on sizes or on the floats made from
+    them (`_operator.mul`, `torch.sym_float`, `math.trunc`), or None for other targets."""
+    import math
+
+    import torch
+
     name = str(getattr(target, "__name__", ""))
-    if getattr(operator, name, None) is not target:
-        return None
-    return SIZE_OPERATORS.get(name)
+    for module, prefix in ((operator, "_operator"), (torch, "torch"), (math, "math")):
+        if getattr(module, name, None) is target and (
+            module is not torch or name.startswith("sym_")
+        ):
+            return f"{prefix}.{name}"
+    return None
 
 
 _SCALAR_KINDS = {"SymInt": int, "SymFloat": float, "SymBool": bool}

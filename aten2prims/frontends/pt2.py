@@ -40,7 +40,6 @@ from ..ir.values import UNDEFINED, Device, Layout, MemoryFormat, ScalarMeta, Ten
 from ..limits import MAX_GRAPH_DEPTH, MAX_JSON_BYTES, default_memory_budget, format_bytes
 from ..schema.higher_order import HIGHER_ORDER_OPS, higher_order_op
 from ..schema.higher_order import NAMESPACE as HIGHER_ORDER
-from ..schema.registry import SIZE_OPERATORS
 from .common import (
     SYMBOLIC,
     check_known_aten_op,
@@ -50,6 +49,7 @@ from .common import (
     input_meta,
     is_value_name,
     recorded_meta,
+    scalar_op,
     undefined_name,
     user_source,
     verified,
@@ -785,7 +785,9 @@ class _ModelReader:
                 and node.get("target") != "torch.ops.aten._assert_scalar.default"
             ):
                 return None  # output-less checks such as aten._assert_tensor_metadata
-            op = _op_name(_str(node["target"]), where, self.entry)
+            target = _str(node["target"])
+            scalar = _is_scalar_target(target)  # its overload follows from its operands' kinds
+            op = "" if scalar else _op_name(target, where, self.entry)
             args: list[Any] = []
             kwargs: dict[str, Any] = {}
             for named in _list(node["inputs"]):
@@ -799,6 +801,8 @@ class _ModelReader:
                     raise ValueError(f"argument {name!r} is given twice")
                 else:
                     kwargs[name] = value  # kind 2, or no kind (older files): by name
+            if scalar:
+                op = scalar_op(target, (*args, *kwargs.values()), where, entry=self.entry)
             results = tuple(self.read_results(_list(node["outputs"]), where))
             metadata = node.get("metadata") or {}
             provenance = Provenance(source=user_source(metadata.get("stack_trace")))
@@ -901,14 +905,15 @@ class _ModelReader:
         return outputs
 
 
+def _is_scalar_target(target: str) -> bool:
+    """Python's operators, torch.sym_* and math.* (computing on sizes and the floats made from
+    them), as opposed to torch ops."""
+    return target.startswith(("_operator.", "torch.sym_", "math."))
+
+
 def _op_name(target: str, where: str, entry: str) -> str:
     """'torch.ops.aten.add.Tensor' -> 'aten.add.Tensor' ('torch.ops.mylib.f.default' ->
     'mylib.f.default'), refusing what we cannot read."""
-    if target.startswith("_operator."):
-        op = SIZE_OPERATORS.get(target.removeprefix("_operator."))
-        if op is None:
-            raise LoadError(f"{where}: {target} on symbolic sizes; {SYMBOLIC}", entry=entry)
-        return op
     op = target.removeprefix("torch.ops.")
     if op.startswith(f"{HIGHER_ORDER}."):
         if higher_order_op(op) is None:

@@ -18,7 +18,7 @@ from ..errors import ParseError
 from ..limits import MAX_GRAPH_DEPTH
 from .dtypes import DType
 from .graph import Graph, GraphInput, GraphOutput, InputKind, Node, OutputKind, Provenance
-from .symbolic import ExprSyntaxError, Symbol, SymBool, SymExpr, parse_expr
+from .symbolic import ExprSyntaxError, Symbol, SymBool, SymExpr, SymFloat, parse_expr
 from .values import (
     SCALAR_KINDS,
     UNDEFINED,
@@ -43,7 +43,7 @@ _TOKEN = re.compile(
   | (?P<number>-?(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\.\d+(?:[eE][+-]?\d+)?|\d+)|-inf\b)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*)
   | (?P<punct>[()\[\],:={}])
-  | (?P<symop>//|<=|>=|!=|[-+*%<>!])
+  | (?P<symop>//|<=|>=|!=|[-+*%<>!/])
     """,
     re.VERBOSE | re.ASCII,  # `\d` is 0-9 only: '٣2' is not the size 32
 )
@@ -566,7 +566,7 @@ class _Parser:
                 if len(pieces) != 1:
                     self.fail("sym(...) holds one expression", opening)
                 value = self.parse_expression(pieces[0], opening)
-                if type(value) is not SymExpr and type(value) is not SymBool:
+                if type(value) not in (SymExpr, SymBool, SymFloat):
                     self.fail("sym(...) holds an expression over symbols", opening)
                 return value
             if text == "device":

@@ -18,7 +18,7 @@ from .graph import (
     Provenance,
     install_text_form,
 )
-from .symbolic import Symbol, SymBool, SymExpr, format_expr
+from .symbolic import Symbol, SymBool, SymExpr, SymFloat, format_expr
 from .values import Device, Layout, MemoryFormat, Meta, Value
 
 # Headers longer than this put one input per line.
@@ -57,7 +57,7 @@ def format_operand(x: Any) -> str:
         return f"device({json.dumps(x.name)})"
     if kind is tuple:
         return "[" + ", ".join(format_operand(item) for item in x) + "]"
-    if kind is SymExpr or kind is SymBool:
+    if kind is SymExpr or kind is SymBool or kind is SymFloat:
         return f"sym({format_expr(x)})"
     if kind is Graph:  # a nested graph, printed whole beneath its node
         return f"@{x.name}"

@@ -1,4 +1,5 @@
-"""Symbolic sizes: integer expressions over named symbols, and the conditions on them.
+"""Symbolic sizes: integer expressions over named symbols, the float expressions sizes are
+computed through, and the conditions on sizes.
 
 - `SymExpr`: an integer-valued expression, kept as a normalized polynomial (a sum of integer
   multiples of products of atoms; an atom is a symbol or `floordiv`/`mod`/`min`/`max` of
@@ -6,15 +7,18 @@
   whose terms cancel is a plain `int`: every operation returns `int | SymExpr`. Python's
   arithmetic operators (`+ - * // %`, unary minus) build expressions, so size arithmetic written
   for ints works unchanged.
+- `SymFloat`: a float expression (what torch computes through floats: `trunc(float(n) * 2.3)`
+  is an upsampling output size), a tree of Python's float operations evaluated exactly as
+  Python evaluates them; `floor`/`ceil`/`trunc`/`round` of one is an atom of a `SymExpr`.
 - `SymBool`: a comparison `p == 0`, `p != 0` or `p <= 0` of a polynomial `p`. `bool()` of it asks
   the active `ShapeEnv`: settled by the symbols' ranges, it is answered; otherwise the env
   answers with the example values' branch and records the condition as a run-time check.
 - `Symbol`: a named symbol's range, example value and whether it is backed (bound from an input
   shape) or unbacked (bound when a data-dependent node runs).
 - `parse_expr(text)`: a recursive-descent parser of both the text form's infix syntax
-  (`2*s0 + 1`, `(s0 - 1)//2`, `min(s0, 4)`, `s0 != 1`) and the sympy `srepr` strings the `.pt2`
-  writer stores (`Mul(Integer(2), Symbol('s77', positive=True, integer=True))`). Nothing is
-  ever evaluated as Python code.
+  (`2*s0 + 1`, `(s0 - 1)//2`, `min(s0, 4)`, `s0 != 1`, `trunc(2.3*float(s0))`, `s0/s1`) and
+  the sympy `srepr` strings the `.pt2` writer stores (`Mul(Integer(2), Symbol('s77',
+  positive=True, integer=True))`). Nothing is ever evaluated as Python code.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ Monomial: TypeAlias = tuple  # sorted tuple of atoms (repeats for powers); () is
 def _atom_key(atom: Atom) -> tuple:
     if atom[0] == "sym":
         return (0, atom[1])
+    if atom[0] in ROUNDINGS:  # an int-valued function of a float expression
+        return (2, atom[0], _node_key(atom[1][0]))
     return (1, atom[0], tuple(_raw_key(a) for a in atom[1]))
 
 
@@ -109,21 +115,33 @@ class SymExpr:
         return type(other) is SymExpr and self.terms == other.terms
 
     # -- arithmetic ---------------------------------------------------------------------------
-    def __add__(self, other: Any) -> int | SymExpr:
-        return add(self, other) if _is_int(other) else NotImplemented
+    def __add__(self, other: Any) -> Any:
+        return add(self, other) if _is_int(other) else _with_float("add", self, other)
 
     __radd__ = __add__
 
-    def __sub__(self, other: Any) -> int | SymExpr:
-        return add(self, mul(other, -1)) if _is_int(other) else NotImplemented
+    def __sub__(self, other: Any) -> Any:
+        return add(self, mul(other, -1)) if _is_int(other) else _with_float("sub", self, other)
 
-    def __rsub__(self, other: Any) -> int | SymExpr:
-        return add(other, mul(self, -1)) if _is_int(other) else NotImplemented
+    def __rsub__(self, other: Any) -> Any:
+        return add(other, mul(self, -1)) if _is_int(other) else _with_float("sub", other, self)
 
-    def __mul__(self, other: Any) -> int | SymExpr:
-        return mul(self, other) if _is_int(other) else NotImplemented
+    def __mul__(self, other: Any) -> Any:
+        return mul(self, other) if _is_int(other) else _with_float("mul", self, other)
 
     __rmul__ = __mul__
+
+    def __truediv__(self, other: Any) -> Any:
+        return true_div(self, other) if _is_real(other) else NotImplemented
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return true_div(other, self) if _is_real(other) else NotImplemented
+
+    def __pow__(self, other: Any) -> Any:
+        return _with_float("pow", self, other)
+
+    def __rpow__(self, other: Any) -> Any:
+        return _with_float("pow", other, self)
 
     def __neg__(self) -> int | SymExpr:
         return mul(self, -1)
@@ -409,6 +427,375 @@ def compare(relation: str, a: int | SymExpr, b: int | SymExpr) -> bool | SymBool
     return SymBool(relation, poly)
 
 
+# -- float expressions -------------------------------------------------------------------------
+# Sizes torch computes through floats are float expressions (`SymFloat`): an upsampling output
+# size is trunc(float(n) * scale), a resampling ratio n / m. A float expression is a tree of
+# Python's float operations, evaluated as Python (and C++'s double) evaluates them: IEEE double,
+# each operation rounded, in the tree's order. It is never rearranged beyond what is exact:
+# constants fold, the operands of + and * are ordered (IEEE + and * commute), x*1.0 and x/1.0 are
+# x, x*-1.0 is -x. floor/ceil/trunc/round of one (`ROUNDINGS`) is an int-valued atom of a
+# SymExpr, so sizes and conditions may use it; comparing floats is never decided.
+#
+# Nodes are plain tuples, compared and hashed structurally: ("c", hex) a constant (`float.hex`,
+# so -0.0 and 0.0 differ and every NaN is one), ("float", e) the int expression e converted,
+# ("idiv", a, b) Python's int / int (the correctly rounded quotient), (op, x, y) for op in add,
+# sub, mul, div, pow, min, max, and ("neg", x).
+FloatNode: TypeAlias = tuple
+
+ROUNDINGS: dict[str, Callable[[float], int]] = {
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "trunc": math.trunc,
+    "round": round,  # half to even, as Python's round and torch's RoundToInt
+}
+_FLOAT_OPERATIONS: dict[str, Callable[[float, float], Any]] = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "pow": lambda a, b: a**b,
+    "min": min,
+    "max": max,
+}
+_COMMUTATIVE = frozenset({"add", "mul"})
+# sympy's and torch's function names (as the `.pt2` writer prints them) and ours.
+_FLOAT_FUNCTIONS = {
+    "ToFloat": "float",
+    "float": "float",
+    "IntTrueDiv": "truediv",
+    "FloatTrueDiv": "floattruediv",
+    "FloatPow": "pow",
+    "TruncToFloat": "truncfloat",
+    "Float": "constant",
+    "FloorToInt": "floor",
+    "CeilToInt": "ceil",
+    "TruncToInt": "trunc",
+    "RoundToInt": "round",
+    **{name: name for name in ROUNDINGS},
+}
+
+
+def _constant(value: float) -> FloatNode:
+    return ("c", "nan") if value != value else ("c", value.hex())
+
+
+_ONE, _MINUS_ONE = _constant(1.0), _constant(-1.0)
+
+
+class SymFloat:
+    """A float expression over symbols (see the section comment). Immutable; an operation whose
+    operands are all constants gives a Python float."""
+
+    __slots__ = ("_hash", "node")
+    node: FloatNode
+    _hash: int
+
+    def __init__(self, node: FloatNode) -> None:
+        object.__setattr__(self, "node", node)
+        object.__setattr__(self, "_hash", hash(node))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("SymFloat is immutable")
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def same(self, other: Any) -> bool:
+        """Structural equality."""
+        return type(other) is SymFloat and self.node == other.node
+
+    def __add__(self, other: Any) -> Any:
+        return _with_float("add", self, other)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Any:
+        return _with_float("sub", self, other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return _with_float("sub", other, self)
+
+    def __mul__(self, other: Any) -> Any:
+        return _with_float("mul", self, other)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other: Any) -> Any:
+        return true_div(self, other) if _is_real(other) else NotImplemented
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return true_div(other, self) if _is_real(other) else NotImplemented
+
+    def __pow__(self, other: Any) -> Any:
+        return _with_float("pow", self, other)
+
+    def __rpow__(self, other: Any) -> Any:
+        return _with_float("pow", other, self)
+
+    def __neg__(self) -> Any:
+        return float_neg(self)
+
+    def __pos__(self) -> SymFloat:
+        return self
+
+    def _undecided(self, *_: Any) -> Any:
+        raise ShapeError(
+            f"a decision on the float expression {self} is not supported (only integer sizes "
+            "and conditions on them are decided)"
+        )
+
+    # Floats are never compared, nor made concrete.
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _undecided
+    __bool__ = __float__ = __index__ = __int__ = _undecided
+
+    def __repr__(self) -> str:
+        return format_expr(self)
+
+    __str__ = __repr__
+
+
+def _is_real(x: Any) -> bool:
+    return _is_int(x) or type(x) is float or type(x) is SymFloat
+
+
+def _with_float(op: str, a: Any, b: Any) -> Any:
+    """`a op b` where one side is a float (or NotImplemented for operands that are no numbers)."""
+    if not (_is_real(a) and _is_real(b)):
+        return NotImplemented
+    if _is_int(a) and _is_int(b):  # int arithmetic is the polynomial algebra's
+        return NotImplemented
+    return float_op(op, a, b)
+
+
+def _fnode(x: Any) -> FloatNode:
+    """A number as a float node: ints are converted as Python converts them."""
+    kind = type(x)
+    if kind is SymFloat:
+        return x.node
+    if kind is SymExpr:
+        return ("float", x.terms)
+    return _constant(float(x))
+
+
+def _wrap(node: FloatNode) -> float | SymFloat:
+    return float.fromhex(node[1]) if node[0] == "c" else SymFloat(node)
+
+
+def _apply(op: str, a: float, b: float) -> float:
+    """Python's float operation, an error for what has no float result."""
+    try:
+        result = _FLOAT_OPERATIONS[op](a, b)
+    except (ArithmeticError, ValueError) as error:
+        raise ShapeError(f"{op}({a!r}, {b!r}): {error}") from None
+    if type(result) is not float:  # (-8.0) ** (1/3) is complex
+        raise ShapeError(f"{op}({a!r}, {b!r}) is not a real number")
+    return result
+
+
+def float_op(op: str, a: Any, b: Any) -> float | SymFloat:
+    """`a op b` over floats (op in add sub mul div pow min max); ints are converted first."""
+    x, y = _fnode(a), _fnode(b)
+    if x[0] == "c" and y[0] == "c":
+        return _apply(op, float.fromhex(x[1]), float.fromhex(y[1]))
+    if op == "div" and y[0] == "c" and float.fromhex(y[1]) == 0.0:
+        raise ShapeError(f"{_wrap(x)} / 0.0: float division by zero")
+    if op == "mul":
+        for one, other in ((x, y), (y, x)):
+            if one == _ONE:
+                return _wrap(other)
+            if one == _MINUS_ONE:
+                return float_neg(_wrap(other))
+    if op == "div" and y == _ONE:
+        return _wrap(x)
+    if op in _COMMUTATIVE and _node_key(y) < _node_key(x):
+        x, y = y, x
+    return SymFloat((op, x, y))
+
+
+def float_neg(a: Any) -> float | SymFloat:
+    node = _fnode(a)
+    if node[0] == "c":
+        return -float.fromhex(node[1])
+    if node[0] == "neg":
+        return _wrap(node[1])
+    return SymFloat(("neg", node))
+
+
+def to_float(x: Any) -> float | SymFloat:
+    """float(x): an int expression converted (as Python's float() of an int rounds it)."""
+    if type(x) is SymExpr:
+        return SymFloat(("float", x.terms))
+    return x if type(x) is SymFloat else float(x)
+
+
+def true_div(a: Any, b: Any) -> float | SymFloat:
+    """a / b as Python divides: two ints give their correctly rounded quotient."""
+    if not (_is_int(a) and _is_int(b)):
+        return float_op("div", a, b)
+    if type(b) is not SymExpr and not b:
+        raise ZeroDivisionError("symbolic true division by zero")
+    if type(a) is not SymExpr and type(b) is not SymExpr:
+        return int(a) / int(b)
+    return SymFloat(("idiv", _raw(a), _raw(b)))
+
+
+def rounded(kind: str, x: Any) -> int | SymExpr:
+    """floor/ceil/trunc/round (`kind`) of a float expression, an int-valued size expression."""
+    if type(x) is SymFloat:
+        return SymExpr(((((kind, (x.node,)),), 1),))
+    if _is_int(x):  # already an integer (Python's math.floor of an int is itself)
+        return x if type(x) is SymExpr else int(x)
+    try:
+        return ROUNDINGS[kind](x)
+    except (ArithmeticError, ValueError) as error:
+        raise ShapeError(f"{kind}({x!r}): {error}") from None
+
+
+def _node_key(node: FloatNode) -> tuple:
+    kind = node[0]
+    if kind == "c":
+        return (0, node[1])
+    if kind == "float":
+        return (1, _raw_key(node[1]))
+    if kind == "idiv":
+        return (2, _raw_key(node[1]), _raw_key(node[2]))
+    if kind == "neg":
+        return (3, _node_key(node[1]))
+    return (4, kind, _node_key(node[1]), _node_key(node[2]))
+
+
+def _collect_float(node: FloatNode, found: set[str]) -> None:
+    kind = node[0]
+    if kind in ("float", "idiv"):
+        for raw in node[1:]:
+            _collect(_cooked(raw), found)
+    elif kind != "c":
+        for child in node[1:]:
+            _collect_float(child, found)
+
+
+def _substitute_float(node: FloatNode, lookup: Callable[[str], Any]) -> float | SymFloat:
+    kind = node[0]
+    if kind == "c":
+        return float.fromhex(node[1])
+    if kind == "float":
+        return to_float(substitute(_cooked(node[1]), lookup))
+    if kind == "idiv":
+        return true_div(*(substitute(_cooked(raw), lookup) for raw in node[1:]))
+    if kind == "neg":
+        return float_neg(_substitute_float(node[1], lookup))
+    return float_op(kind, *(_substitute_float(child, lookup) for child in node[1:]))
+
+
+# -- float bounds: every IEEE operation is monotone where its exact counterpart is, so bounds
+# computed with the same operations on the ends bound every result.
+def _float_interval(node: FloatNode, symbols: Mapping[str, Symbol]) -> tuple[float, float]:
+    low, high = _float_bounds(node, symbols)
+    if low != low or high != high:  # a NaN end bounds nothing
+        return -INF, INF
+    return low, high
+
+
+def _float_bounds(node: FloatNode, symbols: Mapping[str, Symbol]) -> tuple[float, float]:
+    kind = node[0]
+    if kind == "c":
+        value = float.fromhex(node[1])
+        return value, value
+    if kind == "float":
+        low, high = interval(_cooked(node[1]), symbols)
+        return _as_float_bound(low, -INF), _as_float_bound(high, INF)
+    if kind == "idiv":
+        a, b = (interval(_cooked(raw), symbols) for raw in node[1:])
+        return _divide_bounds(a, b)
+    if kind == "neg":
+        low, high = _float_interval(node[1], symbols)
+        return -high, -low
+    a, b = _float_interval(node[1], symbols), _float_interval(node[2], symbols)
+    if kind == "add":
+        return a[0] + b[0], a[1] + b[1]
+    if kind == "sub":
+        return a[0] - b[1], a[1] - b[0]
+    if kind == "mul":
+        return _interval_mul(a, b)
+    if kind == "div":
+        return _divide_bounds(a, b)
+    if kind in ("min", "max"):
+        pick = min if kind == "min" else max
+        return pick(a[0], b[0]), pick(a[1], b[1])
+    if kind == "pow" and a[0] >= 1 and b[0] >= 0:  # increasing in both
+        try:
+            return a[0] ** b[0], a[1] ** b[1]
+        except OverflowError:
+            return a[0] ** b[0] if b[0] < 64 else 1.0, INF
+    return -INF, INF
+
+
+def _as_float_bound(x: Bound, infinite: float) -> float:
+    try:
+        return float(x)
+    except OverflowError:
+        return infinite
+
+
+def _divide_bounds(a: tuple[Bound, Bound], b: tuple[Bound, Bound]) -> tuple[float, float]:
+    """Bounds of x / y: the quotients of the ends, when y keeps one sign."""
+    if not (b[0] > 0 or b[1] < 0):
+        return -INF, INF
+    ends = []
+    for x in a:
+        for y in b:
+            try:
+                ends.append(x / y)
+            except OverflowError:  # a huge int over a small one
+                ends.append(INF if (x > 0) == (y > 0) else -INF)
+    ends = [e for e in ends if e == e]  # inf / inf: the other ends bound it
+    return (min(ends), max(ends)) if ends else (-INF, INF)
+
+
+def _rounded_interval(kind: str, bounds: tuple[float, float]) -> tuple[Bound, Bound]:
+    low, high = bounds
+    return (
+        low if math.isinf(low) else ROUNDINGS[kind](low),
+        high if math.isinf(high) else ROUNDINGS[kind](high),
+    )
+
+
+# -- printing floats: Python's infix syntax with its precedences (a constant is its repr).
+_FLOAT_PRECEDENCE = {"add": 1, "sub": 1, "mul": 2, "div": 2, "idiv": 2, "neg": 3, "pow": 4}
+_FLOAT_SYMBOLS = {"add": " + ", "sub": " - ", "mul": "*", "div": "/", "pow": "**"}
+_ATOMIC = 5
+
+
+def _precedence(node: FloatNode) -> int:
+    if node[0] == "c":
+        return 3 if node[1].startswith("-") else _ATOMIC  # -1.5 reads as a negation
+    return _FLOAT_PRECEDENCE.get(node[0], _ATOMIC)
+
+
+def _format_float(node: FloatNode) -> str:
+    kind = node[0]
+    if kind == "c":
+        return repr(float.fromhex(node[1]))
+    if kind == "float":
+        return f"float({format_expr(_cooked(node[1]))})"
+    if kind == "idiv":
+        return f"{_format_factor(_cooked(node[1]))}/{_format_factor(_cooked(node[2]))}"
+    if kind in ("min", "max"):
+        return f"{kind}({_format_float(node[1])}, {_format_float(node[2])})"
+    if kind == "neg":
+        operand = _format_float(node[1])
+        return f"-{operand}" if _precedence(node[1]) >= 4 else f"-({operand})"
+    own = _FLOAT_PRECEDENCE[kind]
+    left, right = node[1], node[2]
+    if kind == "pow":  # both sides parenthesized unless atomic
+        wrap_left, wrap_right = _precedence(left) < _ATOMIC, _precedence(right) < _ATOMIC
+    else:
+        wrap_left, wrap_right = _precedence(left) < own, _precedence(right) <= own
+    left_text = f"({_format_float(left)})" if wrap_left else _format_float(left)
+    right_text = f"({_format_float(right)})" if wrap_right else _format_float(right)
+    return f"{left_text}{_FLOAT_SYMBOLS[kind]}{right_text}"
+
+
 # -- evaluation and ranges ---------------------------------------------------------------------
 def free_symbols(x: Any) -> set[str]:
     """Names of the symbols in an expression, a condition, or a (nested) tuple of them."""
@@ -424,11 +811,15 @@ def _collect(x: Any, found: set[str]) -> None:
             for atom in monomial:
                 if atom[0] == "sym":
                     found.add(atom[1])
+                elif atom[0] in ROUNDINGS:
+                    _collect_float(atom[1][0], found)
                 else:
                     for arg in atom[1]:
                         _collect(_cooked(arg), found)
     elif kind is SymBool:
         _collect(x.poly, found)
+    elif kind is SymFloat:
+        _collect_float(x.node, found)
     elif kind is tuple or kind is list:
         for item in x:
             _collect(item, found)
@@ -452,6 +843,8 @@ def substitute(x: Any, lookup: Callable[[str], int | SymExpr]) -> Any:
             for atom in monomial:
                 if atom[0] == "sym":
                     factor = lookup(atom[1])
+                elif atom[0] in ROUNDINGS:
+                    factor = rounded(atom[0], _substitute_float(atom[1][0], lookup))
                 else:
                     factor = _FUNCS[atom[0]](*(substitute(_cooked(a), lookup) for a in atom[1]))
                 product = mul(product, factor)
@@ -459,6 +852,8 @@ def substitute(x: Any, lookup: Callable[[str], int | SymExpr]) -> Any:
         return total
     if kind is SymBool:
         return compare(x.relation, substitute(x.poly, lookup), 0)
+    if kind is SymFloat:
+        return _substitute_float(x.node, lookup)
     if kind is tuple:
         return tuple(substitute(item, lookup) for item in x)
     return x
@@ -531,6 +926,8 @@ def _atom_interval(atom: Atom, symbols: Mapping[str, Symbol]) -> tuple[Bound, Bo
     if kind == "sym":
         declared = symbols.get(atom[1])
         return (declared.lower, declared.upper) if declared else (-INF, INF)
+    if kind in ROUNDINGS:
+        return _rounded_interval(kind, _float_interval(atom[1][0], symbols))
     a, b = (interval(_cooked(arg), symbols) for arg in atom[1])
     if kind == "min":
         return min(a[0], b[0]), min(a[1], b[1])
@@ -556,6 +953,39 @@ def _floor_div_bound(x: Bound, y: Bound) -> Bound:
 
 def decided(condition: SymBool, symbols: Mapping[str, Symbol]) -> bool | None:
     """True or False when the symbols' ranges settle the condition, else None."""
+    answer = _decided_by_bounds(condition, symbols)
+    if answer is None:  # max(1, t) == t: settle the min/max atoms first, then ask again
+        poly = _with_extrema_settled(condition.poly, symbols)
+        if poly is not condition.poly:
+            simpler = compare(condition.relation, poly, 0)
+            return simpler if type(simpler) is bool else _decided_by_bounds(simpler, symbols)
+    return answer
+
+
+def _with_extrema_settled(x: SymExpr, symbols: Mapping[str, Symbol]) -> int | SymExpr:
+    """x with each min/max atom whose operands the ranges order replaced by the operand it
+    picks (max(1, t) is t when t >= 1 for every size): the same value, in a form whose terms
+    can cancel (interval bounds alone do not see that max(1, t) - t is 0)."""
+    if not any(atom[0] in ("min", "max") for monomial, _ in x.terms for atom in monomial):
+        return x
+    total: int | SymExpr = 0
+    changed = False
+    for monomial, coefficient in x.terms:
+        term: int | SymExpr = coefficient
+        for atom in monomial:
+            factor: int | SymExpr = SymExpr((((atom,), 1),))
+            if atom[0] in ("min", "max"):
+                a, b = (_cooked(arg) for arg in atom[1])
+                low, high = interval(add(a, mul(b, -1)), symbols)
+                if high <= 0 or low >= 0:
+                    factor = a if (high <= 0) == (atom[0] == "min") else b
+                    changed = True
+            term = mul(term, factor)
+        total = add(total, term)
+    return total if changed else x
+
+
+def _decided_by_bounds(condition: SymBool, symbols: Mapping[str, Symbol]) -> bool | None:
     low, high = interval(condition.poly, symbols)
     if condition.relation == "<=":
         return True if high <= 0 else False if low > 0 else None
@@ -719,14 +1149,16 @@ def lenient(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def is_symbolic(x: Any) -> bool:
-    return type(x) is SymExpr or type(x) is SymBool
+    return type(x) is SymExpr or type(x) is SymBool or type(x) is SymFloat
 
 
 # -- printing ----------------------------------------------------------------------------------
-def format_expr(x: int | SymExpr | SymBool) -> str:
+def format_expr(x: int | SymExpr | SymBool | float | SymFloat) -> str:
     """The infix form `parse_expr` reads back to an equal expression."""
     if type(x) is SymBool:
         return _format_condition(x)
+    if type(x) is SymFloat or type(x) is float:
+        return _format_float(_fnode(x))
     if type(x) is SymExpr:
         return _format_sum(list(x.terms))
     return str(int(x))  # type: ignore[arg-type]  # an int (a bool prints as 0 or 1)
@@ -754,6 +1186,8 @@ def _format_sum(terms: list[tuple[Monomial, int]]) -> str:
 def _format_atom(atom: Atom) -> str:
     if atom[0] == "sym":
         return atom[1]
+    if atom[0] in ROUNDINGS:
+        return f"{atom[0]}({_format_float(atom[1][0])})"
     kind, (a, b) = atom[0], map(_cooked, atom[1])
     if kind in ("min", "max"):
         return f"{kind}({format_expr(a)}, {format_expr(b)})"
@@ -784,8 +1218,9 @@ def _format_condition(condition: SymBool) -> str:
 
 # -- parsing -----------------------------------------------------------------------------------
 _EXPR_TOKEN = re.compile(
-    r"\s*(?:(?P<int>[0-9]+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<string>'[A-Za-z0-9_]*')"
-    r"|(?P<op>//|==|!=|<=|>=|\*\*|[-+*%<>(),=]))",
+    r"\s*(?:(?P<float>[0-9]+\.[0-9]*(?:[eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+)|(?P<int>[0-9]+)"
+    r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<string>'[A-Za-z0-9_.+-]*')"
+    r"|(?P<op>//|==|!=|<=|>=|\*\*|[-+*%<>(),=/]))",
     re.ASCII,
 )
 _MAX_DEPTH = 64
@@ -878,27 +1313,52 @@ class _ExprParser:
             return x
         return self.fail("expected an integer expression")
 
+    def number(self, x: Any) -> Any:
+        """An int or float operand (a condition or a string is none)."""
+        if _is_real(x) and type(x) is not bool:
+            return x
+        return self.fail("expected a number")
+
     def sum(self, depth: int) -> Any:
         value = self.product(depth)
         while self.peek()[0] == "op" and self.peek()[1] in ("+", "-"):
             sign = self.next()[1]
-            right = self.integer(self.product(depth))
-            value = add(self.integer(value), right if sign == "+" else mul(right, -1))
+            right = self.number(self.product(depth))
+            left = self.number(value)
+            if _is_int(left) and _is_int(right):
+                value = add(left, right if sign == "+" else mul(right, -1))
+            else:
+                value = self.floats("add" if sign == "+" else "sub", left, right)
         return value
 
     def product(self, depth: int) -> Any:
         value = self.unary(depth)
-        while self.peek()[0] == "op" and self.peek()[1] in ("*", "//", "%"):
+        while self.peek()[0] == "op" and self.peek()[1] in ("*", "//", "%", "/"):
             operator = self.next()[1]
-            right = self.integer(self.unary(depth))
-            left = self.integer(value)
-            if operator == "*":
+            right = self.number(self.unary(depth))
+            left = self.number(value)
+            if operator == "/":
+                if not is_symbolic(right) and right == 0:
+                    self.fail("division by zero")
+                value = self.floats("truediv", left, right)
+            elif operator == "*" and not (_is_int(left) and _is_int(right)):
+                value = self.floats("mul", left, right)
+            elif operator == "*":
                 value = mul(left, right)
+            elif not (_is_int(left) and _is_int(right)):
+                self.fail(f"{operator} takes integer expressions")
             elif operator == "//":
                 value = self.divide(floordiv, left, right)
             else:
                 value = self.divide(mod, left, right)
         return value
+
+    def floats(self, op: str, a: Any, b: Any) -> Any:
+        """A float operation; one whose constants fail (1.0/0.0, an overflow) is malformed."""
+        try:
+            return true_div(a, b) if op == "truediv" else float_op(op, a, b)
+        except (ShapeError, ArithmeticError) as error:
+            return self.fail(str(error))
 
     def divide(self, function: Callable, a: Any, b: Any) -> Any:
         if type(b) is int and b == 0:
@@ -908,8 +1368,25 @@ class _ExprParser:
     def unary(self, depth: int) -> Any:
         if self.peek()[0] == "op" and self.peek()[1] == "-":
             self.next()
-            return mul(self.integer(self.unary(depth)), -1)
-        return self.atom(depth)
+            operand = self.number(self.unary(depth))
+            return mul(operand, -1) if _is_int(operand) else float_neg(operand)
+        base = self.atom(depth)
+        if self.peek()[0] == "op" and self.peek()[1] == "**":  # binds tighter than unary minus
+            self.next()
+            return self.power(base, self.number(self.unary(depth)))
+        return base
+
+    def power(self, base: Any, exponent: Any) -> Any:
+        """`base ** exponent`: a float power, or an int raised to a small constant."""
+        base = self.number(base)
+        if not (_is_int(base) and _is_int(exponent)):
+            return self.floats("pow", base, exponent)
+        if type(exponent) is not int or not 0 <= exponent <= 64:
+            return self.fail("an integer power takes a constant exponent in [0, 64]")
+        result: int | SymExpr = 1
+        for _ in range(exponent):
+            result = mul(result, base)
+        return result
 
     def atom(self, depth: int) -> Any:
         if depth > _MAX_DEPTH:
@@ -919,6 +1396,10 @@ class _ExprParser:
             if len(text) > _MAX_DIGITS:
                 raise ExprSyntaxError("integer literal too long", position)
             return int(text)
+        if kind == "float":
+            if len(text) > _MAX_DIGITS:
+                raise ExprSyntaxError("float literal too long", position)
+            return float(text)
         if kind == "op" and text == "(":
             value = self.condition(depth + 1)
             self.expect(")")
@@ -929,6 +1410,8 @@ class _ExprParser:
                 return self.call(text, position, depth + 1)
             if text in ("True", "False"):
                 return text == "True"
+            if text in ("inf", "nan"):  # float constants, as the printer writes them
+                return float(text)
             return symbol(text)
         self.index -= 1
         return self.fail("expected a number, a symbol or '('")
@@ -961,6 +1444,12 @@ class _ExprParser:
                 for a in args
             ]
 
+        def numbers() -> list[Any]:
+            return [
+                self.number(a) if type(a) is not str else self.fail("unexpected string")
+                for a in args
+            ]
+
         def arity(n: int) -> None:
             if len(args) != n:
                 raise ExprSyntaxError(f"{name} takes {n} argument(s), got {len(args)}", position)
@@ -976,12 +1465,19 @@ class _ExprParser:
                 raise ExprSyntaxError("Integer takes an integer literal", position)
             return value
         if name in ("Add", "Mul"):
-            values = ints()
+            values = numbers()
+            if not all(map(_is_int, values)):  # over floats: folded in order, from the first
+                if len(values) < 2:
+                    raise ExprSyntaxError(f"{name} takes at least two arguments", position)
+                folded = values[0]
+                for value in values[1:]:
+                    folded = self.floats("add" if name == "Add" else "mul", folded, value)
+                return folded
             total: int | SymExpr = 0 if name == "Add" else 1
             for value in values:
                 total = add(total, value) if name == "Add" else mul(total, value)
             return total
-        if name == "Pow":
+        if name in ("Pow", "PowByNatural"):
             arity(2)
             base, exponent = ints()
             if type(exponent) is not int or not 0 <= exponent <= 64:
@@ -1010,19 +1506,56 @@ class _ExprParser:
                 return ceildiv(a, b)
             return floordiv(a, b)
         if name in ("Max", "Min", "max", "min"):
-            values = ints()
+            values = numbers()
             if not values:
                 raise ExprSyntaxError(f"{name} takes at least one argument", position)
-            combine = sym_max if name.lower() == "max" else sym_min
             result = values[0]
             for value in values[1:]:
-                result = combine(result, value)
+                if _is_int(result) and _is_int(value):
+                    result = (sym_max if name.lower() == "max" else sym_min)(result, value)
+                else:
+                    result = self.floats(name.lower(), result, value)
             return result
+        if name in _FLOAT_FUNCTIONS:
+            return self.float_function(_FLOAT_FUNCTIONS[name], args, position)
         if name in _SREPR_RELATIONS:
             arity(2)
             a, b = ints()
             return compare(_SREPR_RELATIONS[name], a, b)
         raise ExprSyntaxError(f"unknown function {name!r}", position)
+
+    def float_function(self, function: str, args: list[Any], position: int) -> Any:
+        """The functions over floats: ours (`float`, `floor`, ...) and sympy's/torch's
+        (`ToFloat`, `IntTrueDiv`, `TruncToInt`, `Float('1.5', precision=53)`, ...)."""
+        arity = 2 if function in ("truediv", "floattruediv", "pow") else 1
+        if len(args) != arity:
+            raise ExprSyntaxError(
+                f"{function} takes {arity} argument(s), got {len(args)}", position
+            )
+        if function == "constant":
+            if type(args[0]) is not str or len(args[0]) > _MAX_DIGITS:
+                raise ExprSyntaxError("Float takes a number as a string", position)
+            try:
+                return float(args[0])
+            except ValueError:
+                raise ExprSyntaxError(f"Float of {args[0]!r}", position) from None
+        values = [
+            self.number(a) if type(a) is not str else self.fail("unexpected string") for a in args
+        ]
+        try:
+            if function == "float":
+                return to_float(values[0])
+            if function == "truncfloat":  # a float truncated: exactly float(trunc(x))
+                return to_float(rounded("trunc", values[0]))
+            if function in ROUNDINGS:
+                return rounded(function, values[0])
+        except (ShapeError, ArithmeticError, ValueError) as error:
+            raise ExprSyntaxError(f"{function}: {error}", position) from None
+        if function == "truediv":  # Python's / (on two ints: the correctly rounded quotient)
+            return self.floats("truediv", *values)
+        return self.floats(
+            "truediv" if function == "floattruediv" else function, *map(to_float, values)
+        )
 
 
 def is_size(x: Any) -> bool:
@@ -1032,8 +1565,10 @@ def is_size(x: Any) -> bool:
 
 def number_kind(x: Any) -> type:
     """The Python type a number operand stands for: int for a symbolic size, bool for a
-    condition on sizes."""
+    condition on sizes, float for a float expression over sizes."""
     kind = type(x)
+    if kind is SymFloat:
+        return float
     return int if kind is SymExpr else bool if kind is SymBool else kind
 
 

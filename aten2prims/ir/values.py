@@ -22,7 +22,7 @@ import attrs
 
 from .dtypes import DType
 from .layout import contiguous_strides
-from .symbolic import SymBool, SymExpr
+from .symbolic import SymBool, SymExpr, SymFloat
 
 # Sizes are ints, or symbolic expressions (`aten2prims.ir.symbolic`) in graphs with dynamic shapes.
 Shape: TypeAlias = tuple[int, ...]
@@ -225,6 +225,7 @@ LITERAL_TYPES: tuple[type, ...] = (
     Device,
     SymExpr,  # a symbolic size
     SymBool,  # a condition on symbolic sizes
+    SymFloat,  # a float expression over symbolic sizes
 )
 
 
@@ -265,4 +266,6 @@ def literal_equal(a: Any, b: Any) -> bool:
         return (a == b and math.copysign(1.0, a) == math.copysign(1.0, b)) or (a != a and b != b)
     if type(a) is complex:
         return literal_equal(a.real, b.real) and literal_equal(a.imag, b.imag)
+    if type(a) is SymFloat:  # structurally (floats are never compared as values)
+        return a.same(b)
     return a == b

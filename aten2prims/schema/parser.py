@@ -19,7 +19,7 @@ import attrs
 
 from ..errors import SchemaError
 from ..ir.dtypes import DType
-from ..ir.symbolic import SymBool, SymExpr
+from ..ir.symbolic import SymBool, SymExpr, SymFloat
 from ..ir.values import Device, Layout, MemoryFormat, ScalarMeta, TensorMeta, UndefinedMeta, Value
 
 NO_DEFAULT: Any = type("NoDefault", (), {"__repr__": lambda self: "NO_DEFAULT"})()
@@ -245,8 +245,11 @@ def _describe(value: Any) -> str:
 
 
 def _is_scalar_value(kinds: tuple[type, ...]):
-    # A symbolic size stands for an int, a condition on sizes for a bool.
-    symbolic = (SymExpr,) * (int in kinds) + (SymBool,) * (bool in kinds)
+    # A symbolic size stands for an int, a condition on sizes for a bool, a float expression
+    # over sizes for a float.
+    symbolic = (
+        (SymExpr,) * (int in kinds) + (SymBool,) * (bool in kinds) + (SymFloat,) * (float in kinds)
+    )
 
     def check(value: Any) -> bool:
         if type(value) is Value:
@@ -263,7 +266,7 @@ _ACCEPTS = {
     "Tensor": lambda v: (
         (type(v) is Value and type(v.meta) is TensorMeta)
         or type(v) in _NUMBER
-        or type(v) in (SymExpr, SymBool)
+        or type(v) in (SymExpr, SymBool, SymFloat)
     ),
     "Scalar": _is_scalar_value(_NUMBER),
     "int": _is_scalar_value((int,)),

@@ -188,6 +188,24 @@ SIZE_ATEN_SCHEMAS: dict[str, str] = {
     "aten.ge.int": "ge.int(int a, int b) -> bool",
     # torch._check(cond) on sizes: an assertion the lowering takes as a fact, checked at run time.
     "aten._assert_scalar.default": "_assert_scalar(Scalar self, str assert_msg) -> ()",
+    # Arithmetic on the floats computed from sizes (`x.shape[2] * 1.5`, `h / w`,
+    # `torch.sym_float(n)`, `math.trunc(f)`): torch's own scalar overloads of these names.
+    **{
+        f"aten.{name}.{suffix}": f"{name}.{suffix}({a} a, {b} b) -> float"
+        for name in ("add", "sub", "mul", "pow")
+        for suffix, a, b in (
+            ("float", "float", "float"),
+            ("int_float", "int", "float"),
+            ("float_int", "float", "int"),
+        )
+    },
+    "aten.div.float": "div.float(float a, float b) -> float",  # torch has no mixed div
+    "aten.div.int": "div.int(int a, int b) -> float",
+    "aten.neg.float": "neg.float(float a) -> float",
+    "aten.Float.int": "Float.int(int a) -> float",
+    "aten.Int.float": "Int.float(float a) -> int",
+    "aten.floor.float": "floor.float(float a) -> int",
+    "aten.ceil.float": "ceil.float(float a) -> int",
 }
 
 # Output-less nodes the importers keep: their operand is a fact about sizes.
@@ -208,6 +226,53 @@ SIZE_OPERATORS: dict[str, str] = {
     "gt": "aten.gt.int",
     "ge": "aten.ge.int",
 }
+
+# Python's operators, `torch.sym_*` and `math.*` on sizes and on the floats computed from them,
+# as torch.export.save names the targets: what the importers read each as, chosen by the kinds
+# of its operands (torch's own overloads: `aten.mul.int`, `aten.mul.int_float`, ...).
+SCALAR_TARGETS: frozenset[str] = frozenset(
+    {f"_operator.{name}" for name in SIZE_OPERATORS}
+    | {"_operator.truediv", "_operator.pow", "torch.sym_float", "torch.sym_int"}
+    | {"math.trunc", "math.floor", "math.ceil"}
+)
+_FLOAT_ARITHMETIC = {"add": "add", "sub": "sub", "mul": "mul", "pow": "pow"}
+_FLOAT_SUFFIXES: dict[tuple[bool, ...], str] = {
+    (True, True): "float",
+    (False, True): "int_float",
+    (True, False): "float_int",
+}
+_FROM_FLOAT = {
+    "torch.sym_int": "aten.Int.float",  # truncates, as int() of a float
+    "math.trunc": "aten.Int.float",
+    "math.floor": "aten.floor.float",
+    "math.ceil": "aten.ceil.float",
+}
+
+
+def scalar_operator(target: str, kinds: tuple[type, ...]) -> str | None:
+    """The aten overload a scalar target (`_operator.mul`, `torch.sym_float`, ...; one of
+    SCALAR_TARGETS) reads as, given its operands' kinds (int or float; a bool counts as an int),
+    or None when torch has no such overload (a comparison of floats, `pow` of two ints)."""
+    module, _, name = target.rpartition(".")
+    floats = tuple(kind is float for kind in kinds)
+    if module == "_operator":
+        if not any(floats):
+            if name == "truediv" and len(kinds) == 2:
+                return "aten.div.int"
+            return SIZE_OPERATORS.get(name)
+        if name == "neg" and floats == (True,):
+            return "aten.neg.float"
+        if name == "truediv" and len(kinds) == 2:  # an int operand reads as a float
+            return "aten.div.float"
+        if name in _FLOAT_ARITHMETIC and len(kinds) == 2:
+            return f"aten.{_FLOAT_ARITHMETIC[name]}.{_FLOAT_SUFFIXES[floats]}"
+        return None
+    if target == "torch.sym_float" and floats == (False,):
+        return "aten.Float.int"
+    if floats == (True,):
+        return _FROM_FLOAT.get(target)
+    return None
+
 
 # The extra overloads that compute something (the others are checks the frontends skip).
 EXTRA_COMPUTING_OPS: frozenset[str] = frozenset(
