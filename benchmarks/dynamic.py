@@ -5,7 +5,8 @@ with their dynamic dims and once static (the same weights and example inputs), e
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/dynamic.py \\
         [--only REGEX] [--repeats N]
 
-For each model it prints (medians of `--repeats` calls, one BLAS thread):
+For each model it prints (medians of `--repeats` calls in CPU time, the dynamic and the static
+call alternating, one BLAS thread):
 
 - lowering: `aten2prims.lower` of the dynamic graph / of the static graph (target <= 1.2);
 - execution at an already-seen size: `aten2prims.execute` of the dynamic lowering at the
@@ -15,7 +16,9 @@ For each model it prints (medians of `--repeats` calls, one BLAS thread):
   the graph, the static planner's passes and folding), in ms per 1,000 prims of the lowered
   graph, beside the same first call of the static graph.
 
-Timings on a shared machine are noisy: compare ratios of runs made together.
+Timings on a shared machine are noisy: compare ratios of runs made together. CPU time
+(`time.process_time`, every thread of the process) is less disturbed by other jobs than wall
+time; calls alternate between the two graphs so that a change of load moves both alike.
 """
 
 from __future__ import annotations
@@ -41,13 +44,15 @@ import aten2prims
 from aten2prims.executor.run import _PLANNED
 
 
-def _median_seconds(function, repeats: int) -> float:
-    times = []
+def _alternating_medians(functions: dict, repeats: int) -> dict:
+    """Median CPU seconds of each function, the functions called in turn `repeats` times."""
+    times: dict = {key: [] for key in functions}
     for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for key, function in functions.items():
+            start = time.process_time()
+            function()
+            times[key].append(time.process_time() - start)
+    return {key: statistics.median(values) for key, values in times.items()}
 
 
 def _one(name: str, directory: Path, repeats: int) -> None:
@@ -58,31 +63,28 @@ def _one(name: str, directory: Path, repeats: int) -> None:
         paths[kind] = directory / f"{name}_{kind}.pt2"
         torch.export.save(program, paths[kind])
     graphs = {kind: aten2prims.load(path) for kind, path in paths.items()}
-    lowering = {
-        kind: _median_seconds(lambda g=g: aten2prims.lower(g), repeats)
-        for kind, g in graphs.items()
-    }
+    lowering = _alternating_medians(
+        {kind: lambda g=g: aten2prims.lower(g) for kind, g in graphs.items()}, repeats
+    )
     lowered = {kind: aten2prims.lower(g) for kind, g in graphs.items()}
     feed = [t.numpy() for t in example]
     firsts = {}
     for kind, graph in lowered.items():
-        start = time.perf_counter()
+        start = time.process_time()
         aten2prims.execute(graph, feed)
-        firsts[kind] = time.perf_counter() - start
-    running = {}
-    for _ in range(2):  # interleaved: the machine's load moves both alike
-        for kind, graph in lowered.items():
-            running.setdefault(kind, []).append(
-                _median_seconds(lambda g=graph: aten2prims.execute(g, feed), repeats)
-            )
-    run = {kind: min(values) for kind, values in running.items()}
+        firsts[kind] = time.process_time() - start
+    # Many more calls than lowerings: each is short, and its median needs them.
+    run = _alternating_medians(
+        {kind: lambda g=g: aten2prims.execute(g, feed) for kind, g in lowered.items()},
+        repeats * 20,
+    )
     # A new size: the example's batch or sequence changed, planned from scratch.
     other = [t.numpy() for t in sizes[1]]
     planned = _PLANNED[lowered["dynamic"]]
     before = len(planned.specialized)
-    start = time.perf_counter()
+    start = time.process_time()
     aten2prims.execute(lowered["dynamic"], other)
-    new_size = time.perf_counter() - start
+    new_size = time.process_time() - start
     assert len(planned.specialized) == before + 1
     prims = len(lowered["dynamic"].nodes)
     print(

@@ -78,9 +78,15 @@ def _reshaped(x: Value, shape: Sequence[int]) -> Value:
     shape = tuple(shape)
     if len(x.shape) == len(shape) and all(map(same_size, x.shape, shape)):
         return x
-    if any(map(is_symbolic, (*x.shape, *shape))) and not _settles_grouping(x.shape, shape):
-        # Which dims group together depends on the symbols' values: one reshape, right for all.
-        return prims.reshape(x, list(shape))
+    if any(map(is_symbolic, (*x.shape, *shape))):
+        # The shapes differ in one place only: views right for every value of the symbols.
+        between = _reshaped_between_common_dims(x, shape)
+        if between is not None:
+            return between
+        if not _settles_grouping(x.shape, shape):
+            # Which dims group together depends on the symbols' values: one reshape, right
+            # for all.
+            return prims.reshape(x, list(shape))
     if x.numel == 0:
         return prims.reshape(x, list(shape))  # nothing to view; split_dim cannot split a 0
     ones = [d for d, n in enumerate(x.shape) if n == 1]
@@ -107,6 +113,48 @@ def _reshaped(x: Value, shape: Sequence[int]) -> Value:
     if x.shape != shape:
         x = prims.broadcast_in_dim(x, list(shape), [d for d, n in enumerate(shape) if n != 1])
     return x
+
+
+def _reshaped_between_common_dims(x: Value, shape: tuple[Any, ...]) -> Value | None:
+    """x viewed as `shape` by structure alone, right whatever the symbols' values (a size
+    that may be 1 included): the dims both shapes have at either end (structurally the same
+    size: the same dim, whatever its value) stay, and the dims between them are one dim split
+    into several or several collapsed into one, each exact by structure, or size-1 dims
+    removed or inserted (no decision on a size is taken); None for other shapes."""
+    common = min(len(x.shape), len(shape))
+    lead = 0
+    while lead < common and same_size(x.shape[lead], shape[lead]):
+        lead += 1
+    trail = 0
+    while trail < common - lead and same_size(x.shape[-1 - trail], shape[-1 - trail]):
+        trail += 1
+    have = x.shape[lead : len(x.shape) - trail]
+    want = shape[lead : len(shape) - trail]
+    if len(have) == 1 and len(want) > 1 and _splits_exactly(have[0], want):
+        for position, outer in enumerate(want[:-1], start=lead):
+            x = prims.split_dim(x, position, outer)
+        return x
+    if len(want) == 1 and len(have) > 1 and same_size(math.prod(have), want[0]):
+        return prims.collapse_view(x, lead, lead + len(have) - 1)
+    if not want and have and all(map(is_literal_one, have)):
+        return prims.squeeze(x, list(range(lead, lead + len(have))))
+    if not have and want and all(map(is_literal_one, want)):
+        kept = [*range(lead), *range(lead + len(want), len(shape))]
+        return prims.broadcast_in_dim(x, list(shape), kept)
+    return None
+
+
+def _splits_exactly(length: Any, sizes: Sequence[Any]) -> bool:
+    """`length` is the product of `sizes` by structure, each split positive for every value in
+    range: split_dim takes the outer sizes one by one, the last is what remains."""
+    for outer in sizes[:-1]:
+        if settled(outer <= 0) is not False:
+            return False
+        remainder = length % outer
+        if type(remainder) is not int or remainder != 0:
+            return False
+        length = length // outer
+    return same_size(length, sizes[-1])
 
 
 def _settles_grouping(sizes: Sequence[Any], shape: Sequence[Any]) -> bool:

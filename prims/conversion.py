@@ -11,7 +11,7 @@ import numpy as np
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.layout import is_non_overlapping_and_dense, single_operand_strides
-from aten2prims.ir.symbolic import is_literal_one, is_size, lenient, same_size
+from aten2prims.ir.symbolic import is_literal_one, is_size, remembered, same_size
 from aten2prims.ir.values import TensorMeta, Value
 
 from .common import check_tensor
@@ -128,33 +128,37 @@ def _broadcast_in_dim_meta(
     return TensorMeta(
         shape,
         a.dtype,
-        _broadcast_strides(a, shape, tuple(broadcast_dimensions)),
+        _broadcast_strides(a.shape, a.strides, shape, tuple(broadcast_dimensions)),
         a.storage_offset,
     )
 
 
-@lenient
+@remembered
 def _broadcast_strides(
-    a: Value, shape: tuple[int, ...], broadcast_dimensions: tuple[int, ...]
+    sizes: tuple[int, ...],
+    strides: tuple[int, ...],
+    shape: tuple[int, ...],
+    broadcast_dimensions: tuple[int, ...],
 ) -> tuple[int, ...]:
-    """torch's `_broadcast_in_dim_meta`: a kept dim keeps its stride, a broadcast one gets 0, a
-    new dim of length 1 the stride it would have had."""
-    strides: list[int] = []
+    """torch's `_broadcast_in_dim_meta` for an operand of these sizes and strides: a kept dim
+    keeps its stride, a broadcast one gets 0, a new dim of length 1 the stride it would have
+    had."""
+    result: list[int] = []
     source = 0
     for index, size in enumerate(shape):
         if index in broadcast_dimensions:
-            if a.shape[source] == 1 and size != 1:
-                strides.append(0)
+            if sizes[source] == 1 and size != 1:
+                result.append(0)
             else:
-                strides.append(a.strides[source])
+                result.append(strides[source])
             source += 1
         elif size != 1:
-            strides.append(0)
-        elif source == a.ndim:
-            strides.append(1)
+            result.append(0)
+        elif source == len(sizes):
+            result.append(1)
         else:
-            strides.append(a.strides[source] * a.shape[source])
-    return tuple(strides)
+            result.append(strides[source] * sizes[source])
+    return tuple(result)
 
 
 def _broadcast_in_dim_kernel(

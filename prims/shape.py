@@ -32,7 +32,7 @@ from aten2prims.ir.layout import (
     preserved_strides,
     required_length,
 )
-from aten2prims.ir.symbolic import is_size, lenient
+from aten2prims.ir.symbolic import is_size, lenient, remembered
 from aten2prims.ir.values import MemoryFormat, TensorMeta, Value
 
 from .common import check_tensor
@@ -314,27 +314,37 @@ def _collapse_meta(a: Value, start: int, end: int) -> TensorMeta:
     return TensorMeta(_collapsed_shape(a, start, end), a.dtype)
 
 
-@lenient
 def _collapse_view_meta(a: Value, start: int, end: int) -> TensorMeta:
     """torch's `_collapse_view_helper`: the merged dim's stride is the smallest of theirs (dims
     of length 1 aside). Where the strides do not nest, torch refuses the view; ours is a copy,
     with contiguous strides."""
     shape = _collapsed_shape(a, start, end)
     sizes, strides = (a.shape, a.strides) if a.ndim > 0 else ((1,), (1,))
+    new = _collapsed_strides(sizes, strides, start, end)
+    if new is None:
+        return TensorMeta(shape, a.dtype)
+    return TensorMeta(shape, a.dtype, new, a.storage_offset)
+
+
+@remembered
+def _collapsed_strides(
+    sizes: tuple[int, ...], strides: tuple[int, ...], start: int, end: int
+) -> tuple[int, ...] | None:
+    """The strides of dims start..end of this layout merged into one, None where they do not
+    nest."""
     nested = math.prod(sizes) == 0 or all(
         sizes[i] == 1 or sizes[i + 1] == 1 or strides[i] == strides[i + 1] * sizes[i + 1]
         for i in range(start, end)
     )
     if not nested:
-        return TensorMeta(shape, a.dtype)
+        return None
     stride = strides[end]
     for i in range(end - 1, start - 1, -1):
         if sizes[i] != 1:
             stride = min(stride, strides[i])
-    if shape[start] == 0:
+    if math.prod(sizes[start : end + 1]) == 0:
         stride = 0
-    new = strides[:start] + (stride,) + strides[end + 1 :]
-    return TensorMeta(shape, a.dtype, new, a.storage_offset)
+    return tuple(strides[:start]) + (stride,) + tuple(strides[end + 1 :])
 
 
 def _collapse_kernel(a: np.ndarray, start: int, end: int) -> np.ndarray:

@@ -524,3 +524,65 @@ def test_verifier_refuses_an_undeclared_symbol_in_a_nested_graph() -> None:
     verify(parse(text.replace("f32[s1]", "f32[s0]").replace("sym(s1)", "sym(s0)")))
     with pytest.raises(VerificationError, match="in graph f: .*undeclared symbol\\(s\\) s1"):
         verify(parse(text))
+
+
+class WideBranch(torch.nn.Module):
+    """A branch whose intermediate (an n x n table of exp(x_i - y_j)) is far larger than the
+    graph's inputs and outputs."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        def true_fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return torch.exp(x[:, None] - y[None, :]).sum(dim=1)
+
+        def false_fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return x - y
+
+        return torch.cond(x.sum() > 0, true_fn, false_fn, (x, y))
+
+
+def _wide_branch(tmp_path: Path) -> tuple[aten2prims.Graph, list[np.ndarray], np.ndarray]:
+    """The lowered WideBranch at n = 1024 (a 4 MiB table), inputs taking the wide branch, and
+    torch's result on them."""
+    module = WideBranch()
+    x, y = torch.rand(1024) + 0.1, torch.rand(1024)
+    path = tmp_path / "wide.pt2"
+    torch.export.save(torch.export.export(module, (x, y)).run_decompositions(), path)
+    with torch.no_grad():
+        expected = module(x, y).numpy()
+    return aten2prims.lower(aten2prims.load(path)), [x.numpy(), y.numpy()], expected
+
+
+def test_a_branch_runs_under_the_callers_memory_budget(tmp_path: Path) -> None:
+    """A budget the graph's own inputs and outputs fit but the branch's table does not: the call
+    raises the error the branch raises when run as a graph of its own."""
+    from aten2prims.errors import MemoryBudgetError
+
+    lowered, feed, expected = _wide_branch(tmp_path)
+    (node,) = [node for node in lowered.nodes if node.op == "higher_order.cond"]
+    branch = next(node.subgraphs())
+    budget = 1 << 20  # 1 MiB: the inputs and the result take 12 KiB, the table 4 MiB
+    with pytest.raises(MemoryBudgetError) as alone:
+        aten2prims.execute(branch, feed, max_memory=budget)
+    with pytest.raises(MemoryBudgetError) as nested:
+        aten2prims.execute(lowered, feed, max_memory=budget)
+    assert str(nested.value) == str(alone.value)
+    assert f"running graph {branch.name}" in str(nested.value)
+    (ours,) = aten2prims.execute(lowered, feed, max_memory=64 << 20)
+    np.testing.assert_allclose(ours, expected, rtol=1e-5)
+
+
+def test_a_branch_runs_on_the_callers_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Results are bit for bit the same at 1 and 3 threads; and a branch takes the caller's
+    count, never the default (an unreadable default fails wherever it is consulted)."""
+    lowered, feed, expected = _wide_branch(tmp_path)
+    (one,) = aten2prims.execute(lowered, feed, threads=1)
+    (three,) = aten2prims.execute(lowered, feed, threads=3)
+    assert one.tobytes() == three.tobytes()
+    np.testing.assert_allclose(one, expected, rtol=1e-5)
+    monkeypatch.setenv("ATEN2PRIMS_NUM_THREADS", "not a number")
+    with pytest.raises(ValueError, match="ATEN2PRIMS_NUM_THREADS"):
+        aten2prims.execute(lowered, feed)
+    (again,) = aten2prims.execute(lowered, feed, threads=3)
+    assert again.tobytes() == one.tobytes()

@@ -86,6 +86,35 @@ def test_data_dependent_sizes_match_torch_on_inputs_of_several_sizes(
     assert len(sizes) >= 3  # the data gave several output sizes, all from one lowering
 
 
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_call_repeating_the_data_dependent_sizes_plans_nothing(name: str, tmp_path: Path) -> None:
+    """The cut before each data-dependent node and the rest's specialization per value are
+    cached with the graph: repeated sizes plan nothing, new ones plan, and earlier ones stay
+    planned."""
+    from aten2prims.executor.run import plans_built
+
+    module, make, graph = _load(name, tmp_path)
+    lowered = aten2prims.lower(graph)
+    first = make(torch.Generator().manual_seed(0))
+    # The same data-dependent sizes from other data: the tensors reversed along dim 0.
+    reversed_ = tuple(t.flip(0) if t.ndim else t for t in first)
+    second = next(
+        inputs
+        for seed in range(1, 20)
+        for inputs in [make(torch.Generator().manual_seed(seed))]
+        if module(*inputs).shape != module(*first).shape
+    )
+    built = []
+    for inputs in (first, first, reversed_, second, first, second):
+        before = plans_built()
+        (ours,) = aten2prims.execute(lowered, [t.numpy() for t in inputs])
+        built.append(plans_built() - before)
+        verdict = compare(ours, module(*inputs).numpy(), what=name)
+        assert verdict, verdict.message
+    assert built[0] > 0 and built[3] > 0  # a new data-dependent size is planned
+    assert built[1:3] == [0, 0] and built[4:] == [0, 0]
+
+
 def test_a_data_dependent_value_outside_its_range_is_refused(tmp_path: Path) -> None:
     _, _, graph = _load("item_slice", tmp_path)
     lowered = aten2prims.lower(graph)

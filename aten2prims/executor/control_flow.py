@@ -1,6 +1,7 @@
 """Kernels of the higher-order ops (`higher_order.cond`, ...): control flow whose branches or
 bodies are nested prims graphs, each run by the executor itself (its plans cached per nested
-graph, as for any graph).
+graph, as for any graph), under the memory budget and thread count of the call running the
+control-flow step.
 
 The executor's `execute` lives in `run.py`, which depends on the planner that uses these kernels;
 `run.py` installs it here when it is imported (`install_runner`), so this module imports neither.
@@ -20,7 +21,8 @@ from ..ir.graph import Graph
 
 @attrs.define(slots=True)
 class _Runner:
-    """`execute(graph, user_inputs) -> outputs` (set by `install_runner`)."""
+    """`execute(graph, user_inputs) -> outputs` with the running call's `max_memory` and
+    `threads` (set by `install_runner`)."""
 
     execute: Callable[[Graph, list[Any]], list[Any]] | None = None
 
@@ -29,7 +31,8 @@ _runner = _Runner()
 
 
 def install_runner(execute: Callable[[Graph, list[Any]], list[Any]]) -> None:
-    """Make the kernels run nested graphs with the executor's `execute`."""
+    """Make the kernels run nested graphs with the executor's `execute` (which passes them the
+    running call's options)."""
     _runner.execute = execute
 
 

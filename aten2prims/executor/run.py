@@ -3,10 +3,17 @@
 Inputs are validated up front (names, shapes, dtypes); the plan is built once per graph and per
 set of overridden stored inputs, and cached; each intermediate is released after its last use;
 view prims stay zero-copy; caller arrays are never written; results are fresh, writable arrays.
+
+A dynamic graph is specialized per binding of its symbols (cached, and found again by the input
+shapes alone); a graph with data-dependent sizes runs in segments, each cut and each
+specialization cached, so a call repeating the sizes and the data-dependent sizes of an earlier
+one plans nothing. Nested graphs (the branches and bodies of control flow) run under the
+calling `execute`'s memory budget and thread count.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -52,16 +59,53 @@ class _Planned:
     peaks: dict[frozenset[str], int] = attrs.Factory(dict)
     # A dynamic graph's static specializations, by the values of its backed symbols.
     specialized: dict[tuple[int, ...], Graph] = attrs.Factory(dict)
-    # The same, by the (name, shape) pairs of the inputs that bound them (checks passed).
-    by_shapes: dict[tuple[Any, ...], Graph] = attrs.Factory(dict)
+    # The same with their own records, by the inputs' shapes (and int inputs) that bound them,
+    # ranges and checks passed: a repeated size finds its plans without binding anything.
+    by_shapes: dict[tuple[Any, ...], tuple[Graph, _Planned]] = attrs.Factory(dict)
+    # A graph with data-dependent sizes: where it is cut, and its rest per binding.
+    segments: _Segments | None = None
+
+
+@attrs.define(slots=True)
+class _Segments:
+    """A graph with data-dependent sizes cut before the first node that uses one (`index`):
+    `prefix` runs as a static graph (None when that node is the first), the node's symbols are
+    bound from the data, and `rest` runs specialized to them (`bound`: per binding, the least
+    recently used dropped first). `index` None: no size uses the symbols, `rest` is the graph
+    without them."""
+
+    index: int | None
+    prefix: Graph | None
+    rest: Graph
+    bound: dict[tuple[tuple[str, int], ...], Graph] = attrs.Factory(dict)
+
+
+@attrs.define(slots=True)
+class _Statistics:
+    plans_built: int = 0
 
 
 _PLANNED: weakref.WeakKeyDictionary[Graph, _Planned] = weakref.WeakKeyDictionary()
 # Input-shape keys a dynamic graph remembers (beyond them, each call binds its symbols anew).
 _MAX_SHAPE_KEYS = 4096
+# Bindings of data-dependent symbols a segment keeps specialized and planned (data-dependent
+# sizes vary with the data: the least recently used ones are dropped, with their plans).
+_MAX_DATA_DEPENDENT_BINDINGS = 64
 # Guards _PLANNED and every _Planned.plans: threads executing one graph share its plans, and a
 # plan is built once. Running a plan needs no lock (each call has its own slot list).
 _PLANS_LOCK = threading.RLock()
+_STATISTICS = _Statistics()
+# The memory budget and thread count of the `execute` call running a plan on this thread (or
+# task): the nested graphs its control-flow steps run take the same.
+_CALLER: contextvars.ContextVar[tuple[int | None, int | None]] = contextvars.ContextVar(
+    "aten2prims_caller", default=(None, None)
+)
+
+
+def plans_built() -> int:
+    """How many plans this process has built (a call repeating the sizes, and the
+    data-dependent sizes, of an earlier call of the same graph builds none)."""
+    return _STATISTICS.plans_built
 
 
 def fingerprint(graph: Graph) -> tuple[int, ...]:
@@ -114,9 +158,14 @@ def plan_for(graph: Graph, overridden: frozenset[str] = frozenset()) -> Plan:
     `overridden` (rebuilt if the graph's nodes, inputs or outputs changed)."""
     planned, prims_graph = _planned(graph)
     with _PLANS_LOCK:
-        plan = planned.plans.get(overridden)
-        if plan is None:
-            plan = planned.plans[overridden] = build_plan(prims_graph, overridden)
+        return _plan_locked(planned, prims_graph, overridden)
+
+
+def _plan_locked(planned: _Planned, prims_graph: Graph, overridden: frozenset[str]) -> Plan:
+    plan = planned.plans.get(overridden)
+    if plan is None:
+        plan = planned.plans[overridden] = build_plan(prims_graph, overridden)
+        _STATISTICS.plans_built += 1
     return plan
 
 
@@ -147,17 +196,25 @@ def execute(
     """
     planned, prims_graph = _planned(graph)
     if prims_graph.symbols:
-        static = _specialized(planned, prims_graph, inputs)
-        if static.symbols:
-            return _run_data_dependent(static, inputs, seed, check, return_all_outputs, max_memory)
-        return execute(
-            static,
-            inputs,
-            seed=seed,
-            check=check,
-            return_all_outputs=return_all_outputs,
-            max_memory=max_memory,
-        )
+        prims_graph, planned = _specialized(planned, prims_graph, inputs)
+        if prims_graph.symbols:
+            return _run_data_dependent(
+                prims_graph, inputs, seed, check, return_all_outputs, max_memory, threads
+            )
+    return _run(planned, prims_graph, inputs, seed, check, return_all_outputs, max_memory, threads)
+
+
+def _run(
+    planned: _Planned,
+    prims_graph: Graph,
+    inputs: Mapping[str, Any] | Sequence[Any],
+    seed: int | None,
+    check: bool,
+    return_all_outputs: bool,
+    max_memory: int | None,
+    threads: int | None,
+) -> list[Any]:
+    """`execute` of a static prims graph with its record."""
     over_budget(f"the inputs of graph {prims_graph.name}", planned.input_bytes, max_memory)
     given = _bind_inputs(prims_graph, planned, inputs)
     overridden = (
@@ -170,13 +227,12 @@ def execute(
     for name, array in given:
         values[plan.input_slots[name]] = array
     rng = np.random.default_rng(seed) if plan.random else None
+    count = default_threads() if threads is None else threads
     arena = plan.arenas.take()
+    caller = _CALLER.set((max_memory, count))
     try:
         # torch returns IEEE results (inf, nan, wrapped integers) silently; so do the kernels.
-        with (
-            np.errstate(all="ignore"),
-            running_with(default_threads() if threads is None else threads),
-        ):
+        with np.errstate(all="ignore"), running_with(count):
             if check:
                 for step in plan.steps:
                     _run_step(step, values, rng)
@@ -191,6 +247,7 @@ def execute(
                         raise
                     raise ExecutionError(_describe_failure(plan.steps[index], error)) from error
     finally:
+        _CALLER.reset(caller)
         plan.arenas.give(arena)
     results: list[Any] = []
     # Kernels may hand an input back unchanged (a contiguous clone): inputs are never results.
@@ -207,10 +264,18 @@ def execute(
 
 def _specialized(
     planned: _Planned, graph: Graph, inputs: Mapping[str, Any] | Sequence[Any]
-) -> Graph:
+) -> tuple[Graph, _Planned]:
     """The static graph of a dynamic one for the sizes of these inputs (symbols bound from their
-    shapes, ranges and run-time checks checked), cached per binding of the backed symbols and,
-    for the fast path of a repeated call, per the input shapes that gave it."""
+    shapes, ranges and run-time checks checked) and its record, cached per binding of the
+    backed symbols and, for the fast path of a repeated call, per the input shapes that gave
+    it: a repeated size costs a tuple of shapes and one lookup."""
+    if isinstance(inputs, Mapping):
+        seen: tuple[Any, ...] = tuple((name, _size_key(x)) for name, x in inputs.items())
+    else:
+        seen = tuple(map(_size_key, inputs))
+    found = planned.by_shapes.get(seen)
+    if found is not None:
+        return found
     if isinstance(inputs, Mapping):
         pairs = [(name, array) for name, array in inputs.items() if name in planned.by_name]
     else:
@@ -218,19 +283,25 @@ def _specialized(
     shapes = {name: getattr(array, "shape", None) for name, array in pairs}
     # int inputs that are symbols (marked dynamic when exported) bind them by their value
     scalars = {name: array for name, array in pairs if type(array) is int}
-    seen = (*shapes.items(), *scalars.items())
-    static = planned.by_shapes.get(seen)
-    if static is not None:
-        return static
     binding = bind_symbols(graph, {n: s for n, s in shapes.items() if s is not None}, scalars)
     key = tuple(binding[name] for name in sorted(binding))
     with _PLANS_LOCK:
         static = planned.specialized.get(key)
         if static is None:
             static = planned.specialized[key] = specialize(graph, binding)
+        found = static, _planned_locked(static)[0]
         if len(planned.by_shapes) < _MAX_SHAPE_KEYS:
-            planned.by_shapes[seen] = static
-    return static
+            planned.by_shapes[seen] = found
+    return found
+
+
+def _size_key(x: Any) -> Any:
+    """What of an input decides a binding: an array's shape, an int's value (an int input may
+    be a symbol); nothing of another scalar."""
+    kind = type(x)
+    if kind is np.ndarray:
+        return x.shape
+    return x if kind is int else getattr(x, "shape", None)
 
 
 def _run_data_dependent(
@@ -240,27 +311,34 @@ def _run_data_dependent(
     check: bool,
     return_all_outputs: bool,
     max_memory: int | None,
+    threads: int | None,
 ) -> list[Any]:
     """Run a graph whose sizes still hold data-dependent (unbacked) symbols in segments: the
     nodes before the first one that uses such a symbol run as a static graph; that node's prim
     computes the symbol from its operands' data (`PrimDef.sizes_from_data`: nonzero's count),
-    checked against the symbol's range; the rest, specialized to the value, runs on."""
+    checked against the symbol's range; the rest, specialized to the value, runs on. The cuts
+    and the specializations are cached (`_Segments`), so their plans are too."""
     if isinstance(inputs, Mapping):
         feed = dict(inputs)
     else:
         feed = {gi.name: array for gi, array in zip(graph.user_inputs, inputs)}
     while graph.symbols:
-        index = first_unbound(graph)
-        if index is None:  # only checks still name these symbols, and no size needs them
-            graph = graph.with_body(list(graph.inputs), list(graph.nodes), list(graph.outputs))
-            graph.checks = [c for c in graph.checks if not free_symbols(c) & graph.symbols.keys()]
-            graph.symbols = {}
+        segments = _segments(graph)
+        if segments.index is None:  # only checks still name these symbols
+            graph = segments.rest
             break
-        node = graph.nodes[index]
-        prefix, rest = split_before(graph, index)
-        if prefix.nodes:
-            produced = execute(prefix, feed, seed=seed, check=check, max_memory=max_memory)
-            feed.update((o.value.name, array) for o, array in zip(prefix.outputs, produced))
+        node = graph.nodes[segments.index]
+        if segments.prefix is not None:
+            produced = execute(
+                segments.prefix,
+                feed,
+                seed=seed,
+                check=check,
+                max_memory=max_memory,
+                threads=threads,
+            )
+            feed.update((o.value.name, a) for o, a in zip(segments.prefix.outputs, produced))
+        graph = segments.rest
         # Symbols that are scalars the prefix computed (`x.item()`), then sizes a prim computes
         # from its operands' data (nonzero's count).
         binding = {
@@ -268,19 +346,18 @@ def _run_data_dependent(
             for name, declared in graph.symbols.items()
             if declared.value is not None and declared.value in feed
         }
-        graph = rest
         if binding:
             for name, value in binding.items():
                 _check_data_dependent(
                     graph, name, value, f"the value of %{graph.symbols[name].value}"
                 )
-            graph = specialize(graph, binding)
+            graph = _bound_rest(segments, binding)
             continue
         definition = lookup(node.op)
         if definition is None or definition.sizes_from_data is None:
             raise ShapeError(
-                f"graph {graph.name}: {node.op} (node {index}) uses the data-dependent size(s) "
-                f"{', '.join(sorted(free_symbols(node.kwargs) & graph.symbols.keys()) or graph.symbols)}"
+                f"graph {graph.name}: {node.op} (node {segments.index}) uses the data-dependent "
+                f"size(s) {', '.join(sorted(free_symbols(node.kwargs) & graph.symbols.keys()) or graph.symbols)}"
                 ", which no earlier node determines"
             )
         stored = {gi.name: gi.data for gi in graph.inputs if gi.data is not None}
@@ -297,8 +374,10 @@ def _run_data_dependent(
             _check_data_dependent(graph, symbol_name, value, what)
             binding[symbol_name] = value
         if not binding:
-            raise ShapeError(f"graph {graph.name}: {node.op} (node {index}) binds no symbol")
-        graph = specialize(graph, binding)
+            raise ShapeError(
+                f"graph {graph.name}: {node.op} (node {segments.index}) binds no symbol"
+            )
+        graph = _bound_rest(segments, binding)
     return execute(
         graph,
         feed,
@@ -306,7 +385,40 @@ def _run_data_dependent(
         check=check,
         return_all_outputs=return_all_outputs,
         max_memory=max_memory,
+        threads=threads,
     )
+
+
+def _segments(graph: Graph) -> _Segments:
+    """The graph cut before its first node using a data-dependent size (cached with its
+    record)."""
+    planned, _ = _planned(graph)
+    with _PLANS_LOCK:
+        if planned.segments is not None:
+            return planned.segments
+        index = first_unbound(graph)
+        if index is None:
+            rest = graph.with_body(list(graph.inputs), list(graph.nodes), list(graph.outputs))
+            rest.checks = [c for c in graph.checks if not free_symbols(c) & graph.symbols.keys()]
+            rest.symbols = {}
+            planned.segments = _Segments(None, None, rest)
+        else:
+            prefix, rest = split_before(graph, index)
+            planned.segments = _Segments(index, prefix if prefix.nodes else None, rest)
+        return planned.segments
+
+
+def _bound_rest(segments: _Segments, binding: dict[str, int]) -> Graph:
+    """The rest of a cut graph specialized to the data-dependent sizes bound (checked)."""
+    key = tuple(sorted(binding.items()))
+    with _PLANS_LOCK:
+        bound = segments.bound.pop(key, None)  # put back as the most recent
+        if bound is None:
+            bound = specialize(segments.rest, binding)
+        segments.bound[key] = bound
+        if len(segments.bound) > _MAX_DATA_DEPENDENT_BINDINGS:
+            del segments.bound[next(iter(segments.bound))]
+    return bound
 
 
 def _check_data_dependent(graph: Graph, name: str, value: int, what: str) -> None:
@@ -350,9 +462,7 @@ def _checked_plan(
 ) -> Plan:
     over_budget(f"the inputs of graph {prims_graph.name}", planned.input_bytes, max_memory)
     with _PLANS_LOCK:
-        plan = planned.plans.get(overridden)
-        if plan is None:
-            plan = planned.plans[overridden] = build_plan(prims_graph, overridden)
+        plan = _plan_locked(planned, prims_graph, overridden)
         peak = planned.peaks.get(overridden)
         if peak is None:
             peak = planned.peaks[overridden] = planned.input_bytes + _steps_peak(plan)
@@ -514,6 +624,13 @@ def _what(graph: Graph, graph_input: GraphInput) -> str:
     return f"input %{graph_input.name} of graph {graph.name}"
 
 
-install_runner(execute)
+def _run_nested(graph: Graph, operands: list[Any]) -> list[Any]:
+    """A branch or body of a control-flow step: run under the memory budget and thread count
+    of the `execute` call running that step."""
+    max_memory, threads = _CALLER.get()
+    return execute(graph, operands, max_memory=max_memory, threads=threads)
 
-__all__ = ["InputKind", "execute", "plan_for"]
+
+install_runner(_run_nested)
+
+__all__ = ["InputKind", "execute", "plan_for", "plans_built"]

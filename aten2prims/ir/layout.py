@@ -2,7 +2,9 @@
 it (`torch/_prims_common`). Pure arithmetic on sizes and strides, counted in elements; a tensor's
 layout is part of its `TensorMeta` (values.py). On symbolic sizes, a decision the ranges do not
 settle takes the example sizes' answer without a run-time check (`symbolic.lenient`): a layout is
-metadata and never restricts the sizes a graph runs at.
+metadata and never restricts the sizes a graph runs at. The shape environment remembers each
+answer on symbolic sizes (`symbolic.remembered`): the same shapes meet the same layouts at
+every op.
 
 - `contiguous_strides(shape)`: row-major strides (a dim of length 0 counts as 1, as torch's
   `make_contiguous_strides_for`).
@@ -17,16 +19,27 @@ metadata and never restricts the sizes a graph runs at.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from typing import Any
 
-from .symbolic import lenient, settled
+from .symbolic import SymExpr, remembered, same_size, settled
 
 Strides = tuple[int, ...]
 
 
 def contiguous_strides(shape: Sequence[int]) -> Strides:
-    strides: list[int] = []
-    multiplier = 1
+    # Every tensor meta made without strides asks this: remembered per shape, by structure.
+    return _contiguous_strides(
+        tuple(size.terms if type(size) is SymExpr else size for size in shape)
+    )
+
+
+@functools.lru_cache(maxsize=65536)
+def _contiguous_strides(shape_key: tuple) -> Strides:
+    shape = [size if type(size) is int else SymExpr(size) for size in shape_key]
+    strides: list[Any] = []
+    multiplier: Any = 1  # an int, or an expression once a symbolic size is met
     for size in reversed(shape):
         strides.append(multiplier)
         # A symbolic size counts as itself: torch clamps it to 1, which differs only for an
@@ -62,7 +75,7 @@ def permuted_strides(shape: Sequence[int], physical_order: Sequence[int]) -> Str
     return tuple(strides)
 
 
-@lenient
+@remembered
 def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
     """torch's `is_contiguous`: dims of length 1 are ignored; empty tensors are contiguous."""
     if _numel(shape) == 0:
@@ -77,7 +90,7 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return True
 
 
-@lenient
+@remembered
 def is_channels_last_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
     """torch's `is_channels_last_contiguous_2d` (rank 4) / `_3d` (rank 5)."""
     order = {4: (1, 3, 2, 0), 5: (1, 4, 3, 2, 0)}.get(len(shape))
@@ -93,7 +106,7 @@ def is_channels_last_contiguous(shape: Sequence[int], strides: Sequence[int]) ->
     return True
 
 
-@lenient
+@remembered
 def is_non_overlapping_and_dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
     if _numel(shape) < 2:
         return True
@@ -110,7 +123,7 @@ def is_non_overlapping_and_dense(shape: Sequence[int], strides: Sequence[int]) -
     return True
 
 
-@lenient
+@remembered
 def is_non_overlapping(shape: Sequence[int], strides: Sequence[int]) -> bool:
     """No two elements share a storage position (gaps allowed): taken by increasing stride,
     each dim's stride steps past everything the smaller ones span."""
@@ -149,7 +162,7 @@ def _suggested_strides(shape: Sequence[int], strides: Sequence[int]) -> Strides:
     return channels_last_strides(shape)
 
 
-@lenient
+@remembered
 def preserved_strides(shape: Sequence[int], strides: Sequence[int]) -> Strides:
     """`empty_like(a, memory_format=preserve_format)`: a's strides when a is non-overlapping and
     dense, otherwise contiguous or channels-last as a's strides suggest."""
@@ -166,7 +179,13 @@ def _physical_order(shape: Sequence[int], layouts: Sequence[Sequence[int]]) -> l
         return []
     if ndim == 1:
         return [0]
-    contiguous = all(is_contiguous(shape, s) for s in layouts)
+    # Strides structurally a contiguous tensor's are contiguous whatever the sizes: no decision
+    # on a symbolic size is needed for them (the common case, and a costly one to decide).
+    row_major = contiguous_strides(shape)
+    contiguous = all(
+        all(map(same_size, strides, row_major)) or is_contiguous(shape, strides)
+        for strides in layouts
+    )
     channels_last = all(is_channels_last_contiguous(shape, s) for s in layouts)
     if contiguous and not channels_last:
         return list(range(ndim))
@@ -204,17 +223,20 @@ def _physical_order(shape: Sequence[int], layouts: Sequence[Sequence[int]]) -> l
     return list(reversed(perm))
 
 
-@lenient
+@remembered
 def elementwise_strides(shape: Sequence[int], layouts: Sequence[Sequence[int]]) -> Strides:
     """The strides of an elementwise prim's result (torch's `_prim_elementwise_meta`: the
     operands' common dim order, made contiguous); `layouts` are the strides of the operands of
     `shape` (0-dim operands left out)."""
     if not layouts:
         return contiguous_strides(shape)
-    return permuted_strides(shape, _physical_order(shape, layouts))
+    order = _physical_order(shape, layouts)
+    if order == list(range(len(shape))):  # the common case: no permutation to lay out
+        return contiguous_strides(shape)
+    return permuted_strides(shape, order)
 
 
-@lenient
+@remembered
 def single_operand_strides(shape: Sequence[int], strides: Sequence[int]) -> Strides:
     """torch's `compute_elementwise_output_strides` of one tensor: its strides when dense, else
     `empty_like`'s."""
@@ -225,7 +247,7 @@ def single_operand_strides(shape: Sequence[int], strides: Sequence[int]) -> Stri
     return preserved_strides(shape, strides)
 
 
-@lenient
+@remembered
 def same_significant_strides(shape: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bool:
     if _numel(shape) < 2:
         return True

@@ -96,13 +96,17 @@ def _monomial_key(monomial: Monomial) -> tuple:
 class SymExpr:
     """An integer expression over symbols (see the module docstring). Immutable."""
 
-    __slots__ = ("_hash", "terms")
+    __slots__ = ("_hash", "_with_ints", "terms")
     terms: tuple[tuple[Monomial, int], ...]
     _hash: int
+    # Results of this expression's operations with an int (`n == 1`, `n * 4`, ...), by
+    # (operator, int): sizes meet the same few ints again and again (made at first use).
+    _with_ints: dict[tuple[str, int], Any] | None
 
     def __init__(self, terms: tuple[tuple[Monomial, int], ...]) -> None:
         object.__setattr__(self, "terms", terms)
         object.__setattr__(self, "_hash", hash(terms))
+        object.__setattr__(self, "_with_ints", None)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("SymExpr is immutable")
@@ -114,19 +118,38 @@ class SymExpr:
         """Structural equality (`==` builds a condition instead)."""
         return type(other) is SymExpr and self.terms == other.terms
 
+    def _with_int(self, operator: str, other: int, function: Callable[[], Any]) -> Any:
+        """`function()`, the result of `self operator other`, remembered (it is pure)."""
+        results = self._with_ints
+        if results is None:
+            results = {}
+            object.__setattr__(self, "_with_ints", results)
+        key = (operator, other)
+        try:
+            return results[key]
+        except KeyError:
+            result = results[key] = function()
+            return result
+
     # -- arithmetic ---------------------------------------------------------------------------
     def __add__(self, other: Any) -> Any:
+        if type(other) is int:
+            return self._with_int("+", other, lambda: add(self, other))
         return add(self, other) if _is_int(other) else _with_float("add", self, other)
 
     __radd__ = __add__
 
     def __sub__(self, other: Any) -> Any:
+        if type(other) is int:
+            return self._with_int("+", -other, lambda: add(self, -other))
         return add(self, mul(other, -1)) if _is_int(other) else _with_float("sub", self, other)
 
     def __rsub__(self, other: Any) -> Any:
         return add(other, mul(self, -1)) if _is_int(other) else _with_float("sub", other, self)
 
     def __mul__(self, other: Any) -> Any:
+        if type(other) is int:
+            return self._with_int("*", other, lambda: mul(self, other))
         return mul(self, other) if _is_int(other) else _with_float("mul", self, other)
 
     __rmul__ = __mul__
@@ -150,12 +173,16 @@ class SymExpr:
         return self
 
     def __floordiv__(self, other: Any) -> int | SymExpr:
+        if type(other) is int and other:
+            return self._with_int("//", other, lambda: floordiv(self, other))
         return floordiv(self, other) if _is_int(other) else NotImplemented
 
     def __rfloordiv__(self, other: Any) -> int | SymExpr:
         return floordiv(other, self) if _is_int(other) else NotImplemented
 
     def __mod__(self, other: Any) -> int | SymExpr:
+        if type(other) is int and other:
+            return self._with_int("%", other, lambda: mod(self, other))
         return mod(self, other) if _is_int(other) else NotImplemented
 
     def __rmod__(self, other: Any) -> int | SymExpr:
@@ -163,21 +190,33 @@ class SymExpr:
 
     # -- comparisons build conditions ---------------------------------------------------------
     def __eq__(self, other: Any) -> Any:  # a condition, not a bool
+        if type(other) is int:
+            return self._with_int("==", other, lambda: compare("==", self, other))
         return compare("==", self, other) if _is_int(other) else NotImplemented
 
     def __ne__(self, other: Any) -> Any:  # a condition, not a bool
+        if type(other) is int:
+            return self._with_int("!=", other, lambda: compare("!=", self, other))
         return compare("!=", self, other) if _is_int(other) else NotImplemented
 
     def __lt__(self, other: Any) -> Any:
+        if type(other) is int:
+            return self._with_int("<", other, lambda: compare("<", self, other))
         return compare("<", self, other) if _is_int(other) else NotImplemented
 
     def __le__(self, other: Any) -> Any:
+        if type(other) is int:
+            return self._with_int("<=", other, lambda: compare("<=", self, other))
         return compare("<=", self, other) if _is_int(other) else NotImplemented
 
     def __gt__(self, other: Any) -> Any:
+        if type(other) is int:
+            return self._with_int(">", other, lambda: compare(">", self, other))
         return compare(">", self, other) if _is_int(other) else NotImplemented
 
     def __ge__(self, other: Any) -> Any:
+        if type(other) is int:
+            return self._with_int(">=", other, lambda: compare(">=", self, other))
         return compare(">=", self, other) if _is_int(other) else NotImplemented
 
     def __bool__(self) -> bool:
@@ -363,13 +402,15 @@ def _min_max(kind: str, a: int | SymExpr, b: int | SymExpr) -> int | SymExpr:
 class SymBool:
     """`poly == 0`, `poly != 0` or `poly <= 0` (`<`, `>`, `>=` normalize to `<=` over ints)."""
 
-    __slots__ = ("poly", "relation")
+    __slots__ = ("_hash", "poly", "relation")
     relation: str
     poly: SymExpr
+    _hash: int
 
     def __init__(self, relation: str, poly: SymExpr) -> None:
         object.__setattr__(self, "relation", relation)
         object.__setattr__(self, "poly", poly)
+        object.__setattr__(self, "_hash", hash((relation, poly._hash)))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("SymBool is immutable")
@@ -378,7 +419,7 @@ class SymBool:
         return (self.relation, self.poly.terms)
 
     def __hash__(self) -> int:
-        return hash(self.key())
+        return self._hash
 
     def __eq__(self, other: Any) -> bool:
         return type(other) is SymBool and self.key() == other.key()
@@ -389,7 +430,8 @@ class SymBool:
         return SymBool("!=" if self.relation == "==" else "==", self.poly)
 
     def __bool__(self) -> bool:
-        return current_env().decide(self)
+        env = _ENV.get()
+        return (env if env is not None else current_env()).decide(self)
 
     def __repr__(self) -> str:
         return format_expr(self)
@@ -404,6 +446,19 @@ def _as_expr(x: int | SymExpr) -> SymExpr:
 
 def compare(relation: str, a: int | SymExpr, b: int | SymExpr) -> bool | SymBool:
     """`a relation b` as a bool when the expressions settle it structurally, else a SymBool."""
+    if type(a) is SymExpr or type(b) is SymExpr:
+        return _compare_raw(relation, _raw(a), _raw(b))
+    return _compare(relation, a, b)
+
+
+@functools.lru_cache(maxsize=65536)
+def _compare_raw(relation: str, a: Any, b: Any) -> bool | SymBool:
+    """`compare` of two raw operands (terms compare structurally: a safe cache key; the same
+    condition is then the same object, which the shape environment looks up by identity)."""
+    return _compare(relation, _cooked(a), _cooked(b))
+
+
+def _compare(relation: str, a: int | SymExpr, b: int | SymExpr) -> bool | SymBool:
     if type(a) is SymExpr and a.same(b):
         return relation in ("==", "<=", ">=")
     if relation in ("<", "<="):
@@ -1008,15 +1063,27 @@ class ShapeEnv:
     symbols: dict[str, Symbol] = attrs.Factory(dict)
     checks: list[SymBool] = attrs.Factory(list)
     recording: bool = True
-    _known: dict[tuple, bool] = attrs.Factory(dict)
+    _known: dict[SymBool, bool] = attrs.Factory(dict)
     # Inside `lenient_decisions()`: an unsettled condition takes the examples' answer, neither
     # remembered nor recorded.
     _lenient: int = 0
+    # Per condition: the ranges' answer (None: they do not settle it), and for one they do not
+    # settle, the examples' answer. Both never change, and layouts ask the same conditions of
+    # every op: taken again, a decision costs a lookup.
+    _ranged: dict[SymBool, bool | None] = attrs.Factory(dict)
+    _by_examples: dict[SymBool, bool] = attrs.Factory(dict)
+    # The symbols' declarations as a cache key (lowering the same graph again asks the same
+    # conditions of the same declarations); made at first use: the symbols never change.
+    _declarations: tuple | None = None
+    # Results of `remembered` functions (layouts), by function and structure of arguments.
+    # Their decisions are lenient: the examples' answers, which only an assumption can
+    # overrule, so an assumption taken forgets them.
+    _remembered: dict[tuple, Any] = attrs.Factory(dict)
 
     def __attrs_post_init__(self) -> None:
         for check in self.checks:
-            self._known[check.key()] = True
-            self._known[check.negated().key()] = False
+            self._known[check] = True
+            self._known[check.negated()] = False
 
     def example(self, name: str) -> int:
         declared = self.symbols.get(name)
@@ -1033,34 +1100,51 @@ class ShapeEnv:
             )
         return declared.example
 
+    def settled_by_ranges(self, condition: SymBool) -> bool | None:
+        """`decided(condition, self.symbols)`, remembered."""
+        try:
+            return self._ranged[condition]
+        except KeyError:
+            answer = _decided_within(condition, self._declared())
+            self._ranged[condition] = answer
+            return answer
+
+    def _declared(self) -> tuple:
+        if self._declarations is None:
+            self._declarations = tuple(
+                (s.name, s.lower, s.upper, s.example, s.backed) for s in self.symbols.values()
+            )
+        return self._declarations
+
     def decide(self, condition: SymBool) -> bool:
-        key = condition.key()
-        known = self._known.get(key)
+        known = self._known.get(condition)
         if known is not None:
             return known
-        answer = decided(condition, self.symbols)
-        if answer is not None:
-            self._known[key] = answer  # the ranges never change: remember it
-            return answer
-        answer = bool(evaluate(condition, _Examples(self)))
+        answer = self._by_examples.get(condition)
+        if answer is None:
+            ranged = self.settled_by_ranges(condition)
+            if ranged is not None:
+                self._known[condition] = ranged  # the ranges never change: remember it
+                return ranged
+            answer = self._by_examples[condition] = _examples_answer(condition, self._declared())
         if self._lenient:
             return answer
         holds = condition if answer else condition.negated()
-        self._known[condition.key()] = answer
-        self._known[condition.negated().key()] = not answer
+        self._known[condition] = answer
+        self._known[condition.negated()] = not answer
         if self.recording:
             self.checks.append(holds)
         return answer
 
     def assume(self, condition: SymBool, what: str) -> None:
         """Take `condition` as true from now on (a run-time check unless the ranges settle it)."""
-        answer = decided(condition, self.symbols)
+        answer = self.settled_by_ranges(condition)
         if answer is False:
             raise ShapeError(f"{what}: {condition} is false for every size in range")
-        key = condition.key()
-        if answer is None and key not in self._known:
-            self._known[key] = True
-            self._known[condition.negated().key()] = False
+        if answer is None and condition not in self._known:
+            self._known[condition] = True
+            self._known[condition.negated()] = False
+            self._remembered.clear()
             if self.recording:
                 self.checks.append(condition)
 
@@ -1068,6 +1152,24 @@ class ShapeEnv:
         value = evaluate(expr, _Examples(self))
         self.decide(_as_bool(compare("==", expr, value)))
         return value
+
+
+def _symbols_of(declarations: tuple) -> dict[str, Symbol]:
+    return {d[0]: Symbol(*d) for d in declarations}
+
+
+@functools.lru_cache(maxsize=65536)
+def _decided_within(condition: SymBool, declarations: tuple) -> bool | None:
+    """`decided` under symbols given as (name, lower, upper, example, backed) tuples (a
+    condition compares structurally: a safe cache key)."""
+    return decided(condition, _symbols_of(declarations))
+
+
+@functools.lru_cache(maxsize=65536)
+def _examples_answer(condition: SymBool, declarations: tuple) -> bool:
+    """The condition at the symbols' example values (see `ShapeEnv.example`)."""
+    env = ShapeEnv(_symbols_of(declarations), recording=False)
+    return bool(evaluate(condition, _Examples(env)))
 
 
 class _Examples(Mapping[str, int]):
@@ -1146,6 +1248,46 @@ def lenient(function: Callable[..., Any]) -> Callable[..., Any]:
             return function(*args, **kwargs)
 
     return wrapper
+
+
+def remembered(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A lenient `function` of sizes (ints and expressions, in tuples and lists) whose result
+    the active env remembers per structure of its arguments when any is symbolic (deciding on
+    expressions costs; on ints it does not)."""
+    lenient_function = lenient(function)
+
+    @functools.wraps(function)
+    def wrapper(*args: Any) -> Any:
+        env = _ENV.get()
+        key = (function, *map(_structure, args))
+        if env is None or not _any_symbolic(key):
+            return lenient_function(*args)
+        try:
+            return env._remembered[key]
+        except KeyError:
+            result = env._remembered[key] = lenient_function(*args)
+            return result
+
+    return wrapper
+
+
+def _structure(x: Any) -> Any:
+    kind = type(x)
+    if kind is SymExpr:
+        return _Structural(x.terms)
+    if kind is tuple or kind is list:
+        return tuple(map(_structure, x))
+    return x
+
+
+class _Structural(tuple):
+    """An expression's terms in a structural key (told apart from a tuple of sizes)."""
+
+    __slots__ = ()
+
+
+def _any_symbolic(key: Any) -> bool:
+    return any(type(x) is _Structural or (type(x) is tuple and _any_symbolic(x)) for x in key)
 
 
 def is_symbolic(x: Any) -> bool:
@@ -1593,5 +1735,5 @@ def settled(condition: Any) -> bool | None:
     env = _ENV.get()
     if env is None:
         return None
-    answer = decided(condition, env.symbols)
-    return answer if answer is not None else env._known.get(condition.key())
+    answer = env.settled_by_ranges(condition)
+    return answer if answer is not None else env._known.get(condition)
