@@ -29,6 +29,7 @@ import attrs
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.symbolic import settled
 from aten2prims.ir.values import Value
 from aten2prims.promotion import convert, opmath_dtype
 
@@ -220,7 +221,8 @@ def _embed(x: Value, sizes: Sequence[int], offsets: Sequence[int], steps: Sequen
         last.append(max(0, min(size, -((offset - target) // step))))
     lengths = [max(0, b - a) for a, b in zip(first, last)]
     shape = [batch, channels, *sizes]
-    if any(n == 0 for n in lengths) or math.prod(shape) == 0:
+    # A batch that may be 0 (data-dependent) takes the general path, right at 0 too.
+    if any(n == 0 for n in lengths) or settled(math.prod(shape) == 0):
         return full(shape, 0, x.dtype)
     if first != [0] * len(first) or lengths != list(spatial):
         strides = row_major_strides(x.shape)
@@ -256,7 +258,7 @@ def _windows(
         *(s * step for s, step in zip(strides[2:], stride)),
         *(s * d for s, d in zip(strides[2:], dilation)),
     ]
-    if math.prod(size) == 0:
+    if settled(math.prod(size) == 0):
         window = list(row_major_strides(size))
     return row_major_window(padded, size, window, 0)
 

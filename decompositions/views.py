@@ -306,9 +306,15 @@ def split_with_sizes(self: Value, split_sizes: Sequence[int], dim: int) -> tuple
     )
 
 
-def _legacy_empty(x: Value) -> bool:
-    """torch.cat skips 1-D tensors of size 0 whatever the other operands' shapes."""
-    return x.shape == (0,)
+def _legacy_empty(x: Value, rank: int) -> bool:
+    """torch.cat skips 1-D tensors of size 0 whatever the other operands' shapes. Among
+    operands of rank 1 (`rank`: the largest) keeping an empty one changes nothing, so a size
+    that may be 0 (data-dependent) is kept without a decision."""
+    if x.ndim != 1:
+        return False
+    if rank == 1:
+        return bool(settled(x.shape[0] == 0))
+    return bool(x.shape[0] == 0)
 
 
 @register("aten.cat.default")
@@ -318,7 +324,8 @@ def cat(tensors: Sequence[Value], dim: int) -> Value:
     if any(t.ndim == 0 for t in tensors):
         raise ShapeError("aten.cat: zero-dimensional tensors cannot be concatenated")
     dtype = result_type(*tensors)  # skipped operands still take part in promotion, as in torch
-    kept = [t for t in tensors if not _legacy_empty(t)]
+    rank = max(t.ndim for t in tensors)
+    kept = [t for t in tensors if not _legacy_empty(t, rank)]
     if not kept:
         return convert(tensors[0], dtype)
     dim = canonical_dim(dim, kept[0].ndim)

@@ -30,7 +30,7 @@ from ..ir.building import collector_paused
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node, Provenance
 from ..ir.layout import required_length, same_significant_strides
-from ..ir.symbolic import ShapeEnv, number_kind, shape_env, symbol
+from ..ir.symbolic import ShapeEnv, number_kind, settled, shape_env, symbol
 from ..ir.values import CPU, ScalarMeta, TensorMeta, UndefinedMeta, Value, map_values
 from ..schema.higher_order import NAMESPACE as HIGHER_ORDER
 from .dce import eliminate_dead_code
@@ -276,7 +276,9 @@ def _laid_out(old: Value, new: Any) -> Any:
         return new
     if new.meta == TensorMeta(new.shape, new.dtype, expected.strides, expected.storage_offset):
         return new  # the same layout, compared by structure (no decision on symbolic sizes)
-    if expected.numel == 0 or (
+    # Empty only when the sizes settle it: a data-dependent size that may be 0 gets the copy,
+    # which is right at every size (strides of an empty tensor address nothing).
+    if settled(expected.numel == 0) or (
         same_significant_strides(expected.shape, expected.strides, new.strides)
         and expected.storage_offset == new.storage_offset
     ):
