@@ -393,7 +393,11 @@ def constant_pad_nd(self: Value, pad: Sequence[int], value: Any) -> Value:
     strides = row_major_strides(out)
     offset = sum(b * s for b, s in zip(before, strides))
     return row_major_window_scatter(
-        canvas, cropped, list(cropped.shape), list(strides), offset if cropped.numel else 0
+        canvas,
+        cropped,
+        list(cropped.shape),
+        list(strides),
+        0 if settled(cropped.numel == 0) else offset,  # the offset addresses nothing then
     )
 
 

@@ -95,6 +95,37 @@ class UniqueOfMask(torch.nn.Module):
         return torch.unique(x[x > 0], return_counts=True)
 
 
+class MaskPoolResample(torch.nn.Module):
+    """Pooling and resampling over a batch of data-dependent size."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        v = x[x.sum((1, 2, 3)) > 0]
+        functional = torch.nn.functional
+        return (
+            functional.max_pool2d(v, 3, 1, 1, return_indices=True)[1],
+            functional.avg_pool2d(v, 2),
+            functional.adaptive_avg_pool2d(v, 3),
+            functional.adaptive_max_pool2d(v, 3),
+            functional.interpolate(v, scale_factor=2.0, mode="nearest"),
+            functional.interpolate(v, size=(5, 7), mode="bilinear"),
+        )
+
+
+class MaskRows(torch.nn.Module):
+    """Row-wise ops on rows selected by data; `torch.where` of two selections of the same rows
+    (torch asserts their counts equal) broadcasts them as equal, whatever the count."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        rows = x[x.sum(1) > 0]
+        again = x[x.sum(1) > 0]
+        return (
+            torch.nn.functional.layer_norm(rows, (4,)),
+            rows.topk(2, 1).values,
+            torch.nn.functional.pad(rows, (1, 1)),
+            torch.where(rows > 0, again, 0.0),
+        )
+
+
 def _selecting(shape: tuple[int, ...], count: int, rows: bool = False) -> torch.Tensor:
     """Values in [-2, -1) but for `count` positive ones: elements equal to 10 at scattered
     positions (each makes its row's sum positive), or whole first rows (`rows`)."""
@@ -134,6 +165,16 @@ CASES: dict[str, tuple[torch.nn.Module, Any]] = {
         UniqueOfMask(),
         lambda g: (torch.randint(-6, 6, (5,), generator=g).float(),),
     ),
+    "mask_pool_resample": (
+        MaskPoolResample(),
+        lambda g: (
+            torch.randn(5, 1, 1, 1, generator=g) + 0.1 * torch.randn(5, 2, 4, 4, generator=g),
+        ),
+    ),
+    "mask_rows": (
+        MaskRows(),
+        lambda g: (torch.randn(9, 1, generator=g) + 0.1 * torch.randn(9, 4, generator=g),),
+    ),
 }
 
 # Inputs whose data makes each case's data-dependent count `n` (masked_select selects n of the
@@ -150,6 +191,8 @@ AT_COUNT: dict[str, Callable[[int], tuple[torch.Tensor, ...]]] = {
     "mask_conv": lambda n: (_selecting((5, 2, 5, 5), n, rows=True), torch.randn(3, 2, 3, 3)),
     "nonzero_gather_scatter": lambda n: (_selecting((6, 3), n, rows=True),),
     "unique_of_mask": lambda n: (_selecting((5,), n),),
+    "mask_pool_resample": lambda n: (_selecting((5, 2, 4, 4), n, rows=True),),
+    "mask_rows": lambda n: (_selecting((9, 4), n, rows=True),),
 }
 
 
