@@ -336,7 +336,9 @@ def cat(tensors: Sequence[Value], dim: int) -> Value:
 @register("aten.flip.default")
 def flip(self: Value, dims: Sequence[int]) -> Value:
     dims = _dims("aten.flip", dims, self.ndim)
-    flipped = [d for d in dims if self.ndim > 0 and self.shape[d] > 1]
+    # Reversing a dim of length 0 or 1 changes nothing: skipped when the sizes settle that,
+    # reversed otherwise (right at every size; a data-dependent length takes no check).
+    flipped = [d for d in dims if self.ndim > 0 and not settled(self.shape[d] <= 1)]
     return prims.rev(self, flipped) if flipped else self
 
 

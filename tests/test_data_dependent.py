@@ -126,6 +126,12 @@ class MaskRows(torch.nn.Module):
         )
 
 
+class MaskSortScan(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        v = x[x > 0]
+        return v.sort().values, v.cumsum(0), v.flip(0), v.norm()
+
+
 def _selecting(shape: tuple[int, ...], count: int, rows: bool = False) -> torch.Tensor:
     """Values in [-2, -1) but for `count` positive ones: elements equal to 10 at scattered
     positions (each makes its row's sum positive), or whole first rows (`rows`)."""
@@ -171,6 +177,7 @@ CASES: dict[str, tuple[torch.nn.Module, Any]] = {
             torch.randn(5, 1, 1, 1, generator=g) + 0.1 * torch.randn(5, 2, 4, 4, generator=g),
         ),
     ),
+    "mask_sort_scan": (MaskSortScan(), lambda g: (torch.randn(7, generator=g),)),
     "mask_rows": (
         MaskRows(),
         lambda g: (torch.randn(9, 1, generator=g) + 0.1 * torch.randn(9, 4, generator=g),),
@@ -192,6 +199,7 @@ AT_COUNT: dict[str, Callable[[int], tuple[torch.Tensor, ...]]] = {
     "nonzero_gather_scatter": lambda n: (_selecting((6, 3), n, rows=True),),
     "unique_of_mask": lambda n: (_selecting((5,), n),),
     "mask_pool_resample": lambda n: (_selecting((5, 2, 4, 4), n, rows=True),),
+    "mask_sort_scan": lambda n: (_selecting((7,), n),),
     "mask_rows": lambda n: (_selecting((9, 4), n, rows=True),),
 }
 
