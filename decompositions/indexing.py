@@ -122,7 +122,7 @@ def _along_dim_coordinates(index: Value, dim: int, ndim: int) -> list[Value]:
 @register("aten.gather.default")
 def gather(self: Value, dim: int, index: Value, sparse_grad: bool = False) -> Value:
     d = canonical_dim(dim, self.ndim)
-    if index.numel == 0:  # torch checks nothing else then
+    if settled(index.numel == 0):  # torch checks nothing else then
         return full(index.shape, convert_number(0, self.dtype), self.dtype)
     index = _index_operand("gather", index)
     _check_dim_sizes("gather", index, self, "self", d)
@@ -663,7 +663,7 @@ def _scatter_along_dim(
 
 @register("aten.scatter.src")
 def scatter_src(self: Value, dim: int, index: Value, src: Value) -> Value:
-    if index.numel == 0:
+    if settled(index.numel == 0):  # a size that may be 0 takes the general path, right at 0
         return self
     index, coordinates, source = _scatter_along_dim("scatter", self, dim, index, src)
     assert source is not None
@@ -672,7 +672,7 @@ def scatter_src(self: Value, dim: int, index: Value, src: Value) -> Value:
 
 @register("aten.scatter.value")
 def scatter_value(self: Value, dim: int, index: Value, value: Any) -> Value:
-    if index.numel == 0:
+    if settled(index.numel == 0):  # a size that may be 0 takes the general path, right at 0
         return self
     index, coordinates, _ = _scatter_along_dim("scatter", self, dim, index, None)
     return _scatter(
@@ -682,7 +682,7 @@ def scatter_value(self: Value, dim: int, index: Value, value: Any) -> Value:
 
 @register("aten.scatter_add.default")
 def scatter_add(self: Value, dim: int, index: Value, src: Value) -> Value:
-    if index.numel == 0:
+    if settled(index.numel == 0):  # a size that may be 0 takes the general path, right at 0
         return self
     index, coordinates, source = _scatter_along_dim("scatter_add", self, dim, index, src)
     assert source is not None
@@ -718,7 +718,7 @@ def scatter_reduce(
         )
     if reduce in ("amax", "amin") and self.dtype.is_complex:
         raise DTypeError(f"scatter_reduce: reduce={reduce!r} is not defined for {self.dtype.short}")
-    if index.numel == 0:
+    if settled(index.numel == 0):  # a size that may be 0 takes the general path, right at 0
         return self
     index, coordinates, source = _scatter_along_dim("scatter_reduce", self, dim, index, src)
     assert source is not None
@@ -808,7 +808,7 @@ def masked_scatter(self: Value, mask: Value, source: Value) -> Value:
     target = _place(self, shape, len(shape) - self.ndim)
     chosen = _place(mask, shape, len(shape) - mask.ndim)
     numel = math.prod(shape)
-    if numel == 0:
+    if settled(numel == 0):
         return target
     # The k-th selected position (row-major) takes source's k-th element: its running count of
     # selected positions is k + 1, an index into source behind one padding element that the

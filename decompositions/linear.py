@@ -224,6 +224,7 @@ def _embed(x: Value, sizes: Sequence[int], offsets: Sequence[int], steps: Sequen
         last.append(sym_max(0, sym_min(size, -((offset - target) // step))))
     lengths: list[Any] = [sym_max(0, b - a) for a, b in zip(first, last)]
     shape = [batch, channels, *sizes]
+    # A batch that may be 0 (data-dependent) takes the general path, right at 0 too.
     if any(settled(n == 0) for n in lengths) or settled(math.prod(shape) == 0):
         return full(shape, 0, x.dtype)
     if not all(same_size(a, 0) for a in first) or not all(map(same_size, lengths, spatial)):

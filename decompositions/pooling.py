@@ -174,7 +174,7 @@ def _offset_views(
     view_strides = [*strides[:-rank], *(w.stride * s for w, s in zip(windows, spatial))]
     origin = sum(f * s for f, s in zip(first or [0] * rank, spatial))
     for offsets in itertools.product(*(range(w.kernel) for w in windows)):
-        if math.prod(shape) == 0:
+        if settled(math.prod(shape) == 0):  # a batch that may be 0: an empty window is right
             yield full(shape, 0, x.dtype)
             continue
         start = origin + sum(k * w.dilation * s for k, w, s in zip(offsets, windows, spatial))
@@ -243,7 +243,7 @@ def _max_pool(
     _check_rank(op, x, rank)
     windows = _windows(op, x, rank, kernel_size, stride, padding, dilation, ceil_mode)
     shape = [*x.shape[:-rank], *(w.positions for w in windows)]
-    if math.prod(shape) == 0:
+    if settled(math.prod(shape) == 0):  # a batch that may be 0: the general path
         return full(shape, 0, x.dtype), full(shape, 0, DType.int64)
     padded = _padded(x, windows, _lowest(x.dtype))
     kernel = [w.kernel for w in windows]
@@ -391,7 +391,7 @@ def _avg_pool(
     kernel offsets' views of the zero-padded input (in opmath), in ATen's order."""
     rank = len(windows)
     shape = [*x.shape[:-rank], *(w.positions for w in windows)]
-    if math.prod(shape) == 0:
+    if settled(math.prod(shape) == 0):  # a batch that may be 0: the general path
         return full(shape, 0, x.dtype)
     total = sequential_sum(
         _offset_views(_padded(convert(x, opmath_dtype(x.dtype)), windows, 0), windows)
@@ -594,7 +594,7 @@ def _adaptive_avg_pool(op: str, x: Value, output_size: Sequence[int], rank: int)
     if len(outputs) != rank or any(o < 0 for o in outputs):
         raise ShapeError(f"{op}: output_size must be {rank} non-negative ints, got {outputs}")
     shape = [*x.shape[:-rank], *outputs]
-    if math.prod(shape) == 0:
+    if settled(math.prod(shape) == 0):  # a batch that may be 0: the general path
         return full(shape, 0, x.dtype)
     total = convert(x, opmath_dtype(x.dtype))
     for d, o in enumerate(outputs):
@@ -713,7 +713,7 @@ def _adaptive_max_pool(
     lead = x.ndim - rank
     spatial = list(x.shape[lead:])
     shape = [*x.shape[:lead], *outputs]
-    if math.prod(shape) == 0:
+    if settled(math.prod(shape) == 0):  # a batch that may be 0: the general path
         return full(shape, 0, x.dtype), full(shape, 0, DType.int64)
     tables = [(table, longest) for table, _, longest in map(_adaptive_sources, spatial, outputs)]
     blocks = [size for o, (_, longest) in zip(outputs, tables) for size in (o, longest)]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
-from aten2prims.ir.symbolic import assume, current_env, interval, is_symbolic
+from aten2prims.ir.symbolic import assume, current_env, interval, is_symbolic, settled
 from aten2prims.ir.values import TensorMeta, Value
 from aten2prims.promotion import (
     ReductionKind,
@@ -179,16 +179,29 @@ def amin(self: Value, dim: Sequence[int] = (), keepdim: bool = False) -> Value:
     return _extreme("amin", prims.amin, self, dim, keepdim)
 
 
+def _extreme_of_maybe_empty(
+    reduce: Reducer, x: Value, dims: Sequence[int], identity: bool | float
+) -> Value:
+    """amax/amin of x over `dims` (none of them settled empty). A reduced dim whose size may be
+    0 (data-dependent) gets one `identity` element appended along it: the extreme of the rest
+    is unchanged, and at size 0 the result is the identity where amax, which has none, fails."""
+    for d in dims:
+        if settled(x.shape[d] == 0) is None:
+            slab = [1 if k == d else size for k, size in enumerate(x.shape)]
+            x = prims.cat([x, full(slab, identity, x.dtype)], d)
+    return reduce(x, list(dims))
+
+
 def _any(x: Value, dims: Sequence[int], keepdim: bool) -> Value:
     """Whether any element over `dims` is nonzero (NaN is nonzero). Eager torch returns uint8 for
     a uint8 input and bool otherwise."""
     truth = x if x.dtype is DType.bool else prims.ne(x, convert_number(0, x.dtype))
     if not dims:
         reduced = truth
-    elif any(x.shape[d] == 0 for d in dims):
+    elif any(settled(x.shape[d] == 0) for d in dims):
         reduced = full(_reduced_shape(x, dims), False, DType.bool)  # any of nothing
-    else:
-        reduced = prims.amax(truth, list(dims))  # the max of bools is their "or"
+    else:  # the max of bools is their "or"
+        reduced = _extreme_of_maybe_empty(prims.amax, truth, dims, False)
     result = _kept(reduced, dims, x, keepdim)
     return convert(result, DType.uint8) if x.dtype is DType.uint8 else result
 
@@ -549,9 +562,11 @@ def _softmax_like(
     result = computation if half_to_float else x.dtype
     dims = reduction_dims(dim, x.ndim)
     x = convert(x, computation)
-    if x.numel == 0:
+    if settled(x.numel == 0):
         return convert(x, result)
-    shifted = prims.sub(x, spread(prims.amax(x, list(dims)), x.shape, dims))
+    # A size that may be 0 (data-dependent) takes this path too, right at 0: nothing is shifted.
+    peak = _extreme_of_maybe_empty(prims.amax, x, dims, -math.inf)
+    shifted = prims.sub(x, spread(peak, x.shape, dims))
     return convert(finish(shifted, dims), result)
 
 

@@ -163,12 +163,20 @@ def upsample_nearest2d(
     op = "aten.upsample_nearest2d"
     check_dtype(op, input, FLOATS | {DType.uint8})
     sizes, scales = _upsample_sizes(op, input, output_size, scale_factors)
-    if input.numel == 0:
+    if settled(input.numel == 0):  # a batch that may be 0 (data-dependent): the general path
         return full([*input.shape[:2], *sizes], 0, input.dtype)
     rows, columns = (_nearest_source(n, o, s) for n, o, s in zip(input.shape[2:], sizes, scales))
     images = prims.collapse_view(input, 0, 1)  # [N·C, H, W]
     picked = _separable_gather(images, [iota(images.shape[0]), rows, columns])
-    return prims.split_dim(picked, 0, input.shape[0])
+    return _unflattened(picked, input.shape[:2])
+
+
+def _unflattened(images: Value, batch: Sequence[int]) -> Value:
+    """[N·C, ...] images back as [N, C, ...]: split_dim, unless N may be 0 (a data-dependent
+    batch; split_dim's outer length must be positive), then one reshape, right at every N."""
+    if settled(batch[0] == 0) is False:
+        return prims.split_dim(images, 0, batch[0])
+    return prims.reshape(images, [*batch, *images.shape[1:]])
 
 
 def _linear_ratio(
@@ -239,7 +247,7 @@ def _bilinear_float(
         left, right, distance = _linear_source(inputs, outputs, align_corners, scale, compute)
         near = _weighted(_gather_along(values, dim, left), prims.sub(1.0, distance), dim)
         values = prims.add(near, _weighted(_gather_along(values, dim, right), distance, dim))
-    return convert(prims.split_dim(values, 0, x.shape[0]), x.dtype)
+    return convert(_unflattened(values, x.shape[:2]), x.dtype)
 
 
 def _uint8_weight_precision(
@@ -306,14 +314,14 @@ def upsample_bilinear2d(
     op = "aten.upsample_bilinear2d"
     check_dtype(op, input, FLOATS | {DType.uint8})
     sizes, scales = _upsample_sizes(op, input, output_size, scale_factors)
-    if input.numel == 0:
+    if settled(input.numel == 0):  # a batch that may be 0 (data-dependent): the general path
         return full([*input.shape[:2], *sizes], 0, input.dtype)
     if input.dtype is DType.uint8:
         # ATen resamples uint8 images separably in fixed point: the width first, then the height.
         images = prims.collapse_view(input, 0, 1)  # [N·C, H, W]
         wide = _bilinear_uint8_pass(images, 2, sizes[1], align_corners, scales[1])
-        return prims.split_dim(
-            _bilinear_uint8_pass(wide, 1, sizes[0], align_corners, scales[0]), 0, input.shape[0]
+        return _unflattened(
+            _bilinear_uint8_pass(wide, 1, sizes[0], align_corners, scales[0]), input.shape[:2]
         )
     return _bilinear_float(input, sizes, align_corners, scales)
 

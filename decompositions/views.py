@@ -354,9 +354,15 @@ def split_with_sizes(self: Value, split_sizes: Sequence[int], dim: int) -> tuple
     )
 
 
-def _legacy_empty(x: Value) -> bool:
-    """torch.cat skips 1-D tensors of size 0 whatever the other operands' shapes."""
-    return x.shape == (0,)
+def _legacy_empty(x: Value, rank: int) -> bool:
+    """torch.cat skips 1-D tensors of size 0 whatever the other operands' shapes. Among
+    operands of rank 1 (`rank`: the largest) keeping an empty one changes nothing, so a size
+    that may be 0 (data-dependent) is kept without a decision."""
+    if x.ndim != 1:
+        return False
+    if rank == 1:
+        return bool(settled(x.shape[0] == 0))
+    return bool(x.shape[0] == 0)
 
 
 @register("aten.cat.default")
@@ -366,7 +372,8 @@ def cat(tensors: Sequence[Value], dim: int) -> Value:
     if any(t.ndim == 0 for t in tensors):
         raise ShapeError("aten.cat: zero-dimensional tensors cannot be concatenated")
     dtype = result_type(*tensors)  # skipped operands still take part in promotion, as in torch
-    kept = [t for t in tensors if not _legacy_empty(t)]
+    rank = max(t.ndim for t in tensors)
+    kept = [t for t in tensors if not _legacy_empty(t, rank)]
     if not kept:
         return convert(tensors[0], dtype)
     dim = canonical_dim(dim, kept[0].ndim)
@@ -377,7 +384,9 @@ def cat(tensors: Sequence[Value], dim: int) -> Value:
 @register("aten.flip.default")
 def flip(self: Value, dims: Sequence[int]) -> Value:
     dims = _dims("aten.flip", dims, self.ndim)
-    flipped = [d for d in dims if self.ndim > 0 and self.shape[d] > 1]
+    # Reversing a dim of length 0 or 1 changes nothing: skipped when the sizes settle that,
+    # reversed otherwise (right at every size; a data-dependent length takes no check).
+    flipped = [d for d in dims if self.ndim > 0 and not settled(self.shape[d] <= 1)]
     return prims.rev(self, flipped) if flipped else self
 
 
@@ -434,7 +443,11 @@ def constant_pad_nd(self: Value, pad: Sequence[int], value: Any) -> Value:
     strides = row_major_strides(out)
     offset = sum(b * s for b, s in zip(before, strides))
     return row_major_window_scatter(
-        canvas, cropped, list(cropped.shape), list(strides), offset if cropped.numel else 0
+        canvas,
+        cropped,
+        list(cropped.shape),
+        list(strides),
+        0 if settled(cropped.numel == 0) else offset,  # the offset addresses nothing then
     )
 
 

@@ -1,12 +1,14 @@
 """Data-dependent sizes against torch: programs whose output sizes depend on their inputs'
 values (nonzero, boolean-mask indexing, masked_select, torch.unique, `x.item()` feeding a
 slice), exported with torch.export, saved and loaded, lowered once, and run on inputs giving
-different sizes.
+different sizes, 0 and 1 among them (torch declares such sizes in [0, n]: a lowering must not
+refuse a size torch's own exported program accepts).
 The executor binds each data-dependent (unbacked) symbol when the data deciding it is known
 and refuses a value outside the symbol's range with a ShapeError naming it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import torch
 import aten2prims
 from aten2prims.errors import ShapeError
 from aten2prims.ir import graph_difference, parse
+from aten2prims.ir.symbolic import evaluate
 from aten2prims.passes.verify import verify
 from aten2prims.testing.compare import compare
 
@@ -44,6 +47,103 @@ class ItemSlice(torch.nn.Module):
         return x[:k] * 2 + x[:k].sum()
 
 
+class NonZeroIndex(torch.nn.Module):
+    """nonzero's index tensor reads x: its layout copy and a mean over the selection."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        (i,) = torch.nonzero(x > 0, as_tuple=True)
+        return x[i] + x[i].mean()
+
+
+class MaskSoftmax(torch.nn.Module):
+    """softmax over the data-dependent dim, and over rows whose count is data-dependent."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        v = x[x > 0]
+        rows = x[x.sum(1) > 0]
+        return v.softmax(0), torch.log_softmax(v, 0), rows.reshape(-1, 2).softmax(-1)
+
+
+class MaskCat(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        v = x[x > 0]
+        return torch.cat([v, v * 2]), v.sum(0, keepdim=True)
+
+
+class MaskAnyAll(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        v = x[x > 0]
+        return (v > 1).any(), (v > 1).all(), v * 2
+
+
+class MaskConv(torch.nn.Module):
+    """A convolution over a batch of data-dependent size."""
+
+    def forward(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.conv2d(x[x.sum((1, 2, 3)) > 0], w)
+
+
+class NonZeroGatherScatter(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        i = torch.nonzero(x[:, 0] > 0).expand(-1, x.shape[1])
+        added = torch.zeros_like(x).scatter_add(0, i, torch.ones(i.shape))
+        return torch.gather(x, 0, i), added
+
+
+class UniqueOfMask(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.unique(x[x > 0], return_counts=True)
+
+
+class MaskPoolResample(torch.nn.Module):
+    """Pooling and resampling over a batch of data-dependent size."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        v = x[x.sum((1, 2, 3)) > 0]
+        functional = torch.nn.functional
+        return (
+            functional.max_pool2d(v, 3, 1, 1, return_indices=True)[1],
+            functional.avg_pool2d(v, 2),
+            functional.adaptive_avg_pool2d(v, 3),
+            functional.adaptive_max_pool2d(v, 3),
+            functional.interpolate(v, scale_factor=2.0, mode="nearest"),
+            functional.interpolate(v, size=(5, 7), mode="bilinear"),
+        )
+
+
+class MaskRows(torch.nn.Module):
+    """Row-wise ops on rows selected by data; `torch.where` of two selections of the same rows
+    (torch asserts their counts equal) broadcasts them as equal, whatever the count."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        rows = x[x.sum(1) > 0]
+        again = x[x.sum(1) > 0]
+        return (
+            torch.nn.functional.layer_norm(rows, (4,)),
+            rows.topk(2, 1).values,
+            torch.nn.functional.pad(rows, (1, 1)),
+            torch.where(rows > 0, again, 0.0),
+        )
+
+
+class MaskSortScan(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        v = x[x > 0]
+        return v.sort().values, v.cumsum(0), v.flip(0), v.norm()
+
+
+def _selecting(shape: tuple[int, ...], count: int, rows: bool = False) -> torch.Tensor:
+    """Values in [-2, -1) but for `count` positive ones: elements equal to 10 at scattered
+    positions (each makes its row's sum positive), or whole first rows (`rows`)."""
+    x = -1 - torch.rand(shape, generator=torch.Generator().manual_seed(count))
+    if rows:
+        x[:count] = x[:count].abs()
+    else:
+        positions = torch.randperm(x.numel(), generator=torch.Generator().manual_seed(0))
+        x.view(-1)[positions[:count]] = 10.0
+    return x
+
+
 CASES: dict[str, tuple[torch.nn.Module, Any]] = {
     "nonzero": (NonZero(), lambda g: (torch.randn(4, 3, generator=g),)),
     "mask_index": (MaskIndex(), lambda g: (torch.randn(7, generator=g),)),
@@ -55,6 +155,52 @@ CASES: dict[str, tuple[torch.nn.Module, Any]] = {
         ItemSlice(),
         lambda g: (torch.randn(6, generator=g), torch.randint(0, 7, (), generator=g)),
     ),
+    "nonzero_index": (NonZeroIndex(), lambda g: (torch.randn(7, generator=g),)),
+    "mask_softmax": (MaskSoftmax(), lambda g: (torch.randn(6, 4, generator=g),)),
+    "mask_cat": (MaskCat(), lambda g: (torch.randn(7, generator=g),)),
+    "mask_any_all": (MaskAnyAll(), lambda g: (2 * torch.randn(7, generator=g),)),
+    "mask_conv": (
+        MaskConv(),
+        lambda g: (
+            torch.randn(5, 1, 1, 1, generator=g) + 0.1 * torch.randn(5, 2, 5, 5, generator=g),
+            torch.randn(3, 2, 3, 3, generator=g),
+        ),
+    ),
+    "nonzero_gather_scatter": (NonZeroGatherScatter(), lambda g: (torch.randn(6, 3, generator=g),)),
+    "unique_of_mask": (
+        UniqueOfMask(),
+        lambda g: (torch.randint(-6, 6, (5,), generator=g).float(),),
+    ),
+    "mask_pool_resample": (
+        MaskPoolResample(),
+        lambda g: (
+            torch.randn(5, 1, 1, 1, generator=g) + 0.1 * torch.randn(5, 2, 4, 4, generator=g),
+        ),
+    ),
+    "mask_sort_scan": (MaskSortScan(), lambda g: (torch.randn(7, generator=g),)),
+    "mask_rows": (
+        MaskRows(),
+        lambda g: (torch.randn(9, 1, generator=g) + 0.1 * torch.randn(9, 4, generator=g),),
+    ),
+}
+
+# Inputs whose data makes each case's data-dependent count `n` (masked_select selects n of the
+# mask's 4 columns in each of 3 rows).
+AT_COUNT: dict[str, Callable[[int], tuple[torch.Tensor, ...]]] = {
+    "nonzero": lambda n: (_selecting((4, 3), n),),
+    "mask_index": lambda n: (_selecting((7,), n),),
+    "masked_select": lambda n: (torch.randn(3, 4), torch.tensor([0.9] * n + [0.1] * (4 - n))),
+    "item_slice": lambda n: (torch.randn(6), torch.tensor(n)),
+    "nonzero_index": lambda n: (_selecting((7,), n),),
+    "mask_softmax": lambda n: (_selecting((6, 4), n),),
+    "mask_cat": lambda n: (_selecting((7,), n),),
+    "mask_any_all": lambda n: (_selecting((7,), n),),
+    "mask_conv": lambda n: (_selecting((5, 2, 5, 5), n, rows=True), torch.randn(3, 2, 3, 3)),
+    "nonzero_gather_scatter": lambda n: (_selecting((6, 3), n, rows=True),),
+    "unique_of_mask": lambda n: (_selecting((5,), n),),
+    "mask_pool_resample": lambda n: (_selecting((5, 2, 4, 4), n, rows=True),),
+    "mask_sort_scan": lambda n: (_selecting((7,), n),),
+    "mask_rows": lambda n: (_selecting((9, 4), n, rows=True),),
 }
 
 
@@ -78,11 +224,12 @@ def test_data_dependent_sizes_match_torch_on_inputs_of_several_sizes(
     sizes = set()
     for seed in range(6):
         inputs = make(torch.Generator().manual_seed(seed))
-        (ours,) = aten2prims.execute(lowered, [t.numpy() for t in inputs], check=True)
-        expected = module(*inputs).numpy()
-        verdict = compare(ours, expected, what=f"{name}, seed {seed}")
-        assert verdict, verdict.message
-        sizes.add(expected.shape)
+        ours = aten2prims.execute(lowered, [t.numpy() for t in inputs], check=True)
+        expected = _outputs(module(*inputs))
+        for index, (mine, theirs) in enumerate(zip(ours, expected, strict=True)):
+            verdict = compare(mine, theirs.numpy(), what=f"{name}, seed {seed}, output {index}")
+            assert verdict, verdict.message
+        sizes.add(tuple(t.shape for t in expected))
     assert len(sizes) >= 3  # the data gave several output sizes, all from one lowering
 
 
@@ -157,7 +304,7 @@ def test_tolist_driven_split_under_torch_check_matches_torch(tmp_path: Path) -> 
     torch.export.save(program.run_decompositions(), path)
     lowered = aten2prims.lower(aten2prims.load(path))
     assert any(str(check) == "u0 + u1 == 7" for check in lowered.checks)  # torch._check's fact
-    for sizes in ([3, 4], [0, 7], [6, 1]):
+    for sizes in ([3, 4], [0, 7], [7, 0], [1, 6], [6, 1]):
         split = torch.tensor(sizes)
         outputs = aten2prims.execute(lowered, [x.numpy(), split.numpy()], check=True)
         for index, (ours, theirs) in enumerate(zip(outputs, SplitBySizes()(x, split))):
@@ -211,8 +358,10 @@ def test_unique_counts_bind_when_run_and_match_torch_exactly(name: str, tmp_path
     verify(lowered)
     assert graph_difference(parse(str(lowered)), lowered) is None
     counts = set()
-    for seed in range(6):
+    for seed in range(7):
         x = torch.randint(0, 2 + seed, (2, 3), generator=torch.Generator().manual_seed(seed))
+        if seed == 6:
+            x = torch.full((2, 3), 4)  # one distinct value (none: see unique_of_mask)
         ours = aten2prims.execute(lowered, [x.numpy()], check=True)
         expected = module(x)
         expected = expected if isinstance(expected, tuple) else (expected,)
@@ -221,7 +370,7 @@ def test_unique_counts_bind_when_run_and_match_torch_exactly(name: str, tmp_path
             assert verdict, verdict.message
             assert mine.dtype == theirs.numpy().dtype and np.array_equal(mine, theirs.numpy())
         counts.add(expected[0].shape[0])
-    assert len(counts) >= 3
+    assert len(counts) >= 3 and 1 in counts
 
 
 def test_unique_of_a_dynamic_input_matches_torch_at_several_sizes(tmp_path: Path) -> None:
@@ -334,3 +483,57 @@ def test_unique_rows_of_a_dynamic_input_match_torch_at_several_sizes(tmp_path: P
         for index, (mine, theirs) in enumerate(zip(ours, module(x), strict=True)):
             verdict = compare(mine, theirs.numpy(), what=f"{count} rows, output {index}")
             assert verdict, verdict.message
+
+
+def _outputs(result: Any) -> tuple[torch.Tensor, ...]:
+    return result if isinstance(result, tuple) else (result,)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_data_dependent_counts_of_zero_and_one_run_as_in_torch(name: str, tmp_path: Path) -> None:
+    """Data selecting nothing, or one element, is valid input: torch's exported program runs it
+    (the spec of what must be accepted), and so does the lowering, with torch eager's results."""
+    module, program = _exported(name)
+    lowered = aten2prims.lower(_saved_and_loaded(program, name, tmp_path))
+    shapes = []
+    for n in (0, 1):
+        inputs = AT_COUNT[name](n)
+        expected = _outputs(module(*inputs))
+        for accepted, theirs in zip(_outputs(program.module()(*inputs)), expected, strict=True):
+            assert torch.equal(accepted, theirs) or torch.allclose(accepted, theirs)
+        ours = aten2prims.execute(lowered, [t.numpy() for t in inputs], check=True)
+        for index, (mine, theirs) in enumerate(zip(ours, expected, strict=True)):
+            verdict = compare(mine, theirs.numpy(), what=f"{name}, count {n}, output {index}")
+            assert verdict, verdict.message
+        shapes.append([tuple(t.shape) for t in expected])
+    assert any(0 in shape for shape in shapes[0])  # count 0 really made something empty
+    assert shapes[0] != shapes[1]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_no_recorded_check_refuses_a_data_dependent_size_of_zero_or_one(
+    name: str, tmp_path: Path
+) -> None:
+    """Decisions that only pick a layout or a shortcut for empty tensors record no check on a
+    data-dependent size, so every check the lowering records holds when each such size is 0, and
+    when it is 1 (torch declares them in [0, n])."""
+    _, program = _exported(name)
+    lowered = aten2prims.lower(_saved_and_loaded(program, name, tmp_path))
+    unbacked = {name for name, s in lowered.symbols.items() if not s.backed}
+    assert unbacked and all(lowered.symbols[u].lower == 0 for u in unbacked)
+    for n in (0, 1):
+        binding = dict.fromkeys(unbacked, n)
+        failing = [str(c) for c in lowered.checks if not evaluate(c, binding)]
+        assert not failing, f"{name}: checks failing with every data-dependent size {n}: {failing}"
+
+
+def _exported(name: str) -> tuple[torch.nn.Module, Any]:
+    module, make = CASES[name]
+    example = make(torch.Generator().manual_seed(0))
+    return module, torch.export.export(module, example).run_decompositions()
+
+
+def _saved_and_loaded(program: Any, name: str, tmp_path: Path) -> aten2prims.Graph:
+    path = tmp_path / f"{name}.pt2"
+    torch.export.save(program, path)
+    return aten2prims.load(path)

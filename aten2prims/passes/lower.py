@@ -276,8 +276,9 @@ def _laid_out(old: Value, new: Any) -> Any:
         return new
     if new.meta == TensorMeta(new.shape, new.dtype, expected.strides, expected.storage_offset):
         return new  # the same layout, compared by structure (no decision on symbolic sizes)
-    # Empty when a dim is: asked per dim, which the ranges settle where the product of the
-    # sizes (an expanded polynomial) would not.
+    # Empty when a dim is, asked per dim, which the ranges settle where the product of the
+    # sizes (an expanded polynomial) would not; a data-dependent size that may be 0 gets the
+    # copy, which is right at every size (strides of an empty tensor address nothing).
     if any(settled(n == 0) for n in expected.shape) or (
         same_significant_strides(expected.shape, expected.strides, new.strides)
         and expected.storage_offset == new.storage_offset

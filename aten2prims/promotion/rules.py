@@ -280,10 +280,13 @@ def broadcast_dimensions(shape: Sequence[int], target: Sequence[int]) -> tuple[i
     if it cannot."""
     shape, target = tuple(shape), tuple(target)
     offset = len(target) - len(shape)
+    # Equal to the target before "is it 1?": a size equal to its target whatever its value
+    # (a recorded check, torch's own assertion) must not be taken as "not 1" under a check.
     if offset < 0 or not all(
         same_size(size, target[offset + i])
         or is_literal_one(size)
-        or size in (1, target[offset + i])
+        or size == target[offset + i]
+        or size == 1
         for i, size in enumerate(shape)
     ):
         raise ShapeError(f"shape {list(shape)} cannot be broadcast to {list(target)}")
