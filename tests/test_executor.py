@@ -690,3 +690,27 @@ def test_fills_agree_with_the_kernels(dtype: DType) -> None:
     expected = run_reference(graph, inputs)
     for threads in (1, 2):
         assert_same(aten2prims.execute(graph, inputs, threads=threads), expected)
+
+
+@pytest.mark.parametrize("dtype", [DType.float32, DType.float64])
+def test_erf_runs_its_direct_kernel_into_the_arena(dtype: DType) -> None:
+    """erf (GELU's cost) calls prims.elementwise.erf_of directly, written into its arena buffer
+    part by part: bit for bit the node-by-node kernel's, whatever the thread count, also on a
+    broadcast operand left to NumPy's broadcasting."""
+
+    def body(x: Value, row: Value) -> tuple[Value, ...]:
+        scaled = prims.mul(x, 0.7071067811865476)
+        spread = prims.broadcast_in_dim(row, [300, 700], [1])
+        return prims.add(prims.erf(scaled), 1.0), prims.mul(prims.erf(spread), x)
+
+    graph = build({"x": ((300, 700), dtype), "row": ((700,), dtype)}, body)
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((300, 700)) * 3).astype(dtype.numpy)
+    x[0, :4] = [np.inf, -np.inf, np.nan, -0.0]
+    inputs = {"x": x, "row": x[1].copy()}
+    expected = run_reference(graph, inputs)
+    for threads in (1, 2):
+        _bits_equal(aten2prims.execute(graph, inputs, threads=threads), expected)
+    erf_steps = [s for s in plan_for(graph).steps if s.node.op == "prims.erf"]
+    assert len(erf_steps) == 2 and all(s.takes_out for s in erf_steps)
+    assert any(s.out_buffer is not None for s in erf_steps)

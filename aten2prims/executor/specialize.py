@@ -41,7 +41,7 @@ from prims.registry import PRIMS, lookup
 from ..ir.graph import Node
 from ..ir.layout import is_contiguous
 from ..ir.values import TensorMeta, Value
-from .direct_kernels import direct_kernel
+from .direct_kernels import direct_kernel, takes_out
 from .select import zero_select
 from .steps import SlotRef, Step
 from .threads import copy_in_parts
@@ -111,8 +111,9 @@ def _elementwise(node: Node, name: str) -> Specialized | None:
         )
     if function is np.where:
         return Specialized(select, converted, Result.FRESH, elementwise=True, takes_out=True)
-    takes_out = isinstance(function, np.ufunc) and function.nout == 1
-    return Specialized(function, converted, Result.FRESH, elementwise=True, takes_out=takes_out)
+    return Specialized(
+        function, converted, Result.FRESH, elementwise=True, takes_out=takes_out(function)
+    )
 
 
 def select(pred: Any, a: Any, b: Any, out: np.ndarray | None = None) -> Any:
