@@ -2,18 +2,21 @@
 next to torch eager's operators.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/transformer_profile.py \
-        [--only REGEX] [--scale full|quick|tiny] [--repeats N] [--top N] [--dir DIR] [--no-eager]
+        [--only REGEX] [--scale full|quick|tiny] [--repeats N] [--top N] [--steps N] [--dir DIR]
+        [--no-eager] [--json FILE]
 
 For each model (default: DeiT-tiny, MobileViT-S, BERT, GPT-2, Llama and the zoo's transformer of
 `benchmarks/suite.py`), exported and saved as `benchmarks/models.py` does (`--dir` keeps the
-archives and inputs, under a subdirectory per scale, and reuses them when they are there), two fresh processes at one thread:
+archives and inputs, under a subdirectory per scale, and reuses them when they are there), two
+fresh processes at one thread:
 
 - **ours** (no torch imported): the `.pt2` loaded, lowered and planned; after warm-up calls,
   every call of the plan runs an instrumented copy of its generated function that reads the
   thread's CPU time around each step. Printed: the median CPU time of a whole call (`execute`,
   uninstrumented), the median of the steps' sum, and the steps grouped by kind (the prim, or
   the fused kernel and the prims it covers) and by the aten op they were lowered from, each
-  with its median CPU time per call and its share of the steps' sum;
+  with its median CPU time per call and its share of the steps' sum (`--steps N`: also the N
+  slowest single steps, with their result's meta);
 - **eager**: the model called under `torch.no_grad()`; the median CPU time of a call, then
   torch's profiler over `--repeats` calls: the operators by self time per call. The profiler
   reports wall time, which waiting for a core inflates on a loaded machine: compare shares,
@@ -49,6 +52,7 @@ THREAD_VARIABLES = (
     "ATEN2PRIMS_NUM_THREADS",
 )
 WARMUP = 3
+SLOWEST = 40  # single steps listed per model (--steps prints as many of them as asked)
 
 
 def _models_module() -> Any:
@@ -148,7 +152,17 @@ def profile_ours(path: Path, inputs: list[Any], repeats: int) -> dict[str, Any]:
         for table, key in ((by_kind, step_kind(step)), (by_origin, step_origin(step))):
             table[key][0] += seconds
             table[key][1] += 1
+    slowest = sorted(range(len(plan.steps)), key=lambda i: -per_step[i])[:SLOWEST]
     return {
+        "slowest": [
+            [
+                per_step[i],
+                step_kind(plan.steps[i]),
+                step_origin(plan.steps[i]),
+                str(plan.steps[i].node.results[0].meta) if plan.steps[i].node.results else "",
+            ]
+            for i in slowest
+        ],
         "call": statistics.median(calls),
         "steps_sum": statistics.median(sum(call) for call in timed.calls) / 1e9,
         "steps": len(plan.steps),
@@ -201,7 +215,9 @@ def _table(title: str, rows: dict[str, list[float]], total: float, top: int) -> 
     return lines
 
 
-def report(name: str, ours: dict[str, Any] | None, eager: dict[str, Any] | None, top: int) -> str:
+def report(
+    name: str, ours: dict[str, Any] | None, eager: dict[str, Any] | None, top: int, steps: int
+) -> str:
     lines = [f"== {name}"]
     if ours is not None:
         ratio = f", ours / eager {ours['call'] / eager['call']:.2f}" if eager else ""
@@ -211,6 +227,10 @@ def report(name: str, ours: dict[str, Any] | None, eager: dict[str, Any] | None,
         )
         lines += _table("by kind", ours["by_kind"], ours["steps_sum"], top)
         lines += _table("by aten op", ours["by_origin"], ours["steps_sum"], top)
+        if steps:
+            lines.append("  slowest steps")
+            for seconds, kind, origin, meta in ours["slowest"][:steps]:
+                lines.append(f"    {seconds * 1e3:8.3f} ms  {kind}  <- {origin}  {meta}")
     if eager is not None:
         total = sum(seconds for seconds, _ in eager["by_op"].values())
         lines.append(
@@ -274,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", choices=("full", "quick", "tiny"), default="full")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--top", type=int, default=12, help="rows per table")
+    parser.add_argument(
+        "--steps", type=int, default=0, help=f"also list the slowest steps (at most {SLOWEST})"
+    )
     parser.add_argument("--dir", default=None, help="keep (and reuse) the archives here")
     parser.add_argument("--no-eager", action="store_true", help="profile ours only")
     parser.add_argument("--json", default=None, help="also save the profiles to this file")
@@ -303,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             ours = _spawn("ours", name, directory, options)
             eager = None if options.no_eager else _spawn("eager", name, directory, options)
             saved[name] = {"ours": ours, "eager": eager}
-            print(report(name, ours, eager, options.top), flush=True)
+            print(report(name, ours, eager, options.top, options.steps), flush=True)
     finally:
         if temporary is not None:
             temporary.cleanup()

@@ -714,3 +714,36 @@ def test_erf_runs_its_direct_kernel_into_the_arena(dtype: DType) -> None:
     erf_steps = [s for s in plan_for(graph).steps if s.node.op == "prims.erf"]
     assert len(erf_steps) == 2 and all(s.takes_out for s in erf_steps)
     assert any(s.out_buffer is not None for s in erf_steps)
+
+
+def test_windows_and_scatters_of_permuted_layouts() -> None:
+    """as_strided windows and scatters address the storage of their operand's layout: on a
+    transposed operand (dense strides, permuted) they run as views of it transposed into storage
+    order — RoPE's halves of a transposed q — bit for bit the generic kernels' (which rebuild
+    the storage), also where a row-major reading of the operand would pick other elements."""
+
+    def body(x: Value, y: Value) -> tuple[Value, ...]:
+        q = prims.transpose(prims.mul(x, 2.0), [0, 2, 1, 3])  # [2, 4, 6, 8]{192, 8, 32, 1}
+        first = prims.as_strided(q, [2, 4, 6, 4], [192, 8, 32, 1], 0)
+        second = prims.as_strided(q, [2, 4, 6, 4], [192, 8, 32, 1], 4)
+        rotated = prims.sub(prims.mul(first, 3.0), second)
+        picked = prims.as_strided(q, [3, 2, 5], [32, 8, 1], 11)  # a window transposing q's dims
+        t = prims.transpose(prims.add(y, 1.0), [1, 0])  # [6, 4]{1, 6}
+        scattered = prims.as_strided_scatter(
+            t, prims.neg(prims.as_strided(t, [2, 2], [4, 1], 0)), [2, 2], [4, 1], 0
+        )
+        return rotated, prims.mul(picked, 1.0), scattered
+
+    graph = build({"x": ((2, 6, 4, 8), DType.float32), "y": ((4, 6), DType.float32)}, body)
+    rng = np.random.default_rng(3)
+    inputs = {
+        "x": rng.standard_normal((2, 6, 4, 8)).astype(np.float32),
+        "y": rng.standard_normal((4, 6)).astype(np.float32),
+    }
+    _bits_equal(aten2prims.execute(graph, inputs), run_reference(graph, inputs))
+    plan = plan_for(graph)
+    windows = [s for s in plan.steps if s.node.op == "prims.as_strided"]
+    # Positions 0, 1, 4 and 5 of t's storage are no basic index: that window stays generic.
+    indexed = [s for s in windows if s.node.results[0].shape != (2, 2)]
+    assert len(windows) == 4 and len(indexed) == 3
+    assert all(getattr(s.kernel, "__name__", "") == "window" for s in indexed)
