@@ -747,3 +747,20 @@ def test_windows_and_scatters_of_permuted_layouts() -> None:
     indexed = [s for s in windows if s.node.results[0].shape != (2, 2)]
     assert len(windows) == 4 and len(indexed) == 3
     assert all(getattr(s.kernel, "__name__", "") == "window" for s in indexed)
+
+
+@pytest.mark.parametrize("infinities", [0, 3])
+def test_selections_whose_predicate_is_false_everywhere(infinities: int) -> None:
+    """GELU's where(x == inf, nan, y): a predicate true nowhere skips the masked write, one true
+    somewhere writes it; bit for bit the kernel's either way, on one thread and in parts."""
+
+    def body(x: Value) -> Value:
+        return prims.where(prims.eq(x, math.inf), math.nan, prims.mul(x, 2.0))
+
+    graph = build({"x": ((300, 700), DType.float32)}, body)
+    x = np.random.default_rng(2).standard_normal((300, 700)).astype(np.float32)
+    x.reshape(-1)[: 2 * infinities : 2] = np.inf
+    expected = run_reference(graph, {"x": x})
+    assert int(np.isnan(expected[0]).sum()) == infinities
+    for threads in (1, 2):
+        _bits_equal(aten2prims.execute(graph, {"x": x}, threads=threads), expected)
