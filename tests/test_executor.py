@@ -764,3 +764,26 @@ def test_selections_whose_predicate_is_false_everywhere(infinities: int) -> None
     assert int(np.isnan(expected[0]).sum()) == infinities
     for threads in (1, 2):
         _bits_equal(aten2prims.execute(graph, {"x": x}, threads=threads), expected)
+
+
+def test_selections_write_into_their_dying_second_branch() -> None:
+    """A where whose second branch dies there writes into it (no copy), bit for bit the
+    kernel's, in parts too; never when the other branch views the same memory (where(p, t.T, t)
+    would read elements it already overwrote)."""
+
+    def body(x: Value) -> tuple[Value, ...]:
+        y = prims.mul(x, 2.0)
+        t = prims.add(x, 1.0)
+        return (  # not outputs themselves (outputs are never written into operands)
+            prims.neg(prims.where(prims.eq(x, math.inf), math.nan, y)),
+            prims.neg(prims.where(prims.gt(x, 0.5), prims.transpose(t, [1, 0]), t)),
+        )
+
+    graph = build({"x": ((400, 400), DType.float32)}, body)
+    x = np.random.default_rng(4).standard_normal((400, 400)).astype(np.float32)
+    x[0, :3] = np.inf
+    expected = run_reference(graph, {"x": x})
+    for threads in (1, 2):
+        _bits_equal(aten2prims.execute(graph, {"x": x}, threads=threads), expected)
+    wheres = [s for s in plan_for(graph).steps if s.node.op == "prims.where"]
+    assert [s.out_argument for s in wheres] == [2, None]

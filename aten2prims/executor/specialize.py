@@ -67,6 +67,8 @@ class Specialized:
     elementwise: bool = False
     # The kernel also takes `out=` (Step.takes_out).
     takes_out: bool = False
+    # Operands it may write its result into (Step.out_operands).
+    out_operands: tuple[int, ...] = ()
 
 
 def specialized(node: Node) -> Specialized | None:
@@ -110,7 +112,9 @@ def _elementwise(node: Node, name: str) -> Specialized | None:
             takes_out=True,
         )
     if function is np.where:
-        return Specialized(select, converted, Result.FRESH, elementwise=True, takes_out=True)
+        return Specialized(
+            select, converted, Result.FRESH, elementwise=True, takes_out=True, out_operands=(2,)
+        )
     return Specialized(
         function, converted, Result.FRESH, elementwise=True, takes_out=takes_out(function)
     )
@@ -118,12 +122,14 @@ def _elementwise(node: Node, name: str) -> Specialized | None:
 
 def select(pred: Any, a: Any, b: Any, out: np.ndarray | None = None) -> Any:
     """np.where(pred, a, b) for operands of the result's dtype, written into `out` when given
-    (b copied, then a where pred holds: each element is a copy of the one np.where picks). A
-    predicate true nowhere — GELU's `x == inf`, a mask of rows that are all -inf — costs a
-    check of its bytes (a twentieth of a masked write) instead of the masked write."""
+    (b copied, then a where pred holds: each element is a copy of the one np.where picks; `out`
+    may be b itself, whose copy is then skipped: inplace.py). A predicate true nowhere — GELU's
+    `x == inf`, a mask of rows that are all -inf — costs a check of its bytes (a twentieth of a
+    masked write) instead of the masked write."""
     if out is None:
         return np.where(pred, a, b)
-    np.copyto(out, b)
+    if not _same_elements(out, b):
+        np.copyto(out, b)
     if not np.any(pred):
         return out
     if np.shape(pred) == out.shape and np.ndim(a) in (0, out.ndim) and np.size(a) in (1, out.size):
@@ -131,6 +137,16 @@ def select(pred: Any, a: Any, b: Any, out: np.ndarray | None = None) -> Any:
     else:
         np.copyto(out, a, where=pred)
     return out
+
+
+def _same_elements(out: np.ndarray, b: Any) -> bool:
+    """`b` is `out`'s memory seen element for element (a part of a dying operand given as out)."""
+    return b is out or (
+        type(b) is np.ndarray
+        and b.shape == out.shape
+        and b.strides == out.strides
+        and b.ctypes.data == out.ctypes.data
+    )
 
 
 # -- shape prims --------------------------------------------------------------------------------------
