@@ -74,7 +74,8 @@ DIRECT_KERNELS: dict[str, tuple[Callable[..., Any], frozenset[DType]]] = {
 }
 
 # Direct kernels that are not ufuncs but take `out=` as one does (a C-contiguous array of the
-# result's shape and dtype, written with the result, which is returned).
+# result's shape and dtype, written with the result, which is returned; it may be an operand
+# itself, element for element: buffer reuse writes into a dying operand).
 TAKE_OUT: frozenset[Callable[..., Any]] = frozenset({erf_of})
 
 

@@ -41,7 +41,7 @@ from prims.registry import lookup
 
 from ..ir.graph import Node
 from ..ir.values import TensorMeta, Value
-from .direct_kernels import direct_kernel, takes_out
+from .direct_kernels import TAKE_OUT, direct_kernel, takes_out
 from .select import zero_select
 from .steps import SlotRef, Step
 from .threads import copy_in_parts
@@ -116,7 +116,13 @@ def _elementwise(node: Node, name: str) -> Specialized | None:
             select, converted, Result.FRESH, elementwise=True, takes_out=True, out_operands=(2,)
         )
     return Specialized(
-        function, converted, Result.FRESH, elementwise=True, takes_out=takes_out(function)
+        function,
+        converted,
+        Result.FRESH,
+        elementwise=True,
+        takes_out=takes_out(function),
+        # Not ufuncs but taking out= as one does (direct_kernels.TAKE_OUT), exact aliasing too.
+        out_operands=tuple(range(len(converted))) if function in TAKE_OUT else (),
     )
 
 
