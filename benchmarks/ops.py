@@ -6,7 +6,8 @@ For each case: a one-node aten graph of the op, lowered to prims and executed by
 `aten2prims.execute` (plan built once, as in real use), against `torch.ops.aten.<op>` on the same
 inputs; or, for a `torch.nn` module whose exported graph holds several aten ops (hardswish, an
 LSTM, the blocks of MobileNetV3, EfficientNet-B0 and ConvNeXt-tiny built on the hot spots), that
-graph (`torch.export` and its default decompositions, as a user's model exports)
+graph (`torch.export` and its default decompositions, as a user's model exports; an
+attention and a DeiT-tiny encoder block among them)
 against the module in eager mode; in one process, alternating the two, with torch limited to one thread
 (`torch.set_num_threads(1)`) and NumPy's BLAS too (OPENBLAS/OMP/MKL_NUM_THREADS=1, set before
 NumPy loads). Prints the median time of each and their ratio (ours / torch; the target is <= 1.5,
@@ -88,6 +89,21 @@ class _InvertedResidual(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.body(x)
+
+
+class _Attention(torch.nn.Module):
+    """scaled_dot_product_attention of given q, k, v (exported: the math decomposition, its safe
+    softmax included)."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+def _deit_block() -> torch.nn.Module:
+    """A DeiT-tiny encoder block: pre-norm, 3 heads of 64, GELU MLP 768."""
+    return torch.nn.TransformerEncoderLayer(
+        192, 3, 768, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
+    )
 
 
 class _MBConv(torch.nn.Module):
@@ -349,6 +365,23 @@ CASES: list[tuple[str, str, Callable[[], AtenCall | ModuleCase]]] = [
         "aten.gelu.default",
         "8x196x768 erf",
         lambda: AtenCall("aten.gelu.default", (_randn(8, 196, 768),), {}),
+    ),
+    (
+        "aten._softmax.default",
+        "4x3x197x197 over the last dim",
+        lambda: AtenCall("aten._softmax.default", (_randn(4, 3, 197, 197), -1, False), {}),
+    ),
+    (
+        "module",
+        "sdpa 4x3x197x64 (DeiT-tiny)",
+        lambda: ModuleCase(
+            _Attention(), _randn(4, 3, 197, 64), _randn(4, 3, 197, 64), _randn(4, 3, 197, 64)
+        ),
+    ),
+    (
+        "module",
+        "DeiT-tiny block 4x197x192",
+        lambda: ModuleCase(_deit_block(), _randn(4, 197, 192)),
     ),
     (
         "module",

@@ -34,6 +34,7 @@ from .common import (
     number_as,
     opmath_call,
 )
+from .erf_float32 import erf_float32
 from .registry import register
 
 
@@ -464,6 +465,14 @@ def rsqrt_of(a: np.ndarray) -> np.ndarray:
     return reciprocal_of(_sqrt(a))
 
 
+def erf_of(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """erf: float32 in vectorized passes (`erf_float32.py`, within 4 ulp), float64 by SciPy's
+    double-precision routine (float16/bfloat16 reach here upcast to float32)."""
+    if a.dtype == np.float32:
+        return erf_float32(a, out=out)
+    return special.erf(a, out=out)
+
+
 def _complex_log1p(z: np.ndarray) -> np.ndarray:
     """torch's CPU log1p for complex numbers (Kahan's trick): with u = 1 + z, log(u) scaled by
     z / (u - 1), which keeps accuracy for small z and cannot overflow for huge z."""
@@ -613,7 +622,7 @@ _FLOAT_UNARY: dict[str, Callable[..., Any]] = {
     "bessel_i1e": special.i1e,
     "cbrt": np.cbrt,
     "digamma": special.psi,
-    "erf": special.erf,
+    "erf": erf_of,
     "erf_inv": _erf_inv,
     "erfc": special.erfc,
     "lgamma": _lgamma,

@@ -690,3 +690,101 @@ def test_fills_agree_with_the_kernels(dtype: DType) -> None:
     expected = run_reference(graph, inputs)
     for threads in (1, 2):
         assert_same(aten2prims.execute(graph, inputs, threads=threads), expected)
+
+
+@pytest.mark.parametrize("dtype", [DType.float32, DType.float64])
+def test_erf_runs_its_direct_kernel_into_the_arena(dtype: DType) -> None:
+    """erf (GELU's cost) calls prims.elementwise.erf_of directly, written part by part into its
+    dying operand or its arena buffer: bit for bit the node-by-node kernel's, whatever the
+    thread count, also on a broadcast operand left to NumPy's broadcasting."""
+
+    def body(x: Value, row: Value) -> tuple[Value, ...]:
+        scaled = prims.mul(x, 0.7071067811865476)
+        spread = prims.broadcast_in_dim(row, [300, 700], [1])
+        return prims.add(prims.erf(scaled), 1.0), prims.mul(prims.erf(spread), x)
+
+    graph = build({"x": ((300, 700), dtype), "row": ((700,), dtype)}, body)
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((300, 700)) * 3).astype(dtype.numpy)
+    x[0, :4] = [np.inf, -np.inf, np.nan, -0.0]
+    inputs = {"x": x, "row": x[1].copy()}
+    expected = run_reference(graph, inputs)
+    for threads in (1, 2):
+        _bits_equal(aten2prims.execute(graph, inputs, threads=threads), expected)
+    erf_steps = [s for s in plan_for(graph).steps if s.node.op == "prims.erf"]
+    assert len(erf_steps) == 2 and all(s.takes_out for s in erf_steps)
+    # The first writes into its dying operand (x's scaled copy), the second into the arena.
+    assert erf_steps[0].out_argument == 0 and erf_steps[1].out_buffer is not None
+
+
+def test_windows_and_scatters_of_permuted_layouts() -> None:
+    """as_strided windows and scatters address the storage of their operand's layout: on a
+    transposed operand (dense strides, permuted) they run as views of it transposed into storage
+    order — RoPE's halves of a transposed q — bit for bit the generic kernels' (which rebuild
+    the storage), also where a row-major reading of the operand would pick other elements."""
+
+    def body(x: Value, y: Value) -> tuple[Value, ...]:
+        q = prims.transpose(prims.mul(x, 2.0), [0, 2, 1, 3])  # [2, 4, 6, 8]{192, 8, 32, 1}
+        first = prims.as_strided(q, [2, 4, 6, 4], [192, 8, 32, 1], 0)
+        second = prims.as_strided(q, [2, 4, 6, 4], [192, 8, 32, 1], 4)
+        rotated = prims.sub(prims.mul(first, 3.0), second)
+        picked = prims.as_strided(q, [3, 2, 5], [32, 8, 1], 11)  # a window transposing q's dims
+        t = prims.transpose(prims.add(y, 1.0), [1, 0])  # [6, 4]{1, 6}
+        scattered = prims.as_strided_scatter(
+            t, prims.neg(prims.as_strided(t, [2, 2], [4, 1], 0)), [2, 2], [4, 1], 0
+        )
+        return rotated, prims.mul(picked, 1.0), scattered
+
+    graph = build({"x": ((2, 6, 4, 8), DType.float32), "y": ((4, 6), DType.float32)}, body)
+    rng = np.random.default_rng(3)
+    inputs = {
+        "x": rng.standard_normal((2, 6, 4, 8)).astype(np.float32),
+        "y": rng.standard_normal((4, 6)).astype(np.float32),
+    }
+    _bits_equal(aten2prims.execute(graph, inputs), run_reference(graph, inputs))
+    plan = plan_for(graph)
+    windows = [s for s in plan.steps if s.node.op == "prims.as_strided"]
+    # Positions 0, 1, 4 and 5 of t's storage are no basic index: that window stays generic.
+    indexed = [s for s in windows if s.node.results[0].shape != (2, 2)]
+    assert len(windows) == 4 and len(indexed) == 3
+    assert all(getattr(s.kernel, "__name__", "") == "window" for s in indexed)
+
+
+@pytest.mark.parametrize("infinities", [0, 3])
+def test_selections_whose_predicate_is_false_everywhere(infinities: int) -> None:
+    """GELU's where(x == inf, nan, y): a predicate true nowhere skips the masked write, one true
+    somewhere writes it; bit for bit the kernel's either way, on one thread and in parts."""
+
+    def body(x: Value) -> Value:
+        return prims.where(prims.eq(x, math.inf), math.nan, prims.mul(x, 2.0))
+
+    graph = build({"x": ((300, 700), DType.float32)}, body)
+    x = np.random.default_rng(2).standard_normal((300, 700)).astype(np.float32)
+    x.reshape(-1)[: 2 * infinities : 2] = np.inf
+    expected = run_reference(graph, {"x": x})
+    assert int(np.isnan(expected[0]).sum()) == infinities
+    for threads in (1, 2):
+        _bits_equal(aten2prims.execute(graph, {"x": x}, threads=threads), expected)
+
+
+def test_selections_write_into_their_dying_second_branch() -> None:
+    """A where whose second branch dies there writes into it (no copy), bit for bit the
+    kernel's, in parts too; never when the other branch views the same memory (where(p, t.T, t)
+    would read elements it already overwrote)."""
+
+    def body(x: Value) -> tuple[Value, ...]:
+        y = prims.mul(x, 2.0)
+        t = prims.add(x, 1.0)
+        return (  # not outputs themselves (outputs are never written into operands)
+            prims.neg(prims.where(prims.eq(x, math.inf), math.nan, y)),
+            prims.neg(prims.where(prims.gt(x, 0.5), prims.transpose(t, [1, 0]), t)),
+        )
+
+    graph = build({"x": ((400, 400), DType.float32)}, body)
+    x = np.random.default_rng(4).standard_normal((400, 400)).astype(np.float32)
+    x[0, :3] = np.inf
+    expected = run_reference(graph, {"x": x})
+    for threads in (1, 2):
+        _bits_equal(aten2prims.execute(graph, {"x": x}, threads=threads), expected)
+    wheres = [s for s in plan_for(graph).steps if s.node.op == "prims.where"]
+    assert [s.out_argument for s in wheres] == [2, None]

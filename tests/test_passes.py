@@ -30,6 +30,7 @@ from aten2prims.passes import (
 from aten2prims.passes.canonicalize import (
     RULES,
     broadcast_chain,
+    constant_where_branch,
     convert_chain,
     identity_broadcast,
     identity_convert,
@@ -279,6 +280,33 @@ def test_reshape_round_trip() -> None:
     assert ops(eliminate_dead_code(rewritten)) == ["neg"]
 
 
+def test_constant_where_branch() -> None:
+    """The safe softmax's where(all -inf, full_like(s, 0), s): the zero a number operand (the
+    executor's bit product then selects); fills a dtype does not hold exactly stay tensors."""
+
+    def body(x: Value, p: Value) -> tuple[Value, ...]:
+        zeros = prims.full_like(x, 0, dtype=DType.float32, device=CPU, requires_grad=False)
+        twos = prims.full([3, 4], 2.5, dtype=DType.float32, device=CPU, requires_grad=False)
+        tiny = prims.full([3, 4], 0.1, dtype=DType.float32, device=CPU, requires_grad=False)
+        negative_zero = prims.full(
+            [3, 4], -0.0, dtype=DType.float32, device=CPU, requires_grad=False
+        )
+        return (
+            prims.where(p, zeros, x),
+            prims.where(p, x, twos),
+            prims.where(p, tiny, x),  # 0.1 is not a float32
+            prims.where(p, negative_zero, x),
+            prims.where(p, zeros, twos),  # one branch stays a tensor
+        )
+
+    graph = build({"x": ((3, 4), DType.float32), "p": ((3, 4), DType.bool)}, body)
+    rewritten = check_rule(constant_where_branch, graph)
+    wheres = [node for node in rewritten.nodes if node.op == "prims.where"]
+    numbers = [[a for a in node.args[1:] if type(a) is not Value] for node in wheres]
+    assert numbers == [[0], [2.5], [], [-0.0], [0]]
+    assert ops(eliminate_dead_code(rewritten)).count("full") == 2  # 0.1's and the kept 2.5
+
+
 def test_copies_are_kept() -> None:
     """clone and reshape copies give the executor a row-major layout: never removed."""
     graph = build(
@@ -298,6 +326,7 @@ def test_every_rule_is_tested() -> None:
         "transpose_chain",
         "identity_view",
         "reshape_round_trip",
+        "constant_where_branch",
     }
     assert {rule.__name__ for rule in RULES} == tested
 

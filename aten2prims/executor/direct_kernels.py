@@ -17,6 +17,7 @@ import numpy as np
 from prims.common import BOOL, COMPLEX, F32_F64, INTS
 from prims.elementwise import (
     FLOAT_COMPLEX_UNARY,
+    erf_of,
     isfinite_of,
     reciprocal_of,
     rsqrt_of,
@@ -68,8 +69,21 @@ DIRECT_KERNELS: dict[str, tuple[Callable[..., Any], frozenset[DType]]] = {
         for name, function in FLOAT_COMPLEX_UNARY.items()
         if isinstance(function, np.ufunc)
     },
+    "erf": (erf_of, F32_F64),
     "where": (np.where, STANDARD),
 }
+
+# Direct kernels that are not ufuncs but take `out=` as one does (a C-contiguous array of the
+# result's shape and dtype, written with the result, which is returned; it may be an operand
+# itself, element for element: buffer reuse writes into a dying operand).
+TAKE_OUT: frozenset[Callable[..., Any]] = frozenset({erf_of})
+
+
+def takes_out(function: Callable[..., Any]) -> bool:
+    """Whether a direct kernel writes its result into `out=` (single-output ufuncs and TAKE_OUT)."""
+    if isinstance(function, np.ufunc):
+        return function.nout == 1
+    return function in TAKE_OUT
 
 
 def direct_kernel(name: str, dtype: DType) -> Callable[..., Any] | None:

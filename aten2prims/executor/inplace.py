@@ -1,5 +1,7 @@
 """Results written into dying operands: an elementwise ufunc step whose operand array dies at
-that step writes its result into it (`ufunc(a, b, out=a)`) instead of allocating a new array.
+that step writes its result into it (`ufunc(a, b, out=a)`) instead of allocating a new array;
+so does an elementwise kernel that says which operands it may overwrite (`Step.out_operands`:
+a `where` into its second branch, whose copy it then skips).
 Arrays of more than a few MB come from mmap and each fresh one pays its page faults (measured:
 the bilinear upsampling and group norm muls of the medium U-Net ran in half the time); chains
 such as a sigmoid (neg, exp, add, reciprocal) or a norm's scale and shift then work in one buffer.
@@ -74,7 +76,8 @@ def reuse_dying_operands(
         end[memory.find(slot)] = len(steps)
     foreign = {memory.find(slot) for slot in input_slots}
     for index, step in enumerate(steps):
-        if not (step.elementwise and isinstance(step.kernel, np.ufunc) and step.kernel.nout == 1):
+        ufunc = isinstance(step.kernel, np.ufunc) and step.kernel.nout == 1
+        if not (step.elementwise and (ufunc or step.out_operands)):
             continue
         result = step.out_metas[0] if len(step.out_metas) == 1 else None
         if type(result) is not TensorMeta or result.shape == ():
@@ -82,8 +85,16 @@ def reuse_dying_operands(
         for position, argument in enumerate(step.arguments):
             if type(argument) is not SlotRef or meta_of.get(int(argument)) != result:
                 continue
+            if not ufunc and position not in step.out_operands:
+                continue
             slot = int(argument)
             root = memory.find(slot)
+            if not ufunc and any(  # only ufuncs copy an operand overlapping `out` first
+                type(other) is SlotRef and memory.find(int(other)) == root
+                for at, other in enumerate(step.arguments)
+                if at != position
+            ):
+                continue
             if slot in once and root in owned and root not in foreign and end.get(root) == index:
                 step.out_argument = position
                 # The memory is the result's from here on (everything else sharing it is dead).

@@ -109,11 +109,12 @@ def node_step(node: Node, slots: Slots) -> Step:
     special = None if definition.random else specialized(node)
     result_kind = "view" if definition.view else "fresh"
     elementwise = False
+    out_operands: tuple[int, ...] = ()
     takes_out = definition.out and not definition.random
     if special is not None:
         kernel, operands = special.kernel, special.operands
         result_kind, elementwise = special.result.value, special.elementwise
-        takes_out = special.takes_out
+        takes_out, out_operands = special.takes_out, special.out_operands
     else:
         kernel = definition.kernel_for(node.args)
         operands = definition.bind(node.args, node.kwargs)
@@ -129,6 +130,7 @@ def node_step(node: Node, slots: Slots) -> Step:
         result_kind=result_kind,
         elementwise=elementwise,
         takes_out=takes_out,
+        out_operands=out_operands,
     )
 
 

@@ -12,8 +12,9 @@ computation with that work done once.
   shape computed once;
 - copies into row-major order (`clone`, `copy_strided`, `reshape`, `collapse`) of an operand
   that already is C-contiguous: the operand itself, reshaped;
-- `as_strided` windows that are basic slices of the operand's row-major layout (`select`,
-  `slice`, `narrow`): that index, when the operand is C-contiguous at run time; and
+- `as_strided` windows that are basic slices of the operand's storage (`select`, `slice`,
+  `narrow`) when its layout is dense, contiguous or permuted (a transposed q's halves): that
+  index on the operand transposed into storage order, a view; and
   `as_strided_scatter` into such a window (padding): two copies, the second into that index;
 - `full`, `full_like` with a literal value: the value converted once, copied in parts;
 - broadcasts whose every reader is a direct elementwise call that NumPy's broadcasting brings to
@@ -36,12 +37,11 @@ import numpy as np
 
 from prims.common import is_number, number_as
 from prims.elementwise import ELEMENTWISE
-from prims.registry import PRIMS, lookup
+from prims.registry import lookup
 
 from ..ir.graph import Node
-from ..ir.layout import is_contiguous
 from ..ir.values import TensorMeta, Value
-from .direct_kernels import direct_kernel
+from .direct_kernels import TAKE_OUT, direct_kernel, takes_out
 from .select import zero_select
 from .steps import SlotRef, Step
 from .threads import copy_in_parts
@@ -67,6 +67,8 @@ class Specialized:
     elementwise: bool = False
     # The kernel also takes `out=` (Step.takes_out).
     takes_out: bool = False
+    # Operands it may write its result into (Step.out_operands).
+    out_operands: tuple[int, ...] = ()
 
 
 def specialized(node: Node) -> Specialized | None:
@@ -110,22 +112,47 @@ def _elementwise(node: Node, name: str) -> Specialized | None:
             takes_out=True,
         )
     if function is np.where:
-        return Specialized(select, converted, Result.FRESH, elementwise=True, takes_out=True)
-    takes_out = isinstance(function, np.ufunc) and function.nout == 1
-    return Specialized(function, converted, Result.FRESH, elementwise=True, takes_out=takes_out)
+        return Specialized(
+            select, converted, Result.FRESH, elementwise=True, takes_out=True, out_operands=(2,)
+        )
+    return Specialized(
+        function,
+        converted,
+        Result.FRESH,
+        elementwise=True,
+        takes_out=takes_out(function),
+        # Not ufuncs but taking out= as one does (direct_kernels.TAKE_OUT), exact aliasing too.
+        out_operands=tuple(range(len(converted))) if function in TAKE_OUT else (),
+    )
 
 
 def select(pred: Any, a: Any, b: Any, out: np.ndarray | None = None) -> Any:
     """np.where(pred, a, b) for operands of the result's dtype, written into `out` when given
-    (b copied, then a where pred holds: each element is a copy of the one np.where picks)."""
+    (b copied, then a where pred holds: each element is a copy of the one np.where picks; `out`
+    may be b itself, whose copy is then skipped: inplace.py). A predicate true nowhere — GELU's
+    `x == inf`, a mask of rows that are all -inf — costs a check of its bytes (a twentieth of a
+    masked write) instead of the masked write."""
     if out is None:
         return np.where(pred, a, b)
-    np.copyto(out, b)
+    if not _same_elements(out, b):
+        np.copyto(out, b)
+    if not np.any(pred):
+        return out
     if np.shape(pred) == out.shape and np.ndim(a) in (0, out.ndim) and np.size(a) in (1, out.size):
         np.putmask(out, pred, a)  # one pass, where every operand is whole (no broadcasting)
     else:
         np.copyto(out, a, where=pred)
     return out
+
+
+def _same_elements(out: np.ndarray, b: Any) -> bool:
+    """`b` is `out`'s memory seen element for element (a part of a dying operand given as out)."""
+    return b is out or (
+        type(b) is np.ndarray
+        and b.shape == out.shape
+        and b.strides == out.strides
+        and b.ctypes.data == out.ctypes.data
+    )
 
 
 # -- shape prims --------------------------------------------------------------------------------------
@@ -192,49 +219,101 @@ def _broadcast_in_dim(node: Node) -> Specialized | None:
 
 
 def _as_strided(node: Node) -> Specialized | None:
-    """A window that is `a[index]` for a C-contiguous `a` of the operand's shape, when the
-    operand's layout is contiguous (its storage is then its row-major elements)."""
+    """A window that is a transpose of `a.transpose(order)[index]`, when the operand's layout is
+    dense (its strides a permutation of row-major strides): its storage is then the row-major
+    elements of `a.transpose(order)`, whatever NumPy's layout of `a` (values are logical). A view,
+    never a copy (RoPE's halves of a transposed q or k, a contiguous operand's select and
+    slice)."""
     operand = node.args[0]
     if type(operand) is not Value or not operand.is_tensor:
         return None
     size, stride = tuple(node.kwargs["size"]), tuple(node.kwargs["stride"])
-    absolute: int = node.kwargs["storage_offset"]
-    offset = absolute - operand.storage_offset
-    if math.prod(size) == 0 or not is_contiguous(operand.shape, operand.strides):
+    offset = node.kwargs["storage_offset"] - operand.storage_offset
+    if math.prod(size) == 0:
         return None
-    index = basic_index(operand.shape, size, stride, offset)
-    if index is None:
+    found = permuted_window(operand.shape, operand.strides, size, stride, offset)
+    if found is None:
         return None
-    generic = PRIMS["as_strided"].kernel_for(node.args)
+    order, index, back = found
+    identity = tuple(range(len(order))), tuple(range(len(back)))
+    if (order, back) == identity:
 
-    def window(a: np.ndarray) -> np.ndarray:
-        if a.flags.c_contiguous:
+        def window(a: np.ndarray) -> np.ndarray:
             return a[index]
-        return generic(a, size, stride, absolute)
+
+    else:
+
+        def window(a: np.ndarray) -> np.ndarray:
+            return a.transpose(order)[index].transpose(back)
 
     return Specialized(window, (operand,), Result.VIEW)
 
 
+def storage_order(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, ...] | None:
+    """The dims of a dense layout (no gaps, no overlaps) from the largest stride to the smallest
+    (size-1 dims, whose strides say nothing, last), or None for any other layout: a tensor of
+    this layout holds, in storage, the row-major elements of its transpose by that order."""
+    order = tuple(sorted(range(len(shape)), key=lambda d: (-strides[d] if shape[d] > 1 else 1, d)))
+    expected = 1
+    for d in reversed(order):
+        if shape[d] == 1:
+            continue
+        if strides[d] != expected:
+            return None
+        expected *= shape[d]
+    return order
+
+
+def permuted_window(
+    shape: Sequence[int],
+    strides: Sequence[int],
+    size: Sequence[int],
+    stride: Sequence[int],
+    offset: int,
+) -> tuple[tuple[int, ...], tuple[Any, ...], tuple[int, ...]] | None:
+    """(order, index, back) such that `a.transpose(order)[index].transpose(back)` is the
+    as_strided window (size, stride, storage offset relative to the operand's) of a tensor `a` of
+    this shape and dense layout (`storage_order`), or None. The window's dims are taken from the
+    largest stride to the smallest (`back` restores their order), so that `basic_index` can find
+    the index in the storage-ordered array."""
+    order = storage_order(shape, strides)
+    if order is None:
+        return None
+    by_stride = sorted(range(len(size)), key=lambda i: (-stride[i] if size[i] > 1 else 1, i))
+    index = basic_index(
+        tuple(shape[d] for d in order),
+        tuple(size[i] for i in by_stride),
+        tuple(stride[i] for i in by_stride),
+        offset,
+    )
+    if index is None:
+        return None
+    back = tuple(by_stride.index(i) for i in range(len(size)))
+    return order, index, back
+
+
 def _as_strided_scatter(node: Node) -> Specialized | None:
-    """A scatter into a window that is `out[index]` of the C-contiguous result: self copied
-    into the result, then src into that window (both copies in parts, threads.py)."""
+    """A scatter into a window of self's storage (`permuted_window`: self's layout dense): self
+    copied into the result, then src into that window of it, a view of the result transposed
+    into storage order (both copies in parts, threads.py)."""
     operand, source = node.args[0], node.args[1]
     if type(operand) is not Value or type(source) is not Value or not operand.is_tensor:
         return None
     size, stride = tuple(node.kwargs["size"]), tuple(node.kwargs["stride"])
-    offset: int = node.kwargs["storage_offset"]
+    offset = node.kwargs["storage_offset"] - operand.storage_offset
     if math.prod(size) == 0 or source.shape != size:
         return None
-    index = basic_index(operand.shape, size, stride, offset)
-    if index is None:
+    found = permuted_window(operand.shape, operand.strides, size, stride, offset)
+    if found is None:
         return None
+    order, index, back = found
     shape, dtype = operand.shape, operand.dtype.numpy
 
     def scatter(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if out is None:
             out = np.empty(shape, dtype)
         copy_in_parts(out, a)
-        copy_in_parts(out[index], b)
+        copy_in_parts(out.transpose(order)[index].transpose(back), b)
         return out
 
     return Specialized(scatter, (operand, source), Result.FRESH, takes_out=True)

@@ -41,6 +41,10 @@ class Step:
     result_kind: str = "view"
     # The kernel is a plain elementwise NumPy function of its arguments (specialize.py).
     elementwise: bool = False
+    # For an elementwise kernel that is not a ufunc: the positions of the arguments it may be
+    # given as `out=` (its result then overwrites that operand element for element; inplace.py).
+    # Ufuncs take any argument.
+    out_operands: tuple[int, ...] = ()
     # The position of an argument whose array dies here and takes the result (`out=`,
     # inplace.py), or None.
     out_argument: int | None = None

@@ -12,7 +12,9 @@ Every rule keeps results bit-identical (tests/test_passes.py checks each on real
 - an identity `transpose` is the operand, a transpose of a transpose is one transpose;
 - `squeeze` of no dims and `collapse_view` of one dim are their operand;
 - a chain of reshaping views (`squeeze`, `split_dim`, `collapse_view`, `broadcast_in_dim` that
-  only inserts size-1 dims) that ends in the shape it started from is its first operand.
+  only inserts size-1 dims) that ends in the shape it started from is its first operand;
+- a `where` branch that is a `full`/`full_like` of the result's dtype holding its fill value
+  exactly is that value, as a number operand.
 
 Copies that change no value (`clone`, `reshape` to the same shape) are kept on purpose: the
 graph asked for a row-major layout there (torch's `.contiguous()`), and the windows and reshapes
@@ -26,9 +28,13 @@ A rule never looks at data, only at ops, metas and attributes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from prims.common import number_as
 from prims.registry import lookup
 
 from ..ir.dtypes import DType
@@ -191,6 +197,53 @@ def reshape_round_trip(node: Node, producers: dict[Value, Node]) -> Replacement 
     return None
 
 
+def constant_where_branch(node: Node, producers: dict[Value, Node]) -> Replacement | None:
+    """A `where` branch that is a `full` or `full_like` of the result's dtype, whose fill value
+    that dtype holds exactly: the fill value as a number operand. The selection is the same
+    element for element (`where` converts a number as the fill does), the fill is no longer
+    needed, and a zero branch lets the executor select by a product of bit patterns
+    (`executor/select.py`): the safe softmax of scaled_dot_product_attention zeroes its rows of
+    -inf with `where(p, full_like(s, 0), s)`."""
+    if node.op != "prims.where":
+        return None
+    args = list(node.args)
+    dtype = node.results[0].dtype
+    for position in (1, 2):
+        other = args[3 - position]
+        producer = producers.get(args[position]) if type(args[position]) is Value else None
+        if producer is None or producer.op not in ("prims.full", "prims.full_like"):
+            continue
+        if type(other) is not Value or not other.is_tensor:  # where needs a tensor operand
+            continue
+        value = producer.kwargs["fill_value"]
+        if producer.results[0].dtype is not dtype or not _held_exactly(value, dtype):
+            continue
+        args[position] = value
+    if args == list(node.args):
+        return None
+    definition = lookup(node.op)
+    if definition is None or definition.meta is None:
+        return None
+    if definition.meta(*args) != node.results[0].meta:  # the strides follow the tensor operands
+        return None
+    return Node(node.op, tuple(args), dict(node.kwargs), node.results, node.provenance)
+
+
+def _held_exactly(value: Any, dtype: DType) -> bool:
+    """`value` is a real Python number (of a kind `dtype` takes as a number operand) that
+    `dtype` holds exactly, signed zeros included."""
+    if type(value) not in (bool, int, float) or dtype.is_complex:
+        return False
+    kind = DType.from_python_type(type(value))
+    if kind.category > dtype.category:
+        return False
+    with np.errstate(all="ignore"):
+        converted = number_as(value, dtype).item()
+    if converted != value:  # rounded, wrapped, or NaN
+        return False
+    return type(value) is not float or math.copysign(1.0, converted) == math.copysign(1.0, value)
+
+
 RULES: list[Rule] = [
     identity_convert,
     convert_chain,
@@ -200,6 +253,7 @@ RULES: list[Rule] = [
     transpose_chain,
     identity_view,
     reshape_round_trip,
+    constant_where_branch,
 ]
 
 # A node rewritten this many times in a row is left as it is (a guard; rules only shrink chains).

@@ -1,0 +1,88 @@
+"""erf of float32 values in a few vectorized NumPy passes instead of SciPy's per-element
+double-precision routine (about 12 ns per element: GELU's whole cost).
+
+erf(x) = tanh(g(x)) where g = atanh ∘ erf is odd and smooth, so g(x) ≈ x·P(x²) with P of degree
+6. P was fitted in float64 (weighted least squares iterated towards minimax, over 40,000 points of
+[0, 4.3], each weighted by how much an error in g moves erf, relative to erf: 1 − tanh(g)² over
+erf), with the relative error of erf below 1e-7 over the interval. Evaluated in float32 the
+result is within 4 ulp of the correctly rounded erf (mean 0.8 ulp; `tests/test_erf_float32.py`
+checks millions of values, subnormals to the tails), closer than torch's own vectorized float32
+erf needs to be to pass its tolerance (float32: rtol 1.3e-6, about 11 ulp).
+
+|x| is clipped at 4.3 first: beyond it erf(x) rounds to ±1 in float32, and so does tanh(g(4.3))
+(g(4.3) ≈ 11.6; NumPy's float32 tanh reaches 1 at 10). Clipping also keeps the polynomial's
+growth out of the way for huge x and ±inf. NaN stays NaN (clip and tanh propagate it), ±0 keep
+their sign and subnormals are x·(2/√π) as erf's are.
+
+The 16 passes (clip, x², six Horner steps of a multiply and an add, the product by x, tanh) run
+block by block over cache-sized pieces: on arrays larger than a core's L2 cache every pass would
+otherwise stream its operands from L3 (measured over 1.2M values: 4.8 ms whole-array, 2.6 ms in
+blocks of 64K elements, against 15 ms for scipy.special.erf).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+# P's coefficients, constant term first: g(x) ≈ x·(C0 + C1·x² + … + C6·x¹²).
+_COEFFICIENTS = tuple(
+    np.float32(c)
+    for c in (
+        1.1283792740811072,
+        0.10276905764968221,
+        -0.00019183462728238778,
+        -0.0006197816602083405,
+        8.763630025390683e-05,
+        -5.668322412172284e-06,
+        1.4184418928554188e-07,
+    )
+)
+_LIMIT = np.float32(4.3)
+# Elements per block: the block's input, its two scratch arrays and its output (256 KiB each)
+# stay in a core's L2 cache across the 16 passes (64K to 128K measured fastest; 4K 2x slower).
+BLOCK = 1 << 16
+
+
+class _Scratch(threading.local):
+    """Each thread's two scratch blocks (a call's threads may run parts of one erf at once)."""
+
+    squares: np.ndarray | None = None
+    polynomial: np.ndarray | None = None
+
+
+_SCRATCH = _Scratch()
+
+
+def erf_float32(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """erf of a float32 array (broadcast to `out`'s shape when `out` is given), written into
+    `out` or a new C-contiguous array."""
+    if out is None:
+        out = np.empty(np.shape(a), np.float32)
+    if not out.flags.c_contiguous:
+        out[...] = erf_float32(np.broadcast_to(a, out.shape))
+        return out
+    source = np.ascontiguousarray(np.broadcast_to(a, out.shape), dtype=np.float32)
+    if np.may_share_memory(source, out) and source.ctypes.data != out.ctypes.data:
+        source = source.copy()  # overlapping other than element for element: blocks would clash
+    flat_in, flat_out = source.reshape(-1), out.reshape(-1)
+    scratch = _SCRATCH
+    if scratch.squares is None or scratch.polynomial is None:
+        scratch.squares = np.empty(BLOCK, np.float32)
+        scratch.polynomial = np.empty(BLOCK, np.float32)
+    squares_block, polynomial_block = scratch.squares, scratch.polynomial
+    c0, c1, c2, c3, c4, c5, c6 = _COEFFICIENTS
+    for start in range(0, flat_out.size, BLOCK):
+        stop = min(start + BLOCK, flat_out.size)
+        size = stop - start
+        z = np.clip(flat_in[start:stop], -_LIMIT, _LIMIT, out=flat_out[start:stop])
+        s = np.multiply(z, z, out=squares_block[:size])
+        p = np.multiply(s, c6, out=polynomial_block[:size])
+        for coefficient in (c5, c4, c3, c2, c1):
+            np.add(p, coefficient, out=p)
+            np.multiply(p, s, out=p)
+        np.add(p, c0, out=p)
+        np.multiply(p, z, out=p)
+        np.tanh(p, out=z)
+    return out

@@ -1,0 +1,101 @@
+"""prims/erf_float32.py: erf of float32 values as tanh of an odd polynomial, against the
+correctly rounded erf (SciPy's in float64, rounded) and against torch 2.13's float32 erf, over
+the whole real line: subnormals, the core, the tails, ±inf, NaN, signed zeros; and its blocks,
+`out=` and broadcasting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special as special
+import torch
+
+from aten2prims.testing.compare import compare
+from prims.elementwise import erf_of
+from prims.erf_float32 import BLOCK, erf_float32
+
+# The largest error allowed, in units in the last place of the correctly rounded result.
+MAX_ULP = 4.0
+
+
+def _float32_line() -> np.ndarray:
+    """Float32 values covering the real line: every 1021st bit pattern of the positive floats up
+    to 5 (subnormals and all binades), random values in the core, both signs, the tails."""
+    rng = np.random.default_rng(0)
+    patterns = np.arange(0, np.float32(5.0).view(np.int32), 1021, dtype=np.int32).view(np.float32)
+    core = rng.uniform(-5, 5, 1_000_000).astype(np.float32)
+    tails = np.float32(10.0) ** rng.uniform(0, 38, 1000).astype(np.float32)
+    boundary = np.linspace(3.5, 4.6, 20001, dtype=np.float32)
+    positive = np.concatenate([patterns, np.abs(core), tails, boundary])
+    return np.concatenate([positive, -positive])
+
+
+def _ulp_errors(ours: np.ndarray, x: np.ndarray) -> np.ndarray:
+    exact = special.erf(x.astype(np.float64))
+    unit = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    return np.abs(ours.astype(np.float64) - exact) / unit
+
+
+def test_within_four_ulp_of_the_correctly_rounded_erf() -> None:
+    x = _float32_line()
+    ours = erf_float32(x)
+    assert ours.dtype == np.float32 and ours.shape == x.shape
+    errors = _ulp_errors(ours, x)
+    worst = int(np.argmax(errors))
+    assert errors[worst] <= MAX_ULP, f"erf({x[worst]!r}) = {ours[worst]!r}: {errors[worst]} ulp"
+    # Odd: erf(-x) is -erf(x) bit for bit, signed zeros included.
+    half = x.size // 2
+    assert np.array_equal(ours[half:].view(np.int32), (-ours[:half]).view(np.int32))
+
+
+def test_tails_and_special_values() -> None:
+    x = np.array(
+        [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 3.4e38, -3.4e38, 4.3, 5.0, 3.95],
+        np.float32,
+    )
+    ours = erf_float32(x)
+    assert np.isnan(ours[0])
+    assert ours[1:3].tolist() == [1.0, -1.0]
+    assert ours[3] == 0 and not np.signbit(ours[3]) and np.signbit(ours[4])
+    assert ours[5:7].tolist() == [np.float32(1e-45), np.float32(-1e-45)]
+    assert ours[7:11].tolist() == [1.0, -1.0, 1.0, 1.0]
+    assert abs(float(ours[11]) - 1.0) <= 2**-24
+
+
+def test_against_torch_float32_erf() -> None:
+    """Within torch's float32 tolerance of torch.erf, or closer to the float64 erf than it."""
+    x = _float32_line()
+    theirs = torch.erf(torch.from_numpy(x)).numpy()
+    reference = torch.erf(torch.from_numpy(x).double()).numpy()
+    result = compare(erf_float32(x), theirs, reference=reference, what="erf float32")
+    assert result, result.message
+
+
+def test_blocks_out_and_broadcasting() -> None:
+    """Results do not depend on how the array splits into blocks or where they are written."""
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(3 * BLOCK + 17) * 2).astype(np.float32)
+    whole = erf_float32(x)
+    pieces = np.concatenate([erf_float32(x[i : i + 1000]) for i in range(0, x.size, 1000)])
+    assert np.array_equal(whole, pieces)
+    out = np.full_like(x, np.nan)
+    assert erf_float32(x, out=out) is out and np.array_equal(out, whole)
+    same = x.copy()
+    erf_float32(same, out=same)  # in place
+    assert np.array_equal(same, whole)
+    strided = np.empty((x.size, 2), np.float32)[:, 0]  # a non-contiguous out
+    erf_float32(x, out=strided)
+    assert np.array_equal(strided, whole)
+    row = x[:7].reshape(1, 7)
+    broadcast = erf_float32(row, out=np.empty((3, 7), np.float32))
+    assert np.array_equal(broadcast, np.broadcast_to(whole[:7], (3, 7)))
+    matrix = x[: 40 * 50].reshape(40, 50)
+    assert np.array_equal(erf_float32(matrix.T), whole[: 40 * 50].reshape(40, 50).T)
+    assert erf_float32(np.float32(0.5)).shape == ()
+    with pytest.raises(ValueError):
+        erf_float32(x[:5], out=np.empty(6, np.float32))
+
+
+def test_float64_stays_scipys_erf() -> None:
+    x = _float32_line().astype(np.float64)[::97]
+    assert np.array_equal(erf_of(x), special.erf(x), equal_nan=True)
