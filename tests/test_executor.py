@@ -675,6 +675,46 @@ def test_zero_bounds_on_values_that_may_be_negative_zero_stay_selections() -> No
     assert np.array_equal(np.signbit(result), [True, False, False, np.signbit(np.float32(np.nan))])
 
 
+@pytest.mark.parametrize("op", ["add", "sub"])
+def test_zero_bounds_after_a_stored_shift_are_clips_when_it_holds_no_negative_zero_term(
+    op: str,
+) -> None:
+    """relu6 of x · alpha + beta (a batch norm in evaluation, beta stored and broadcast per
+    channel): one np.clip when beta's term in the sum holds no -0.0 (a sum is -0.0 only when
+    both terms are), the selections otherwise, and when the caller overrides beta (its stored
+    values say nothing then); bit for bit the node-by-node kernels' every time."""
+    rng = np.random.default_rng(0)
+    alpha = rng.standard_normal(3).astype(np.float32)
+    shift = {"add": rng.standard_normal(3).astype(np.float32)}
+    shift["sub"] = -shift["add"]
+
+    def body(x: Value, alpha: Value, beta: Value) -> Value:
+        scaled = prims.mul(x, prims.broadcast_in_dim(alpha, [2, 3, 5], [1]))
+        ufunc = prims.add if op == "add" else prims.sub
+        y = ufunc(scaled, prims.broadcast_in_dim(beta, [2, 3, 5], [1]))
+        low = prims.where(prims.lt(y, 0.0), 0.0, y)
+        return prims.where(prims.gt(low, 6.0), 6.0, low)
+
+    x = np.zeros((2, 3, 5), np.float32)
+    x[0] = -0.0
+    x[1] = rng.standard_normal((3, 5)).astype(np.float32) * 8
+    # A term -0.0 in the sum: +0.0 subtracted, or -0.0 added.
+    negative_zero_term = np.float32(-0.0) if op == "add" else np.float32(0.0)
+    for beta, clipped in [
+        (shift[op], True),
+        (np.array([0.5, negative_zero_term, 1.0], np.float32), False),
+    ]:
+        graph = build({"x": ((2, 3, 5), DType.float32), "alpha": alpha, "beta": beta}, body)
+        kernels = [step.kernel for step in plan_for(graph).steps]
+        assert (np.clip in kernels) == clipped
+        assert any(isinstance(kernel, ZeroSelect) for kernel in kernels) != clipped
+        _bits_equal(aten2prims.execute(graph, {"x": x}), run_reference(graph, {"x": x}))
+        overriding = {"x": x, "beta": np.array([-0.0, 0.0, 2.0], np.float32)}
+        _bits_equal(aten2prims.execute(graph, overriding), run_reference(graph, overriding))
+        overridden = plan_for(graph, frozenset({"beta"}))
+        assert np.clip not in [step.kernel for step in overridden.steps]
+
+
 @pytest.mark.parametrize("dtype", [DType.float32, DType.int64, DType.bool, DType.bfloat16])
 def test_fills_agree_with_the_kernels(dtype: DType) -> None:
     """full and full_like with a literal value run as one converted value copied in parts."""
