@@ -709,6 +709,7 @@ DEPTHWISE = [
     (1, 4, 9, 9, 3, 1, 0, 1, True),  # no padding
     (3, 5, 1, 7, 3, 1, 1, 1, True),  # one row
     (1, 1, 6, 6, 3, 1, 1, 1, False),  # one channel
+    (2, 6, 7, 7, 7, 1, 3, 1, True),  # ConvNeXt's last stage: padding columns 6 of 13
 ]
 
 
@@ -740,6 +741,7 @@ def test_depthwise_convolution_runs_as_products_and_matches_torch(
     (recipe,) = contraction_recipes(graph)
     assert isinstance(recipe, MultiplyAccumulateRecipe)
     assert (recipe.phases is not None) == (stride > 1)
+    assert recipe.out_view[-2] == (h + 2 * padding - dilation * (k - 1) - 1) // stride + 1  # merged
     assert_agree(fused, unfused, "unfused execution")
     outcome = run_call(call)
     assert outcome.passed, outcome.message

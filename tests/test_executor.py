@@ -614,6 +614,41 @@ def test_filled_scatter_is_the_kernels(fill: Any, dtype: DType) -> None:
         assert np.array_equal(np.signbit(ours[0]), np.signbit(expected[0]))
 
 
+@pytest.mark.parametrize(
+    ("fill", "dtype"), [(0.0, DType.float32), (-0.0, DType.float32), (7, DType.int32)]
+)
+@pytest.mark.parametrize("side", [300, 30])
+def test_shared_and_folded_fills_scatter_in_one_step(fill: Any, dtype: DType, side: int) -> None:
+    """One full read by two scatters (equal paddings merged by CSE; side 300) or folded into a
+    constant at plan time (side 30, small enough to fold): every scatter is one step making its
+    own filled array, no step copies the fill, bit for bit the kernels'; and a full also read
+    by another node stays whole."""
+
+    def body(x: Value, y: Value) -> tuple[Value, ...]:
+        base = prims.full([side, side], fill, dtype=dtype, device=CPU, requires_grad=False)
+        return (
+            prims.as_strided_scatter(base, x, [2, 3], [side, 1], side + 1),
+            prims.as_strided_scatter(base, y, [2, 3], [2 * side, 1], 2),
+        )
+
+    graph = build({"x": ((2, 3), dtype), "y": ((2, 3), dtype)}, body)
+    steps = plan_for(graph).steps
+    assert [type(step.kernel) for step in steps] == [FilledScatter, FilledScatter]
+    inputs = {"x": _values(dtype, (2, 3), 1), "y": _values(dtype, (2, 3), 2)}
+    expected = run_reference(graph, inputs)
+    for _ in range(2):  # the second call writes into the arena's buffers again
+        _bits_equal(aten2prims.execute(graph, inputs), expected)
+
+    def also_read(x: Value) -> tuple[Value, ...]:
+        base = prims.full([300, 300], fill, dtype=dtype, device=CPU, requires_grad=False)
+        return prims.as_strided_scatter(base, x, [2, 3], [300, 1], 301), prims.neg(base)
+
+    graph = build({"x": ((2, 3), dtype)}, also_read)
+    assert FilledScatter not in [type(step.kernel) for step in plan_for(graph).steps]
+    one = {"x": inputs["x"]}
+    _bits_equal(aten2prims.execute(graph, one), run_reference(graph, one))
+
+
 def _bits_equal(ours: list[Any], expected: list[Any]) -> None:
     """Same dtype, shape and bit patterns (NaN payloads aside: NaN where NaN), signed zeros too."""
     assert len(ours) == len(expected)
