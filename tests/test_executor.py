@@ -649,6 +649,35 @@ def test_shared_and_folded_fills_scatter_in_one_step(fill: Any, dtype: DType, si
     _bits_equal(aten2prims.execute(graph, one), run_reference(graph, one))
 
 
+@pytest.mark.parametrize(
+    ("size", "stride", "offset", "bordered"),
+    [
+        ([2, 3, 4], [30, 6, 1], 7, True),  # a padding box: rows 1-3, columns 1-4 of each plane
+        ([2, 1, 4], [30, 6, 1], 8, True),  # a window dim of size 1 (a new axis)
+        ([3, 2], [6, 2], 1, False),  # columns stepping 2: the whole buffer is filled
+        ([5, 6], [6, 1], 30, True),  # the window is the second plane whole
+    ],
+)
+def test_filled_scatter_into_a_used_buffer_fills_only_the_border(
+    size: list[int], stride: list[int], offset: int, bordered: bool
+) -> None:
+    """Written into a buffer holding other values (an arena's), a padding fills only the parts
+    outside its window when that is a box, and gives exactly the kernels' result."""
+    shape = (2, 5, 6)
+
+    def body(x: Value) -> Value:
+        base = prims.full(list(shape), -0.0, dtype=DType.float32, device=CPU, requires_grad=False)
+        return prims.as_strided_scatter(base, x, size, stride, offset)
+
+    graph = build({"x": (tuple(size), DType.float32)}, body)
+    (step,) = [s for s in plan_for(graph).steps if isinstance(s.kernel, FilledScatter)]
+    assert (step.kernel.border is not None) == bordered
+    x = _values(DType.float32, tuple(size), 1)
+    (expected,) = run_reference(graph, {"x": x})
+    used = np.full(shape, np.nan, np.float32)
+    _bits_equal([step.kernel(x, out=used)], [expected])
+
+
 def _bits_equal(ours: list[Any], expected: list[Any]) -> None:
     """Same dtype, shape and bit patterns (NaN payloads aside: NaN where NaN), signed zeros too."""
     assert len(ours) == len(expected)

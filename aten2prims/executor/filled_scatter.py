@@ -42,6 +42,9 @@ class FilledScatter:
     # The fill value as the full kernel converts it (a 0-dim array), made at the first call
     # writing into a given buffer.
     _converted: list[np.ndarray] = attrs.field(factory=list, eq=False)
+    # When the window is a box (`index` of unit steps): the basic indices of the parts of the
+    # array outside it, which a given buffer's fill needs (the window is overwritten anyway).
+    border: tuple[tuple[slice, ...], ...] | None = None
 
     def _element(self) -> np.ndarray:
         if not self._converted:
@@ -52,6 +55,10 @@ class FilledScatter:
     def __call__(self, src: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if out is None:
             out = np.zeros(self.shape, self.dtype) if self.zeros else self.fill()
+        elif self.border is not None:  # a padding: only the border needs the fill
+            value = 0 if self.zeros else self._element()
+            for part in self.border:
+                out[part] = value
         elif self.zeros:
             out.fill(0)
         elif out.size:  # the full kernel's own conversion of the fill value, made once
@@ -103,7 +110,9 @@ def filled_scatter_rule(context: FusionContext, index: int) -> FusedGroup | None
     stride = tuple(node.kwargs["stride"])
     offset: int = node.kwargs["storage_offset"]
     window = basic_index(shape, size, stride, offset) if math.prod(size) > 0 else None
-    group = FilledScatter(fill, zeros, shape, dtype, window, size, stride, offset)
+    group = FilledScatter(
+        fill, zeros, shape, dtype, window, size, stride, offset, border=_border(shape, window)
+    )
     return FusedGroup(members, (src,), group, fresh_result=True, takes_out=True)
 
 
@@ -145,3 +154,31 @@ def _uniform(data: np.ndarray) -> bool:
         return False
     bits = np.ascontiguousarray(data).reshape(-1).view(np.uint8).reshape(data.size, -1)
     return bool((bits == bits[:1]).all())
+
+
+def _border(shape: tuple[int, ...], window: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+    """The parts of an array of `shape` outside the box `window` (a basic index whose slices
+    step by one), as basic indices: per dim, the slabs before and after the box's range, the
+    earlier dims restricted to the box. None for other windows."""
+    if window is None:
+        return None
+    box: list[tuple[int, int]] = []
+    for item in window:
+        if item is None:  # a new axis of the window: it covers no array dim
+            continue
+        if type(item) is int:
+            box.append((item, item + 1))
+        elif type(item) is slice and item.step in (None, 1):
+            start, stop, _ = item.indices(shape[len(box)])
+            box.append((start, stop))
+        else:
+            return None
+    box += [(0, length) for length in shape[len(box) :]]
+    parts: list[tuple[slice, ...]] = []
+    for axis, ((start, stop), length) in enumerate(zip(box, shape)):
+        inside = tuple(slice(a, b) for a, b in box[:axis])
+        rest = (slice(None),) * (len(shape) - axis - 1)
+        for low, high in ((0, start), (stop, length)):
+            if high > low:
+                parts.append((*inside, slice(low, high), *rest))
+    return tuple(parts)
