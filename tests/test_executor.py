@@ -779,6 +779,36 @@ def test_zero_bounds_after_a_stored_shift_are_clips_when_it_holds_no_negative_ze
         assert np.clip not in [step.kernel for step in overridden.steps]
 
 
+def test_zero_bounds_after_a_residual_sum_with_a_shifted_value_are_maximums() -> None:
+    """relu(x · alpha + beta + r), a residual connection: the sum's first term is never -0.0
+    (beta holds no -0.0), so neither is the sum, whatever r holds; relu(r + s) of two inputs
+    keeps the selection. Bit for bit the node-by-node kernels'."""
+    alpha = np.array([1.0, -2.0, 0.5], np.float32)
+    beta = np.array([0.25, -1.0, 3.0], np.float32)
+
+    def body(x: Value, r: Value, s: Value, alpha: Value, beta: Value) -> tuple[Value, ...]:
+        shifted = prims.add(
+            prims.mul(x, prims.broadcast_in_dim(alpha, [4, 3], [1])),
+            prims.broadcast_in_dim(beta, [4, 3], [1]),
+        )
+        residual = prims.add(r, shifted)
+        plain = prims.add(r, s)
+        return (
+            prims.where(prims.lt(residual, 0.0), 0.0, residual),
+            prims.where(prims.lt(plain, 0.0), 0.0, plain),
+        )
+
+    spec = ((4, 3), DType.float32)
+    graph = build({"x": spec, "r": spec, "s": spec, "alpha": alpha, "beta": beta}, body)
+    kernels = [step.kernel for step in plan_for(graph).steps]
+    assert kernels.count(np.maximum) == 1
+    assert any(isinstance(kernel, ZeroSelect) for kernel in kernels)
+    values = np.array([-0.0, 0.0, -0.25, 1.0], np.float32)
+    x = np.tile(values[:, None], (1, 3))
+    inputs = {"x": x, "r": -x, "s": np.full((4, 3), -0.0, np.float32)}
+    _bits_equal(aten2prims.execute(graph, inputs), run_reference(graph, inputs))
+
+
 @pytest.mark.parametrize("dtype", [DType.float32, DType.int64, DType.bool, DType.bfloat16])
 def test_fills_agree_with_the_kernels(dtype: DType) -> None:
     """full and full_like with a literal value run as one converted value copied in parts."""
