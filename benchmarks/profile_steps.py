@@ -48,6 +48,7 @@ import torch
 
 import aten2prims
 from aten2prims.executor import plan_for
+from aten2prims.executor.codegen import CompiledRun
 from aten2prims.executor.contraction import ContractionRecipe
 from aten2prims.executor.contraction_fusion import ContractionKernel
 from aten2prims.executor.multiply_accumulate import MultiplyAccumulateRecipe
@@ -96,13 +97,14 @@ def instrumented(plan: Plan) -> tuple[Callable[..., None], list[float]]:
     """The plan's generated function with a CPU-clock reading around each step's statements;
     the seconds per step accumulate into the returned list."""
     run = plan.run
-    namespace = dict(run.function.__globals__)  # type: ignore[attr-defined]  # codegen's CompiledRun
+    assert isinstance(run, CompiledRun)  # what codegen makes
+    namespace = dict(run.function.__globals__)
     totals = [0.0] * len(plan.steps)
     namespace["_clock"] = time.process_time
     namespace["_totals"] = totals
-    lines = run.source.splitlines()  # type: ignore[attr-defined]
+    lines = run.source.splitlines()
     out = [lines[0]]
-    at_line = run.step_at_line  # type: ignore[attr-defined]
+    at_line = run.step_at_line
     previous = -1
     for number, line in enumerate(lines[1:], start=2):  # source line 1 is the def
         step = at_line[number] if number < len(at_line) else -1
