@@ -151,15 +151,17 @@ class _ConvNeXtBlock(torch.nn.Module):
         return x + h.permute(0, 3, 1, 2)
 
 
-def _depthwise(c: int, size: int, kernel: int) -> tuple[str, Callable[[], AtenCall]]:
-    label = f"depthwise N=1 C={c} {size}x{size} k{kernel}"
+def _depthwise(
+    c: int, size: int, kernel: int, stride: int = 1
+) -> tuple[str, Callable[[], AtenCall]]:
+    label = f"depthwise N=1 C={c} {size}x{size} k{kernel}" + (f" s{stride}" if stride > 1 else "")
     return label, lambda: AtenCall(
         "aten.convolution.default",
         (
             _randn(1, c, size, size),
             _randn(c, 1, kernel, kernel),
             _randn(c),
-            [1, 1],
+            [stride, stride],
             [kernel // 2, kernel // 2],
             [1, 1],
             False,
@@ -227,6 +229,8 @@ CASES: list[tuple[str, str, Callable[[], AtenCall | ModuleCase]]] = [
     ("aten.convolution.default", *_conv(1, 64, 64, 56, 3)),
     ("aten.convolution.default", *_depthwise(96, 112, 3)),
     ("aten.convolution.default", *_depthwise(96, 56, 7)),
+    ("aten.convolution.default", *_depthwise(96, 112, 3, stride=2)),
+    ("aten.convolution.default", *_depthwise(768, 7, 7)),
     ("aten.convolution.default", *_conv(8, 64, 256, 56, 1)),
     ("aten.convolution.default", *_conv(8, 256, 64, 56, 1)),
     ("aten.convolution.default", *_conv(8, 1024, 256, 14, 1)),

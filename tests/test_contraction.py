@@ -700,11 +700,16 @@ DEPTHWISE = [
     # (N, C, H, W, kernel, stride, padding, dilation, bias)
     (1, 6, 12, 12, 3, 1, 1, 1, True),  # rows merged into one run
     (2, 5, 9, 11, 7, 1, 3, 1, True),  # ConvNeXt's kernel
-    (2, 4, 15, 17, 3, 2, 1, 1, True),  # strided
+    (2, 4, 15, 17, 3, 2, 1, 1, True),  # strided: phase images
+    (1, 6, 16, 16, 3, 2, 0, 1, True),  # strided, no padding (even size)
+    (2, 3, 13, 11, 5, 2, 2, 2, False),  # strided and dilated
+    (1, 4, 9, 10, 3, 3, 1, 1, True),  # stride 3
+    (1, 7, 8, 8, 3, 2, 1, 1, True),  # strided, more channels than a chunk's budget below
     (1, 3, 10, 13, 5, 1, 4, 2, False),  # dilated, no bias
     (1, 4, 9, 9, 3, 1, 0, 1, True),  # no padding
     (3, 5, 1, 7, 3, 1, 1, 1, True),  # one row
     (1, 1, 6, 6, 3, 1, 1, 1, False),  # one channel
+    (2, 6, 7, 7, 7, 1, 3, 1, True),  # ConvNeXt's last stage: padding columns 6 of 13
 ]
 
 
@@ -735,6 +740,54 @@ def test_depthwise_convolution_runs_as_products_and_matches_torch(
     fused, unfused = run_both_ways(graph, inputs)
     (recipe,) = contraction_recipes(graph)
     assert isinstance(recipe, MultiplyAccumulateRecipe)
+    assert (recipe.phases is not None) == (stride > 1)
+    assert recipe.out_view[-2] == (h + 2 * padding - dilation * (k - 1) - 1) // stride + 1  # merged
+    assert_agree(fused, unfused, "unfused execution")
+    outcome = run_call(call)
+    assert outcome.passed, outcome.message
+
+
+@pytest.mark.parametrize(
+    ("kernel", "stride", "padding", "dilation"),
+    [
+        ((3, 3), (2, 1), (1, 1), (1, 1)),  # rows strided only
+        ((3, 3), (1, 2), (1, 0), (1, 1)),  # columns strided only
+        ((3, 1), (2, 2), (1, 0), (1, 1)),  # one reduced label, along the rows
+        ((1, 5), (2, 3), (0, 2), (1, 2)),  # one reduced label, along the columns, dilated
+    ],
+)
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_strided_depthwise_convolutions_run_on_phase_images(
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+    dilation: tuple[int, int],
+    channels_last: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Strides along one axis or both, kernels reducing over one axis, channels-last inputs, and
+    chunks of one channel (a small budget): the phase images agree with the unfused products."""
+    monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", 256)
+    x = randn(2, 5, 11, 14)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    graph, inputs, call = lowered_call(
+        "aten.convolution.default",
+        x,
+        randn(5, 1, *kernel, seed=1),
+        randn(5, seed=2),
+        list(stride),
+        list(padding),
+        list(dilation),
+        False,
+        [0, 0],
+        5,
+    )
+    fused, unfused = run_both_ways(graph, inputs)
+    (recipe,) = contraction_recipes(graph)
+    assert isinstance(recipe, MultiplyAccumulateRecipe)
+    assert recipe.phases is not None
+    assert recipe.chunk == 1
     assert_agree(fused, unfused, "unfused execution")
     outcome = run_call(call)
     assert outcome.passed, outcome.message
@@ -805,3 +858,28 @@ def test_depthwise_convolutions_of_other_ranks_run_as_products(
     assert_agree(fused, unfused, "unfused execution")
     outcome = run_call(call)
     assert outcome.passed, outcome.message
+
+
+def test_depthwise_chunks_on_threads_give_one_threads_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chunks of a depthwise product (plain and strided) are shared among the call's
+    threads: every thread count gives the bits of one."""
+    monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", 512)
+    for stride in (1, 2):
+        graph, inputs, _ = lowered_call(
+            "aten.convolution.default",
+            randn(3, 8, 13, 12),
+            randn(8, 1, 3, 3, seed=1),
+            randn(8, seed=2),
+            [stride, stride],
+            [1, 1],
+            [1, 1],
+            False,
+            [0, 0],
+            8,
+        )
+        one = execute(graph, inputs, threads=1)
+        (recipe,) = contraction_recipes(graph)
+        assert recipe.chunk < recipe.chunked or recipe.outer_shape
+        for threads in (2, 3):
+            many = execute(graph, inputs, threads=threads)
+            assert [o.tobytes() for o in many] == [o.tobytes() for o in one], (stride, threads)

@@ -614,6 +614,70 @@ def test_filled_scatter_is_the_kernels(fill: Any, dtype: DType) -> None:
         assert np.array_equal(np.signbit(ours[0]), np.signbit(expected[0]))
 
 
+@pytest.mark.parametrize(
+    ("fill", "dtype"), [(0.0, DType.float32), (-0.0, DType.float32), (7, DType.int32)]
+)
+@pytest.mark.parametrize("side", [300, 30])
+def test_shared_and_folded_fills_scatter_in_one_step(fill: Any, dtype: DType, side: int) -> None:
+    """One full read by two scatters (equal paddings merged by CSE; side 300) or folded into a
+    constant at plan time (side 30, small enough to fold): every scatter is one step making its
+    own filled array, no step copies the fill, bit for bit the kernels'; and a full also read
+    by another node stays whole."""
+
+    def body(x: Value, y: Value) -> tuple[Value, ...]:
+        base = prims.full([side, side], fill, dtype=dtype, device=CPU, requires_grad=False)
+        return (
+            prims.as_strided_scatter(base, x, [2, 3], [side, 1], side + 1),
+            prims.as_strided_scatter(base, y, [2, 3], [2 * side, 1], 2),
+        )
+
+    graph = build({"x": ((2, 3), dtype), "y": ((2, 3), dtype)}, body)
+    steps = plan_for(graph).steps
+    assert [type(step.kernel) for step in steps] == [FilledScatter, FilledScatter]
+    inputs = {"x": _values(dtype, (2, 3), 1), "y": _values(dtype, (2, 3), 2)}
+    expected = run_reference(graph, inputs)
+    for _ in range(2):  # the second call writes into the arena's buffers again
+        _bits_equal(aten2prims.execute(graph, inputs), expected)
+
+    def also_read(x: Value) -> tuple[Value, ...]:
+        base = prims.full([300, 300], fill, dtype=dtype, device=CPU, requires_grad=False)
+        return prims.as_strided_scatter(base, x, [2, 3], [300, 1], 301), prims.neg(base)
+
+    graph = build({"x": ((2, 3), dtype)}, also_read)
+    assert FilledScatter not in [type(step.kernel) for step in plan_for(graph).steps]
+    one = {"x": inputs["x"]}
+    _bits_equal(aten2prims.execute(graph, one), run_reference(graph, one))
+
+
+@pytest.mark.parametrize(
+    ("size", "stride", "offset", "bordered"),
+    [
+        ([2, 3, 4], [30, 6, 1], 7, True),  # a padding box: rows 1-3, columns 1-4 of each plane
+        ([2, 1, 4], [30, 6, 1], 8, True),  # a window dim of size 1 (a new axis)
+        ([3, 2], [6, 2], 1, False),  # columns stepping 2: the whole buffer is filled
+        ([5, 6], [6, 1], 30, True),  # the window is the second plane whole
+    ],
+)
+def test_filled_scatter_into_a_used_buffer_fills_only_the_border(
+    size: list[int], stride: list[int], offset: int, bordered: bool
+) -> None:
+    """Written into a buffer holding other values (an arena's), a padding fills only the parts
+    outside its window when that is a box, and gives exactly the kernels' result."""
+    shape = (2, 5, 6)
+
+    def body(x: Value) -> Value:
+        base = prims.full(list(shape), -0.0, dtype=DType.float32, device=CPU, requires_grad=False)
+        return prims.as_strided_scatter(base, x, size, stride, offset)
+
+    graph = build({"x": (tuple(size), DType.float32)}, body)
+    (step,) = [s for s in plan_for(graph).steps if isinstance(s.kernel, FilledScatter)]
+    assert (step.kernel.border is not None) == bordered
+    x = _values(DType.float32, tuple(size), 1)
+    (expected,) = run_reference(graph, {"x": x})
+    used = np.full(shape, np.nan, np.float32)
+    _bits_equal([step.kernel(x, out=used)], [expected])
+
+
 def _bits_equal(ours: list[Any], expected: list[Any]) -> None:
     """Same dtype, shape and bit patterns (NaN payloads aside: NaN where NaN), signed zeros too."""
     assert len(ours) == len(expected)
@@ -673,6 +737,76 @@ def test_zero_bounds_on_values_that_may_be_negative_zero_stay_selections() -> No
     x = np.array([-0.0, 0.0, -1.0, np.nan], np.float32)
     (result,) = aten2prims.execute(graph, {"x": x})
     assert np.array_equal(np.signbit(result), [True, False, False, np.signbit(np.float32(np.nan))])
+
+
+@pytest.mark.parametrize("op", ["add", "sub"])
+def test_zero_bounds_after_a_stored_shift_are_clips_when_it_holds_no_negative_zero_term(
+    op: str,
+) -> None:
+    """relu6 of x · alpha + beta (a batch norm in evaluation, beta stored and broadcast per
+    channel): one np.clip when beta's term in the sum holds no -0.0 (a sum is -0.0 only when
+    both terms are), the selections otherwise, and when the caller overrides beta (its stored
+    values say nothing then); bit for bit the node-by-node kernels' every time."""
+    rng = np.random.default_rng(0)
+    alpha = rng.standard_normal(3).astype(np.float32)
+    shift = {"add": rng.standard_normal(3).astype(np.float32)}
+    shift["sub"] = -shift["add"]
+
+    def body(x: Value, alpha: Value, beta: Value) -> Value:
+        scaled = prims.mul(x, prims.broadcast_in_dim(alpha, [2, 3, 5], [1]))
+        ufunc = prims.add if op == "add" else prims.sub
+        y = ufunc(scaled, prims.broadcast_in_dim(beta, [2, 3, 5], [1]))
+        low = prims.where(prims.lt(y, 0.0), 0.0, y)
+        return prims.where(prims.gt(low, 6.0), 6.0, low)
+
+    x = np.zeros((2, 3, 5), np.float32)
+    x[0] = -0.0
+    x[1] = rng.standard_normal((3, 5)).astype(np.float32) * 8
+    # A term -0.0 in the sum: +0.0 subtracted, or -0.0 added.
+    negative_zero_term = np.float32(-0.0) if op == "add" else np.float32(0.0)
+    for beta, clipped in [
+        (shift[op], True),
+        (np.array([0.5, negative_zero_term, 1.0], np.float32), False),
+    ]:
+        graph = build({"x": ((2, 3, 5), DType.float32), "alpha": alpha, "beta": beta}, body)
+        kernels = [step.kernel for step in plan_for(graph).steps]
+        assert (np.clip in kernels) == clipped
+        assert any(isinstance(kernel, ZeroSelect) for kernel in kernels) != clipped
+        _bits_equal(aten2prims.execute(graph, {"x": x}), run_reference(graph, {"x": x}))
+        overriding = {"x": x, "beta": np.array([-0.0, 0.0, 2.0], np.float32)}
+        _bits_equal(aten2prims.execute(graph, overriding), run_reference(graph, overriding))
+        overridden = plan_for(graph, frozenset({"beta"}))
+        assert np.clip not in [step.kernel for step in overridden.steps]
+
+
+def test_zero_bounds_after_a_residual_sum_with_a_shifted_value_are_maximums() -> None:
+    """relu(x · alpha + beta + r), a residual connection: the sum's first term is never -0.0
+    (beta holds no -0.0), so neither is the sum, whatever r holds; relu(r + s) of two inputs
+    keeps the selection. Bit for bit the node-by-node kernels'."""
+    alpha = np.array([1.0, -2.0, 0.5], np.float32)
+    beta = np.array([0.25, -1.0, 3.0], np.float32)
+
+    def body(x: Value, r: Value, s: Value, alpha: Value, beta: Value) -> tuple[Value, ...]:
+        shifted = prims.add(
+            prims.mul(x, prims.broadcast_in_dim(alpha, [4, 3], [1])),
+            prims.broadcast_in_dim(beta, [4, 3], [1]),
+        )
+        residual = prims.add(r, shifted)
+        plain = prims.add(r, s)
+        return (
+            prims.where(prims.lt(residual, 0.0), 0.0, residual),
+            prims.where(prims.lt(plain, 0.0), 0.0, plain),
+        )
+
+    spec = ((4, 3), DType.float32)
+    graph = build({"x": spec, "r": spec, "s": spec, "alpha": alpha, "beta": beta}, body)
+    kernels = [step.kernel for step in plan_for(graph).steps]
+    assert kernels.count(np.maximum) == 1
+    assert any(isinstance(kernel, ZeroSelect) for kernel in kernels)
+    values = np.array([-0.0, 0.0, -0.25, 1.0], np.float32)
+    x = np.tile(values[:, None], (1, 3))
+    inputs = {"x": x, "r": -x, "s": np.full((4, 3), -0.0, np.float32)}
+    _bits_equal(aten2prims.execute(graph, inputs), run_reference(graph, inputs))
 
 
 @pytest.mark.parametrize("dtype", [DType.float32, DType.int64, DType.bool, DType.bfloat16])

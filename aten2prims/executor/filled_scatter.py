@@ -3,11 +3,17 @@ tensor nothing else reads (constant padding: a convolution's or a pooling's padd
 as one kernel that makes the filled array and writes `src` into its window, instead of filling
 one array and copying it into another before writing the window (three passes over the padded
 size where one fill and one window write do). A zero fill takes NumPy's zeroed allocation.
+
+The filled tensor may also be shared: one `full` read by several such scatters (common
+subexpression elimination merges the equal fills of equal padded shapes), or a constant the
+plan starts from whose elements are all one value (a small `full` folded at plan time). Each
+scatter then makes its own filled array; the `full` node joins the first scatter's group.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -36,6 +42,9 @@ class FilledScatter:
     # The fill value as the full kernel converts it (a 0-dim array), made at the first call
     # writing into a given buffer.
     _converted: list[np.ndarray] = attrs.field(factory=list, eq=False)
+    # When the window is a box (`index` of unit steps): the basic indices of the parts of the
+    # array outside it, which a given buffer's fill needs (the window is overwritten anyway).
+    border: tuple[tuple[slice, ...], ...] | None = None
 
     def _element(self) -> np.ndarray:
         if not self._converted:
@@ -46,6 +55,10 @@ class FilledScatter:
     def __call__(self, src: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if out is None:
             out = np.zeros(self.shape, self.dtype) if self.zeros else self.fill()
+        elif self.border is not None:  # a padding: only the border needs the fill
+            value = 0 if self.zeros else self._element()
+            for part in self.border:
+                out[part] = value
         elif self.zeros:
             out.fill(0)
         elif out.size:  # the full kernel's own conversion of the fill value, made once
@@ -65,35 +78,107 @@ def filled_scatter_rule(context: FusionContext, index: int) -> FusedGroup | None
     node = context.node(index)
     if node.op != "prims.as_strided_scatter" or len(node.args) != 2:
         return None
-    found = context.defining_node(node.args[0])
-    src = node.args[1]
-    if found is None or found[1].op != "prims.full" or type(src) is not Value:
+    base, src = node.args
+    if type(base) is not Value or type(src) is not Value or base is src:
         return None
-    full_index, full = found
-    if not context.internal(full_index, {full_index, index}):
+    result = node.results[0]
+    shape = tuple(result.shape)
+    dtype = result.dtype.numpy
+    members: tuple[int, ...] = (index,)
+    filled = _filled_by_full(context, base)
+    if filled is not None:
+        full_index, fill, fill_value = filled
+        if full_index not in context.claimed:
+            members = (full_index, index)
+        zeros = (
+            type(fill_value) in (bool, int, float)
+            and fill_value == 0
+            and math.copysign(1.0, fill_value) > 0
+            and dtype.kind in "biufc"
+        )
+    else:
+        data = context.constants.get(base)
+        if data is None or not _uniform(np.asarray(data)):
+            return None
+        stored = np.asarray(data)
+
+        def fill() -> np.ndarray:
+            return np.array(stored)
+
+        zeros = dtype.kind in "biufc" and not stored.reshape(-1)[:1].view(np.uint8).any()
+    size = tuple(node.kwargs["size"])
+    stride = tuple(node.kwargs["stride"])
+    offset: int = node.kwargs["storage_offset"]
+    window = basic_index(shape, size, stride, offset) if math.prod(size) > 0 else None
+    group = FilledScatter(
+        fill, zeros, shape, dtype, window, size, stride, offset, border=_border(shape, window)
+    )
+    return FusedGroup(members, (src,), group, fresh_result=True, takes_out=True)
+
+
+def _filled_by_full(
+    context: FusionContext, base: Value
+) -> tuple[int, Callable[[], np.ndarray], Any] | None:
+    """(the `full` node's index, a function making its array, its fill value) when `base` is a
+    `full` read only as the filled tensor of scatters (`as_strided_scatter` bases)."""
+    full_index = context.producer.get(base)
+    if full_index is None or base in context.outputs:
         return None
+    full = context.node(full_index)
+    if full.op != "prims.full":
+        return None
+    # Every reader fuses (so none needs the full's array): a scatter into it of another value.
+    for reader in context.users.get(base, []):
+        scatter = context.node(reader)
+        if scatter.op != "prims.as_strided_scatter" or len(scatter.args) != 2:
+            return None
+        if scatter.args[0] is not base or type(scatter.args[1]) is not Value:
+            return None
+        if scatter.args[1] is base:
+            return None
     definition = lookup(full.op)
     if definition is None or definition.kernel is None:
         return None
     kernel = definition.kernel
     arguments = definition.bind(full.args, full.kwargs)
-    result = node.results[0]
-    shape = tuple(result.shape)
-    size = tuple(node.kwargs["size"])
-    stride = tuple(node.kwargs["stride"])
-    offset: int = node.kwargs["storage_offset"]
-    fill_value = full.kwargs.get("fill_value")
-    dtype = result.dtype.numpy
-    zeros = (
-        type(fill_value) in (bool, int, float)
-        and fill_value == 0
-        and math.copysign(1.0, fill_value) > 0
-        and dtype.kind in "biufc"
-    )
 
     def fill() -> np.ndarray:
         return np.asarray(kernel(*arguments))
 
-    window = basic_index(shape, size, stride, offset) if math.prod(size) > 0 else None
-    group = FilledScatter(fill, zeros, shape, dtype, window, size, stride, offset)
-    return FusedGroup((full_index, index), (src,), group, fresh_result=True, takes_out=True)
+    return full_index, fill, full.kwargs.get("fill_value")
+
+
+def _uniform(data: np.ndarray) -> bool:
+    """Every element of `data` has the bits of its first one."""
+    if data.size == 0 or data.dtype.kind not in "biuf":
+        return False
+    bits = np.ascontiguousarray(data).reshape(-1).view(np.uint8).reshape(data.size, -1)
+    return bool((bits == bits[:1]).all())
+
+
+def _border(shape: tuple[int, ...], window: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+    """The parts of an array of `shape` outside the box `window` (a basic index whose slices
+    step by one), as basic indices: per dim, the slabs before and after the box's range, the
+    earlier dims restricted to the box. None for other windows."""
+    if window is None:
+        return None
+    box: list[tuple[int, int]] = []
+    for item in window:
+        if item is None:  # a new axis of the window: it covers no array dim
+            continue
+        if type(item) is int:
+            box.append((item, item + 1))
+        elif type(item) is slice and item.step in (None, 1):
+            start, stop, _ = item.indices(shape[len(box)])
+            box.append((start, stop))
+        else:
+            return None
+    box += [(0, length) for length in shape[len(box) :]]
+    parts: list[tuple[slice, ...]] = []
+    for axis, ((start, stop), length) in enumerate(zip(box, shape)):
+        inside = tuple(slice(a, b) for a, b in box[:axis])
+        rest = (slice(None),) * (len(shape) - axis - 1)
+        for low, high in ((0, start), (stop, length)):
+            if high > low:
+                parts.append((*inside, slice(low, high), *rest))
+    return tuple(parts)

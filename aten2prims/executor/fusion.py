@@ -28,6 +28,9 @@ class FusionContext:
     users: dict[Value, list[int]]  # value -> indices of nodes reading it
     outputs: frozenset[Value]
     claimed: set[int]
+    # The data of the graph's inputs that every run of the plan starts from (stored data the
+    # caller does not override, folded constants): rules may rely on its values.
+    constants: dict[Value, Any] = attrs.Factory(dict)
 
     def node(self, index: int) -> Node:
         return self.graph.nodes[index]
@@ -68,10 +71,12 @@ class FusedGroup:
 FusionRule = Callable[[FusionContext, int], "FusedGroup | None"]
 
 
-def find_groups(graph: Graph, rules: Sequence[FusionRule]) -> dict[int, FusedGroup]:
+def find_groups(
+    graph: Graph, rules: Sequence[FusionRule], overridden: frozenset[str] = frozenset()
+) -> dict[int, FusedGroup]:
     """The fused groups of `graph`, by the index of the node their step runs at (the group's last
     node). At every node not yet claimed, the rules are tried in order and the first group found
-    claims its nodes."""
+    claims its nodes. `overridden` names the inputs whose stored data the caller replaces."""
     producer: dict[Value, int] = {}
     users: dict[Value, list[int]] = {}
     for index, node in enumerate(graph.nodes):
@@ -82,7 +87,16 @@ def find_groups(graph: Graph, rules: Sequence[FusionRule]) -> dict[int, FusedGro
         for result in node.results:
             producer[result] = index
     context = FusionContext(
-        graph, producer, users, frozenset(o.value for o in graph.outputs), set()
+        graph,
+        producer,
+        users,
+        frozenset(o.value for o in graph.outputs),
+        set(),
+        {
+            gi.value: gi.data
+            for gi in graph.inputs
+            if gi.data is not None and gi.name not in overridden
+        },
     )
     groups: dict[int, FusedGroup] = {}
     if not rules:

@@ -17,6 +17,18 @@ positions, the padding positions in between computed and dropped (a convolution'
 reads the padded image, which holds them). The output is made in chunks of the leading dims
 that keep the accumulator in cache; an epilogue (a bias) runs on each finished chunk.
 
+A strided full operand (a convolution of stride > 1) has no such runs: its products would
+read every s-th element. Its memory is then seen as an image (rows of a whole number of bytes,
+elements contiguous in them) and each chunk of it is first copied into s_h x s_w phase images
+(`_Phases`: phase (a, b) holds the image's rows a, a + s_h, ... and columns b, b + s_w, ...):
+every kernel position then reads one phase at an offset, so the products run over long
+contiguous runs again (the same merged rows, of the phase's width), as for stride 1. The copy
+is one pass over the chunk's input, made while it stays in cache.
+
+Chunks are independent (each writes its own part of the output, with its own buffers): they are
+shared among the call's threads (`threads.run_parts`), each computed the same way whatever the
+thread count.
+
 Summation order differs from a matrix product's (each output element is a plain sum over the
 reduced positions in row-major order), within the rounding of any order; a sum of -0.0
 products is +0.0, as from the zero-initialized accumulators of BLAS and torch.
@@ -26,11 +38,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
+
+from .threads import run_parts
 
 # At most this many reduced positions (a 9x9 kernel); more products run on the matrix engine.
 MAX_POSITIONS = 81
@@ -38,13 +53,33 @@ MAX_POSITIONS = 81
 # convolution's stride): longer steps make the products' runs scattered, where the matrix
 # engine reads the operand in order.
 MAX_INNER_STEP = 4
-# A merge of the two innermost output dims may compute at most this factor more positions.
-MAX_MERGE_WASTE = 1.5
+# A merge of the two innermost output dims may compute at most this factor more positions (a
+# small image's padding columns: a 7x7 image padded by 3 computes 85 positions for 49, in 8 ms
+# at batch 4 and 768 channels, where the unmerged rows took 240 ms, one short run per batch
+# index and channel).
+MAX_MERGE_WASTE = 4.0
 # The accumulator of one chunk holds about this many bytes (measured on 56x56 and 112x112 images
-# with 3x3 and 7x7 kernels: 4-18 channels a chunk ran up to 3x faster than whole tensors).
+# with 3x3 and 7x7 kernels: 4-18 channels a chunk ran up to 3x faster than whole tensors); with
+# phases, the chunk's phase images hold about this many.
 CHUNK_BYTES = 256 << 10
 
 Epilogue = Callable[[tuple[slice, ...]], None]
+
+
+@attrs.frozen
+class _Phases:
+    """A strided full operand seen as an image per leading index: `rows` x `columns` elements,
+    rows `row_bytes` apart, elements contiguous; split into `steps[0]` x `steps[1]` phase
+    images of `shape` (rows, columns) each. Kernel position number k reads phase
+    `taps[k][:2]` from flat offset `taps[k][2]` on (the output's row r, column c at run position
+    r * shape[1] + c)."""
+
+    rows: int
+    columns: int
+    row_bytes: int
+    steps: tuple[int, int]
+    shape: tuple[int, int]
+    taps: tuple[tuple[int, int, int], ...]
 
 
 @attrs.frozen
@@ -72,19 +107,13 @@ class MultiplyAccumulateRecipe:
     # Per output dim: the position among the outer dims and the chunked one (last) of its label,
     # or None (taken whole).
     out_roles: tuple[int | None, ...]
+    # A strided full operand's phase images (the full view's run is then unused).
+    phases: _Phases | None = None
 
     def run_into(
         self, a: np.ndarray, b: np.ndarray, out: np.ndarray, epilogue: Epilogue | None = None
     ) -> None:
         full, other = (a, b) if self.full_is_a else (b, a)
-        itemsize = out.itemsize
-        full_view = np.lib.stride_tricks.as_strided(
-            full, self.view_shape, self.full_strides, writeable=False
-        )
-        other_shape = self.view_shape[:-1] + (self.other_run,)
-        other_view = np.lib.stride_tricks.as_strided(
-            other, other_shape, self.other_strides, writeable=False
-        )
         outer_count = len(self.outer_shape)
         reduced_count = len(self.reduced_shape)
         # Reduced dims first, so each product indexes its position with one tuple of ints.
@@ -93,42 +122,111 @@ class MultiplyAccumulateRecipe:
             *range(outer_count + 1),
             outer_count + 1 + reduced_count,
         )
-        full_view = full_view.transpose(order)
-        other_view = other_view.transpose(order)
-        positions = list(itertools.product(*map(range, self.reduced_shape)))
-        every_position = (slice(None),) * reduced_count
+        other_shape = self.view_shape[:-1] + (self.other_run,)
+        other_view = np.lib.stride_tricks.as_strided(
+            other, other_shape, self.other_strides, writeable=False
+        ).transpose(order)
+        if self.phases is None:
+            source = np.lib.stride_tricks.as_strided(
+                full, self.view_shape, self.full_strides, writeable=False
+            ).transpose(order)
+        else:
+            phases = self.phases
+            source = np.lib.stride_tricks.as_strided(
+                full,
+                (*self.outer_shape, self.chunked, phases.rows, phases.columns),
+                (*self.full_strides[: outer_count + 1], phases.row_bytes, full.itemsize),
+                writeable=False,
+            )
         shaped = out.reshape(self.out_view)
-        rows, columns = self.out_view[-2:]
-        accumulator = np.empty((self.chunk, self.run), out.dtype)
-        zero = out.dtype.type(0)
-        product = np.empty_like(accumulator)
-        for outer in itertools.product(*map(range, self.outer_shape)):
-            for start in range(0, self.chunked, self.chunk):
-                stop = min(start + self.chunk, self.chunked)
-                index: tuple[Any, ...] = (*outer, slice(start, stop))
-                total = accumulator[: stop - start]
-                scratch = product[: stop - start]
-                full_block = full_view[every_position + index]
-                other_block = other_view[every_position + index]
-                for number, position in enumerate(positions):
-                    x = full_block[position]
-                    y = other_block[position]
-                    if number == 0:
-                        np.multiply(x, y, out=total)
-                    else:
-                        np.multiply(x, y, out=scratch)
-                        np.add(total, scratch, out=total)
-                laid = np.lib.stride_tricks.as_strided(
-                    total,
-                    (stop - start, rows, columns),
-                    (self.run * itemsize, self.row_step * itemsize, itemsize),
-                    writeable=False,
-                )
-                # + 0.0 as the copy: a sum whose every product is -0.0 is +0.0, as from a
-                # zero-initialized accumulator (BLAS's, torch's); nothing else changes.
-                np.add(laid, zero, out=shaped[index])
+        buffers: dict[int, tuple[np.ndarray, ...]] = {}
+
+        def chunk_task(outer: tuple[int, ...], start: int, stop: int) -> Callable[[], None]:
+            def run() -> None:
+                mine = buffers.get(threading.get_ident())
+                if mine is None:
+                    mine = buffers[threading.get_ident()] = self._buffers(out.dtype)
+                self._chunk(source, other_view, shaped, mine, outer, start, stop)
                 if epilogue is not None:
                     epilogue(self._out_index(outer, start, stop))
+
+            return run
+
+        run_parts(
+            [
+                chunk_task(outer, start, min(start + self.chunk, self.chunked))
+                for outer in itertools.product(*map(range, self.outer_shape))
+                for start in range(0, self.chunked, self.chunk)
+            ]
+        )
+
+    def _buffers(self, dtype: np.dtype) -> tuple[np.ndarray, ...]:
+        """One thread's accumulator, product and (with phases) phase images. The phase images
+        start as zeros: the positions no copy writes (past an image's edge) feed only dropped
+        outputs, and zeros never make them slow (subnormal) arithmetic."""
+        accumulator = np.empty((self.chunk, self.run), dtype)
+        if self.phases is None:
+            return accumulator, np.empty_like(accumulator)
+        rows, columns = self.phases.shape
+        staging = np.zeros((self.chunk, *self.phases.steps, rows, columns), dtype)
+        return accumulator, np.empty_like(accumulator), staging
+
+    def _chunk(
+        self,
+        source: np.ndarray,
+        other_view: np.ndarray,
+        shaped: np.ndarray,
+        buffers: tuple[np.ndarray, ...],
+        outer: tuple[int, ...],
+        start: int,
+        stop: int,
+    ) -> None:
+        """The output's chunk `outer..., start:stop`: the products summed position by position
+        into the accumulator, then laid into the output."""
+        count = stop - start
+        index: tuple[Any, ...] = (*outer, slice(start, stop))
+        total = buffers[0][:count]
+        scratch = buffers[1][:count]
+        every_position = (slice(None),) * len(self.reduced_shape)
+        other_block = other_view[every_position + index]
+        positions = list(itertools.product(*map(range, self.reduced_shape)))
+        if self.phases is None:
+            full_block = source[every_position + index]
+            operands = [full_block[position] for position in positions]
+        else:
+            operands = self._phase_operands(source[index], buffers[2][:count])
+        for number, (x, position) in enumerate(zip(operands, positions)):
+            y = other_block[position]
+            if number == 0:
+                np.multiply(x, y, out=total)
+            else:
+                np.multiply(x, y, out=scratch)
+                np.add(total, scratch, out=total)
+        rows, columns = self.out_view[-2:]
+        laid = np.lib.stride_tricks.as_strided(
+            total,
+            (count, rows, columns),
+            (self.run * total.itemsize, self.row_step * total.itemsize, total.itemsize),
+            writeable=False,
+        )
+        # + 0.0 as the copy: a sum whose every product is -0.0 is +0.0, as from a
+        # zero-initialized accumulator (BLAS's, torch's); nothing else changes.
+        np.add(laid, total.dtype.type(0), out=shaped[index])
+
+    def _phase_operands(self, image: np.ndarray, staging: np.ndarray) -> list[np.ndarray]:
+        """The chunk's image (count, rows, columns) copied into its phase images; per kernel
+        position, the run it reads from them."""
+        assert self.phases is not None
+        row_step, column_step = self.phases.steps
+        for phase_row in range(row_step):
+            for phase_column in range(column_step):
+                part = image[:, phase_row::row_step, phase_column::column_step]
+                staging[:, phase_row, phase_column, : part.shape[1], : part.shape[2]] = part
+        flat = staging.reshape(*staging.shape[:3], -1)
+        return [
+            flat[:, phase_row, phase_column, offset : offset + self.run]
+            for phase_row, phase_column, offset in self.phases.taps
+        ]
 
     def _out_index(self, outer: tuple[int, ...], start: int, stop: int) -> tuple[slice, ...]:
         """The part of the output (in its own shape) a chunk covers."""
@@ -192,7 +290,13 @@ def plan_multiply_accumulate(
     # whole number of inner steps covering the inner length, and the other operand steps alike.
     rows, columns, row_step = 1, sizes[inner_label], 0
     leading = kept[:-1]
-    if leading:
+    phases = None
+    if leading and other_step[leading[-1]] == other_step[inner_label] == 0:
+        phases = _phases(full_step, sizes, leading[-1], inner_label, reduced, itemsize)
+    if phases is not None:  # a strided operand: merged runs over its phase images
+        rows, row_step = sizes[leading[-1]], phases.shape[1]
+        leading = leading[:-1]
+    elif leading:
         outer_label = leading[-1]
         inner_step, outer_step = full_step[inner_label], full_step[outer_label]
         m = outer_step // inner_step if inner_step and outer_step % inner_step == 0 else 0
@@ -214,7 +318,8 @@ def plan_multiply_accumulate(
         other_leading = [other_step[label] for label in leading]
     outer_shape = tuple(leading_sizes[:-1])
     chunked = leading_sizes[-1]
-    chunk = max(1, min(chunked, CHUNK_BYTES // (run * itemsize)))
+    per_chunk_row = run if phases is None else math.prod(phases.steps) * math.prod(phases.shape)
+    chunk = max(1, min(chunked, CHUNK_BYTES // (per_chunk_row * itemsize)))
     reduced_shape = tuple(sizes[label] for label in reduced)
     other_run = run if other_step[inner_label] else 1
     # Every label the output lacks a dim for (size 1) is absent from both views; the output
@@ -242,7 +347,58 @@ def plan_multiply_accumulate(
         out_view=(*outer_shape, chunked, rows, columns),
         row_step=row_step if rows > 1 else columns,
         out_roles=tuple(leading.index(label) if label in leading else None for label in out_labels),
+        phases=phases,
     )
+
+
+def _phases(
+    full_step: dict[int, int],
+    sizes: Sequence[int],
+    row_label: int,
+    column_label: int,
+    reduced: Sequence[int],
+    itemsize: int,
+) -> _Phases | None:
+    """The phase images of a full operand stepping more than one row or element along its
+    output rows or columns (`row_label`, `column_label`), when its memory per leading index is
+    an image: elements contiguous, rows a whole number of bytes apart that hold every column it
+    reads, and each reduced label stepping along the rows or along the columns (a convolution's
+    kernel rows and columns; at most two reduced labels). None for other layouts, and for
+    operands stepping one row and one element (the merged runs read them directly)."""
+    steps = [full_step[label] for label in (row_label, column_label, *reduced)]
+    if len(reduced) > 2 or min(steps) <= 0:
+        return None
+    ordered = sorted(reduced, key=lambda label: full_step[label])
+    # (labels along the columns, labels along the rows): the smaller step is the columns'.
+    if len(ordered) == 2:
+        splits = [(ordered[:1], ordered[1:])]
+    else:
+        splits = [(ordered, []), ([], ordered)]
+    column_step = full_step[column_label] // itemsize
+    for along_columns, along_rows in splits:
+        row_bytes = math.gcd(full_step[row_label], *(full_step[label] for label in along_rows))
+        if row_bytes % itemsize:
+            continue
+        row_step = full_step[row_label] // row_bytes
+        row_unit = {label: full_step[label] // row_bytes for label in along_rows}
+        column_unit = {label: full_step[label] // itemsize for label in along_columns}
+        rows = 1 + (sizes[row_label] - 1) * row_step
+        rows += sum((sizes[label] - 1) * unit for label, unit in row_unit.items())
+        columns = 1 + (sizes[column_label] - 1) * column_step
+        columns += sum((sizes[label] - 1) * unit for label, unit in column_unit.items())
+        if columns * itemsize > row_bytes:
+            continue  # rows overlap: not an image
+        if row_step == 1 and column_step == 1:
+            return None
+        shape = (-(-rows // row_step), -(-columns // column_step))
+        taps: list[tuple[int, int, int]] = []
+        for position in itertools.product(*(range(sizes[label]) for label in reduced)):
+            row = sum(i * row_unit.get(label, 0) for label, i in zip(reduced, position))
+            column = sum(i * column_unit.get(label, 0) for label, i in zip(reduced, position))
+            offset = (row // row_step) * shape[1] + column // column_step
+            taps.append((row % row_step, column % column_step, offset))
+        return _Phases(rows, columns, row_bytes, (row_step, column_step), shape, tuple(taps))
+    return None
 
 
 __all__ = ["MultiplyAccumulateRecipe", "plan_multiply_accumulate"]

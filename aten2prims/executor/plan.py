@@ -151,7 +151,7 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     input_slots = {
         graph_input.name: slots.assign(graph_input.value) for graph_input in folded.inputs
     }
-    steps = _steps(folded, slots, find_groups(folded, FUSION_RULES))
+    steps = _steps(folded, slots, find_groups(folded, FUSION_RULES, overridden))
     output_slots = tuple(slots[o.value] for o in folded.outputs)
     meta_of = {slot: value.meta for value, slot in slots.slot_of.items()}
     relax_broadcasts(steps, output_slots, meta_of)

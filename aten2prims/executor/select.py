@@ -10,8 +10,10 @@ replacements:
   `>=`; a clamp's bounds): `maximum(x, c)` / `minimum(x, c)`, one pass instead of a comparison
   and a selection, and a clamp's two bounds one `np.clip`: where x equals the bound both give
   its bits, and a NaN x gives NaN either way. A floating zero bound only where x cannot be -0.0
-  (x + 3 in hardswish): `maximum(-0.0, 0.0)` may give either zero, while the selection keeps
-  -0.0. A fusion rule (`bound_select_rule`): the comparisons and `where`s as one step.
+  (x + 3 in hardswish; a batch norm's or a bias's `+ beta` whose stored values hold no -0.0,
+  and a sum with such a value, as a residual connection's):
+  `maximum(-0.0, 0.0)` may give either zero, while the selection keeps -0.0. A fusion rule
+  (`bound_select_rule`): the comparisons and `where`s as one step.
 """
 
 from __future__ import annotations
@@ -182,10 +184,17 @@ def _exact(context: FusionContext, x: Value, *bounds: Any) -> bool:
     return _never_negative_zero(context, x)
 
 
-def _never_negative_zero(context: FusionContext, value: Value) -> bool:
-    """`value` is the sum or difference of a tensor and a nonzero number (x + 3, hardswish's
-    shift): in IEEE arithmetic a sum is -0.0 only when both terms are -0.0 (an exact zero of
-    opposite terms is +0.0), so such a result never is."""
+# How many sums deep `_never_negative_zero` follows a term that is itself a sum.
+_SUM_DEPTH = 4
+
+
+def _never_negative_zero(context: FusionContext, value: Value, depth: int = _SUM_DEPTH) -> bool:
+    """`value` is a sum or difference one of whose terms is never -0.0: a nonzero number (x + 3,
+    hardswish's shift), stored data the plan starts from (a batch norm's shift, a bias; possibly
+    broadcast) whose term in the sum holds no -0.0, or a value that is itself such a sum (a
+    residual connection added to a batch norm's output). In IEEE arithmetic a sum is -0.0 only
+    when both terms are -0.0 (an exact zero of opposite terms is +0.0), so such a result never
+    is."""
     index = context.producer.get(value)
     if index is None:
         return False
@@ -193,7 +202,34 @@ def _never_negative_zero(context: FusionContext, value: Value) -> bool:
     if node.op not in ("prims.add", "prims.sub") or len(node.args) != 2:
         return False
     numbers = [a for a in node.args if is_number(a)]
-    if len(numbers) != 1 or type(numbers[0]) is complex:
-        return False
-    with np.errstate(all="ignore"):
-        return bool(number_as(numbers[0], value.dtype) != 0)
+    if len(numbers) == 1 and type(numbers[0]) is not complex:
+        with np.errstate(all="ignore"):
+            return bool(number_as(numbers[0], value.dtype) != 0)
+    for position, operand in enumerate(node.args):
+        data = _stored(context, operand)
+        if data is None or data.dtype.kind != "f":
+            continue
+        # The term the sum adds: the data, or its negation when it is subtracted.
+        negated = node.op == "prims.sub" and position == 1
+        zeros = data == 0
+        if not np.any(zeros & (np.signbit(data) != negated)):
+            return True
+    # A term that is such a sum (subtracted, its negation could be -0.0: only the first term).
+    terms = node.args if node.op == "prims.add" else node.args[:1]
+    return depth > 0 and any(
+        type(term) is Value
+        and term.dtype is value.dtype
+        and _never_negative_zero(context, term, depth - 1)
+        for term in terms
+    )
+
+
+def _stored(context: FusionContext, operand: Any) -> np.ndarray | None:
+    """The stored data the plan starts from that `operand` is, or broadcasts (None otherwise)."""
+    if type(operand) is not Value:
+        return None
+    index = context.producer.get(operand)
+    if index is not None and context.node(index).op == "prims.broadcast_in_dim":
+        operand = context.node(index).args[0]
+    data = context.constants.get(operand) if type(operand) is Value else None
+    return None if data is None else np.asarray(data)
