@@ -276,3 +276,48 @@ def test_cli_run_takes_an_int_input_from_the_npz(tmp_path: Path) -> None:
     assert verdict, verdict.message
     np.savez(given, x=x.numpy(), n=np.asarray(9))
     assert main(["run", str(path), "--inputs", str(given)]) == 2
+
+
+class EveryOtherColumn(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x[:, ::2] * 2 + y
+
+
+@pytest.mark.parametrize("frontend", ["pt2", "fx"])
+def test_a_derived_input_dim_binds_its_root_symbol(frontend: str, tmp_path: Path) -> None:
+    """An input size exported as a derived dim (`2 * Dim("h")`, only that size naming h) binds h
+    by solving the size, which must then be even; the root is backed, with its example."""
+    half = Dim("half", min=2, max=64)
+    module = EveryOtherColumn()
+    example = (torch.randn(3, 8), torch.randn(3, 4))
+    program = torch.export.export(
+        module, example, dynamic_shapes={"x": {1: 2 * half}, "y": {1: half}}
+    )
+    if frontend == "pt2":
+        path = tmp_path / "derived.pt2"
+        torch.export.save(program, path)
+        graph = aten2prims.load(path)
+    else:
+        graph = aten2prims.from_fx(program)
+    # the input of the bare root too: drop it to see the derived size bind alone
+    only_derived = torch.export.export(
+        EveryOtherColumnAlone(), example[:1], dynamic_shapes={"x": {1: 2 * half}}
+    )
+    lone = aten2prims.from_fx(only_derived)
+    for imported in (graph, lone):
+        (root,) = [s for s in imported.symbols.values() if s.backed]
+        assert root.example == 4
+    for module_, graph_, arity in ((module, graph, 2), (EveryOtherColumnAlone(), lone, 1)):
+        lowered = aten2prims.lower(graph_)
+        for columns in (4, 10, 30):
+            inputs = (torch.randn(3, columns), torch.randn(3, columns // 2))[:arity]
+            (ours,) = aten2prims.execute(lowered, [t.numpy() for t in inputs])
+            verdict = compare(ours, module_(*inputs).numpy(), what=f"{columns} columns")
+            assert verdict, verdict.message
+    with pytest.raises(ShapeError, match=r"must have size 2\*s\d+ at dimension 1 for a whole"):
+        aten2prims.execute(aten2prims.lower(lone), [np.zeros((3, 7), np.float32)])
+
+
+class EveryOtherColumnAlone(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, ::2] * 2 + 1

@@ -14,7 +14,15 @@ from ..errors import LoadError, VerificationError
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput
 from ..ir.layout import is_contiguous
-from ..ir.symbolic import Symbol, SymExpr, SymFloat, free_symbols, same_size, symbol
+from ..ir.symbolic import (
+    Symbol,
+    SymExpr,
+    SymFloat,
+    free_symbols,
+    linear_unknown,
+    same_size,
+    solve_linear,
+)
 from ..ir.values import Meta, ScalarMeta, TensorMeta, Value
 from ..passes.verify import verify
 from ..schema.registry import SCALAR_TARGETS, aten_schema, scalar_operator
@@ -30,6 +38,16 @@ _TORCH_FRAME = re.compile(r"(^|[/\\])torch[/\\]")
 SYMBOLIC = "this symbolic construct is not supported (docs/frontends.md lists those that are)"
 
 
+def example_hint(size: Any, hint: Any, hints: dict[str, int]) -> None:
+    """Record the example value of the symbol an input size is made of, from the size's example
+    (`hint`): the size itself for a bare symbol, solved for a derived dim a·s + b."""
+    name = linear_unknown(size, {})
+    if name is not None and type(hint) is int:
+        value = solve_linear(size, name, hint, {})
+        if value is not None:
+            hints.setdefault(name, value)
+
+
 def graph_symbols(
     inputs: list[GraphInput],
     metas: Iterable[Any],
@@ -38,8 +56,9 @@ def graph_symbols(
     sources: Mapping[str, str] | None = None,
 ) -> dict[str, Symbol]:
     """The symbol table of an imported graph: every symbol of the exporter's range constraints
-    and of the sizes (`metas`), by name. A symbol some input's size is exactly is backed (bound
-    from that input's shape) and takes its example from `hints`. ValueError for a symbol that
+    and of the sizes (`metas`), by name. A symbol some input's size is exactly, or is a·s + b of
+    (a derived dim, `2 * Dim("h")`), is backed (bound from that input's shape) and takes its
+    example from `hints` (see `example_hint`). ValueError for a symbol that
     no input binds and the constraints do not declare, or an example outside its range.
     `sources` names the scalar value an unbacked symbol is (`u0` of `x.item()`); a symbol that
     is exactly an int user input is backed, bound from that input's value (its source)."""
@@ -50,9 +69,9 @@ def graph_symbols(
             used |= free_symbols(size)
     for graph_input in inputs:
         for size in getattr(graph_input.value.meta, "shape", ()):
-            if type(size) is SymExpr and len(names := free_symbols(size)) == 1:
-                if size.same(symbol(next(iter(names)))):
-                    bare |= names
+            # a bare symbol, or a·s + b of one (a derived dim): bound from that size
+            if (name := linear_unknown(size, {})) is not None:
+                bare.add(name)
     # A symbol an int user input is (marked dynamic) is bound from that input's value.
     scalar_inputs = {
         graph_input.name for graph_input in inputs if type(graph_input.value.meta) is ScalarMeta

@@ -24,6 +24,7 @@ from .common import (
     SYMBOLIC,
     check_known_aten_op,
     check_known_aten_ops,
+    example_hint,
     graph_symbols,
     input_meta,
     recorded_meta,
@@ -168,11 +169,7 @@ class _Importer:
             parsed = parse_expr(srepr(expression))
         except ExprSyntaxError as error:
             raise LoadError(f"{where}: the size {expression} is not readable: {error}") from None
-        if type(parsed) is SymExpr and len(free_symbols(parsed)) == 1:
-            (name,) = free_symbols(parsed)
-            hint = size.node.hint
-            if parsed.same(symbol(name)) and type(hint) is int:
-                self.hints.setdefault(name, hint)
+        example_hint(parsed, size.node.hint, self.hints)
         return parsed
 
     def define(self, node: Any, val: Any) -> Value:

@@ -44,6 +44,7 @@ from .common import (
     SYMBOLIC,
     check_known_aten_op,
     check_known_aten_ops,
+    example_hint,
     graph_name,
     graph_symbols,
     input_meta,
@@ -483,10 +484,8 @@ def _expression(value: Any, what: str, hints: dict[str, int]) -> Any:
     if type(expression) is not SymExpr and type(expression) is not int:
         raise ValueError(f"{what}: {_short(text)} is not an integer expression")
     hint = value.get("hint")
-    if type(expression) is SymExpr and type(hint) is dict and "as_int" in hint:
-        names = free_symbols(expression)
-        if len(names) == 1 and expression.same(symbol(next(iter(names)))):
-            hints.setdefault(next(iter(names)), _int(hint["as_int"]))
+    if type(hint) is dict and "as_int" in hint:
+        example_hint(expression, _int(hint["as_int"]), hints)
     return expression
 
 

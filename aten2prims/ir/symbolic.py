@@ -920,6 +920,33 @@ def evaluate(x: Any, binding: Mapping[str, int]) -> Any:
     return substitute(x, binding.__getitem__)
 
 
+def linear_unknown(size: Any, known: Mapping[str, int]) -> str | None:
+    """The one symbol of `size` not in `known` when `size` is a·s + b in it (a bare symbol times a
+    number, plus terms of known symbols): torch.export's derived dims, `2 * Dim("h")`."""
+    if type(size) is not SymExpr:
+        return None
+    unknown = free_symbols(size) - known.keys()
+    if len(unknown) != 1:
+        return None
+    (name,) = unknown
+    bare = ("sym", name)
+    for monomial, _ in size.terms:
+        others = tuple(atom for atom in monomial if atom != bare)
+        if len(monomial) - len(others) > 1 or name in free_symbols(SymExpr(((others, 1),))):
+            return None
+    return name
+
+
+def solve_linear(size: SymExpr, name: str, value: int, known: Mapping[str, int]) -> int | None:
+    """The whole s with `size` = value, `size` being a·s + b in `name` (`linear_unknown`); None
+    when no whole s gives it."""
+    offset = evaluate(size, {**known, name: 0})
+    slope = evaluate(size, {**known, name: 1}) - offset
+    if slope == 0 or (value - offset) % slope:
+        return None
+    return (value - offset) // slope
+
+
 def _interval_mul(a: tuple[Bound, Bound], b: tuple[Bound, Bound]) -> tuple[Bound, Bound]:
     products = [_safe_mul(x, y) for x in a for y in b]
     return min(products), max(products)

@@ -15,7 +15,15 @@ from typing import Any
 from ..errors import ShapeError
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.layout import is_contiguous
-from ..ir.symbolic import SymExpr, evaluate, free_symbols, substitute, symbol
+from ..ir.symbolic import (
+    SymExpr,
+    evaluate,
+    free_symbols,
+    linear_unknown,
+    solve_linear,
+    substitute,
+    symbol,
+)
 from ..ir.values import TensorMeta, Value, map_values
 
 
@@ -63,6 +71,7 @@ def bind_symbols(
                 origin[name] = f"{what}, dimension {dim} (shape {list(shape)})"
             else:
                 pending.append((graph_input.name, dim, size, int(actual)))
+    _solve_linear_sizes(pending, binding, origin, graph)
     for name, value in binding.items():
         declared = graph.symbols.get(name)
         if declared is None:
@@ -97,6 +106,33 @@ def bind_symbols(
                 f"{_describe(binding, free_symbols(check))}: lower it again for these sizes"
             )
     return binding
+
+
+def _solve_linear_sizes(
+    pending: list[tuple[str, int, Any, int]],
+    binding: dict[str, int],
+    origin: dict[str, str],
+    graph: Graph,
+) -> None:
+    """Bind the symbols that only appear in input sizes of the form a·s + b (torch.export's
+    derived dims, `2 * Dim("h")`), repeated while one solution lets another size be solved."""
+    progress = True
+    while progress:
+        progress = False
+        for input_name, dim, size, actual in pending:
+            name = linear_unknown(size, binding)
+            if name is None:
+                continue
+            value = solve_linear(size, name, actual, binding)
+            what = f"input %{input_name} of graph {graph.name}"
+            if value is None:
+                raise ShapeError(
+                    f"{what} must have size {size} at dimension {dim} for a whole {name} "
+                    f"({_describe(binding)}), got {actual}"
+                )
+            binding[name] = value
+            origin[name] = f"{what}, dimension {dim} = {size} (size {actual})"
+            progress = True
 
 
 def _plain_symbol(size: SymExpr) -> str | None:
