@@ -14,8 +14,18 @@ from aten2prims.testing.compare import compare
 from prims.elementwise import erf_of
 from prims.erf_float32 import BLOCK, erf_float32
 
-# The largest error allowed, in units in the last place of the correctly rounded result.
-MAX_ULP = 4.0
+
+def _tanh_target() -> str:
+    """The SIMD target NumPy's float32 tanh runs on this machine."""
+    from numpy.lib.introspect import opt_func_info
+
+    return opt_func_info(func_name="^tanh$", signature="float32")["tanh"]["ff"]["current"]
+
+
+# The largest error allowed, in units in the last place of the correctly rounded result: 4 with
+# NumPy's FMA kernels of tanh (X86_V3 and X86_V4, bit-identical: every x86-64 CPU with AVX2),
+# 5 on its pre-AVX2 baseline kernel (measured 4.95 with NPY_DISABLE_CPU_FEATURES="X86_V3 X86_V4").
+MAX_ULP = 5.0 if _tanh_target().startswith("baseline") else 4.0
 
 
 def _float32_line() -> np.ndarray:
