@@ -399,7 +399,8 @@ MINIMUM: dict[str, int] = {
     "fft": 5,
 }
 
-# The dtypes an OpInfo runs in: the first it supports of each group.
+# The dtypes an OpInfo runs in: the first it supports of the floating group and of the integer
+# one, else of bool.
 DTYPE_GROUPS = (
     (DType.float32, DType.float64),
     (DType.int32, DType.int64, DType.int16, DType.int8, DType.uint8),
@@ -501,7 +502,7 @@ def _candidate_samples(opinfo: Any, turn: int) -> Iterator[tuple[DType, Any]]:
 
 def _fresh(like: torch.Tensor, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
     """A tensor of `shape` and `like`'s dtype with values from `like`'s range (without zero
-    when `like` has none), all different for floats."""
+    when `like` has none), all different but for bools (an integer range widened as needed)."""
     count = math.prod(shape)
     order = torch.randperm(count, generator=generator).to(torch.float64)
     if like.dtype == torch.bool:
