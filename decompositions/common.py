@@ -18,7 +18,7 @@ import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.layout import is_contiguous
-from aten2prims.ir.symbolic import settled, sym_max
+from aten2prims.ir.symbolic import SymBool, SymExpr, settled, sym_max
 from aten2prims.ir.values import CPU, MemoryFormat, ScalarMeta, Value
 from aten2prims.promotion import convert
 
@@ -56,6 +56,10 @@ INDEX_DTYPES = (DType.int32, DType.int64)  # what aten's indexing ops accept as 
 
 def scalar_kind(x: Any) -> type | None:
     """bool/int/float/complex for a Python number or a runtime scalar; None for a tensor."""
+    if type(x) is SymExpr:  # a symbolic size stands for an int, a condition on sizes for a bool
+        return int
+    if type(x) is SymBool:
+        return bool
     if is_number(x):
         return type(x)
     if type(x) is Value and type(x.meta) is ScalarMeta:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
+from aten2prims.ir.symbolic import SymExpr, is_symbolic, settled, sym_max
 from aten2prims.ir.values import Value
 from aten2prims.promotion import convert, opmath_dtype
 
@@ -49,17 +50,24 @@ def _moments(x: Value, dims: Sequence[int]) -> tuple[Value, Value, Value, int]:
     kernels never divide by its zero count), so its variance 0/0 is NaN."""
     count = math.prod(x.shape[d] for d in dims)
     reduced = [n for d, n in enumerate(x.shape) if d not in dims]
-    if count == 0:
+    if settled(count == 0):
         mean = full(reduced, 0.0, x.dtype)
     else:
-        mean = prims.div(prims.sum(x, list(dims)), float(count))
+        # a symbolic count that may be 0 divides by 1 there: the empty sum's mean 0, as torch's
+        mean = prims.div(prims.sum(x, list(dims)), _divisor(sym_max(count, 1)))
     deviation = prims.sub(x, spread(mean, x.shape, dims))
     return mean, deviation, prims.sum(prims.mul(deviation, deviation), list(dims)), count
 
 
-def _rstd(squares: Value, count: int, eps: float) -> Value:
+def _divisor(count: int | SymExpr) -> float | SymExpr:
+    """A count of elements as the scalar divisor of a floating tensor: a float, or the symbolic
+    size itself (bound to an int, the prim's kernel converts it as it converts the float)."""
+    return count if is_symbolic(count) else float(count)
+
+
+def _rstd(squares: Value, count: int | SymExpr, eps: float) -> Value:
     """1/sqrt(biased variance + eps)."""
-    return prims.rsqrt(prims.add(prims.div(squares, float(count)), float(eps)))
+    return prims.rsqrt(prims.add(prims.div(squares, _divisor(count)), float(eps)))
 
 
 def _affine(y: Value, weight: Value | None, bias: Value | None, dims: Sequence[int]) -> Value:
@@ -163,7 +171,7 @@ def _batch_norm(
             )
         if running_var is not None:
             unbiased = prims.div(
-                squares, float(count - 1)
+                squares, _divisor(count - 1)
             )  # 0/0 = NaN for a single value, as torch
             new_var = convert(
                 _momentum_step(unbiased, convert(running_var, update), momentum), statistics

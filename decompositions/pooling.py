@@ -548,7 +548,7 @@ def _adaptive_sum(x: Value, dim: int, outputs: int) -> Value:
             # sum over a short strided axis pays its loop overhead per output element.
             shape = [*x.shape[:dim], common, *x.shape[dim + 1 :]]
             view_strides = [*strides[:dim], period * strides[dim], *strides[dim + 1 :]]
-            offsets = range(start * strides[dim], stop * strides[dim], strides[dim])
+            offsets = [k * strides[dim] for k in range(start, stop)]  # strides may be symbolic
             parts.append(
                 sequential_sum(
                     row_major_window(x, shape, view_strides, offset) for offset in offsets

@@ -400,7 +400,8 @@ def repeat(self: Value, repeats: Sequence[int]) -> Value:
         )
     sizes = (1,) * new + self.shape
     result = [r * s for r, s in zip(repeats, sizes)]
-    if all(r == 1 for r in repeats):
+    # a shortcut only when the sizes settle it: the tiling is right for a count that may be 1
+    if all(settled(r == 1) for r in repeats):
         return _reshaped(self, result)
     interleaved = [n for pair in zip(repeats, sizes) for n in pair]
     tiled = prims.broadcast_in_dim(self, interleaved, [2 * (new + d) + 1 for d in range(self.ndim)])

@@ -256,12 +256,9 @@ class _Importer:
                 for argument in target._schema.arguments
                 if argument.name in fx_node.kwargs
             }
-            # A kept check (aten._assert_scalar) has no results, and its meta['val'] may be None.
-            results = (
-                self.results(fx_node, _single_result(target), where)
-                if target._schema.returns
-                else ()
-            )
+            # a kept check (aten._assert_scalar) returns nothing, whatever its meta holds
+            returns = target._schema.returns
+            results = self.results(fx_node, _single_result(target), where) if returns else ()
             provenance = Provenance(source=user_source(fx_node.meta.get("stack_trace")))
             nodes.append(Node(op, args, kwargs, results, provenance))
         return nodes

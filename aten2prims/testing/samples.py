@@ -34,15 +34,17 @@ _DISCOVERY_DTYPES = ("float32", "int64", "bool", "complex64", "float64", "int32"
 _DISCOVERY_SAMPLES = 6
 
 
-def _opinfo_label(opinfo: Any) -> str:
+def opinfo_label(opinfo: Any) -> str:
+    """'name' or 'name.variant': how the map of `discover` names an OpInfo."""
     return f"{opinfo.name}.{opinfo.variant_test_name}" if opinfo.variant_test_name else opinfo.name
 
 
-def _opinfos() -> dict[str, Any]:
+def opinfos() -> dict[str, Any]:
+    """Every OpInfo of torch's `op_db` by its label."""
     from torch.testing._internal.common_methods_invocations import op_db
 
     _skip_test_lookup()
-    return {_opinfo_label(opinfo): opinfo for opinfo in op_db}
+    return {opinfo_label(opinfo): opinfo for opinfo in op_db}
 
 
 def _skip_test_lookup() -> None:
@@ -97,7 +99,9 @@ def _run_opinfo_sample(
         return []
 
 
-def _samples_of(opinfo: Any, dtype: DType, dropped: list[Dropped] | None = None) -> Iterator[Any]:
+def opinfo_samples(
+    opinfo: Any, dtype: DType, dropped: list[Dropped] | None = None
+) -> Iterator[Any]:
     """The OpInfo's sample inputs for `dtype`, generated lazily with torch's global generator in a
     state of their own, seeded from the OpInfo's name and the dtype: the same samples in every
     run, whatever ran before or runs between two samples (discovery, other ops, torch's random
@@ -124,7 +128,7 @@ def _samples_of(opinfo: Any, dtype: DType, dropped: list[Dropped] | None = None)
             return
         except Exception as error:  # a sample generator torch itself fails in
             if dropped is not None:
-                origin = f"opinfo:{_opinfo_label(opinfo)} {dtype.short}"
+                origin = f"opinfo:{opinfo_label(opinfo)} {dtype.short}"
                 message = f"sample generator: {type(error).__name__}: {error}"
                 dropped.append(Dropped(origin, GENERATION_ERROR, message))
             return
@@ -231,12 +235,12 @@ def discover(cache_dir: str | os.PathLike[str] | None = None) -> dict[str, list[
 
 def _discovered() -> dict[str, list[str]]:
     reach: dict[str, set[str]] = {}
-    for label, opinfo in _opinfos().items():
+    for label, opinfo in opinfos().items():
         names = {d.torch_name for d in supported_dtypes(opinfo)}
         dtype = next((DType.from_torch_name(n) for n in _DISCOVERY_DTYPES if n in names), None)
         if dtype is None:
             continue
-        for index, sample in enumerate(_samples_of(opinfo, dtype)):
+        for index, sample in enumerate(opinfo_samples(opinfo, dtype)):
             if index >= _DISCOVERY_SAMPLES:
                 break
             for call in _run_opinfo_sample(opinfo, sample, label):
@@ -246,10 +250,10 @@ def _discovered() -> dict[str, list[str]]:
 
 def opinfo_dtypes(op: str, cache_dir: str | os.PathLike[str] | None = None) -> list[DType]:
     """Every dtype of ours supported by some OpInfo reaching `op`."""
-    opinfos = _opinfos()
+    by_label = opinfos()
     found: set[DType] = set()
     for label in discover(cache_dir).get(op, []):
-        found.update(supported_dtypes(opinfos[label]))
+        found.update(supported_dtypes(by_label[label]))
     return [d for d in DType if d in found]
 
 
@@ -333,12 +337,12 @@ def _samples(
             yield from fresh(generate(dtype))
             if budget is not None and produced >= budget:
                 return
-    opinfos = _opinfos()
+    by_label = opinfos()
     for label in discover(cache_dir).get(op, []):
-        opinfo = opinfos[label]
+        opinfo = by_label[label]
         if dtype not in supported_dtypes(opinfo):
             continue
-        for index, sample in enumerate(_samples_of(opinfo, dtype, dropped)):
+        for index, sample in enumerate(opinfo_samples(opinfo, dtype, dropped)):
             origin = f"opinfo:{label} {dtype.short} #{index}"
             yield from fresh(_run_opinfo_sample(opinfo, sample, origin, dropped))
             if budget is not None and produced >= budget:
