@@ -9,8 +9,9 @@ every step of the run on its rows, in order. One hand-off per segment, and a par
 in its thread's cache from one step to the next.
 
 A step joins a segment when it computes its result's rows from its operands' same rows:
-- elementwise steps taking `out=` (ufuncs, `where`), written into their arena buffer, a dying
-  operand (inplace.py) or an array the segment allocates;
+- elementwise steps (ufuncs, `where`, direct kernels), written into their arena buffer, a dying
+  operand (inplace.py) or an array the segment allocates (a kernel without `out=` returns
+  each part's rows, copied there);
 - reductions keeping dim 0 (prims whose definition says `reduces`), each part the reduction of
   its rows, copied into the result's rows;
 - views keeping dim 0 in place (reshapes of row-major arrays, broadcasts, transposes leaving
@@ -59,7 +60,8 @@ _VIEW_KERNELS = frozenset({"reshape", "transpose", "broadcast"})
 @attrs.frozen
 class _Member:
     """One step of a segment: `kind` "map" (an elementwise kernel called on operand rows with
-    `out=`), "reduce" (a reduction kernel of its operand's rows) or "view" (run whole first).
+    `out=`), "copy" (an elementwise kernel without `out=`, its result copied), "reduce" (a
+    reduction kernel of its operand's rows) or "view" (run whole first).
     `rows_of[i]`: operand i is sliced by rows (else passed whole). `out` says where the result
     goes: ("buffer",) the step's arena buffer, ("operand", i) operand i, ("new", shape, dtype)
     an array allocated at each call."""
@@ -128,7 +130,7 @@ class _Part:
             try:
                 if member.kind == "map":
                     kernel(*sliced, out=out[rows])
-                else:
+                else:  # "reduce", "copy": the kernel's own result, copied
                     np.copyto(out[rows], kernel(*sliced))
             except Exception as error:  # name the step that failed
                 raise ExecutionError(describe_failure(member.step, error)) from error
@@ -172,6 +174,11 @@ def _shapes(steps: Sequence[Step], meta_of: dict[int, Any]) -> _Shapes:
             for out in step.out_slots:
                 for slot in step.reads():
                     memory.join(out, slot)
+            # A row-major copy (Step.takes_out, "review") of an exact array is that array
+            # reshaped, or a copy into its own buffer: exact either way.
+            reads = step.reads()
+            if step.takes_out and step.out_buffer is not None and reads and reads[0] in exact:
+                exact.add(step.out_slots[0])
         elif step.out_buffer is not None:
             exact.add(step.out_slots[0])
     return _Shapes(actual, exact, memory)
@@ -190,12 +197,16 @@ def _member(step: Step, rows: int, shapes: _Shapes) -> _Member | None:
         kernel = kernel.kernel
     ndim = len(shape)
     definition = lookup(step.node.op)
-    if step.elementwise and step.takes_out:
+    if step.elementwise:
         rows_of = tuple(
             type(a) is SlotRef and _by_rows(shapes.actual.get(int(a)), ndim, rows)
             for a in step.arguments
         )
-        return _Member(step, "map", kernel, rows_of, _out(step, shape))
+        if step.takes_out:
+            return _Member(step, "map", kernel, rows_of, _out(step, shape))
+        # An elementwise kernel without out= (a direct kernel's result has the result's dtype):
+        # each part's result copied into the rows of an array the segment allocates.
+        return _Member(step, "copy", kernel, rows_of, _out(step, shape))
     if definition is not None and definition.reduces and step.relaxed_shape is None:
         operand = step.arguments[0] if step.arguments else None
         if type(operand) is not SlotRef:
