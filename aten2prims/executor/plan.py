@@ -18,7 +18,10 @@ Planning, in order:
    threads share;
 8. static memory planning (`arena.py`): every other result whose kernel takes `out=` written
    into a buffer of an arena kept between calls, buffers shared by results of disjoint lifetimes;
-9. code generation (`codegen.py`): the steps as one straight-line Python function.
+9. segments (`segments.py`): runs of steps computing their results row by row, each run one
+   step whose row parts the threads share (the arena planned again, keeping a run's buffers
+   alive through the whole run);
+10. code generation (`codegen.py`): the steps as one straight-line Python function.
 
 `reference.py` runs a graph node by node with none of this: the oracle the tests compare with.
 """
