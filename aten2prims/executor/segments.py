@@ -150,38 +150,82 @@ def _resolve(argument: Any, values: dict[int, Any]) -> Any:
 @attrs.define
 class _Shapes:
     """What the plan knows of each slot's array: its shape as run (a relaxed broadcast's),
-    whether it is C-contiguous and its rows are its memory's rows (`exact`), and which memory
-    it shares (`memory`)."""
+    whether it is C-contiguous and its rows are its memory's rows (`exact`), whether its rows
+    are rows of its memory, in order (`rowwise`: exact slots and views of them keeping dim 0),
+    and which memory it shares (`memory`)."""
 
     actual: dict[int, tuple[int, ...]]
     exact: set[int]
+    rowwise: set[int]
     memory: Memory
 
 
 def _shapes(steps: Sequence[Step], meta_of: dict[int, Any]) -> _Shapes:
     actual = {slot: meta.shape for slot, meta in meta_of.items() if type(meta) is TensorMeta}
-    memory = Memory()
-    exact: set[int] = set()
     for step in steps:
         if step.relaxed_shape is not None and len(step.out_slots) == 1:
             actual[step.out_slots[0]] = step.relaxed_shape
+    memory = Memory()
+    exact: set[int] = set()
+    rowwise: set[int] = set()
+    for step in steps:
+        reads = step.reads()
+        out = step.out_slots[0] if len(step.out_slots) == 1 else None
         if step.out_argument is not None:
-            argument = step.arguments[step.out_argument]
-            memory.join(step.out_slots[0], int(argument))
-            if int(argument) in exact:
-                exact.add(step.out_slots[0])
-        elif step.result_kind != "fresh":
-            for out in step.out_slots:
-                for slot in step.reads():
-                    memory.join(out, slot)
-            # A row-major copy (Step.takes_out, "review") of an exact array is that array
-            # reshaped, or a copy into its own buffer: exact either way.
-            reads = step.reads()
-            if step.takes_out and step.out_buffer is not None and reads and reads[0] in exact:
-                exact.add(step.out_slots[0])
-        elif step.out_buffer is not None:
-            exact.add(step.out_slots[0])
-    return _Shapes(actual, exact, memory)
+            argument = int(step.arguments[step.out_argument])
+            memory.join(step.out_slots[0], argument)
+            if out is not None and argument in exact:
+                exact.add(out)
+            if out is not None and argument in rowwise:
+                rowwise.add(out)
+            continue
+        if step.result_kind == "fresh":
+            if step.out_buffer is not None and out is not None:
+                exact.add(out)
+                rowwise.add(out)
+            continue
+        for slot in step.out_slots:
+            for read in reads:
+                memory.join(slot, read)
+        if out is None or not reads:
+            continue
+        if step.takes_out and step.out_buffer is not None and reads[0] in exact:
+            # A row-major copy of an exact array is that array reshaped, or a copy into its
+            # own buffer: exact either way.
+            exact.add(out)
+            rowwise.add(out)
+        view = _row_view(step, actual)
+        if view is not None and reads[0] in rowwise:
+            rowwise.add(out)
+            if view == "reshape" and reads[0] in exact:
+                exact.add(out)
+    return _Shapes(actual, exact, rowwise, memory)
+
+
+def _row_view(step: Step, actual: dict[int, tuple[int, ...]]) -> str | None:
+    """The name of the view kernel (`_VIEW_KERNELS`) of a step whose result keeps its operand's
+    dim 0 as its own dim 0 (row i of the result is in row i of the operand), or None."""
+    kernel = step.kernel
+    name = getattr(kernel, "__name__", "")
+    if (
+        step.result_kind not in ("review", "view")
+        or step.takes_out
+        or name not in _VIEW_KERNELS
+        or len(step.nodes) != 1
+        or len(step.out_slots) != 1
+        or len(step.arguments) != 1
+        or type(step.arguments[0]) is not SlotRef
+    ):
+        return None
+    shape = actual.get(step.out_slots[0])
+    operand_shape = actual.get(int(step.arguments[0]))
+    if not shape or not operand_shape or shape[0] != operand_shape[0]:
+        return None
+    if name == "transpose" and tuple(step.node.kwargs["permutation"])[:1] != (0,):
+        return None
+    if name == "broadcast" and tuple(step.node.kwargs["broadcast_dimensions"])[:1] != (0,):
+        return None
+    return name
 
 
 def _member(step: Step, rows: int, shapes: _Shapes) -> _Member | None:
@@ -217,22 +261,8 @@ def _member(step: Step, rows: int, shapes: _Shapes) -> _Member | None:
             return None
         rows_of = (True,) + (False,) * (len(step.arguments) - 1)
         return _Member(step, "reduce", kernel, rows_of, _out(step, shape))
-    name = getattr(kernel, "__name__", "")
-    if (
-        step.result_kind in ("review", "view")
-        and not step.takes_out
-        and name in _VIEW_KERNELS
-        and len(step.arguments) == 1
-        and type(step.arguments[0]) is SlotRef
-    ):
-        operand = int(step.arguments[0])
-        operand_shape = shapes.actual.get(operand)
-        if not operand_shape or operand_shape[0] != rows:
-            return None
-        if name == "transpose" and step.node.kwargs.get("permutation", (None,))[0] != 0:
-            return None
-        if name == "broadcast" and tuple(step.node.kwargs["broadcast_dimensions"])[:1] != (0,):
-            return None
+    view = _row_view(step, shapes.actual)
+    if view is not None and shapes.actual[step.out_slots[0]][0] == rows:
         return _Member(step, "view", kernel, (False,))
     return None
 
@@ -272,7 +302,7 @@ class _Growing:
         row_slots = set(self.row_slots)
         if member.kind == "view":
             operand = int(step.arguments[0])
-            exact = operand in row_slots or operand in shapes.exact
+            exact = operand in row_slots or operand in shapes.rowwise
             keeps_rows = exact and (
                 member.kernel.__name__ != "reshape" or self._contiguous(operand, shapes)
             )
@@ -283,14 +313,14 @@ class _Growing:
         else:
             if member.out[0] == "operand":
                 target = int(step.arguments[member.out[1]])
-                if target not in row_slots and target not in shapes.exact:
+                if target not in row_slots and target not in shapes.rowwise:
                     return False
             written.add(root(out))
             row_slots.add(out)
             for argument, by_rows in zip(step.arguments, member.rows_of):
                 if type(argument) is SlotRef:
                     slot = int(argument)
-                    reads.append((slot, by_rows and (slot in row_slots or slot in shapes.exact)))
+                    reads.append((slot, by_rows and (slot in row_slots or slot in shapes.rowwise)))
         if any(not exact and root(slot) in written for slot, exact in reads):
             return False
         self.members.append((index, member))
@@ -307,11 +337,13 @@ class _Growing:
             return True
         for _, member in self.members:
             if member.step.out_slots[0] == slot:
-                if member.kind != "view":
-                    return True
-                return member.kernel.__name__ == "reshape" and self._contiguous(
-                    int(member.step.arguments[0]), shapes
-                )
+                if member.kind == "view":
+                    return member.kernel.__name__ == "reshape" and self._contiguous(
+                        int(member.step.arguments[0]), shapes
+                    )
+                if member.out[0] == "operand":  # written into that operand's array
+                    return self._contiguous(int(member.step.arguments[member.out[1]]), shapes)
+                return True
         return False
 
 
