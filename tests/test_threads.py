@@ -4,6 +4,7 @@ real models, and torch agrees with them."""
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from aten2prims.executor import plan_for
 from aten2prims.executor.contraction_fusion import ContractionKernel
 from aten2prims.executor.segments import SegmentKernel
 from aten2prims.executor.threads import (
+    PART_BYTES,
     THREADS_VARIABLE,
     Parted,
     ReducedParted,
@@ -79,7 +81,15 @@ def test_large_steps_are_split_into_parts(models: dict) -> None:
     """The models above do run in parts: elementwise steps, reductions, chunked convolutions
     and matrix products."""
     cnn = plan_for(models["cnn"][0])
-    assert sum(type(step.kernel) is Parted for step in cnn.steps) >= 3
+    in_segments = {id(m.step) for segment in _segments(models["cnn"][0]) for m in segment.members}
+    large = [
+        step
+        for step in cnn.steps
+        if step.elementwise
+        and step.out_metas[0].dtype.itemsize * math.prod(step.out_metas[0].shape) >= 2 * PART_BYTES
+    ]
+    assert large, "the ReLU"
+    assert all(type(step.kernel) is Parted or id(step) in in_segments for step in large)
     chunked = [
         recipe
         for step in cnn.steps

@@ -45,11 +45,12 @@ from .steps import SlotRef, Step, describe_failure
 from .threads import Parted, ReducedParted, even_parts, run_parts
 
 # A segment writes at least this many bytes (less is not worth a hand-off between threads:
-# measured, a 512 KiB elementwise step took 52 us on one thread, 95 us in two parts).
-SEGMENT_BYTES = 1 << 20
+# measured, a 512 KiB elementwise step took 52 us on one thread, 95 us in two parts; the sizes
+# are those benchmarks/threads.py --estimate liked best, docs/executor.md#threads).
+SEGMENT_BYTES = 1 << 21
 # Each part writes at least this many bytes, and a segment has at most MAX_SEGMENT_PARTS parts
 # (more parts balance threads that start late; each costs a kernel call per step).
-SEGMENT_PART_BYTES = 1 << 18
+SEGMENT_PART_BYTES = 1 << 19
 MAX_SEGMENT_PARTS = 4
 
 # The view kernels of specialize.py a segment makes whole before its parts run (by the name of
