@@ -232,25 +232,3 @@ def test_a_segment_never_reads_rows_another_part_writes() -> None:
         product, added = aten2prims.execute(graph, data, threads=threads)
         assert product.tobytes() == (-(data["z"] * a)).tobytes()
         assert added.tobytes() == (-(a + np.float32(1.0))).tobytes()
-
-
-def test_a_dynamic_graph_runs_on_the_threads_asked_for(tmp_path: Path) -> None:
-    """A graph exported with a dynamic batch runs its static specialization with the caller's
-    thread count (a refused count is refused there too)."""
-
-    class Scale(torch.nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.exp(x) * 2.0
-
-    x = torch.randn(8, 65536)
-    batch = torch.export.Dim("batch", min=2, max=64)
-    program = torch.export.export(Scale(), (x,), dynamic_shapes=({0: batch},))
-    torch.export.save(program.run_decompositions(), tmp_path / "scale.pt2")
-    graph = aten2prims.lower(aten2prims.load(tmp_path / "scale.pt2"))
-    assert graph.symbols, "the batch stays symbolic"
-    with pytest.raises(ValueError, match="threads"):
-        aten2prims.execute(graph, [x.numpy()], threads=0)
-    one = aten2prims.execute(graph, [x.numpy()], threads=1)[0]
-    two = aten2prims.execute(graph, [x.numpy()], threads=2)[0]
-    assert one.tobytes() == two.tobytes()
-    np.testing.assert_allclose(one, (torch.exp(x) * 2.0).numpy(), rtol=1e-6)

@@ -148,9 +148,7 @@ def execute(
     if prims_graph.symbols:
         static = _specialized(planned, prims_graph, inputs)
         if static.symbols:
-            return _run_data_dependent(
-                static, inputs, seed, check, return_all_outputs, max_memory, threads
-            )
+            return _run_data_dependent(static, inputs, seed, check, return_all_outputs, max_memory)
         return execute(
             static,
             inputs,
@@ -158,7 +156,6 @@ def execute(
             check=check,
             return_all_outputs=return_all_outputs,
             max_memory=max_memory,
-            threads=threads,
         )
     over_budget(f"the inputs of graph {prims_graph.name}", planned.input_bytes, max_memory)
     given = _bind_inputs(prims_graph, planned, inputs)
@@ -242,7 +239,6 @@ def _run_data_dependent(
     check: bool,
     return_all_outputs: bool,
     max_memory: int | None,
-    threads: int | None,
 ) -> list[Any]:
     """Run a graph whose sizes still hold data-dependent (unbacked) symbols in segments: the
     nodes before the first one that uses such a symbol run as a static graph; that node's prim
@@ -262,9 +258,7 @@ def _run_data_dependent(
         node = graph.nodes[index]
         prefix, rest = split_before(graph, index)
         if prefix.nodes:
-            produced = execute(
-                prefix, feed, seed=seed, check=check, max_memory=max_memory, threads=threads
-            )
+            produced = execute(prefix, feed, seed=seed, check=check, max_memory=max_memory)
             feed.update((o.value.name, array) for o, array in zip(prefix.outputs, produced))
         # Symbols that are scalars the prefix computed (`x.item()`), then sizes a prim computes
         # from its operands' data (nonzero's count).
@@ -311,7 +305,6 @@ def _run_data_dependent(
         check=check,
         return_all_outputs=return_all_outputs,
         max_memory=max_memory,
-        threads=threads,
     )
 
 
