@@ -606,7 +606,7 @@ FLOAT_COMPLEX_UNARY: dict[str, Callable[..., Any]] = {
 }
 for _name, _fn in FLOAT_COMPLEX_UNARY.items():
     unary(_name, FLOAT_COMPLEX, _fn)
-FLOAT_UNARY: dict[str, Callable[..., Any]] = {
+_FLOAT_UNARY: dict[str, Callable[..., Any]] = {
     "bessel_i0": special.i0,
     "bessel_i0e": special.i0e,
     "bessel_i1": special.i1,
@@ -618,16 +618,16 @@ FLOAT_UNARY: dict[str, Callable[..., Any]] = {
     "erfc": special.erfc,
     "lgamma": _lgamma,
 }
-for _name, _fn in FLOAT_UNARY.items():
+for _name, _fn in _FLOAT_UNARY.items():
     unary(_name, FLOATS, _fn)
-F32_F64_UNARY: dict[str, Callable[..., Any]] = {
+_F32_F64_UNARY: dict[str, Callable[..., Any]] = {
     "bessel_j0": special.j0,
     "bessel_j1": special.j1,
     "erfcx": special.erfcx,
     "ndtri": special.ndtri,
     "spherical_bessel_j0": _spherical_bessel_j0,
 }
-for _name, _fn in F32_F64_UNARY.items():
+for _name, _fn in _F32_F64_UNARY.items():
     unary(_name, F32_F64, _fn)
 unary("conj_physical", COMPLEX, np.conjugate)
 unary(

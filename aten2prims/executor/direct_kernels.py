@@ -16,9 +16,7 @@ import numpy as np
 
 from prims.common import BOOL, COMPLEX, F32_F64, INTS
 from prims.elementwise import (
-    F32_F64_UNARY,
     FLOAT_COMPLEX_UNARY,
-    FLOAT_UNARY,
     isfinite_of,
     reciprocal_of,
     rsqrt_of,
@@ -68,13 +66,6 @@ DIRECT_KERNELS: dict[str, tuple[Callable[..., Any], frozenset[DType]]] = {
     **{
         name: (function, F32_F64 | COMPLEX)
         for name, function in FLOAT_COMPLEX_UNARY.items()
-        if isinstance(function, np.ufunc)
-    },
-    # Likewise the float-only unary prims whose kernel is one ufunc (SciPy's: erf for GELU),
-    # for float32 and float64 (their kernel computes float16/bfloat16 in float32).
-    **{
-        name: (function, F32_F64)
-        for name, function in {**FLOAT_UNARY, **F32_F64_UNARY}.items()
         if isinstance(function, np.ufunc)
     },
     "where": (np.where, STANDARD),
