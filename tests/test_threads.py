@@ -4,6 +4,7 @@ real models, and torch agrees with them."""
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -17,7 +18,9 @@ import prims
 from aten2prims.cli import main
 from aten2prims.executor import plan_for
 from aten2prims.executor.contraction_fusion import ContractionKernel
+from aten2prims.executor.segments import SegmentKernel
 from aten2prims.executor.threads import (
+    PART_BYTES,
     THREADS_VARIABLE,
     Parted,
     ReducedParted,
@@ -78,7 +81,15 @@ def test_large_steps_are_split_into_parts(models: dict) -> None:
     """The models above do run in parts: elementwise steps, reductions, chunked convolutions
     and matrix products."""
     cnn = plan_for(models["cnn"][0])
-    assert sum(type(step.kernel) is Parted for step in cnn.steps) >= 3
+    in_segments = {id(m.step) for segment in _segments(models["cnn"][0]) for m in segment.members}
+    large = [
+        step
+        for step in cnn.steps
+        if step.elementwise
+        and step.out_metas[0].dtype.itemsize * math.prod(step.out_metas[0].shape) >= 2 * PART_BYTES
+    ]
+    assert large, "the ReLU"
+    assert all(type(step.kernel) is Parted or id(step) in in_segments for step in large)
     chunked = [
         recipe
         for step in cnn.steps
@@ -177,3 +188,47 @@ def test_a_forked_child_runs_on_threads_of_its_own(models: dict) -> None:
 
 def _run_in_child(graph: object, inputs: list[np.ndarray]) -> np.ndarray:
     return aten2prims.execute(graph, inputs, threads=2)[0]  # type: ignore[arg-type]  # a Graph
+
+
+def _segments(graph: object) -> list[SegmentKernel]:
+    plan = plan_for(graph)  # type: ignore[arg-type]  # a Graph
+    namespace = plan.run.function.__globals__  # type: ignore[attr-defined]  # codegen's function
+    return [kernel for kernel in namespace.values() if isinstance(kernel, SegmentKernel)]
+
+
+def test_runs_of_row_wise_steps_share_one_parallel_region(models: dict) -> None:
+    """A softmax (amax, sub, exp, sum, div and the views between) and a layer norm's steps
+    run as segments: one hand-off between threads for the run, not one per step."""
+    segments = _segments(models["transformer"][0])
+    kinds = [tuple(member.kind for member in segment.members) for segment in segments]
+    assert any(k.count("reduce") >= 2 and k.count("map") >= 3 for k in kinds), kinds
+    assert all(len(segment.bounds) >= 2 for segment in segments)
+    assert _segments(models["cnn"][0]), "the CNN's batch norm and ReLU steps"
+
+
+def test_a_segment_never_reads_rows_another_part_writes() -> None:
+    """mul(z, v) reads all of `a` (v is a seen as one row, broadcast along z's rows); add(a, 1)
+    is then written into a's buffer (a dies there). In one segment each part would overwrite
+    rows of `a` that the other parts' mul still reads, so the add starts a segment of its own."""
+    n = 4096
+    with Builder("g") as builder:
+        x = builder.add_input("x", TensorMeta((8, n), DType.float32))
+        z = builder.add_input("z", TensorMeta((8, 8, n), DType.float32))
+        a = prims.exp(x)
+        product = prims.mul(z, prims.broadcast_in_dim(a, [8, 8, n], [1, 2]))
+        graph = builder.finish([prims.neg(product), prims.neg(prims.add(a, 1.0))])
+    rng = np.random.default_rng(0)
+    data = {
+        "x": rng.standard_normal((8, n)).astype(np.float32),
+        "z": rng.standard_normal((8, 8, n)).astype(np.float32),
+    }
+    add = next(step for step in plan_for(graph).steps if step.node.op == "prims.add")
+    assert add.out_argument == 0, "written into a's buffer"
+    for segment in _segments(graph):
+        ops = [member.step.node.op for member in segment.members]
+        assert "prims.add" not in ops or "prims.mul" not in ops, ops
+    a = np.exp(data["x"])
+    for threads in (1, 2, 4):
+        product, added = aten2prims.execute(graph, data, threads=threads)
+        assert product.tobytes() == (-(data["z"] * a)).tobytes()
+        assert added.tobytes() == (-(a + np.float32(1.0))).tobytes()

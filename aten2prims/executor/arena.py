@@ -17,6 +17,7 @@ takes one (a new one only when every other is in use by a concurrent call) and g
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -89,11 +90,18 @@ def plan_arena(
     output_slots: tuple[int, ...],
     meta_of: dict[int, Any],
     input_slots: set[int],
+    spans: Sequence[tuple[int, int]] = (),
 ) -> ArenaLayout:
     """Places the results of the steps that take `out=` (setting their `out_buffer`) and returns
     the arena's layout. Runs after buffer reuse (inplace.py): a step writing into an operand
-    needs no buffer of its own, and its result extends that operand's buffer's life."""
+    needs no buffer of its own, and its result extends that operand's buffer's life. `spans`
+    are runs of steps (first, last) whose parts run at once (segments.py): a buffer written or
+    read by one of them lives through the whole run."""
     _own_output_memory(steps, output_slots)
+    span_of: dict[int, tuple[int, int]] = {}
+    for first, last in spans:
+        for index in range(first, last + 1):
+            span_of[index] = (first, last)
     memory = Memory()
     for step in steps:
         reads = step.reads()
@@ -108,7 +116,7 @@ def plan_arena(
     end: dict[int, int] = {}
     for index, step in enumerate(steps):
         for slot in step.reads():
-            end[memory.find(slot)] = index
+            end[memory.find(slot)] = span_of.get(index, (index, index))[1]
     returned = {memory.find(slot) for slot in output_slots}
     wanted: list[tuple[int, Step, TensorMeta, int]] = []
     for index, step in enumerate(steps):
@@ -125,7 +133,8 @@ def plan_arena(
             or slot in input_slots
         ):
             continue
-        wanted.append((index, step, meta, max(index, end.get(root, index))))
+        first, last = span_of.get(index, (index, index))
+        wanted.append((first, step, meta, max(last, end.get(root, index))))
     placed: list[Buffer] = []
     by_step: dict[int, int] = {}
     total = 0

@@ -18,7 +18,7 @@ A kernel that raises is found by the line it failed on and reported as the step'
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -54,7 +54,9 @@ class CompiledRun:
         return None
 
 
-def compile_steps(steps: list[Step]) -> CompiledRun:
+def compile_steps(steps: list[Step], origin: Sequence[int] | None = None) -> CompiledRun:
+    """The steps as one function; `origin[i]` is the number step i is known by in errors
+    (`CompiledRun.step_at_line`; default i: a segment's step stands for several)."""
     namespace: dict[str, Any] = {"asarray": np.asarray}
     lines = ["def run(v, rng, o):"]
     step_at_line = [-1, -1]  # line numbers start at 1; line 1 is the def
@@ -67,6 +69,8 @@ def compile_steps(steps: list[Step]) -> CompiledRun:
         ]
         if step.random:
             arguments.append("rng=rng")
+        if step.takes_arena:
+            arguments.append("arena=o")
         if step.out_argument is not None:
             arguments.append(f"out={arguments[step.out_argument]}")
         elif step.out_buffer is not None:
@@ -89,7 +93,7 @@ def compile_steps(steps: list[Step]) -> CompiledRun:
             statements.append(" = ".join(f"v[{slot}]" for slot in step.free_after) + " = None")
         for statement in statements:
             lines.append("    " + statement)
-            step_at_line.append(index)
+            step_at_line.append(index if origin is None else origin[index])
     if len(lines) == 1:
         lines.append("    pass")
     source = "\n".join(lines) + "\n"

@@ -18,7 +18,10 @@ Planning, in order:
    threads share;
 8. static memory planning (`arena.py`): every other result whose kernel takes `out=` written
    into a buffer of an arena kept between calls, buffers shared by results of disjoint lifetimes;
-9. code generation (`codegen.py`): the steps as one straight-line Python function.
+9. segments (`segments.py`): runs of steps computing their results row by row, each run one
+   step whose row parts the threads share (the arena planned again, keeping a run's buffers
+   alive through the whole run);
+10. code generation (`codegen.py`): the steps as one straight-line Python function.
 
 `reference.py` runs a graph node by node with none of this: the oracle the tests compare with.
 """
@@ -46,6 +49,7 @@ from .folding import fold_constants
 from .fusion import FusedGroup, FusionRule, find_groups
 from .gather import orthogonal_gather_rule
 from .inplace import reuse_dying_operands
+from .segments import Segment, find_segments, segmented
 from .select import bound_select_rule
 from .specialize import relax_broadcasts, specialized
 from .steps import Slots, Step
@@ -159,6 +163,12 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     reuse_dying_operands(steps, output_slots, meta_of, set(input_slots.values()))
     split_steps(steps, meta_of)
     layout = plan_arena(steps, output_slots, meta_of, set(input_slots.values()))
+    segments = find_segments(steps, meta_of)
+    if segments:  # their buffers live through their whole runs
+        spans = [(segment.first, segment.last) for segment in segments]
+        layout = plan_arena(steps, output_slots, meta_of, set(input_slots.values()), spans)
+    run_steps = segmented(steps, segments)
+    origin = _origins(steps, segments)
     initial: list[Any] = [None] * len(slots.slot_of)
     for graph_input in folded.inputs:
         if graph_input.data is not None and graph_input.name not in overridden:
@@ -173,7 +183,7 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
         tuple(slot in set(input_slots.values()) for slot in output_slots),
         len(slots.slot_of),
         initial,
-        compile_steps(steps),
+        compile_steps(run_steps, origin),
         ArenaPool(layout),
         random=any(step.random for step in steps),
         resident_bytes=constants.resident_bytes,
@@ -220,3 +230,16 @@ def _assign_last_uses(steps: list[Step], output_slots: tuple[int, ...]) -> None:
             frees[index].append(slot)
     for step, free in zip(steps, frees):
         step.free_after = tuple(sorted(free))
+
+
+def _origins(steps: list[Step], segments: list[Segment]) -> list[int]:
+    """Per step of `segmented(steps, segments)`: the number of the step it stands for in
+    `steps` (a segment's: its first member's)."""
+    starts = {segment.first: segment for segment in segments}
+    result: list[int] = []
+    index = 0
+    while index < len(steps):
+        result.append(index)
+        segment = starts.get(index)
+        index = segment.last + 1 if segment is not None else index + 1
+    return result

@@ -27,7 +27,6 @@ from prims.registry import lookup
 from ..errors import DTypeError, ExecutionError, ShapeError
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, InputKind
-from ..ir.printer import format_provenance
 from ..ir.symbolic import SymExpr, evaluate, free_symbols, symbol
 from ..ir.values import ScalarMeta, TensorMeta, Value
 from ..limits import nbytes, over_budget
@@ -35,7 +34,7 @@ from ..passes.bind import bind_symbols, first_unbound, specialize, split_before
 from ..schema.higher_order import NAMESPACE as HIGHER_ORDER
 from .control_flow import install_runner
 from .plan import Plan, build_plan
-from .steps import Step, resolve
+from .steps import Step, describe_failure, resolve
 from .threads import Parted, ReducedParted, default_threads, running_with
 
 
@@ -245,7 +244,7 @@ def _run(
                     index = plan.run.failed_step(error.__traceback__)  # type: ignore[attr-defined]  # set by codegen
                     if index is None or index < 0:
                         raise
-                    raise ExecutionError(_describe_failure(plan.steps[index], error)) from error
+                    raise ExecutionError(describe_failure(plan.steps[index], error)) from error
     finally:
         _CALLER.reset(caller)
         plan.arenas.give(arena)
@@ -504,7 +503,7 @@ def _run_step(step: Step, values: list[Any], rng: np.random.Generator | None) ->
     except ExecutionError:
         raise
     except Exception as error:  # a kernel failed: name the node and where it came from
-        raise ExecutionError(_describe_failure(step, error)) from error
+        raise ExecutionError(describe_failure(step, error)) from error
     if len(step.out_slots) == 1:
         values[step.out_slots[0]] = _as_result(result, step.out_metas[0])
     else:
@@ -522,15 +521,6 @@ def _as_result(result: Any, meta: Any) -> Any:
     if type(meta) is TensorMeta and type(result) is not np.ndarray:
         return np.asarray(result)
     return result
-
-
-def _describe_failure(step: Step, error: Exception) -> str:
-    node = step.node
-    names = ", ".join(f"%{r.name}" for r in node.results) or "(no results)"
-    where = format_provenance(node.provenance).removeprefix("# ")
-    fused = f" (fused with {len(step.nodes) - 1} other node(s))" if len(step.nodes) > 1 else ""
-    text = f"{node.op} computing {names}{fused} failed: {type(error).__name__}: {error}"
-    return f"{text} [from {where}]" if where else text
 
 
 def _check_result(step: Step, result: Any, meta: Any) -> None:

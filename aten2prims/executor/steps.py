@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from ..ir.graph import Node
+from ..ir.printer import format_provenance
 from ..ir.values import Value
 
 
@@ -54,6 +55,9 @@ class Step:
     takes_out: bool = False
     # The number of the arena buffer the step writes its result into (arena.py), or None.
     out_buffer: int | None = None
+    # The kernel also takes the call's arena (`arena=`, the tuple of its buffers): a segment's
+    # step (segments.py), whose members write into buffers of their own.
+    takes_arena: bool = False
 
     @property
     def node(self) -> Node:
@@ -108,3 +112,13 @@ def resolve(structure: Any, values: Sequence[Any]) -> Any:
     if type(structure) is tuple:
         return tuple(resolve(item, values) for item in structure)
     return structure
+
+
+def describe_failure(step: Step, error: Exception) -> str:
+    """The message of a step's kernel failing: the node, its results and where it came from."""
+    node = step.node
+    names = ", ".join(f"%{r.name}" for r in node.results) or "(no results)"
+    where = format_provenance(node.provenance).removeprefix("# ")
+    fused = f" (fused with {len(step.nodes) - 1} other node(s))" if len(step.nodes) > 1 else ""
+    text = f"{node.op} computing {names}{fused} failed: {type(error).__name__}: {error}"
+    return f"{text} [from {where}]" if where else text

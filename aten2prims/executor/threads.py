@@ -16,12 +16,14 @@ our parts took half again as much CPU time on the transformer).
 
 from __future__ import annotations
 
+import _thread
 import functools
+import itertools
 import math
 import os
+import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -35,8 +37,9 @@ from .steps import SlotRef
 
 # The environment variable giving execute()'s default thread count.
 THREADS_VARIABLE = "ATEN2PRIMS_NUM_THREADS"
-# A part holds at least this many bytes (of the result; of the operand, for a reduction).
-PART_BYTES = 1 << 17
+# A part holds at least this many bytes (of the result; of the operand, for a reduction):
+# handing a part to another thread costs tens of microseconds (docs/executor.md#threads).
+PART_BYTES = 1 << 20
 # At most this many parts per step (each part costs a few microseconds of Python).
 MAX_PARTS = 4
 
@@ -58,15 +61,69 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
-class _Call(threading.local):
-    """The pool of the call running on this thread (None: one thread)."""
+class _Region:
+    """One `run_parts` call, shared by the caller and the workers it wakes: each thread claims
+    the next unclaimed part until none is left, so a worker that wakes late (waking a sleeping
+    thread costs tens of microseconds) takes fewer parts instead of delaying the call. The
+    thread finishing the last part releases `done`."""
 
-    pool: ThreadPoolExecutor | None = None
+    __slots__ = ("claims", "done", "errors", "finished", "parts", "state")
+
+    def __init__(self, parts: Sequence[Callable[[], None]], state: Any) -> None:
+        self.parts = parts
+        self.state = state  # NumPy's error state is per thread: the workers take the caller's
+        # next() of a count is one C call: atomic under the GIL, so a part is claimed once.
+        self.claims = itertools.count()
+        self.finished = itertools.count(1)
+        self.errors: list[tuple[int, BaseException]] = []
+        self.done = _thread.allocate_lock()
+        self.done.acquire()
+
+    def work(self) -> None:
+        parts, total = self.parts, len(self.parts)
+        while True:
+            index = next(self.claims)
+            if index >= total:
+                return
+            try:
+                parts[index]()
+            except BaseException as raised:  # kept: re-raised by the caller after every part
+                self.errors.append((index, raised))
+            if next(self.finished) == total:
+                self.done.release()
+
+
+class _Workers:
+    """`count` threads waiting for regions to help with (one queue each; a region is put into
+    the queues of as many workers as it has parts beyond the caller's first)."""
+
+    def __init__(self, count: int) -> None:
+        self.queues: list[queue.SimpleQueue[_Region]] = [queue.SimpleQueue() for _ in range(count)]
+        for number, inbox in enumerate(self.queues):
+            threading.Thread(
+                target=_serve, args=(inbox,), name=f"aten2prims-{number}", daemon=True
+            ).start()
+
+
+def _serve(inbox: queue.SimpleQueue[_Region]) -> None:
+    state: Any = np.geterr()
+    while True:
+        region = inbox.get()
+        if region.state != state:
+            state = region.state
+            np.seterr(**state)
+        region.work()
+
+
+class _Call(threading.local):
+    """The workers of the call running on this thread (None: one thread)."""
+
+    workers: _Workers | None = None
     threads: int = 1
 
 
 _CALL = _Call()
-_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS: dict[int, _Workers] = {}
 _POOLS_LOCK = threading.Lock()
 
 
@@ -81,13 +138,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pools)
 
 
-def _pool(threads: int) -> ThreadPoolExecutor:
+def _pool(threads: int) -> _Workers:
     with _POOLS_LOCK:
         pool = _POOLS.get(threads)
         if pool is None:
-            pool = _POOLS[threads] = ThreadPoolExecutor(
-                threads - 1, thread_name_prefix="aten2prims"
-            )
+            pool = _POOLS[threads] = _Workers(threads - 1)
         return pool
 
 
@@ -128,47 +183,32 @@ def running_with(threads: int) -> Iterator[None]:
     """The calling thread's steps run their parts on `threads` threads, BLAS on one."""
     if threads < 1:
         raise ValueError(f"threads must be a positive integer, got {threads}")
-    outer = _CALL.pool, _CALL.threads
-    _CALL.pool, _CALL.threads = (_pool(threads) if threads > 1 else None), threads
+    outer = _CALL.workers, _CALL.threads
+    _CALL.workers, _CALL.threads = (_pool(threads) if threads > 1 else None), threads
     try:
         with BLAS.limited(1):
             yield
     finally:
-        _CALL.pool, _CALL.threads = outer
+        _CALL.workers, _CALL.threads = outer
 
 
 def run_parts(parts: Sequence[Callable[[], None]]) -> None:
-    """Runs every part, on the call's threads when it has several. Parts must write disjoint
-    memory. Exceptions are re-raised (the first part's first) after every part has ended."""
-    pool = _CALL.pool
-    if pool is None or len(parts) < 2:
+    """Runs every part, on the call's threads when it has several: the caller and the workers
+    claim the parts in order, one at a time (who runs which part varies; what each part
+    computes does not). Parts must write disjoint memory. Exceptions are re-raised (the
+    lowest-numbered failing part's) after every part has ended."""
+    workers = _CALL.workers
+    if workers is None or len(parts) < 2:
         for part in parts:
             part()
         return
-    count = min(_CALL.threads, len(parts))
-    # Each thread runs a contiguous run of the parts, in order.
-    runs = [parts[i * len(parts) // count : (i + 1) * len(parts) // count] for i in range(count)]
-
-    state = np.geterr()  # NumPy's error state is per thread: the workers take the caller's
-
-    def run(items: Sequence[Callable[[], None]]) -> None:
-        with np.errstate(**state):
-            for item in items:
-                item()
-
-    futures: list[Future[None]] = [pool.submit(run, items) for items in runs[1:]]
-    error: BaseException | None = None
-    try:
-        for item in runs[0]:
-            item()
-    except BaseException as raised:  # wait for the other threads before re-raising
-        error = raised
-    for future in futures:
-        exception = future.exception()
-        if error is None and exception is not None:
-            error = exception
-    if error is not None:
-        raise error
+    region = _Region(parts, np.geterr())
+    for inbox in workers.queues[: len(parts) - 1]:
+        inbox.put(region)
+    region.work()
+    region.done.acquire()
+    if region.errors:
+        raise min(region.errors, key=lambda error: error[0])[1]
 
 
 # -- splitting a result into parts ------------------------------------------------------------------
