@@ -203,7 +203,8 @@ def test_runs_of_row_wise_steps_share_one_parallel_region(models: dict) -> None:
     kinds = [tuple(member.kind for member in segment.members) for segment in segments]
     assert any(k.count("reduce") >= 2 and k.count("map") >= 3 for k in kinds), kinds
     assert all(len(segment.bounds) >= 2 for segment in segments)
-    assert _segments(models["cnn"][0]), "the CNN's batch norm and ReLU steps"
+    # (The CNN has no such run: its batch norms run in the convolutions' epilogues and each ReLU
+    # is one clamp step, which runs in parts: test_large_steps_are_split_into_parts.)
 
 
 def test_a_segment_never_reads_rows_another_part_writes() -> None:

@@ -66,6 +66,9 @@ class FusedGroup:
     fresh_result: bool = False
     # The kernel also takes `out=` (Step.takes_out).
     takes_out: bool = False
+    # The kernel is a plain elementwise NumPy function of its operands (Step.elementwise): the
+    # threads may run it in parts or in a segment of row-wise steps.
+    elementwise: bool = False
 
 
 FusionRule = Callable[[FusionContext, int], "FusedGroup | None"]

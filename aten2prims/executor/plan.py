@@ -207,6 +207,7 @@ def _steps(graph: Graph, slots: Slots, groups: dict[int, FusedGroup]) -> list[St
                     tuple(r.meta for r in node.results),
                     result_kind="fresh" if group.fresh_result else "view",
                     takes_out=group.takes_out,
+                    elementwise=group.elementwise,
                 )
             )
         elif index not in claimed:

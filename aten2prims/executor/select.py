@@ -133,10 +133,18 @@ def bound_select_rule(context: FusionContext, index: int) -> FusedGroup | None:
                     np.clip,
                     fresh_result=True,
                     takes_out=True,
+                    elementwise=True,
                 )
     if not _exact(context, x, bound):
         return None
-    return FusedGroup((compare_index, index), (x, bound), ufunc, fresh_result=True, takes_out=True)
+    return FusedGroup(
+        (compare_index, index),
+        (x, bound),
+        ufunc,
+        fresh_result=True,
+        takes_out=True,
+        elementwise=True,
+    )
 
 
 def _bound_select(context: FusionContext, index: int) -> tuple[int, Value, np.ufunc, Any] | None:
