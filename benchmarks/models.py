@@ -188,7 +188,7 @@ def run_worker(
     options: argparse.Namespace,
     script: Path | None = None,
 ) -> dict[str, Any]:
-    """Runs `script --worker RUNTIME` (this file by default; `benchmarks/profile.py` has its own
+    """Runs `script --worker RUNTIME` (this file by default; `benchmarks/plan_profile.py` has its own
     workers) in a fresh process at `threads` threads; its last line of output, as JSON."""
     environment = dict(os.environ)
     for variable in THREAD_VARIABLES:

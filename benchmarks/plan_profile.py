@@ -1,6 +1,6 @@
 """Where a call's time goes in our executor, plan step by plan step, next to torch eager's.
 
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/profile.py \\
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/plan_profile.py \\
         [--only REGEX | --model NAME] [--scale full|quick|tiny] [--repeats N] [--warmup N]
         [--top N] [--steps N] [--dir DIR] [--no-eager] [--torch-ops] [--json FILE]
 
@@ -43,15 +43,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# benchmarks/ is not a package: its modules import each other by file name, from the directory
-# on sys.path. This file's name is the standard library's `profile`, which torch imports (through
-# cProfile) while building some models: the standard one is loaded first, with this directory off
-# sys.path, so that later imports find it in sys.modules rather than this file.
-_HERE = str(Path(__file__).resolve().parent)
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(_HERE)]
-import cProfile  # noqa: F401  # loads the standard `profile` first
+# benchmarks/ is not a package: its modules import each other by file name. (This file is not
+# named profile.py: with benchmarks/ on sys.path that would shadow the standard library's
+# `profile`, which cProfile imports, and torch imports cProfile while building some models.)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-sys.path.insert(0, _HERE)
 import models
 
 SLOWEST = 40  # single steps kept per model (--steps prints as many of them as asked)
