@@ -90,7 +90,7 @@ MODEL_ERROR_FACTOR = 2.0
 LOOSE_ERROR_FACTOR = 20.0
 
 
-def _suite() -> Any:
+def suite_module() -> Any:
     """benchmarks/suite.py (torch imported: the parent and the torch workers only)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import suite  # benchmarks/ is not a package
@@ -145,7 +145,7 @@ def prepare(name: str, scale: str, directory: Path, ort: bool) -> dict[str, Any]
     import torch
     from torch.utils._pytree import tree_leaves
 
-    suite = _suite()
+    suite = suite_module()
     model, inputs = suite.build(name, scale)
     facts: dict[str, Any] = {"model": name, "input": suite.BY_NAME[name].shape(scale)}
     start = time.perf_counter()
@@ -181,8 +181,15 @@ def prepare(name: str, scale: str, directory: Path, ort: bool) -> dict[str, Any]
 
 
 def run_worker(
-    runtime: str, name: str, threads: int, directory: Path, options: argparse.Namespace
+    runtime: str,
+    name: str,
+    threads: int,
+    directory: Path,
+    options: argparse.Namespace,
+    script: Path | None = None,
 ) -> dict[str, Any]:
+    """Runs `script --worker RUNTIME` (this file by default; `benchmarks/plan_profile.py` has its own
+    workers) in a fresh process at `threads` threads; its last line of output, as JSON."""
     environment = dict(os.environ)
     for variable in THREAD_VARIABLES:
         environment[variable] = str(threads)
@@ -192,7 +199,7 @@ def run_worker(
     )
     command = [
         sys.executable,
-        str(Path(__file__).resolve()),
+        str(script or Path(__file__).resolve()),
         "--worker",
         runtime,
         "--model",
@@ -227,7 +234,7 @@ def run_worker(
 
 
 def measure(options: argparse.Namespace) -> dict[str, Any]:
-    suite = _suite()
+    suite = suite_module()
     available = available_runtimes()
     runtimes = [r for r in options.runtimes.split(",") if r]
     for runtime in runtimes:
@@ -648,7 +655,7 @@ def worker(options: argparse.Namespace) -> dict[str, Any]:
         import torch
 
         torch.set_num_threads(threads)
-        suite = _suite()
+        suite = suite_module()
         suite.BY_NAME[options.model].preload()  # transformers' lazy modules, as torch's imports
     import threadpoolctl  # noqa: F401  # likewise
 
