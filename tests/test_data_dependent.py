@@ -347,12 +347,11 @@ UNIQUE_CASES: dict[str, tuple[torch.nn.Module, str]] = {
 }
 
 
-@pytest.mark.parametrize("name", list(UNIQUE_CASES))
-def test_unique_counts_bind_when_run_and_match_torch_exactly(name: str, tmp_path: Path) -> None:
-    """torch.unique's number of distinct values is an unbacked symbol: one lowering serves
-    inputs with different numbers of them; values, inverse and counts equal torch's."""
-    module, op = UNIQUE_CASES[name]
-    example = torch.tensor([[3, 1, 2], [3, 1, 5]])
+def _unique_lowered(
+    module: torch.nn.Module, op: str, example: torch.Tensor, name: str, tmp_path: Path
+) -> aten2prims.Graph:
+    """The module exported (it must call `op`), saved, loaded with an unbacked symbol, lowered,
+    verified and round-tripped through the text form."""
     program = torch.export.export(module, (example,)).run_decompositions()
     assert op in {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
     path = tmp_path / f"{name}.pt2"
@@ -362,6 +361,15 @@ def test_unique_counts_bind_when_run_and_match_torch_exactly(name: str, tmp_path
     lowered = aten2prims.lower(graph)
     verify(lowered)
     assert graph_difference(parse(str(lowered)), lowered) is None
+    return lowered
+
+
+@pytest.mark.parametrize("name", list(UNIQUE_CASES))
+def test_unique_counts_bind_when_run_and_match_torch_exactly(name: str, tmp_path: Path) -> None:
+    """torch.unique's number of distinct values is an unbacked symbol: one lowering serves
+    inputs with different numbers of them; values, inverse and counts equal torch's."""
+    module, op = UNIQUE_CASES[name]
+    lowered = _unique_lowered(module, op, torch.tensor([[3, 1, 2], [3, 1, 5]]), name, tmp_path)
     counts = set()
     for seed in range(7):
         x = torch.randint(0, 2 + seed, (2, 3), generator=torch.Generator().manual_seed(seed))
@@ -446,15 +454,7 @@ def test_unique_slices_bind_when_run_and_match_torch_exactly(name: str, tmp_path
     symbol bound when the node runs; slices, inverse and counts equal torch's (its CPU kernel
     returns inverse and counts with a dim whether asked or not)."""
     module, op = UNIQUE_DIM_CASES[name]
-    program = torch.export.export(module, (SLICE_INPUTS[0],)).run_decompositions()
-    assert op in {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
-    path = tmp_path / f"{name}.pt2"
-    torch.export.save(program, path)
-    graph = aten2prims.load(path)
-    assert any(not s.backed for s in graph.symbols.values())
-    lowered = aten2prims.lower(graph)
-    verify(lowered)
-    assert graph_difference(parse(str(lowered)), lowered) is None
+    lowered = _unique_lowered(module, op, SLICE_INPUTS[0], name, tmp_path)
     counts = set()
     for index, x in enumerate(SLICE_INPUTS):
         ours = aten2prims.execute(lowered, [x.numpy()], check=True)
