@@ -489,6 +489,15 @@ def _expression(value: Any, what: str, hints: dict[str, int]) -> Any:
     return expression
 
 
+def _nested_tensor(payload: Any, what: str) -> Any:
+    """The tensor argument of a nested graph's input or output (the only kind such graphs have
+    here)."""
+    variant, argument = _union(payload)
+    if variant != "as_tensor":
+        raise _Unsupported(f"{what}: kind {_short(variant)} is not supported (tensors only)")
+    return argument
+
+
 def _each(convert: Callable[[Any], Any]) -> Callable[[Any], tuple[Any, ...]]:
     """A list payload converted element by element."""
     return lambda payload: tuple(map(convert, _list(payload)))
@@ -669,24 +678,14 @@ class _ModelReader:
         nested.depth, nested.hints, nested.ranges = self.depth + 1, self.hints, self.ranges
         inputs = []
         for position, placeholder in enumerate(_list(graph["inputs"])):
-            variant, argument = _union(placeholder)
-            if variant != "as_tensor":
-                raise _Unsupported(
-                    f"graph {name}, input {position}: kind {_short(variant)} is not supported "
-                    "(tensors only)"
-                )
+            argument = _nested_tensor(placeholder, f"graph {name}, input {position}")
             inputs.append(GraphInput(nested.define(argument["name"])))
         check_known_aten_ops(nested.op_uses(), entry=self.entry)
         read = (nested.read_node(index, node) for index, node in enumerate(_list(graph["nodes"])))
         nodes = [node for node in read if node is not None]
         outputs = []
         for position, result in enumerate(_list(graph["outputs"])):
-            variant, argument = _union(result)
-            if variant != "as_tensor":
-                raise _Unsupported(
-                    f"graph {name}, output {position}: kind {_short(variant)} is not supported "
-                    "(tensors only)"
-                )
+            argument = _nested_tensor(result, f"graph {name}, output {position}")
             outputs.append(GraphOutput(nested.tensor(argument)))
         return Graph(name, inputs, nodes, outputs)
 

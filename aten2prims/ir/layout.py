@@ -20,7 +20,7 @@ every op.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .symbolic import SymExpr, remembered, same_size, settled
@@ -80,14 +80,7 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
     """torch's `is_contiguous`: dims of length 1 are ignored; empty tensors are contiguous."""
     if _numel(shape) == 0:
         return True
-    expected = 1
-    for size, stride in reversed(tuple(zip(shape, strides))):
-        if size == 1:
-            continue
-        if stride != expected:
-            return False
-        expected = expected * size
-    return True
+    return _dense_in_order(shape, strides, reversed(range(len(shape))))
 
 
 @remembered
@@ -96,14 +89,7 @@ def is_channels_last_contiguous(shape: Sequence[int], strides: Sequence[int]) ->
     order = {4: (1, 3, 2, 0), 5: (1, 4, 3, 2, 0)}.get(len(shape))
     if order is None:
         return False
-    expected = 1
-    for dim in order:
-        if shape[dim] == 1:
-            continue
-        if strides[dim] != expected:
-            return False
-        expected = expected * shape[dim]
-    return True
+    return _dense_in_order(shape, strides, order)
 
 
 @remembered
@@ -112,14 +98,20 @@ def is_non_overlapping_and_dense(shape: Sequence[int], strides: Sequence[int]) -
         return True
     if len(shape) == 1:
         return strides[0] == 1
-    pairs = sorted(zip(strides, shape))
+    by_stride = sorted(range(len(shape)), key=lambda d: (strides[d], shape[d]))
+    return _dense_in_order(shape, strides, by_stride)
+
+
+def _dense_in_order(shape: Sequence[int], strides: Sequence[int], dims: Iterable[int]) -> bool:
+    """Whether the dims, innermost first, lay the elements out densely: each stride the product
+    of the sizes before it (dims of length 1 ignored, as torch does)."""
     expected = 1
-    for stride, size in pairs:
-        if size == 1:
+    for dim in dims:
+        if shape[dim] == 1:
             continue
-        if stride != expected:
+        if strides[dim] != expected:
             return False
-        expected = expected * size
+        expected = expected * shape[dim]
     return True
 
 

@@ -103,22 +103,38 @@ def _check_cond(node: Node) -> str | None:
     return None
 
 
-def _check_map(node: Node) -> str | None:
-    body, xs, extra = node.args
-    for what, operands in (
-        ("mapped operands (argument 1)", xs),
-        ("extra operands (argument 2)", extra),
-    ):
+def _not_tensor_lists(*named: tuple[str, Any]) -> str | None:
+    """The complaint about the first of the (what, operands) that is not a tuple of tensors."""
+    for what, operands in named:
         if type(operands) is not tuple or not all(
             type(v) is Value and v.is_tensor for v in operands
         ):
             return f"the {what} must be a list of tensors"
+    return None
+
+
+def _leading_slices(xs: tuple[Value, ...], what: str) -> list[TensorMeta] | str:
+    """The metas of one slice along the first dimension of each of `xs` (the operands a map or a
+    scan walks together), or the complaint when they do not share that dimension."""
     if not xs:
-        return "there must be at least one mapped operand"
+        return f"there must be at least one {what} operand"
     length = xs[0].shape[0] if xs[0].ndim else None
     if length is None or any(not x.ndim or not _same_size(x.shape[0], length) for x in xs):
-        return f"the mapped operands must share their first dimension, got {_show(_metas(xs))}"
-    slices = [TensorMeta(x.shape[1:], x.dtype) for x in xs]
+        return f"the {what} operands must share their first dimension, got {_show(_metas(xs))}"
+    return [TensorMeta(x.shape[1:], x.dtype) for x in xs]
+
+
+def _check_map(node: Node) -> str | None:
+    body, xs, extra = node.args
+    wrong = _not_tensor_lists(
+        ("mapped operands (argument 1)", xs), ("extra operands (argument 2)", extra)
+    )
+    if wrong is not None:
+        return wrong
+    slices = _leading_slices(xs, "mapped")
+    if type(slices) is str:
+        return slices
+    length = xs[0].shape[0]
     takes, returns = _signature(body)
     if takes != [*slices, *_metas(extra)]:
         return (
@@ -146,11 +162,9 @@ def _is_predicate(meta: Any) -> bool:
 
 def _check_while_loop(node: Node) -> str | None:
     cond_graph, body, carried, extra = node.args
-    for what, operands in (("carried", carried), ("extra", extra)):
-        if type(operands) is not tuple or not all(
-            type(v) is Value and v.is_tensor for v in operands
-        ):
-            return f"the {what} operands must be a list of tensors"
+    wrong = _not_tensor_lists(("carried operands", carried), ("extra operands", extra))
+    if wrong is not None:
+        return wrong
     operands = [*_metas(carried), *_metas(extra)]
     takes, returns = _signature(cond_graph)
     if takes != operands:
@@ -182,17 +196,15 @@ def _check_while_loop(node: Node) -> str | None:
 
 def _check_scan(node: Node) -> str | None:
     combine, init, xs, extra = node.args
-    for what, operands in (("initial", init), ("scanned", xs), ("extra", extra)):
-        if type(operands) is not tuple or not all(
-            type(v) is Value and v.is_tensor for v in operands
-        ):
-            return f"the {what} operands must be a list of tensors"
-    if not xs:
-        return "there must be at least one scanned operand"
-    length = xs[0].shape[0] if xs[0].ndim else None
-    if length is None or any(not x.ndim or not _same_size(x.shape[0], length) for x in xs):
-        return f"the scanned operands must share their first dimension, got {_show(_metas(xs))}"
-    slices = [TensorMeta(x.shape[1:], x.dtype) for x in xs]
+    wrong = _not_tensor_lists(
+        ("initial operands", init), ("scanned operands", xs), ("extra operands", extra)
+    )
+    if wrong is not None:
+        return wrong
+    slices = _leading_slices(xs, "scanned")
+    if type(slices) is str:
+        return slices
+    length = xs[0].shape[0]
     operands = [*_metas(init), *slices, *_metas(extra)]
     takes, returns = _signature(combine)
     if takes != operands:
