@@ -8,9 +8,10 @@ executor produced) → compare each output with torch's under the tolerance rule
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -174,11 +175,29 @@ SUMS_OF_PRODUCTS = frozenset(
 )
 
 
+@contextlib.contextmanager
+def float64_promotions() -> Iterator[None]:
+    """torch's default dtype set to float64 for the while: an integer or bool operand that an
+    op promotes to a floating result (irfft or sigmoid of an int32 tensor, int / int) is then
+    promoted to float64 (complex128), as a widened floating operand is. Under the float32
+    default such a "float64 reference" would be torch's float32 result itself."""
+    # why: only the reference computations need torch, and only when they run
+    import torch
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
 def float64_reference(call: AtenCall, *, magnitudes: bool = False) -> list[Any] | None:
-    """torch's results with every floating/complex input tensor widened to float64/complex128,
-    narrowed back to the original result dtypes' width only in comparison (None when the op
-    cannot run that way). With `magnitudes`, each input is replaced by its absolute value: for a
-    sum of products (SUMS_OF_PRODUCTS) that gives each element's sum of |terms|."""
+    """torch's results with every floating/complex input tensor widened to float64/complex128
+    and integer operands promoted to them (`float64_promotions`), narrowed back to the original
+    result dtypes' width only in comparison (None when the op cannot run that way). With
+    `magnitudes`, each input is replaced by its absolute value: for a sum of products
+    (SUMS_OF_PRODUCTS) that gives each element's sum of |terms|."""
     import torch
 
     def widen(value: Any) -> Any:
@@ -195,7 +214,8 @@ def float64_reference(call: AtenCall, *, magnitudes: bool = False) -> list[Any] 
 
     try:
         wide = AtenCall(call.op, widen(call.args), {k: widen(v) for k, v in call.kwargs.items()})
-        return _expected(torch_outputs(wide))
+        with float64_promotions():
+            return _expected(torch_outputs(wide))
     except Exception:
         return None
 
