@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import attrs
+import numpy as np
 import pytest
 import torch
 from torch.export import Dim
@@ -355,10 +356,6 @@ KNOWN_GAPS: dict[str, str] = {
     # tensor_split at tensor indices slices at data-dependent bounds: our size of the slice,
     # max(0, u1 - u0), is not matched with the fresh unbacked symbol torch gives it
     "tensor_split": r"the rule produced .* the graph says",
-    # norm="ortho" over a dynamic transformed dim: the rule's scale 1/sqrt(n) is computed from
-    # the example's signal length, under a check
-    "fft.rfft": r"lowered assuming",
-    "fft.irfft": r"lowered assuming",
 }
 # family -> the fewest samples that must run dynamic, random ones included (what runs today)
 MINIMUM: dict[str, int] = {
@@ -384,7 +381,7 @@ MINIMUM: dict[str, int] = {
     "creation": 6,
     "random": 4,
     "conversion": 8,
-    "fft": 6,
+    "fft": 8,
 }
 
 # The dtypes an OpInfo runs in: the first it supports of the floating group and of the integer
@@ -815,3 +812,36 @@ def test_irfft_of_int32_lowered_dynamic_matches_the_float64_result_at_a_new_size
     verdict = compare(ours, to_numpy(eager), reference=to_numpy(reference), what="irfft")
     assert verdict, verdict.message
     assert torch.get_default_dtype() == torch.float32  # restored
+
+
+@pytest.mark.parametrize("transform", [torch.fft.rfft, torch.fft.irfft], ids=["rfft", "irfft"])
+def test_fft_ortho_over_a_dynamic_dim_runs_every_length_from_one_lowering(transform: Any) -> None:
+    """norm="ortho" scales by 1/sqrt(n), n the transform length: over a dynamic dim a symbolic
+    size, whose square root the graph computes when it runs (no check on the length). irfft's
+    default n = 2 (m - 1) includes m = 2, where n // 2 + 1 = m: the halved dim is not sliced
+    then, nor decided on. At every length ours equals the static lowering's bits and torch's
+    result within float32 tolerances."""
+
+    class Transform(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return transform(x, dim=-1, norm="ortho")
+
+    example = torch.linspace(-2.0, 3.0, 4 * 7).reshape(4, 7)
+    if transform is torch.fft.irfft:
+        example = torch.complex(example, example.flip(1))
+    program = torch.export.export(
+        Transform(), (example,), dynamic_shapes=({0: Dim.AUTO, 1: Dim.AUTO},)
+    )
+    lowered = aten2prims.lower(aten2prims.from_fx(program.run_decompositions()))
+    assert not lowered.checks
+    generator = torch.Generator().manual_seed(0)
+    for length in (2, 3, 7, 8, 16, 31):
+        x = torch.randn(3, length, generator=generator, dtype=example.dtype)
+        (ours,) = aten2prims.execute(lowered, [to_numpy(x)], check=True)
+        static = aten2prims.lower(
+            aten2prims.from_fx(torch.export.export(Transform(), (x,)).run_decompositions())
+        )
+        (ours_static,) = aten2prims.execute(static, [to_numpy(x)], check=True)
+        np.testing.assert_array_equal(ours, ours_static)
+        with torch.no_grad():
+            torch.testing.assert_close(torch.from_numpy(ours), Transform()(x))
