@@ -86,3 +86,29 @@ def test_a_sum_of_products_may_err_by_its_terms_magnitude() -> None:
         reference=reference,
         sum_of_magnitudes=np.array([370.0]),
     )
+
+
+def test_the_float64_reference_promotes_an_integer_input_the_op_makes_floating() -> None:
+    # irfft of this int32 column: torch's float32 transform gives 1.7839297 at position 1, the
+    # exact value is 1.7839166 (the float32 one nearest it ours). A reference left with the
+    # int32 input would be torch's float32 result itself, and ours would fail against it.
+    # why: the reference is torch's to compute; only this test needs it here
+    import torch
+
+    from aten2prims.testing.record import AtenCall
+    from aten2prims.testing.runner import float64_reference
+
+    column = torch.tensor([210, 612, 545, 458, 486, 462], dtype=torch.int32)
+    call = AtenCall("aten.fft_irfft.default", (column, 10, -1, "ortho"), {})
+    (reference,) = float64_reference(call) or [None]
+    assert reference is not None and reference.dtype == np.float64
+    exact = torch.fft.irfft(column.to(torch.float64), n=10, norm="ortho").numpy()
+    np.testing.assert_array_equal(reference, exact)
+    assert torch.get_default_dtype() == torch.float32  # restored
+    ours = exact.astype(np.float32)
+    torch_result = torch.fft.irfft(column, n=10, norm="ortho").numpy()
+    assert compare(ours, torch_result, reference=reference)
+    # ours off by more than 4x torch's own error (1.3e-5) plus the tolerance there still fails
+    wrong = ours.copy()
+    wrong[1] += np.float32(1e-4)
+    assert not compare(wrong, torch_result, reference=reference)
