@@ -13,10 +13,10 @@ own matmul / softmax / matmul), as planned steps:
 
 The unfused steps make every pass over the whole [batch, heads, rows, columns] scores, and each
 product is one BLAS call over all heads. Here the scores are cut, when the plan is made, into
-blocks of a few heads (or of a head's rows) of about `BLOCK_BYTES`; each block makes its product
-into a small buffer of its thread, runs every row-wise step on it in place (or in a second such
-buffer), and multiplies the result by v straight into the block's rows of the output. The
-blocks are the parts of one parallel region (threads.run_parts).
+blocks of at most `BLOCK_BYTES` (batch indices with all their heads, or heads, or a head's
+rows); each block makes its product into a buffer of its thread, runs every row-wise step on
+it in place (or in a second such buffer), and multiplies the result by v straight into the
+block's rows of the output. The blocks are the parts of one parallel region (threads.py).
 
 Every element is computed as the unfused steps compute it: the row-wise steps are the same
 kernels on slices along dims nothing is reduced over (a reduction over the last dim reduces each
@@ -59,9 +59,11 @@ from .select import ZeroSelect
 from .steps import SlotRef, Step, describe_failure
 from .threads import run_parts
 
-# The bytes of one block's scores: a block and the second buffer a softmax needs stay in a
-# core's L2 cache (2 MiB on the machines measured, docs/executor.md#attention-in-blocks).
-BLOCK_BYTES = 1 << 18
+# The bytes of one block's scores at most (unless a block is one row): a block and the second
+# buffer a softmax needs stay in a core's L2 cache (2 MiB on the machine measured). Measured at
+# one thread, DeiT-tiny and Llama of the suite ran 3-4% faster with blocks of 512 KiB or 1 MiB
+# than with 256 KiB (more blocks, more Python per call) and 5-8% faster than with 64-128 KiB.
+BLOCK_BYTES = 1 << 19
 # A chain whose products make fewer multiply-adds runs its blocks on the calling thread alone:
 # handing blocks to another thread costs tens of microseconds (docs/executor.md#threads).
 PARALLEL_MULTIPLY_ADDS = 1 << 22
@@ -142,7 +144,7 @@ class AttentionKernel:
         result_dtype: np.dtype,
         canonical_result: tuple[int, ...],
         columns: int,
-        parts: tuple[tuple[tuple[tuple[int, ...], slice, slice], ...], ...],
+        parts: tuple[tuple[_Block, ...], ...],
     ) -> None:
         self.first, self.second = steps
         self.operands = operands
@@ -156,9 +158,7 @@ class AttentionKernel:
         self.canonical_result = canonical_result
         self.columns = columns
         self.parts = parts
-        self.block_rows = max(
-            (s.stop - s.start) * (r.stop - r.start) for part in parts for _, s, r in part
-        )
+        self.block_rows = max(math.prod(block.shape) for part in parts for block in part)
 
     @property
     def blocks(self) -> int:
@@ -183,13 +183,12 @@ class AttentionKernel:
         self,
         views: list[Any],
         result: np.ndarray,
-        block: tuple[tuple[int, ...], slice, slice],
+        block: _Block,
         buffers: list[np.ndarray],
     ) -> None:
-        outer, heads, rows = block
-        by_rows: tuple[Any, ...] = (*outer, heads, rows)
-        by_batch: tuple[Any, ...] = (*outer, heads)
-        shape = (heads.stop - heads.start, rows.stop - rows.start)
+        by_batch = block.batch
+        by_rows = (*by_batch, block.rows)
+        shape = block.shape
         columns = self.columns
         step = self.first
         try:
@@ -213,7 +212,8 @@ class AttentionKernel:
                 if instruction.kind == "alias":
                     values[instruction.result] = arguments[0]
                 elif instruction.kind == "reduce":
-                    reduced = instruction.kernel(arguments[0], (2,), instruction.output_dtype)
+                    last = (len(shape),)  # the columns
+                    reduced = instruction.kernel(arguments[0], last, instruction.output_dtype)
                     values[instruction.result] = np.asarray(reduced).reshape(*shape, 1)
                 elif instruction.target is None:
                     values[instruction.result] = instruction.kernel(*arguments)
@@ -284,7 +284,7 @@ class _Part:
         kernel: AttentionKernel,
         views: list[Any],
         result: np.ndarray,
-        blocks: tuple[tuple[tuple[int, ...], slice, slice], ...],
+        blocks: tuple[_Block, ...],
     ) -> None:
         self.kernel = kernel
         self.views = views
@@ -408,6 +408,8 @@ class _Chain:
     def classify(self, shape: tuple[int, ...]) -> tuple[str, tuple[int, ...]] | None:
         """(class, leading dims) of a chain value's shape: [..., rows, columns] or per-row
         [..., rows] / [..., rows, 1], the leading dims' product being the batch; else None."""
+        if any(type(size) is not int for size in shape):
+            return None  # a symbolic size: plans of dynamic graphs keep their steps
         size = math.prod(shape)
         if size == self.batch * self.rows * self.columns and shape[-2:] == (
             self.rows,
@@ -449,7 +451,7 @@ def _match(
     if type(kernel) is not ContractionKernel or len(first.out_slots) != 1:
         return None
     roles = _product(kernel)
-    if roles is None:
+    if roles is None or any(type(size) is not int for size in kernel.sizes):
         return None
     sizes = kernel.sizes
     batch = math.prod(sizes[label] for label in roles.batch)
@@ -878,35 +880,54 @@ def _live(last_read: dict[int, int], holder: dict[int, int | None], position: in
     return [v for v in holder if last_read.get(v, -1) >= position]
 
 
+@attrs.frozen
+class _Block:
+    """One block: `batch` indexes the canonical batch dims (an index of the outer ones, a range of
+    one, the inner ones whole), `rows` the rows; `shape` is the block's batch and row shape."""
+
+    batch: tuple[Any, ...]
+    rows: slice
+    shape: tuple[int, ...]
+
+
 def _parts(
     batch_dims: tuple[int, ...],
     chain: _Chain,
     itemsize: int,
     first: ContractionKernel,
     free_dim: int,
-) -> tuple[tuple[tuple[tuple[int, ...], slice, slice], ...], ...]:
-    """The blocks (outer batch index, a range of the last batch dim, a range of rows), about
-    BLOCK_BYTES of scores each; each block a part of its own when the products are large enough
-    to share, else one part of every block."""
-    *outer, heads = batch_dims
+) -> tuple[tuple[_Block, ...], ...]:
+    """The blocks of about BLOCK_BYTES of scores: ranges of the outermost batch dim whose one
+    index fits (the dims after it whole), or, when a single head is larger, that head's rows in
+    ranges. Each block is a part of its own when the products are large enough to share, else
+    every block is in one part."""
     head_bytes = chain.rows * chain.columns * itemsize
-    if head_bytes >= BLOCK_BYTES:
-        per_head, row_count = 1, math.ceil(head_bytes / BLOCK_BYTES)
+    split = len(batch_dims) - 1  # the dim the blocks take ranges of
+    while split > 0 and math.prod(batch_dims[split:]) * head_bytes <= BLOCK_BYTES:
+        split -= 1
+    inner = batch_dims[split + 1 :]
+    unit = math.prod(inner) * head_bytes  # bytes of one index of the split dim
+    if unit > BLOCK_BYTES:  # one head (inner is empty): its rows in ranges
+        per_index, row_count = 1, math.ceil(unit / BLOCK_BYTES)
     else:
-        per_head, row_count = max(1, BLOCK_BYTES // head_bytes), 1
-    head_count = math.ceil(heads / per_head)
-    head_ranges = [
-        slice(i * heads // head_count, (i + 1) * heads // head_count) for i in range(head_count)
-    ]
-    row_ranges = [
+        per_index, row_count = BLOCK_BYTES // unit, 1
+    length = batch_dims[split]
+    count = math.ceil(length / per_index)
+    spans = [slice(i * length // count, (i + 1) * length // count) for i in range(count)]
+    rows = [
         slice(i * chain.rows // row_count, (i + 1) * chain.rows // row_count)
         for i in range(row_count)
     ]
+    whole = (slice(None),) * len(inner)
     blocks = tuple(
-        (tuple(int(i) for i in position), head_range, row_range)
-        for position in np.ndindex(*outer)
-        for head_range in head_ranges
-        for row_range in row_ranges
+        _Block(
+            (*(int(i) for i in position), span, *whole),
+            row,
+            (span.stop - span.start, *inner, row.stop - row.start),
+        )
+        for position in np.ndindex(*batch_dims[:split])
+        for span in spans
+        for row in rows
     )
     contracted = first.sizes[_contracted(first)]
     work = chain.batch * chain.rows * chain.columns * (contracted + free_dim)
