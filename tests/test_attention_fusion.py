@@ -244,6 +244,22 @@ def test_masked_and_causal_attentions_fuse_and_agree(
         assert [o.tobytes() for o in many] == [o.tobytes() for o in fused], threads
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_attention_of_other_dtypes_fuses_and_agrees(dtype: torch.dtype, tmp_path: Path) -> None:
+    """float64 scores, and bfloat16 attention (its products and softmax computed in float32
+    between converts, which the chain takes as row-wise steps)."""
+    function, tensors = _cases(24)["sdpa, boolean mask with masked rows"]
+    tensors = tuple(t.to(dtype) if t.is_floating_point() else t for t in tensors)
+    path = tmp_path / "attention.pt2"
+    graph = _export(Attention(function), tensors, path)
+    assert len(_attention_steps(graph)) == 1
+    inputs = [to_numpy(t) for t in tensors]
+    fused = aten2prims.execute(graph, inputs, threads=1)
+    _assert_close_to_unfused(fused, aten2prims.execute(_unfused(path), inputs, threads=1))
+    many = aten2prims.execute(graph, inputs, threads=2)
+    assert [o.tobytes() for o in many] == [o.tobytes() for o in fused]
+
+
 # -- chains it does not know -------------------------------------------------------------------
 
 
