@@ -70,9 +70,6 @@ PARALLEL_MULTIPLY_ADDS = 1 << 22
 # How many steps after the first product the second one is looked for.
 MAX_CHAIN_STEPS = 64
 
-# Kernels of specialize.py that give their operand's elements in row-major order (a reshape's
-# view or a row-major copy), by the name of the closure: no step in the canonical layout.
-_SAME_ELEMENTS = frozenset({"reshape", "row_major"})
 FULL, ROW = "full", "row"
 
 
@@ -104,8 +101,8 @@ class _Canonical:
 
 @attrs.frozen
 class _Instruction:
-    """One row-wise step on a block: `kind` "alias" (the operand's array stands for the result),
-    "map" (an elementwise kernel), "reduce" (a reduction over the last dim). `arguments` are
+    """One row-wise step on a block: `kind` "map" (an elementwise kernel), "zero_rows" (a
+    ZeroSelect of a per-row predicate, `_zero_rows`), "reduce" (a reduction over the last dim). `arguments` are
     ("value", n) block values, ("operand", i) the kernel's operands (sliced), ("literal", x).
     `target`: the buffer a "map" writes into (its number; None: the kernel's own result)."""
 
@@ -209,9 +206,7 @@ class AttentionKernel:
                     else x
                     for kind, x in instruction.arguments
                 ]
-                if instruction.kind == "alias":
-                    values[instruction.result] = arguments[0]
-                elif instruction.kind == "reduce":
+                if instruction.kind == "reduce":
                     last = (len(shape),)  # the columns
                     reduced = instruction.kernel(arguments[0], last, instruction.output_dtype)
                     values[instruction.result] = np.asarray(reduced).reshape(*shape, 1)
@@ -335,10 +330,11 @@ def _product(kernel: ContractionKernel) -> _Product | None:
     return _Product(left, batch, (first, second), contracted[0])
 
 
-def _refine(cuts: set[int], shape: Sequence[int]) -> None:
-    """Adds the points where `shape`'s dims split the flattened batch index (its running products)."""
+def _refine(cuts: set[int], leading: Sequence[int]) -> None:
+    """Adds the points where a value's leading dims split the flattened batch index (their
+    running products)."""
     running = 1
-    for size in shape[:-1]:
+    for size in leading:
         running *= size
         cuts.add(running)
 
@@ -356,19 +352,6 @@ def _batch_dims(cuts: set[int], batch: int) -> tuple[int, ...] | None:
         dims.append(cut // previous)
         previous = cut
     return tuple(dims) or (1,)
-
-
-def _merges(shape: Sequence[int], dims: tuple[int, ...]) -> bool:
-    """`shape` is `dims` with runs of adjacent dims merged (size-1 dims aside)."""
-    position, running = 0, 1
-    for size in (s for s in shape if s != 1):
-        while running < size and position < len(dims):
-            running *= dims[position]
-            position += 1
-        if running != size:
-            return False
-        running = 1
-    return all(d == 1 for d in dims[position:])
 
 
 @attrs.frozen
@@ -466,7 +449,7 @@ def _match(
     ):
         return None
     chain.shapes.append(meta.shape[:-2])
-    chain.shapes.append(tuple(sizes[label] for label in roles.batch) + (1,))
+    chain.shapes.append(tuple(sizes[label] for label in roles.batch))
     left, right = (0, 1) if roles.left == 0 else (1, 0)
     chain.operands.append((int(first.arguments[left]), "left1"))
     chain.operands.append((int(first.arguments[right]), "right1"))
@@ -486,7 +469,7 @@ def _match(
             classified = chain.classify(shape)
             if classified is None or classified[0] != FULL:
                 return None
-            chain.shapes.append(classified[1] + (1,))
+            chain.shapes.append(classified[1])
             chain.operands.append((slot, FULL))
         epilogue.append((entry.ufunc, len(chain.operands) - 1, None))
     chain.value(first.out_slots[0], FULL, dtype)
@@ -510,7 +493,7 @@ def _match(
         position += 1
     if second is None:
         return None
-    built = _second(chain, second, meta_of)
+    built = _second(chain, second)
     if built is None:
         return None
     probabilities, out_shape = built
@@ -522,7 +505,7 @@ def _match(
     batch_dims = _finest(chain)
     if batch_dims is None:
         return None
-    fused = _build(chain, first, second, epilogue, probabilities, out_shape, batch_dims, meta_of)
+    fused = _build(chain, first, second, epilogue, probabilities, out_shape, batch_dims)
     if fused is None:
         return None
     return position, hoisted, fused
@@ -546,6 +529,8 @@ def _member(chain: _Chain, step: Step, meta_of: dict[int, Any]) -> bool:
     definition = lookup(node.op)
     if not step.elementwise and definition is not None and node.op == "prims.broadcast_in_dim":
         return _broadcast(chain, step, kind, leading, dtype)
+    # specialize.py's row-major copy, or its view of a reshape prim (closures named so): the
+    # operand's elements in row-major order, no step in the canonical layout
     same_elements = name == "row_major" or (
         name == "reshape" and definition is not None and definition.reshape
     )
@@ -558,7 +543,7 @@ def _member(chain: _Chain, step: Step, meta_of: dict[int, Any]) -> bool:
         if math.prod(source_meta.shape) != math.prod(meta.shape) or held_dtype != dtype:
             return False
         chain.values[out] = (held, dtype, number)
-        chain.shapes.append(leading + (1,))
+        chain.shapes.append(leading)
         return True
     if step.elementwise:
         arguments: list[tuple[str, Any]] = []
@@ -577,7 +562,7 @@ def _member(chain: _Chain, step: Step, meta_of: dict[int, Any]) -> bool:
                 elif shape == meta.shape:
                     chain.operands.append((slot, kind))
                     held = FULL if kind == FULL else held
-                    chain.shapes.append(leading + (1,))
+                    chain.shapes.append(leading)
                 else:
                     return False
                 arguments.append(("operand", len(chain.operands) - 1))
@@ -585,7 +570,7 @@ def _member(chain: _Chain, step: Step, meta_of: dict[int, Any]) -> bool:
                 return False
             else:
                 arguments.append(("literal", argument))
-        chain.shapes.append(leading + (1,))
+        chain.shapes.append(leading)
         number = chain.value(out, held, dtype)
         kind_of = {n: k for k, _, n in chain.values.values()}
         rows_selected = (
@@ -610,7 +595,7 @@ def _member(chain: _Chain, step: Step, meta_of: dict[int, Any]) -> bool:
         shape = meta_of[slot].shape
         if tuple(step.arguments[1]) != (len(shape) - 1,) or chain.classify(shape) is None:
             return False
-        chain.shapes.append(leading + (1,))
+        chain.shapes.append(leading)
         number = chain.value(out, ROW, dtype)
         chain.pending.append(
             _Pending(
@@ -646,13 +631,11 @@ def _broadcast(chain: _Chain, step: Step, kind: str, leading: tuple[int, ...], d
     elif source_leading != leading or dims != tuple(range(len(source.shape))):
         return False
     chain.values[step.out_slots[0]] = (held, dtype, number)
-    chain.shapes.append(leading + (1,))
+    chain.shapes.append(leading)
     return True
 
 
-def _second(
-    chain: _Chain, step: Step, meta_of: dict[int, Any]
-) -> tuple[int, tuple[int, ...]] | None:
+def _second(chain: _Chain, step: Step) -> tuple[int, tuple[int, ...]] | None:
     """The second product, reading a chain value as its left operand (rows x columns, the
     columns contracted): (that value's number, the result's shape), the right operand added."""
     kernel = step.kernel
@@ -681,7 +664,7 @@ def _second(
     meta = step.out_metas[0]
     if type(meta) is not TensorMeta or np.dtype(meta.dtype.numpy) != chain.values[left][1]:
         return None
-    chain.shapes.append(tuple(sizes[label] for label in roles.batch) + (1,))
+    chain.shapes.append(tuple(sizes[label] for label in roles.batch))
     chain.operands.append((right, "right2"))
     chain.members.append(step)
     return number, meta.shape
@@ -699,29 +682,30 @@ def _finest(chain: _Chain) -> tuple[int, ...] | None:
 
 def _operand_view(
     how: str,
-    meta: TensorMeta,
-    kernel: ContractionKernel | None,
-    roles: _Product | None,
-    position: int,
     batch_dims: tuple[int, ...],
     chain: _Chain,
-) -> _Canonical | None:
+    kernel: ContractionKernel | None = None,
+    roles: _Product | None = None,
+    position: int = 0,
+) -> _Canonical:
+    """How an operand of the chain is seen: "whole" (0-dim), FULL or ROW (a value of the chain's
+    shape, from outside), or an operand of a product (at `position` of `kernel`): "left1" the
+    first product's left ([batch, rows, contracted]), "right1" / "right2" the products' right
+    ones ([batch, contracted, free])."""
     if how == "whole":
         return _Canonical((), whole=True)
     if how in (FULL, ROW):
-        tail = (chain.rows, chain.columns if how == FULL else 1)
-        return _Canonical(batch_dims + tail)
+        return _Canonical(batch_dims + (chain.rows, chain.columns if how == FULL else 1))
     assert kernel is not None and roles is not None
     spec = kernel.operands[position]
     first, second = roles.free
     if how == "left1":
         order = (*roles.batch, first, roles.contracted)
-    else:  # the right operand of either product: contracted dim, then its free dim
+    else:
         order = (*roles.batch, roles.contracted, second)
     permutation = tuple(spec.labels.index(label) for label in order)
-    tail = (kernel.sizes[order[-2]], kernel.sizes[order[-1]])
     return _Canonical(
-        batch_dims + tail,
+        batch_dims + (kernel.sizes[order[-2]], kernel.sizes[order[-1]]),
         spec=spec.shape,
         permutation=None if permutation == tuple(range(len(permutation))) else permutation,
         rows=how == "left1",
@@ -736,7 +720,6 @@ def _build(
     probabilities: int,
     out_shape: tuple[int, ...],
     batch_dims: tuple[int, ...],
-    meta_of: dict[int, Any],
 ) -> Step | None:
     first_kernel = first.kernel
     second_kernel = second.kernel
@@ -744,20 +727,15 @@ def _build(
     first_roles, second_roles = _product(first_kernel), _product(second_kernel)
     assert first_roles is not None and second_roles is not None
     views: list[_Canonical] = []
-    for slot, how in chain.operands:
-        meta = meta_of[slot]
+    for _, how in chain.operands:
         if how in ("left1", "right1"):
             position = first_roles.left if how == "left1" else 1 - first_roles.left
-            view = _operand_view(how, meta, first_kernel, first_roles, position, batch_dims, chain)
+            view = _operand_view(how, batch_dims, chain, first_kernel, first_roles, position)
         elif how == "right2":
             position = 1 - second_roles.left
-            view = _operand_view(
-                how, meta, second_kernel, second_roles, position, batch_dims, chain
-            )
+            view = _operand_view(how, batch_dims, chain, second_kernel, second_roles, position)
         else:
-            view = _operand_view(how, meta, None, None, 0, batch_dims, chain)
-        if view is None:
-            return None
+            view = _operand_view(how, batch_dims, chain)
         views.append(view)
     # _second added the second product's right operand last, where the kernel reads it
     assert chain.operands[-1][1] == "right2"
