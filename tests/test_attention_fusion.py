@@ -272,17 +272,24 @@ def _scores_returned(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
     return probabilities @ v, probabilities
 
 
+def _probabilities_read_later(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
+    probabilities = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+    result = probabilities @ v
+    return result * (probabilities * result.amax()).amax()  # reads them after the product
+
+
 def _transposed_probabilities(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
     return torch.softmax(q @ k.transpose(-2, -1), dim=-1).transpose(-2, -1) @ v
 
 
 @pytest.mark.parametrize(
-    "function", [_softmax_over_rows, _scores_returned, _transposed_probabilities]
+    "function",
+    [_softmax_over_rows, _scores_returned, _probabilities_read_later, _transposed_probabilities],
 )
 def test_chains_of_another_form_run_unfused(function: Callable[..., Any], tmp_path: Path) -> None:
-    """A softmax over the rows (not the last dim), probabilities returned besides the result,
-    and probabilities transposed before the second product are not fused; they run as the
-    unfused steps and agree with torch."""
+    """A softmax over the rows (not the last dim), probabilities returned besides the result or
+    read after the second product, and probabilities transposed before the second product are
+    not fused; they run as the unfused steps and agree with torch."""
     tensors = _qkv(2, 2, 16, 8)
     model = Attention(function)
     path = tmp_path / "attention.pt2"
