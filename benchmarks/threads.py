@@ -125,7 +125,7 @@ def measure(path: Path, inputs: list[Any], threads: int, repeats: int) -> dict[s
 def estimate(path: Path, inputs: list[Any], repeats: int, handoff: float) -> float:
     """The two-thread speed-up a one-thread call's part timings allow (see the docstring)."""
     import aten2prims
-    from aten2prims.executor import contraction, segments, threads
+    from aten2prims.executor import attention, contraction, segments, threads
 
     graph = aten2prims.lower(aten2prims.load(path))
     run_parts = threads.run_parts
@@ -153,6 +153,7 @@ def estimate(path: Path, inputs: list[Any], repeats: int, handoff: float) -> flo
 
     # measurement only: every module that runs parts
     threads.run_parts = contraction.run_parts = segments.run_parts = timed_parts
+    attention.run_parts = timed_parts
     try:
         for _ in range(2):
             aten2prims.execute(graph, inputs, threads=1)
@@ -165,6 +166,7 @@ def estimate(path: Path, inputs: list[Any], repeats: int, handoff: float) -> flo
             ratios.append(total / (total - saved[0]))
     finally:
         threads.run_parts = contraction.run_parts = segments.run_parts = run_parts
+        attention.run_parts = run_parts
     return statistics.median(ratios)
 
 

@@ -16,8 +16,11 @@ import torch
 import aten2prims
 import prims
 from aten2prims.cli import main
+from aten2prims.executor import plan as plan_module
 from aten2prims.executor import plan_for
+from aten2prims.executor.attention import AttentionKernel
 from aten2prims.executor.contraction_fusion import ContractionKernel
+from aten2prims.executor.plan import Plan
 from aten2prims.executor.segments import SegmentKernel
 from aten2prims.executor.threads import (
     PART_BYTES,
@@ -99,8 +102,12 @@ def test_large_steps_are_split_into_parts(models: dict) -> None:
     ]
     assert chunked, "a convolution's im2col runs in chunks, which the threads share"
     transformer = plan_for(models["transformer"][0])
-    assert any(type(step.kernel) is Parted for step in transformer.steps)
-    assert any(type(step.kernel) is ReducedParted for step in transformer.steps), "softmax"
+    attention = [step.kernel for step in transformer.steps if type(step.kernel) is AttentionKernel]
+    assert attention and all(len(kernel.parts) >= 2 for kernel in attention), "blocks as parts"
+    # Unfused, the attention's scores are large steps of their own.
+    unfused = _unfused_attention_plan(models["transformer"][0])
+    assert any(type(step.kernel) is Parted for step in unfused.steps)
+    assert any(type(step.kernel) is ReducedParted for step in unfused.steps), "softmax"
     products = [
         recipe
         for step in plan_for(models["mlp"][0]).steps
@@ -190,16 +197,29 @@ def _run_in_child(graph: object, inputs: list[np.ndarray]) -> np.ndarray:
     return aten2prims.execute(graph, inputs, threads=2)[0]  # type: ignore[arg-type]  # a Graph
 
 
-def _segments(graph: object) -> list[SegmentKernel]:
-    plan = plan_for(graph)  # type: ignore[arg-type]  # a Graph
+def _unfused_attention_plan(graph: aten2prims.Graph) -> Plan:
+    """A new plan of the graph whose attention runs as its unfused steps (attention.py)."""
+    saved = plan_module.FUSE_ATTENTION
+    plan_module.FUSE_ATTENTION = False
+    try:
+        return plan_module.build_plan(graph)
+    finally:
+        plan_module.FUSE_ATTENTION = saved
+
+
+def _segments(graph: object, plan: Plan | None = None) -> list[SegmentKernel]:
+    plan = plan or plan_for(graph)  # type: ignore[arg-type]  # a Graph
     namespace = plan.run.function.__globals__  # type: ignore[attr-defined]  # codegen's function
     return [kernel for kernel in namespace.values() if isinstance(kernel, SegmentKernel)]
 
 
 def test_runs_of_row_wise_steps_share_one_parallel_region(models: dict) -> None:
     """A softmax (amax, sub, exp, sum, div and the views between) and a layer norm's steps
-    run as segments: one hand-off between threads for the run, not one per step."""
-    segments = _segments(models["transformer"][0])
+    run as segments: one hand-off between threads for the run, not one per step. (A softmax
+    between the two products of an attention runs inside the attention's blocks,
+    attention.py: here the plan that leaves attention unfused.)"""
+    graph = models["transformer"][0]
+    segments = _segments(graph, _unfused_attention_plan(graph))
     kinds = [tuple(member.kind for member in segment.members) for segment in segments]
     assert any(k.count("reduce") >= 2 and k.count("map") >= 3 for k in kinds), kinds
     assert all(len(segment.bounds) >= 2 for segment in segments)

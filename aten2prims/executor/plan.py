@@ -10,8 +10,10 @@ Planning, in order:
    `contraction.py` or as sums of products, `multiply_accumulate.py`; gathers along independent
    axes, `gather.py`; constant padding, `filled_scatter.py`; clamps, `select.py`);
 4. specialization (`specialize.py`): a kernel chosen for the node's static types where the
-   generic one would re-derive at every call what the plan already knows, and broadcasts read
-   only by elementwise steps left to NumPy's broadcasting;
+   generic one would re-derive at every call what the plan already knows; attention chains
+   (`attention.py`: a batched product, the row-wise steps of its result, a second batched
+   product) as one step run block by block; broadcasts read only by elementwise steps left to
+   NumPy's broadcasting;
 5. the last use of every slot, so intermediates are released as soon as possible;
 6. buffer reuse (`inplace.py`): elementwise results written into operands that die there;
 7. parts (`threads.py`): large elementwise steps and reductions split into parts that a call's
@@ -41,6 +43,7 @@ from ..ir.building import collector_paused
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.values import Value
 from .arena import ArenaPool, plan_arena
+from .attention import fuse_attention
 from .codegen import compile_steps
 from .contraction_fusion import ContractionFusion
 from .control_flow import KERNELS as CONTROL_FLOW_KERNELS
@@ -54,6 +57,10 @@ from .select import bound_select_rule
 from .specialize import relax_broadcasts, specialized
 from .steps import Slots, Step
 from .threads import split_steps
+
+# Attention chains (a batched product, row-wise steps, a second batched product) run as one
+# blocked step (attention.py); tests switch it off to compare with the unfused steps.
+FUSE_ATTENTION = True
 
 # The fusion rules, in the order they are tried at each node (the first group found wins).
 FUSION_RULES: Sequence[FusionRule] = (
@@ -158,6 +165,8 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     steps = _steps(folded, slots, find_groups(folded, FUSION_RULES, overridden))
     output_slots = tuple(slots[o.value] for o in folded.outputs)
     meta_of = {slot: value.meta for value, slot in slots.slot_of.items()}
+    if FUSE_ATTENTION:
+        steps = fuse_attention(steps, meta_of, output_slots)
     relax_broadcasts(steps, output_slots, meta_of)
     _assign_last_uses(steps, output_slots)
     reuse_dying_operands(steps, output_slots, meta_of, set(input_slots.values()))

@@ -1,0 +1,304 @@
+"""Attention as one blocked step (aten2prims/executor/attention.py): the chain q @ k -> row-wise
+steps (scale, mask, softmax, fully-masked rows) -> @ v runs block by block on the call's threads.
+It fires on the suite's transformer-family models and on hand-written attentions, gives the
+values of the unfused steps and of torch, the same bits on any number of threads, and leaves
+chains it does not know to the unfused steps."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import math
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import aten2prims
+from aten2prims.executor import plan as plan_module
+from aten2prims.executor import plan_for
+from aten2prims.executor.attention import AttentionKernel
+from aten2prims.executor.reference import run_reference
+from aten2prims.frontends.torch_interop import to_numpy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from models import build as build_zoo
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+suite = _load("suite", ROOT / "benchmarks" / "suite.py")
+
+
+@contextlib.contextmanager
+def attention_unfused() -> Iterator[None]:
+    """Plans built inside run attention chains as their unfused steps (use new graphs: plans
+    are cached per graph)."""
+    saved = plan_module.FUSE_ATTENTION
+    plan_module.FUSE_ATTENTION = False
+    try:
+        yield
+    finally:
+        plan_module.FUSE_ATTENTION = saved
+
+
+def _attention_steps(graph: aten2prims.Graph) -> list[AttentionKernel]:
+    return [step.kernel for step in plan_for(graph).steps if type(step.kernel) is AttentionKernel]
+
+
+def _export(model: nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> aten2prims.Graph:
+    program = torch.export.export(model, inputs).run_decompositions()
+    torch.export.save(program, path)
+    return aten2prims.lower(aten2prims.load(path))
+
+
+def _unfused(path: Path) -> aten2prims.Graph:
+    with attention_unfused():
+        graph = aten2prims.lower(aten2prims.load(path))
+        assert not _attention_steps(graph)
+    return graph
+
+
+def _assert_close_to_unfused(fused: list[np.ndarray], unfused: list[np.ndarray]) -> None:
+    """Tight float32 agreement (each block's product is its own BLAS call), NaNs in place."""
+    assert len(fused) == len(unfused)
+    for ours, theirs in zip(fused, unfused):
+        assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-6, equal_nan=True)
+
+
+# -- the suite's transformer-family models (tiny configs) and the zoo's transformer -------------
+
+
+@pytest.fixture(scope="module")
+def suite_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    directory = tmp_path_factory.mktemp("attention")
+    made: dict[str, Any] = {}
+    for name in ("bert", "gpt2", "llama"):
+        model, inputs = suite.build(name, "tiny")
+        path = directory / f"{name}.pt2"
+        graph = _export(model, inputs, path)
+        with torch.no_grad():
+            expected = [to_numpy(model(*inputs))]
+        made[name] = (path, graph, [to_numpy(t) for t in inputs], expected)
+    model, _ = build_zoo("transformer")
+    torch.manual_seed(3)
+    sequence = 128
+    mask = torch.triu(torch.full((sequence, sequence), float("-inf")), diagonal=1)
+    inputs = (torch.randn(8, sequence, 32), mask)
+    path = directory / "transformer.pt2"
+    graph = _export(model, inputs, path)
+    with torch.no_grad():
+        expected = [to_numpy(model(*inputs))]
+    made["transformer"] = (path, graph, [to_numpy(t) for t in inputs], expected)
+    return made
+
+
+# One attention per layer: the suite's tiny configs have one layer, the zoo's transformer two.
+LAYERS = {"bert": 1, "gpt2": 1, "llama": 1, "transformer": 2}
+
+
+@pytest.mark.parametrize("name", list(LAYERS))
+def test_the_fusion_fires_on_the_suites_attention(name: str, suite_models: dict) -> None:
+    path, graph, inputs, expected = suite_models[name]
+    assert len(_attention_steps(graph)) == LAYERS[name]
+    fused = aten2prims.execute(graph, inputs, threads=1)
+    unfused = aten2prims.execute(_unfused(path), inputs, threads=1)
+    _assert_close_to_unfused(fused, unfused)
+    np.testing.assert_allclose(fused[0], expected[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", list(LAYERS))
+def test_every_thread_count_gives_the_same_bits(name: str, suite_models: dict) -> None:
+    _, graph, inputs, _ = suite_models[name]
+    one = aten2prims.execute(graph, inputs, threads=1)
+    for threads in (2, 3):
+        many = aten2prims.execute(graph, inputs, threads=threads)
+        assert [o.tobytes() for o in many] == [o.tobytes() for o in one], threads
+
+
+def test_the_zoo_transformers_blocks_are_parts_of_their_own(suite_models: dict) -> None:
+    """Large enough to share: every block is a part the threads claim."""
+    _, graph, _, _ = suite_models["transformer"]
+    for kernel in _attention_steps(graph):
+        assert kernel.blocks > 1 and len(kernel.parts) == kernel.blocks
+
+
+# -- hand-written attentions: masks, causal masks, fully masked rows ---------------------------
+
+
+class Attention(nn.Module):
+    def __init__(self, forward: Callable[..., Any]) -> None:
+        super().__init__()
+        self.function = forward
+
+    def forward(self, *inputs: torch.Tensor) -> Any:
+        return self.function(*inputs)
+
+
+def _manual(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> Any:
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + mask
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def _manual_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
+    length = q.shape[-2]
+    keep = torch.ones(length, length, dtype=torch.bool).tril()
+    scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)
+    scores = scores.masked_fill(~keep, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def _sdpa_bool(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> Any:
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def _sdpa_float(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> Any:
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def _sdpa_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def _qkv(batch: int, heads: int, length: int, width: int) -> tuple[torch.Tensor, ...]:
+    torch.manual_seed(5)
+    return tuple(torch.randn(batch, heads, length, width) for _ in range(3))
+
+
+def _masked_rows(batch: int, length: int) -> torch.Tensor:
+    """A padding-style boolean mask [batch, 1, length, length] (broadcast over heads) with
+    some rows masked entirely."""
+    torch.manual_seed(6)
+    keep = torch.rand(batch, 1, length, length) > 0.3
+    keep[:, :, 0] = False
+    keep[0, :, 5] = False
+    return keep
+
+
+def _float_mask(keep: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(keep.shape).masked_fill(~keep, float("-inf"))
+
+
+def _cases(length: int) -> dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...]]]:
+    q, k, v = _qkv(2, 4, length, 32)
+    keep = _masked_rows(2, length)
+    return {
+        "manual, additive mask with -inf rows": (_manual, (q, k, v, _float_mask(keep))),
+        "manual, causal where": (_manual_causal, (q, k, v)),
+        "sdpa, boolean mask with masked rows": (_sdpa_bool, (q, k, v, keep)),
+        "sdpa, additive mask broadcast over heads": (_sdpa_float, (q, k, v, _float_mask(keep))),
+        "sdpa, causal": (_sdpa_causal, (q, k, v)),
+    }
+
+
+@pytest.mark.parametrize("length", [24, 256])
+@pytest.mark.parametrize("case", list(_cases(8)))
+def test_masked_and_causal_attentions_fuse_and_agree(
+    case: str, length: int, tmp_path: Path
+) -> None:
+    """The fusion fires, gives the unfused steps' values (NaN rows of a softmax over -inf alone
+    included, zero rows where sdpa masks a row entirely), torch's exported program's and the
+    node-by-node reference run's, and the same bits on 1, 2 and 3 threads. At length 256 two
+    heads make a block, and each block is a part the threads share."""
+    function, tensors = _cases(length)[case]
+    model = Attention(function)
+    path = tmp_path / "attention.pt2"
+    graph = _export(model, tensors, path)
+    kernels = _attention_steps(graph)
+    assert len(kernels) == 1
+    if length == 256:  # a head's scores are 256 KiB
+        assert kernels[0].blocks == 4 and len(kernels[0].parts) == 4
+    inputs = [to_numpy(t) for t in tensors]
+    fused = aten2prims.execute(graph, inputs, threads=1)
+    unfused = aten2prims.execute(_unfused(path), inputs, threads=1)
+    _assert_close_to_unfused(fused, unfused)
+    # Without the arena, every result checked against its meta (check mode runs each kernel
+    # whole and without out=: the products before the attention may round otherwise).
+    _assert_close_to_unfused(aten2prims.execute(graph, inputs, check=True), fused)
+    names = [graph_input.name for graph_input in graph.inputs if graph_input.data is None]
+    reference = run_reference(graph, dict(zip(names, inputs)))
+    np.testing.assert_allclose(fused[0], reference[0], rtol=1e-5, atol=1e-5, equal_nan=True)
+    with torch.no_grad():
+        expected = to_numpy(torch.export.load(path).module()(*tensors))
+    np.testing.assert_allclose(fused[0], expected, rtol=1e-4, atol=1e-4, equal_nan=True)
+    assert np.isnan(expected).any() == case.startswith("manual, additive")
+    for threads in (2, 3):
+        many = aten2prims.execute(graph, inputs, threads=threads)
+        assert [o.tobytes() for o in many] == [o.tobytes() for o in fused], threads
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_attention_of_other_dtypes_fuses_and_agrees(dtype: torch.dtype, tmp_path: Path) -> None:
+    """float64 scores, and bfloat16 attention (its products and softmax computed in float32
+    between converts, which the chain takes as row-wise steps)."""
+    function, tensors = _cases(24)["sdpa, boolean mask with masked rows"]
+    tensors = tuple(t.to(dtype) if t.is_floating_point() else t for t in tensors)
+    path = tmp_path / "attention.pt2"
+    graph = _export(Attention(function), tensors, path)
+    assert len(_attention_steps(graph)) == 1
+    inputs = [to_numpy(t) for t in tensors]
+    fused = aten2prims.execute(graph, inputs, threads=1)
+    _assert_close_to_unfused(fused, aten2prims.execute(_unfused(path), inputs, threads=1))
+    many = aten2prims.execute(graph, inputs, threads=2)
+    assert [o.tobytes() for o in many] == [o.tobytes() for o in fused]
+
+
+# -- chains it does not know -------------------------------------------------------------------
+
+
+def _softmax_over_rows(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
+    return torch.softmax(q @ k.transpose(-2, -1), dim=-2) @ v
+
+
+def _scores_returned(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
+    probabilities = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+    return probabilities @ v, probabilities
+
+
+def _probabilities_read_later(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
+    probabilities = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+    result = probabilities @ v
+    return result * (probabilities * result.amax()).amax()  # reads them after the product
+
+
+def _transposed_probabilities(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
+    return torch.softmax(q @ k.transpose(-2, -1), dim=-1).transpose(-2, -1) @ v
+
+
+@pytest.mark.parametrize(
+    "function",
+    [_softmax_over_rows, _scores_returned, _probabilities_read_later, _transposed_probabilities],
+)
+def test_chains_of_another_form_run_unfused(function: Callable[..., Any], tmp_path: Path) -> None:
+    """A softmax over the rows (not the last dim), probabilities returned besides the result or
+    read after the second product, and probabilities transposed before the second product are
+    not fused; they run as the unfused steps and agree with torch."""
+    tensors = _qkv(2, 2, 16, 8)
+    model = Attention(function)
+    path = tmp_path / "attention.pt2"
+    graph = _export(model, tensors, path)
+    assert not _attention_steps(graph)
+    outputs = aten2prims.execute(graph, [to_numpy(t) for t in tensors])
+    with torch.no_grad():
+        expected = model(*tensors)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    assert len(outputs) == len(expected)
+    for ours, theirs in zip(outputs, expected):
+        np.testing.assert_allclose(ours, to_numpy(theirs), rtol=1e-5, atol=1e-5)
