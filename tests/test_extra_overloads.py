@@ -166,3 +166,105 @@ def test_exported_selections_match_torch(tmp_path: Path) -> None:
         theirs = to_numpy(theirs)
         assert mine.dtype == theirs.dtype and mine.shape == theirs.shape
         np.testing.assert_allclose(mine, theirs, rtol=1.3e-6, atol=1e-5)
+
+
+class VAE(torch.nn.Module):
+    """A variational autoencoder's reparameterization: z = mu + eps · std, eps = randn_like."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = torch.nn.Linear(6, 8)
+        self.decoder = torch.nn.Linear(4, 6)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        mu, logvar = self.encoder(x).chunk(2, dim=-1)
+        std = torch.exp(0.5 * logvar)
+        eps = torch.randn_like(std)
+        z = mu + eps * std
+        return self.decoder(z), mu, logvar, eps
+
+
+class RandomMasking(torch.nn.Module):
+    """Token masking as in masked language modelling (rand_like picks, randint_like replaces),
+    with noise of torch.normal, tensor.uniform_ and torch.randint."""
+
+    def forward(self, ids: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        picked = torch.rand_like(x) < 0.15
+        replacement = torch.randint_like(ids, 5, 1000)
+        masked = torch.where(picked, replacement, ids)
+        noisy = torch.normal(x, 0.1)
+        jitter = torch.empty_like(x).uniform_(-1.0, 1.0)
+        shuffle = torch.randint(0, 10, (3, 4))
+        return masked, picked, replacement, noisy, jitter, shuffle
+
+
+def _exported_and_lowered(
+    module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], tmp_path: Path, kept: set[str]
+) -> aten2prims.Graph:
+    program = torch.export.export(module, inputs).run_decompositions()
+    targets = {str(node.target) for node in program.graph.nodes if node.op == "call_function"}
+    assert kept <= targets, targets
+    path = tmp_path / f"{type(module).__name__}.pt2"
+    torch.export.save(program, str(path))
+    return aten2prims.lower(aten2prims.load(path))
+
+
+def _same_arrays(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    return all(x.dtype == y.dtype and x.tobytes() == y.tobytes() for x, y in zip(a, b, strict=True))
+
+
+def test_exported_vae_draws_its_noise_and_computes_the_rest_as_torch(tmp_path: Path) -> None:
+    """Shapes and dtypes as torch's; given our eps, everything else is torch's; the same seed
+    gives the same results, another seed other ones; eps is standard normal."""
+    torch.manual_seed(0)
+    model = VAE().eval()
+    x = torch.randn(512, 6, generator=torch.Generator().manual_seed(1))
+    graph = _exported_and_lowered(model, (x,), tmp_path, {"aten.randn_like.default"})
+    ours = aten2prims.execute(graph, [x.numpy()], seed=1)
+    with torch.no_grad():
+        expected = model(x)
+        mu, logvar = model.encoder(x).chunk(2, dim=-1)
+        eps = torch.from_numpy(ours[3])
+        decoded = model.decoder(mu + eps * torch.exp(0.5 * logvar))
+    for mine, theirs in zip(ours, expected, strict=True):
+        assert mine.dtype == to_numpy(theirs).dtype and mine.shape == tuple(theirs.shape)
+    np.testing.assert_allclose(ours[1], to_numpy(mu), rtol=1.3e-6, atol=1e-5)
+    np.testing.assert_allclose(ours[2], to_numpy(logvar), rtol=1.3e-6, atol=1e-5)
+    np.testing.assert_allclose(ours[0], to_numpy(decoded), rtol=1.3e-6, atol=1e-5)
+    draws = ours[3].astype(np.float64).reshape(-1)  # 2048 draws: mean 0 ± 5 SE, variance 1 ± 5 SE
+    assert abs(draws.mean()) < 5 / np.sqrt(draws.size)
+    assert abs(draws.var() - 1) < 5 * np.sqrt(2 / draws.size)
+    assert _same_arrays(ours, aten2prims.execute(graph, [x.numpy()], seed=1))
+    other = aten2prims.execute(graph, [x.numpy()], seed=2)
+    assert not np.array_equal(other[3], ours[3]) and not np.array_equal(other[0], ours[0])
+    assert _same_arrays(ours[1:3], other[1:3])  # the deterministic part
+
+
+def test_exported_random_masking_matches_torch_given_its_draws(tmp_path: Path) -> None:
+    model = RandomMasking()
+    generator = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, 5, (64, 32), generator=generator)
+    x = torch.randn(64, 32, generator=generator)
+    kept = {
+        "aten.rand_like.default",
+        "aten.randint_like.low_dtype",
+        "aten.normal.Tensor_float",
+        "aten.uniform.default",
+        "aten.randint.low",
+    }
+    graph = _exported_and_lowered(model, (ids, x), tmp_path, kept)
+    feed = [ids.numpy(), x.numpy()]
+    ours = aten2prims.execute(graph, feed, seed=1)
+    expected = model(ids, x)
+    for mine, theirs in zip(ours, expected, strict=True):
+        assert mine.dtype == to_numpy(theirs).dtype and mine.shape == tuple(theirs.shape)
+    masked, picked, replacement, noisy, jitter, shuffle = ours
+    np.testing.assert_array_equal(masked, np.where(picked, replacement, ids.numpy()))
+    assert 0.05 < picked.mean() < 0.25  # 2048 draws kept with probability 0.15
+    assert replacement.min() >= 5 and replacement.max() < 1000
+    assert np.abs(noisy - x.numpy()).max() < 0.1 * 6 and noisy.std() > 0
+    assert jitter.min() >= -1.0 and jitter.max() < 1.0
+    assert shuffle.min() >= 0 and shuffle.max() < 10
+    assert _same_arrays(ours, aten2prims.execute(graph, feed, seed=1))
+    other = aten2prims.execute(graph, feed, seed=2)
+    assert all(not np.array_equal(a, b) for a, b in zip(ours[1:], other[1:], strict=True))

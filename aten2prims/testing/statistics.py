@@ -15,6 +15,10 @@
 - order statistics (kthvalue, median, nanmedian, mode), whose index among equal elements torch
   leaves to quickselect or an unstable sort: values equal to torch's, each index naming an
   element equal to its value;
+- the random ops that are not Core ATen: rand_like and uniform as rand (on [from, to)), randn_like
+  and normal's forms standardized by their mean and std, the randint family as integers equally
+  frequent over [low, high) (chi-square), multinomial's indices by their weights (chi-square; never
+  a zero weight while a positive one is left; distinct without replacement);
 - rrelu_with_noise_functional (not Core ATen) in training: noise 1 where the input is not <= 0,
   uniform on [lower, upper] elsewhere, and the output computed by torch from our noise.
 """
@@ -104,17 +108,27 @@ def _distributed_as(
     """Kolmogorov–Smirnov: could the samples be draws from the continuous `cdf`, rounded to
     their dtype? Each sample stands for the interval up to its neighbours in its dtype (so the
     coarse grids of float16 and bfloat16 are not mistaken for a wrong distribution)."""
-    from scipy import stats
-
-    n = samples.size
-    if n == 0:
+    if samples.size == 0:
         return _ok(f"{what}: no samples")
-    wide = samples.astype(np.float64)
-    if not np.isfinite(wide).all():
+    if not np.isfinite(samples.astype(np.float64)).all():
         return _fail(f"{what}: non-finite samples")
     order = np.sort(samples)
     below = np.nextafter(order, np.asarray(-np.inf, samples.dtype)).astype(np.float64)
     above = np.nextafter(order, np.asarray(np.inf, samples.dtype)).astype(np.float64)
+    return _within_distributed_as(below, above, cdf, what)
+
+
+def _within_distributed_as(
+    below: np.ndarray, above: np.ndarray, cdf: Callable[[np.ndarray], np.ndarray], what: str
+) -> Comparison:
+    """Kolmogorov–Smirnov for samples known to lie each in [below, above] (rounding): could
+    some values in those intervals be draws from the continuous `cdf`? The distance never
+    exceeds that of any such values: the empirical distribution of the upper ends is compared
+    with `cdf` where it lies above it, that of the lower ends where it lies below."""
+    from scipy import stats
+
+    n = below.size
+    below, above = np.sort(below), np.sort(above)
     rank = np.arange(1, n + 1, dtype=np.float64)
     statistic = float(max(np.max(rank / n - cdf(above)), np.max(cdf(below) - (rank - 1) / n), 0.0))
     p_value = float(stats.kstwo.sf(statistic, n))
@@ -365,6 +379,237 @@ def check_rrelu_with_noise(call: AtenCall, ours: list[Any], theirs: list[Any]) -
         _ascents_look_independent(slopes, "rrelu slopes"),
     ]
     return _all_ok(checks, "rrelu_with_noise: slopes uniform on [lower, upper], output from them")
+
+
+# -- random ops that are not Core ATen: *_like draws, randint, normal's forms, uniform -------------
+
+
+def _uniform_on(ours: Any, theirs: Any, low: float, high: float, what: str) -> Comparison:
+    """Draws uniform on [low, high) (each part of a complex tensor): in range, Kolmogorov–Smirnov
+    (rounded to the dtype), unordered."""
+    layout = _same_layout(ours, theirs, what)
+    if not layout:
+        return layout
+    checks = []
+    for part in _parts_of(ours):
+        wide = part.astype(np.float64)
+        if wide.size and not (wide.min() >= low and (wide.max() < high or low == high)):
+            return _fail(
+                f"{what}: samples span [{wide.min()}, {wide.max()}], outside [{low}, {high})"
+            )
+        if low == high:
+            continue
+        checks.append(
+            _distributed_as(part, lambda x: np.clip((x - low) / (high - low), 0.0, 1.0), what)
+        )
+        checks.append(_ascents_look_independent(part, what))
+    return _all_ok(checks, f"{what}: uniform on [{low}, {high}) (Kolmogorov–Smirnov) and unordered")
+
+
+def _normal_around(ours: Any, theirs: Any, mean: Any, std: Any, what: str) -> Comparison:
+    """Draws of N(mean, std²) elementwise (mean and std broadcast to the result; a complex
+    result's parts each N(mean's part, std²/2)): standardized, Kolmogorov–Smirnov against the
+    standard normal with each sample's rounding interval in its dtype, unordered; where std is
+    0 the draw is the mean itself."""
+    from scipy import stats
+
+    layout = _same_layout(ours, theirs, what)
+    if not layout:
+        return layout
+    if ours.size == 0:
+        return _ok(f"{what}: empty")
+    complex_result = np.iscomplexobj(ours)
+    if complex_result and not isinstance(mean, np.ndarray):
+        mean = complex(mean, mean)  # a number is the mean of each part (torch's normal_)
+    means = np.broadcast_to(
+        np.asarray(mean, np.complex128 if complex_result else np.float64), ours.shape
+    )
+    stds = np.broadcast_to(np.asarray(std, np.float64), ours.shape)
+    if complex_result:
+        parts = [(ours.real, means.real), (ours.imag, means.imag)]
+        stds = stds / math.sqrt(2)
+    else:
+        parts = [(ours, means)]
+    checks = []
+    stds = stds.reshape(-1)
+    for part, centre in parts:
+        part, centre = part.reshape(-1), centre.reshape(-1)
+        fixed = stds == 0
+        if not np.array_equal(
+            part[fixed].astype(np.float64), centre[fixed].astype(part.dtype).astype(np.float64)
+        ):
+            return _fail(f"{what}: a draw of standard deviation 0 differs from its mean")
+        drawn, centre, scale = part[~fixed], centre[~fixed], stds[~fixed]
+        if drawn.size == 0:
+            continue
+        if not np.isfinite(drawn.astype(np.float64)).all():
+            return _fail(f"{what}: non-finite draws")
+        below = np.nextafter(drawn, np.asarray(-np.inf, drawn.dtype)).astype(np.float64)
+        above = np.nextafter(drawn, np.asarray(np.inf, drawn.dtype)).astype(np.float64)
+        checks.append(
+            _within_distributed_as(
+                (below - centre) / scale, (above - centre) / scale, stats.norm.cdf, what
+            )
+        )
+        checks.append(_ascents_look_independent((drawn.astype(np.float64) - centre) / scale, what))
+    return _all_ok(checks, f"{what}: normal around the mean (Kolmogorov–Smirnov) and unordered")
+
+
+@statistical_check("aten.rand_like.default")
+def check_rand_like(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    return _uniform_on(ours[0], theirs[0], 0.0, 1.0, "rand_like")
+
+
+@statistical_check("aten.uniform.default")
+def check_uniform(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    arguments = _arguments(call)
+    return _uniform_on(
+        ours[0], theirs[0], float(arguments["from"]), float(arguments["to"]), "uniform"
+    )
+
+
+@statistical_check("aten.randn_like.default")
+def check_randn_like(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    return _normal_around(ours[0], theirs[0], 0.0, 1.0, "randn_like")
+
+
+@statistical_check("aten.normal.Tensor_float")
+@statistical_check("aten.normal.float_Tensor")
+@statistical_check("aten.normal.Tensor_Tensor")
+@statistical_check("aten.normal.float_float")
+@statistical_check("aten.normal_functional.default")
+def check_normal(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    arguments = _arguments(call)
+    return _normal_around(ours[0], theirs[0], arguments["mean"], arguments["std"], call.op)
+
+
+def _integers_uniform(values: np.ndarray, low: int, high: int, what: str) -> Comparison:
+    """Integers drawn uniformly from [low, high): integral, in range, every integer (or every
+    bin of them) as frequent as its share (chi-square), and unordered where ties are rare."""
+    from scipy import stats
+
+    n = values.size
+    if n == 0:
+        return _ok(f"{what}: empty")
+    if DType.from_numpy(values.dtype).is_floating:
+        wide = values.astype(np.float64).reshape(-1)
+        if not (np.isfinite(wide).all() and (wide == np.floor(wide)).all()):
+            return _fail(f"{what}: values that are not integers")
+        offsets = wide - low
+    else:  # in integers: exact far from zero too (int64 near 2^62)
+        offsets = (values.astype(np.int64).reshape(-1) - low).astype(np.float64)
+    span = high - low
+    if offsets.min() < 0 or offsets.max() > span - 1:
+        return _fail(
+            f"{what}: values span [{low + int(offsets.min())}, {low + int(offsets.max())}], "
+            f"outside [{low}, {high})"
+        )
+    if span == 1 or n < 50:
+        return _ok(f"{what}: {n} integers in [{low}, {high})")
+    bins = min(span, n // 10, 100)
+    # Bin b holds the integers low + [ceil(b·span/bins), ceil((b+1)·span/bins)).
+    edges = np.array([-(-b * span // bins) for b in range(bins + 1)], dtype=np.float64)
+    observed = np.bincount(np.searchsorted(edges, offsets, side="right") - 1, minlength=bins)
+    expected = np.diff(edges) / span * n
+    chi2 = stats.chisquare(observed, expected)
+    if chi2.pvalue < ALPHA:
+        return _fail(
+            f"{what}: the integers of [{low}, {high}) are not equally frequent (chi-square of "
+            f"{bins} bins {chi2.statistic:.4g}, p = {chi2.pvalue:.3g})"
+        )
+    if span >= 1000:
+        return _ascents_look_independent(offsets, what)
+    return _ok(f"{what}: integers uniform on [{low}, {high})")
+
+
+@statistical_check("aten.randint_like.default")
+@statistical_check("aten.randint_like.low_dtype")
+@statistical_check("aten.randint.default")
+@statistical_check("aten.randint.low")
+def check_randint(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    layout = _same_layout(ours[0], theirs[0], call.op)
+    if not layout:
+        return layout
+    arguments = _arguments(call)
+    return _integers_uniform(ours[0], arguments.get("low", 0), arguments["high"], call.op)
+
+
+def _frequencies_follow(draws: np.ndarray, weights: np.ndarray, what: str) -> Comparison:
+    """Chi-square over the rows together: row i's draws (a row of category indices) are
+    distributed as its weights. Categories are merged in order until each group expects at
+    least 5 draws (the test's approximation needs it); zero weights were checked never drawn."""
+    from scipy import stats
+
+    statistic, freedom = 0.0, 0
+    for row_draws, row_weights in zip(draws, weights, strict=True):
+        n = row_draws.size
+        probabilities = row_weights / row_weights.sum()
+        observed = np.bincount(row_draws, minlength=probabilities.size).astype(np.float64)
+        groups_observed: list[float] = []
+        groups_expected: list[float] = []
+        pending_observed = pending_expected = 0.0
+        for seen, share in zip(observed, probabilities * n, strict=True):
+            pending_observed += seen
+            pending_expected += share
+            if pending_expected >= 5:
+                groups_observed.append(pending_observed)
+                groups_expected.append(pending_expected)
+                pending_observed = pending_expected = 0.0
+        if groups_expected:  # the remainder joins the last group
+            groups_observed[-1] += pending_observed
+            groups_expected[-1] += pending_expected
+        if len(groups_expected) < 2:
+            continue
+        expected = np.array(groups_expected)
+        statistic += float(np.sum((np.array(groups_observed) - expected) ** 2 / expected))
+        freedom += len(groups_expected) - 1
+    if freedom == 0:
+        return _ok(f"{what}: too few draws to test the frequencies")
+    p_value = float(stats.chi2.sf(statistic, freedom))
+    if p_value < ALPHA:
+        return _fail(
+            f"{what}: the draws' frequencies do not follow the weights (chi-square {statistic:.4g} "
+            f"on {freedom} degrees of freedom, p = {p_value:.3g})"
+        )
+    return _ok(f"{what}: frequencies follow the weights (p = {p_value:.3g})")
+
+
+@statistical_check("aten.multinomial.default")
+def check_multinomial(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    """Each index names a category; a zero weight is drawn only without replacement, once every
+    positive one is; without replacement a row's indices are distinct; the frequencies follow the
+    weights (with replacement all draws, without it the first of each row, drawn as the
+    weights say)."""
+    what = "multinomial"
+    layout = _same_layout(ours[0], theirs[0], what)
+    if not layout:
+        return layout
+    arguments = _arguments(call)
+    weights = np.atleast_2d(arguments["self"].astype(np.float64))
+    replacement = arguments["replacement"]
+    if ours[0].size == 0:
+        return _ok(f"{what}: no draws")
+    draws = ours[0].reshape(weights.shape[0], -1)
+    categories = weights.shape[1]
+    if draws.min() < 0 or draws.max() >= categories:
+        return _fail(f"{what}: an index outside [0, {categories})")
+    positive = weights > 0
+    drawn_weights = np.take_along_axis(weights, draws, 1)
+    if not replacement:
+        ordered = np.sort(draws, axis=1)
+        if (np.diff(ordered, axis=1) == 0).any():
+            return _fail(f"{what}: a row without replacement draws an index twice")
+    for row_draws, row_drawn, row_positive in zip(draws, drawn_weights, positive, strict=True):
+        zero_drawn = row_drawn == 0
+        if not zero_drawn.any():
+            continue
+        if replacement:
+            return _fail(f"{what}: a category of weight 0 was drawn")
+        if zero_drawn.argmax() < row_positive.sum() or not set(np.flatnonzero(row_positive)) <= set(
+            row_draws
+        ):
+            return _fail(f"{what}: a category of weight 0 drawn while a positive one was left")
+    return _frequencies_follow(draws if replacement else draws[:, :1], weights, what)
 
 
 # -- sorting: the order of ties is unspecified -------------------------------------------------------
