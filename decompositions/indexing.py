@@ -1539,8 +1539,11 @@ def multinomial(
         raise ShapeError(f"{op}: self must have 1 or 2 dims, got {self.ndim}")
     categories = self.shape[-1]
     rows = self.shape[0] if self.ndim == 2 else 1
-    if type(categories) is not int or type(rows) is not int or type(num_samples) is not int:
-        raise ShapeError(f"{op}: the sizes and num_samples must be known when lowering")
+    if type(categories) is not int or type(num_samples) is not int:
+        raise ShapeError(
+            f"{op}: the number of categories and num_samples must be known when lowering, got "
+            f"{categories} and {num_samples}"
+        )
     if num_samples <= 0:
         raise ShapeError(f"{op}: num_samples must be positive, got {num_samples}")
     if not replacement and num_samples > categories:
@@ -1549,7 +1552,7 @@ def multinomial(
             f"{categories} categories"
         )
     shape = [rows, num_samples]
-    if rows == 0:
+    if type(rows) is int and rows == 0:
         return full(shape if self.ndim == 2 else [num_samples], 0, DType.int64)
     weights = prims.reshape(convert(self, DType.float64), [rows, categories])
     if replacement:

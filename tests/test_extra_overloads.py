@@ -7,6 +7,7 @@ tests/test_training.py)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -268,3 +269,89 @@ def test_exported_random_masking_matches_torch_given_its_draws(tmp_path: Path) -
     assert _same_arrays(ours, aten2prims.execute(graph, feed, seed=1))
     other = aten2prims.execute(graph, feed, seed=2)
     assert all(not np.array_equal(a, b) for a, b in zip(ours[1:], other[1:], strict=True))
+
+
+class Sampling(torch.nn.Module):
+    """Sampling tokens from logits (multinomial with and without replacement), random integers
+    like a tensor and of a size, and torch.normal's other forms and tensor.normal_()."""
+
+    def forward(self, logits: torch.Tensor, std: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        probabilities = logits.softmax(dim=-1)
+        return (
+            torch.multinomial(probabilities, 1),
+            torch.multinomial(probabilities, 3, replacement=True),
+            torch.randint_like(logits, 7),
+            torch.randint(100, (5, 2)),
+            torch.normal(2.0, std),
+            torch.normal(logits, std),
+            torch.normal(0.0, 1.0, (4, 3)),
+            torch.empty_like(std).normal_(1.0, 0.5),
+        )
+
+
+def test_exported_sampling_gives_torchs_shapes_and_dtypes_and_is_seeded(tmp_path: Path) -> None:
+    generator = torch.Generator().manual_seed(3)
+    logits = torch.randn(8, 5, generator=generator)
+    logits[:, 2] = -math.inf  # a category of probability 0: never drawn
+    std = torch.rand(8, 5, generator=generator) + 0.5
+    kept = {
+        "aten.multinomial.default",
+        "aten.randint_like.default",
+        "aten.randint.default",
+        "aten.normal.float_Tensor",
+        "aten.normal.Tensor_Tensor",
+        "aten.normal.float_float",
+        "aten.normal_functional.default",
+    }
+    graph = _exported_and_lowered(Sampling(), (logits, std), tmp_path, kept)
+    feed = [logits.numpy(), std.numpy()]
+    ours = aten2prims.execute(graph, feed, seed=1)
+    expected = Sampling()(logits, std)
+    for mine, theirs in zip(ours, expected, strict=True):
+        assert mine.dtype == to_numpy(theirs).dtype and mine.shape == tuple(theirs.shape)
+    one, three, integers, randint, around_two, around_logits, standard, normal_ = ours
+    for drawn in (one, three):
+        assert drawn.min() >= 0 and drawn.max() < 5 and not (drawn == 2).any()
+    assert set(np.unique(integers)) <= set(range(7)) and integers.dtype == np.float32
+    assert randint.min() >= 0 and randint.max() < 100
+    assert np.isfinite(around_two).all() and np.isfinite(standard).all()
+    assert np.isfinite(normal_).all() and normal_.std() > 0
+    np.testing.assert_array_equal(np.isneginf(around_logits), np.isneginf(logits.numpy()))
+    assert _same_arrays(ours, aten2prims.execute(graph, feed, seed=1))
+    other = aten2prims.execute(graph, feed, seed=2)
+    assert all(not np.array_equal(a, b) for a, b in zip(ours[1:], other[1:], strict=True))
+
+
+class DynamicDraws(torch.nn.Module):
+    """Draws of a batch of dynamic size."""
+
+    def forward(self, x: torch.Tensor, p: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            torch.randn_like(x) * x,
+            torch.rand_like(x) < 0.5,
+            torch.randint_like(x, 3, 9),
+            torch.normal(x, 2.0),
+            torch.empty_like(x).uniform_(-1.0, 1.0),
+            torch.multinomial(p, 2),
+        )
+
+
+def test_draws_of_a_dynamic_batch_take_each_size(tmp_path: Path) -> None:
+    batch = torch.export.Dim("batch", min=1, max=64)
+    example = (torch.randn(4, 3), torch.rand(4, 5))
+    program = torch.export.export(
+        DynamicDraws(), example, dynamic_shapes=({0: batch}, {0: batch})
+    ).run_decompositions()
+    path = tmp_path / "dynamic_draws.pt2"
+    torch.export.save(program, str(path))
+    graph = aten2prims.lower(aten2prims.load(path))
+    generator = torch.Generator().manual_seed(4)
+    for size in (1, 7, 33):
+        x, p = torch.randn(size, 3, generator=generator), torch.rand(size, 5, generator=generator)
+        ours = aten2prims.execute(graph, [x.numpy(), p.numpy()], seed=size)
+        for mine, theirs in zip(ours, DynamicDraws()(x, p), strict=True):
+            assert mine.dtype == to_numpy(theirs).dtype and mine.shape == tuple(theirs.shape)
+        integers, uniform, indices = ours[2], ours[4], ours[5]
+        assert integers.min() >= 3 and integers.max() < 9
+        assert uniform.min() >= -1.0 and uniform.max() < 1.0
+        assert indices.min() >= 0 and indices.max() < 5 and (indices[:, 0] != indices[:, 1]).all()
