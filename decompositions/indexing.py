@@ -1453,6 +1453,7 @@ def normal_tensor_float(mean: Value, std: float = 1.0, generator: Any = None) ->
 def normal_float_tensor(mean: float, std: Value, generator: Any = None) -> Value:
     """Not Core ATen: N(mean, std²) elementwise, of std's shape and dtype."""
     op = "aten.normal.float_Tensor"
+    check_dtype(op, std, FLOATS, "std")
     return _scaled_by_tensor(op, _standard_normal(std.shape, std.dtype), std, mean, std.dtype)
 
 
