@@ -223,6 +223,23 @@ def test_sort_and_topk_checks_allow_only_the_order_of_ties() -> None:
         ("aten.randperm.default", (10,), {}),
         ("aten.native_dropout.default", (torch.ones(40, 50), 0.3, True), {}),
         ("aten.native_dropout.default", (torch.ones(1000), 0.9, True), {}),
+        ("aten.rand_like.default", (torch.zeros(40, 50, dtype=torch.float16),), {}),
+        ("aten.randn_like.default", (torch.zeros(40, 50, dtype=torch.bfloat16),), {}),
+        ("aten.uniform.default", (torch.zeros(40, 50, dtype=torch.float16), -2.0, 3.0), {}),
+        ("aten.randint_like.low_dtype", (torch.zeros(40, 50, dtype=torch.int8), -128, 128), {}),
+        ("aten.randint.low", (-(2**40), 2**40, [2000]), {}),
+        (
+            "aten.normal.Tensor_Tensor",
+            (torch.linspace(-50, 50, 2000, dtype=torch.float16), torch.linspace(0.1, 3, 2000)),
+            {},
+        ),
+        ("aten.normal.float_float", (1.0, 2.0, [3000]), {"dtype": torch.complex64}),
+        ("aten.multinomial.default", (torch.tensor([0.1, 0.0, 0.5, 2.0, 1e-3]), 2000, True), {}),
+        (
+            "aten.multinomial.default",
+            (torch.rand(400, 7, generator=torch.Generator().manual_seed(0)) + 0.01, 4),
+            {},
+        ),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )
@@ -454,3 +471,39 @@ def test_an_integer_range_wider_than_float64_draws_reach_is_refused() -> None:
     assert result.dtype == np.int64 and (np.abs(result) <= 2**52).all()
     with pytest.raises(ShapeError, match="randint: the range .* holds more than 2\\^53 integers"):
         _lowered_with_metas_of(op, (-(2**52), 2**52 + 1, [3]), {}, valid)
+
+
+def test_the_multinomial_check_rejects_wrong_draws() -> None:
+    weights = torch.tensor([[0.5, 0.0, 0.5, 1.0]] * 300)
+    with_replacement = AtenCall("aten.multinomial.default", (weights, 4, True), {})
+    theirs = [to_numpy(t) for t in torch_outputs(with_replacement)]
+    rng = np.random.default_rng(0)
+    good = rng.choice(4, size=(300, 4), p=[0.25, 0.0, 0.25, 0.5])
+    check = STATISTICAL_CHECKS["aten.multinomial.default"]
+    assert check(with_replacement, [good], theirs)
+    drawn_zero = good.copy()
+    drawn_zero[7, 2] = 1
+    assert "weight 0" in check(with_replacement, [drawn_zero], theirs).message
+    uniform_over_positive = rng.choice([0, 2, 3], size=(300, 4))
+    assert "frequencies" in check(with_replacement, [uniform_over_positive], theirs).message
+    out_of_range = good.copy()
+    out_of_range[0, 0] = 4
+    assert "outside" in check(with_replacement, [out_of_range], theirs).message
+
+    without = AtenCall("aten.multinomial.default", (weights, 3), {})
+    theirs = [to_numpy(t) for t in torch_outputs(without)]
+    good = np.array(
+        [rng.choice(4, size=3, replace=False, p=[0.25, 0.0, 0.25, 0.5]) for _ in range(300)]
+    )
+    assert check(without, [good], theirs)
+    repeated = good.copy()
+    repeated[5, 1] = repeated[5, 0]
+    assert "twice" in check(without, [repeated], theirs).message
+    # every row must draw its three positive weights before the zero one
+    four = AtenCall("aten.multinomial.default", (weights[:2], 4), {})
+    theirs = [to_numpy(t) for t in torch_outputs(four)]
+    assert check(four, [np.array([[3, 0, 2, 1], [0, 3, 2, 1]])], theirs)
+    assert (
+        "positive one was left"
+        in check(four, [np.array([[3, 1, 2, 0], [0, 3, 2, 1]])], theirs).message
+    )
