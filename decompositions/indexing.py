@@ -1581,3 +1581,81 @@ def multinomial(
     refused = prims.broadcast_in_dim(refused, shape, [0])
     result = prims.where(refused, full(shape, categories, DType.int64), indices)
     return result if self.ndim == 2 else prims.reshape(result, [num_samples])
+
+
+@register("aten.log_normal.default")
+def log_normal(self: Value, mean: float = 1.0, std: float = 2.0, generator: Any = None) -> Value:
+    """Not Core ATen (`tensor.log_normal_()`): exp of N(mean, std²) draws in float64, converted
+    to self's dtype (floating)."""
+    op = "aten.log_normal"
+    check_dtype(op, self, FLOATS, "self")
+    if not std > 0.0:
+        raise ShapeError(f"{op}: std must be positive, got {std}")
+    draws = prims.normal(
+        list(self.shape),
+        mean=float(mean),
+        std=float(std),
+        dtype=DType.float64,
+        device=CPU,
+        requires_grad=False,
+    )
+    return convert(prims.exp(draws), self.dtype)
+
+
+@register("aten.cauchy.default")
+def cauchy(self: Value, median: float = 0.0, sigma: float = 1.0, generator: Any = None) -> Value:
+    """Not Core ATen (`tensor.cauchy_()`): median + sigma · tan(π (u − 1/2)) for u uniform on
+    [0, 1) in float64, converted to self's dtype (floating)."""
+    op = "aten.cauchy"
+    check_dtype(op, self, FLOATS, "self")
+    if not sigma > 0.0:
+        raise ShapeError(f"{op}: sigma must be positive, got {sigma}")
+    draws = _uniform_draws(self.shape, -0.5, 0.5, DType.float64)
+    values = prims.add(prims.mul(prims.tan(prims.mul(draws, math.pi)), float(sigma)), float(median))
+    return convert(values, self.dtype)
+
+
+@register("aten.geometric.default")
+def geometric(self: Value, p: float, generator: Any = None) -> Value:
+    """Not Core ATen (`tensor.geometric_(p)`): the number of Bernoulli(p) trials up to the first
+    success, ceil(log1p(−u) / log1p(−p)) for u uniform on [0, 1) in float64 (at least 1),
+    converted to self's dtype (floating or integer)."""
+    op = "aten.geometric"
+    if self.dtype.is_bool or self.dtype.is_complex:
+        raise DTypeError(f"{op}: self of dtype {self.dtype.short} is not supported")
+    if not 0.0 < p < 1.0:
+        raise ShapeError(f"{op}: p must lie in (0, 1), got {p}")
+    draws = _uniform_draws(self.shape, 0.0, 1.0, DType.float64)
+    trials = prims.ceil(prims.div(prims.log1p(prims.neg(draws)), math.log1p(-p)))
+    return convert(prims.maximum(trials, full(self.shape, 1.0, DType.float64)), self.dtype)
+
+
+def _largest_random(dtype: DType) -> int:
+    """The largest value `random_` draws into a tensor of dtype when no bound is given: the
+    dtype's largest integer, or for floating dtypes the last integer of its exact run (2^digits)."""
+    if dtype.is_floating:
+        return _largest_exact(dtype)
+    return int(dtype_limits(dtype)[1])
+
+
+@register("aten.random.to")
+def random_to(self: Value, to: int, generator: Any = None) -> Value:
+    """Not Core ATen (`tensor.random_(to)`): integers uniform on [0, to) in self's dtype."""
+    return _random_integers("aten.random", self.shape, 0, to, self.dtype)
+
+
+@register("aten.random.from")
+def random_from(self: Value, from_: int, to: int | None, generator: Any = None) -> Value:
+    """Not Core ATen (`tensor.random_(from, to)`): integers uniform on [from, to) in self's
+    dtype; to None: up to the dtype's largest value (2^digits for floating dtypes) inclusive."""
+    high = _largest_random(self.dtype) + 1 if to is None else to
+    return _random_integers("aten.random", self.shape, from_, high, self.dtype)
+
+
+@register("aten.random.default")
+def random_default(self: Value, generator: Any = None) -> Value:
+    """Not Core ATen (`tensor.random_()`): integers uniform on [0, largest] in self's dtype (the
+    dtype's largest value; 2^digits for floating dtypes; bool: [0, 1])."""
+    return _random_integers(
+        "aten.random", self.shape, 0, _largest_random(self.dtype) + 1, self.dtype
+    )

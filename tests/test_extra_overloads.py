@@ -355,3 +355,41 @@ def test_draws_of_a_dynamic_batch_take_each_size(tmp_path: Path) -> None:
         assert integers.min() >= 3 and integers.max() < 9
         assert uniform.min() >= -1.0 and uniform.max() < 1.0
         assert indices.min() >= 0 and indices.max() < 5 and (indices[:, 0] != indices[:, 1]).all()
+
+
+class InPlaceDraws(torch.nn.Module):
+    """The in-place draws of a tensor: log_normal_, cauchy_, geometric_, random_(to), random_()."""
+
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            torch.empty_like(x).log_normal_(0.0, 0.5),
+            torch.empty_like(x).cauchy_(1.0, 2.0),
+            torch.empty_like(x).geometric_(0.3),
+            torch.empty_like(n).random_(10),
+            torch.empty_like(n).random_(),
+        )
+
+
+def test_exported_in_place_draws_give_torchs_shapes_dtypes_and_ranges(tmp_path: Path) -> None:
+    x, n = torch.zeros(40, 50), torch.zeros(40, 50, dtype=torch.int16)
+    kept = {
+        "aten.log_normal.default",
+        "aten.cauchy.default",
+        "aten.geometric.default",
+        "aten.random.to",
+        "aten.random.default",
+    }
+    graph = _exported_and_lowered(InPlaceDraws(), (x, n), tmp_path, kept)
+    feed = [x.numpy(), n.numpy()]
+    ours = aten2prims.execute(graph, feed, seed=1)
+    for mine, theirs in zip(ours, InPlaceDraws()(x, n), strict=True):
+        assert mine.dtype == to_numpy(theirs).dtype and mine.shape == tuple(theirs.shape)
+    log_normal, cauchy, geometric, below_ten, any_int16 = ours
+    assert log_normal.min() > 0 and abs(np.median(np.log(log_normal))) < 0.1
+    assert abs(np.median(cauchy) - 1.0) < 0.5
+    assert geometric.min() >= 1 and (geometric == np.floor(geometric)).all()
+    assert below_ten.min() >= 0 and below_ten.max() < 10
+    assert any_int16.min() >= 0 and any_int16.max() > 2**14  # [0, 32767]
+    assert _same_arrays(ours, aten2prims.execute(graph, feed, seed=1))
+    other = aten2prims.execute(graph, feed, seed=2)
+    assert all(not np.array_equal(a, b) for a, b in zip(ours, other, strict=True))

@@ -407,6 +407,56 @@ F32 = torch.zeros(3)
             DTypeError,
             "random integers of dtype c64 are not supported",
         ),
+        (
+            "aten.log_normal.default",
+            (F32, 1.0, 0.0),
+            (F32, 1.0, 1.0),
+            ShapeError,
+            "std must be positive",
+        ),
+        (
+            "aten.log_normal.default",
+            (torch.zeros(3, dtype=torch.int64),),
+            (F32,),
+            DTypeError,
+            "self of dtype i64 is not supported",
+        ),
+        (
+            "aten.cauchy.default",
+            (F32, 0.0, 0.0),
+            (F32, 0.0, 1.0),
+            ShapeError,
+            "sigma must be positive",
+        ),
+        (
+            "aten.cauchy.default",
+            (torch.zeros(3, dtype=torch.complex64),),
+            (F32,),
+            DTypeError,
+            "self of dtype c64 is not supported",
+        ),
+        (
+            "aten.geometric.default",
+            (F32, 1.0),
+            (F32, 0.5),
+            ShapeError,
+            "p must lie in \\(0, 1\\), got 1.0",
+        ),
+        (
+            "aten.geometric.default",
+            (torch.zeros(3, dtype=torch.bool), 0.5),
+            (U8, 0.5),
+            DTypeError,
+            "self of dtype b8 is not supported",
+        ),
+        ("aten.random.to", (U8, 0), (U8, 1), ShapeError, "low must be less than high"),
+        (
+            "aten.random.from",
+            (U8, 3, 300),
+            (U8, 3, 256),
+            ShapeError,
+            "high - 1 = 299 is out of bounds",
+        ),
     ],
     ids=lambda v: v if isinstance(v, str) and v.startswith("aten.") else "",
 )
@@ -507,3 +557,12 @@ def test_the_multinomial_check_rejects_wrong_draws() -> None:
         "positive one was left"
         in check(four, [np.array([[3, 1, 2, 0], [0, 3, 2, 1]])], theirs).message
     )
+
+
+def test_random_of_an_int64_or_float64_tensor_is_refused() -> None:
+    """`random_()` draws from 2^63 integers into int64 and from 2^53 + 1 into float64: more than
+    float64 draws reach, refused (torch draws them from 64 bits)."""
+    for dtype in (torch.int64, torch.float64):
+        x = torch.zeros(3, dtype=dtype)
+        with pytest.raises(ShapeError, match="random: the range .* holds more than 2\\^53"):
+            _lowered_with_metas_of("aten.random.default", (x,), {}, (x,))

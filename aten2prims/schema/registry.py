@@ -203,6 +203,24 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
     "aten.uniform.default": (
         "uniform(Tensor self, float from=0., float to=1., *, Generator? generator=None) -> Tensor"
     ),
+    # tensor.log_normal_(), cauchy_(), geometric_() and random_() drawn into an empty_permuted
+    # tensor.
+    "aten.log_normal.default": (
+        "log_normal(Tensor self, float mean=1., float std=2., *, Generator? generator=None) "
+        "-> Tensor"
+    ),
+    "aten.cauchy.default": (
+        "cauchy(Tensor self, float median=0., float sigma=1., *, Generator? generator=None) "
+        "-> Tensor"
+    ),
+    "aten.geometric.default": (
+        "geometric(Tensor self, float p, *, Generator? generator=None) -> Tensor"
+    ),
+    "aten.random.to": "random.to(Tensor self, int to, *, Generator? generator=None) -> Tensor",
+    "aten.random.from": (
+        "random.from(Tensor self, int from, int? to, *, Generator? generator=None) -> Tensor"
+    ),
+    "aten.random.default": "random(Tensor self, *, Generator? generator=None) -> Tensor",
     # torch.multinomial (sampling tokens, weighted sampling of indices).
     "aten.multinomial.default": (
         "multinomial(Tensor self, SymInt num_samples, bool replacement=False, *, "

@@ -17,7 +17,8 @@
   element equal to its value;
 - the random ops that are not Core ATen: rand_like and uniform as rand (on [from, to)), randn_like
   and normal's forms standardized by their mean and std, the randint family as integers equally
-  frequent over [low, high) (chi-square), multinomial's indices by their weights (chi-square; never
+  frequent over [low, high) (chi-square; `random_` likewise), log_normal and cauchy by
+  Kolmogorov–Smirnov, geometric's trials by chi-square, multinomial's indices by their weights (chi-square; never
   a zero weight while a positive one is left; distinct without replacement);
 - rrelu_with_noise_functional (not Core ATen) in training: noise 1 where the input is not <= 0,
   uniform on [lower, upper] elsewhere, and the output computed by torch from our noise.
@@ -532,6 +533,95 @@ def check_randint(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Compari
         return layout
     arguments = _arguments(call)
     return _integers_uniform(ours[0], arguments.get("low", 0), arguments["high"], call.op)
+
+
+def _largest_random(dtype: DType) -> int:
+    """What `random_()` draws up to (inclusive) in dtype: its largest value, or for a floating
+    dtype the end of its run of exact integers."""
+    if dtype.is_floating:
+        return (
+            2 ** {DType.float16: 11, DType.bfloat16: 8, DType.float32: 24, DType.float64: 53}[dtype]
+        )
+    return int(1 if dtype.is_bool else np.iinfo(dtype.numpy).max)
+
+
+@statistical_check("aten.random.to")
+@statistical_check("aten.random.from")
+@statistical_check("aten.random.default")
+def check_random(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    """`random_`: integers equally frequent over [from, to) (to None or absent: up to the
+    dtype's largest, inclusive)."""
+    layout = _same_layout(ours[0], theirs[0], call.op)
+    if not layout:
+        return layout
+    arguments = _arguments(call)
+    to = arguments.get("to")
+    high = _largest_random(DType.from_numpy(ours[0].dtype)) + 1 if to is None else to
+    return _integers_uniform(ours[0], arguments.get("from", 0), high, call.op)
+
+
+@statistical_check("aten.log_normal.default")
+def check_log_normal(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    """exp of N(mean, std²): positive, Kolmogorov–Smirnov (rounded to the dtype), ascents."""
+    from scipy import stats
+
+    layout = _same_layout(ours[0], theirs[0], "log_normal")
+    if not layout:
+        return layout
+    arguments = _arguments(call)
+    mean, std = float(arguments["mean"]), float(arguments["std"])
+    draws = ours[0].reshape(-1)
+    if draws.size and draws.astype(np.float64).min() < 0:
+        return _fail("log_normal: negative draws")
+
+    def cdf(x: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return stats.norm.cdf((np.log(np.maximum(x, 0.0)) - mean) / std)
+
+    checks = [
+        _distributed_as(draws, cdf, "log_normal"),
+        _ascents_look_independent(draws, "log_normal"),
+    ]
+    return _all_ok(checks, "log_normal: distributed as exp(N(mean, std²)) and unordered")
+
+
+@statistical_check("aten.cauchy.default")
+def check_cauchy(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    """Cauchy(median, sigma): Kolmogorov–Smirnov (rounded to the dtype), ascents."""
+    layout = _same_layout(ours[0], theirs[0], "cauchy")
+    if not layout:
+        return layout
+    arguments = _arguments(call)
+    median, sigma = float(arguments["median"]), float(arguments["sigma"])
+    draws = ours[0].reshape(-1)
+    checks = [
+        _distributed_as(draws, lambda x: 0.5 + np.arctan((x - median) / sigma) / np.pi, "cauchy"),
+        _ascents_look_independent(draws, "cauchy"),
+    ]
+    return _all_ok(checks, "cauchy: distributed as Cauchy(median, sigma) and unordered")
+
+
+@statistical_check("aten.geometric.default")
+def check_geometric(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    """The trials up to a first success of probability p: integers from 1, each k as frequent
+    as (1 − p)^(k − 1)·p (a chi-square over 1, 2, … with the tail merged)."""
+    layout = _same_layout(ours[0], theirs[0], "geometric")
+    if not layout:
+        return layout
+    p = float(_arguments(call)["p"])
+    draws = ours[0].astype(np.float64).reshape(-1)
+    if draws.size == 0:
+        return _ok("geometric: empty")
+    if not (np.isfinite(draws).all() and (draws == np.floor(draws)).all() and draws.min() >= 1):
+        return _fail("geometric: draws that are not integers from 1")
+    largest = int(draws.max())
+    trials = np.arange(1, largest + 1)
+    probabilities = (1 - p) ** (trials - 1) * p
+    probabilities[-1] = (1 - p) ** (largest - 1)  # the last takes the tail: P(k >= largest)
+    counts = np.bincount(draws.astype(np.int64) - 1, minlength=largest)
+    return _frequencies_follow(
+        np.repeat(trials - 1, counts)[None, :], probabilities[None, :], "geometric"
+    )
 
 
 def _frequencies_follow(draws: np.ndarray, weights: np.ndarray, what: str) -> Comparison:

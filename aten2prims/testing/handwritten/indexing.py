@@ -18,7 +18,7 @@ from typing import Any
 
 from ...ir.dtypes import DType
 from ..record import AtenCall
-from .common import ALL, COMPLEX, FLOATS, NAN, ORDERED, random_tensor, torch_dtype
+from .common import ALL, COMPLEX, FLOATS, INTS, NAN, ORDERED, random_tensor, torch_dtype
 from .registry import handwritten
 
 Case = Callable[[DType], AtenCall | None]
@@ -740,3 +740,54 @@ def _multinomial_samples(dtype: DType) -> Iterator[AtenCall]:
     yield _call(op, row, 6)  # every category: the zero weights last
     yield _call(op, torch.tensor([[0.2, 0.8, 0.0]], dtype=kind), 1)
     yield _call(op, rows[:0], 2)  # no rows
+
+
+@handwritten("aten.log_normal.default", FLOATS)
+def _log_normal_samples(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten.log_normal.default"
+    # exp(N(1, 2)) overflows float16 now and then: a narrower one there
+    mean, std = (0.0, 1.0) if dtype is DType.float16 else (1.0, 2.0)
+    yield _call(op, random_tensor((40, 50), dtype), mean, std)
+    yield _call(op, _transposed((30, 40), dtype, 1), -1.0, 0.5)
+    yield _call(op, random_tensor((0, 3), dtype))
+
+
+@handwritten("aten.cauchy.default", (DType.bfloat16, DType.float32, DType.float64))
+def _cauchy_samples(dtype: DType) -> Iterator[AtenCall]:
+    """Not float16: Cauchy's tails overflow it (torch's too)."""
+    op = "aten.cauchy.default"
+    yield _call(op, random_tensor((40, 50), dtype))
+    yield _call(op, _transposed((30, 40), dtype, 1), 3.0, 0.25)
+    yield _call(op, random_tensor((0, 3), dtype), 0.0, 2.0)
+
+
+@handwritten("aten.geometric.default", (*INTS, *FLOATS))
+def _geometric_samples(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten.geometric.default"
+    yield _call(op, random_tensor((40, 50), dtype), 0.3)
+    yield _call(op, random_tensor((30, 40), dtype, 1), 0.9)
+    yield _call(op, random_tensor((0, 3), dtype), 0.5)
+
+
+@handwritten("aten.random.to", ORDERED)
+def _random_to_samples(dtype: DType) -> Iterator[AtenCall]:
+    _, high = _INTEGER_RANGES.get(dtype, (0, 100))
+    yield _call("aten.random.to", random_tensor((40, 50), dtype), high)
+    yield _call("aten.random.to", random_tensor((0, 3), dtype), high)
+
+
+@handwritten("aten.random.from", ORDERED)
+def _random_from_samples(dtype: DType) -> Iterator[AtenCall]:
+    low, high = _INTEGER_RANGES.get(dtype, (-20, 30))
+    yield _call("aten.random.from", random_tensor((40, 50), dtype), low, high)
+    if dtype in (DType.bool, DType.uint8, DType.int8, DType.int16, DType.float16, DType.bfloat16):
+        yield _call("aten.random.from", random_tensor((40, 50), dtype, 1), low, None)  # to max
+
+
+@handwritten(
+    "aten.random.default",
+    (DType.bool, DType.uint8, DType.int8, DType.int16, DType.int32, *FLOATS[:3]),
+)
+def _random_default_samples(dtype: DType) -> Iterator[AtenCall]:
+    """Not int64 nor float64: their ranges hold more than 2^53 integers (refused)."""
+    yield _call("aten.random.default", random_tensor((40, 50), dtype))
