@@ -224,6 +224,13 @@ def _multinomial_ignoring_weights(
     return real.function(full(self.shape, 1.0, self.dtype), num_samples, replacement, generator)
 
 
+def _geometric_of_half_the_p(self: Value, p: float, generator: Any) -> Value:
+    """Trials up to a first success of probability p / 2."""
+    real = default_rules().get("aten.geometric.default")
+    assert real is not None
+    return real.function(self, p / 2, generator)
+
+
 @attrs.frozen
 class WrongRule:
     name: str
@@ -388,6 +395,20 @@ WRONG_RULES = [
         _multinomial_ignoring_weights,
         F32,
         "weight 0",
+    ),
+    WrongRule(
+        "cauchy of twice the scale",
+        "aten.cauchy.default",
+        _altered("aten.cauchy.default", _doubled),
+        F32,
+        "Kolmogorov–Smirnov",
+    ),
+    WrongRule(
+        "geometric of half the p",
+        "aten.geometric.default",
+        _geometric_of_half_the_p,
+        F32,
+        "frequencies do not follow",
     ),
     WrongRule(
         "cummax reports the first of equal maxima",

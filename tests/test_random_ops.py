@@ -235,6 +235,10 @@ def test_sort_and_topk_checks_allow_only_the_order_of_ties() -> None:
         ),
         ("aten.normal.float_float", (1.0, 2.0, [3000]), {"dtype": torch.complex64}),
         ("aten.multinomial.default", (torch.tensor([0.1, 0.0, 0.5, 2.0, 1e-3]), 2000, True), {}),
+        ("aten.log_normal.default", (torch.zeros(40, 50, dtype=torch.bfloat16), 1.0, 2.0), {}),
+        ("aten.cauchy.default", (torch.zeros(40, 50), 3.0, 0.5), {}),
+        ("aten.geometric.default", (torch.zeros(40, 50, dtype=torch.int16), 0.05), {}),
+        ("aten.random.default", (torch.zeros(40, 50, dtype=torch.float16),), {}),
         (
             "aten.multinomial.default",
             (torch.rand(400, 7, generator=torch.Generator().manual_seed(0)) + 0.01, 4),
