@@ -94,7 +94,8 @@ def execute(
     mutations and gradients included, with `return_all_outputs=True`) as arrays (lowering it
     first if it still holds aten nodes). `inputs` maps input names to arrays or lists the user inputs in order;
     parameters, buffers and constants with stored data are filled in. `seed` makes random ops
-    reproducible; `check=True` verifies every intermediate's shape and dtype against its meta.
+    reproducible, those of nested graphs (branches, loop bodies) included; `check=True` verifies
+    every intermediate's shape and dtype against its meta.
     A graph needing more than `max_memory` bytes (default: the machine's memory) is refused with
     MemoryBudgetError before anything is allocated. `threads` (default: the machine's cores, or
     the ATEN2PRIMS_NUM_THREADS environment variable) share the parts of large steps (matrix

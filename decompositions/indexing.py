@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
+import numpy as np
 
 import prims
 from aten2prims.errors import DTypeError, ShapeError
@@ -1237,3 +1238,424 @@ def rrelu_with_noise_functional(
     output = prims.where(negative, elementwise(prims.mul, self, slopes), self)
     slope_of_each = prims.where(negative, slopes, full(self.shape, 1.0, self.dtype))
     return output, prims.reshape(slope_of_each, list(noise.shape))
+
+
+# -- random, not Core ATen: the *_like draws, randint, normal's overloads, uniform -------------------
+# torch.export keeps these (torch.rand_like, torch.randint, torch.normal, tensor.uniform_()).
+
+
+def _like_dtype(op: str, self: Value, dtype: DType | None, layout: Layout | None) -> DType:
+    """A *_like op's dtype: the input's unless given."""
+    _check_layout(op, layout)
+    return self.dtype if dtype is None else dtype
+
+
+def _floating(op: str, dtype: DType) -> DType:
+    """torch's kernels of continuous draws exist for floating and complex dtypes only."""
+    if not (dtype.is_floating or dtype.is_complex):
+        raise DTypeError(f"{op}: random values need a floating or complex dtype, got {dtype.short}")
+    return dtype
+
+
+def _uniform_draws(shape: Sequence[Any], low: float, high: float, dtype: DType) -> Value:
+    return prims.uniform(
+        list(shape),
+        low=low,
+        high=high,
+        dtype=dtype,
+        device=CPU,
+        stride=list(row_major_strides(shape)),
+    )
+
+
+def _standard_normal(shape: Sequence[Any], dtype: DType) -> Value:
+    return prims.normal(
+        list(shape), mean=0.0, std=1.0, dtype=dtype, device=CPU, requires_grad=False
+    )
+
+
+@register("aten.rand_like.default")
+def rand_like(
+    self: Value,
+    dtype: DType | None = None,
+    layout: Layout | None = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+    memory_format: Any = None,
+) -> Value:
+    """Not Core ATen: `rand` of self's shape (the lowering lays it out as the graph declares)."""
+    dtype = _floating("aten.rand_like", _like_dtype("aten.rand_like", self, dtype, layout))
+    return _uniform_draws(self.shape, 0.0, 1.0, dtype)
+
+
+@register("aten.randn_like.default")
+def randn_like(
+    self: Value,
+    dtype: DType | None = None,
+    layout: Layout | None = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+    memory_format: Any = None,
+) -> Value:
+    """Not Core ATen: `randn` of self's shape."""
+    dtype = _floating("aten.randn_like", _like_dtype("aten.randn_like", self, dtype, layout))
+    return _standard_normal(self.shape, dtype)
+
+
+# Integer draws are floor(u · (high − low)) + low for u uniform in float64: every integer of a
+# range of at most 2⁵³ is reachable, as likely as the others up to (high − low) / 2⁵³.
+_WIDEST_INTEGER_RANGE = 2**53
+
+
+def _bound_for(value: int, dtype: DType, towards: int) -> int:
+    """torch's `update_from` (towards +1) / `update_to` (towards -1) for a floating dtype: a
+    bound next to which the dtype cannot hold the neighbouring integer is moved inwards to one it
+    holds (an integer bound within ±2^digits is unchanged)."""
+    neighbour = value + towards
+    rounded = int(np.asarray(float(neighbour)).astype(dtype.numpy).astype(np.float64))
+    if (towards > 0 and rounded < value) or (towards < 0 and rounded >= value):
+        digits = {DType.float16: 11, DType.bfloat16: 8, DType.float32: 24, DType.float64: 53}[dtype]
+        step = 1 << (abs(neighbour).bit_length() - 1 - digits + 1)
+        return rounded + step if towards > 0 else rounded - step
+    return value
+
+
+def _checked_integer_range(op: str, low: Any, high: Any, dtype: DType) -> tuple[int, int]:
+    """torch's checks of `random_(low, high)` on a tensor of dtype: low < high, both ends in the
+    dtype's range."""
+    if type(low) is not int or type(high) is not int:
+        raise DTypeError(
+            f"{op}: low and high must be integers known when lowering, got {low!r} and {high!r}"
+        )
+    if dtype.is_complex:
+        raise DTypeError(f"{op}: random integers of dtype {dtype.short} are not supported")
+    smallest, largest = dtype_limits(dtype)
+    if dtype.is_floating and smallest <= low and high - 1 <= largest:
+        low, high = _bound_for(low, dtype, 1), _bound_for(high, dtype, -1)
+    if not low < high:
+        raise ShapeError(f"{op}: low must be less than high, got low={low} >= high={high}")
+    for name, value in (("low", low), ("high - 1", high - 1)):
+        if not smallest <= value <= largest:
+            raise ShapeError(f"{op}: {name} = {value} is out of bounds for {dtype.short}")
+    if high - low > _WIDEST_INTEGER_RANGE:
+        raise ShapeError(
+            f"{op}: the range [{low}, {high}) holds more than 2^53 integers, wider than the "
+            "float64 draws it is computed from can reach"
+        )
+    return low, high
+
+
+def _random_integers(op: str, shape: Sequence[Any], low: Any, high: Any, dtype: DType) -> Value:
+    """Integers drawn uniformly from [low, high), converted to dtype."""
+    low, high = _checked_integer_range(op, low, high, dtype)
+    offsets = prims.floor(_uniform_draws(shape, 0.0, float(high - low), DType.float64))
+    values = convert(offsets, DType.int64)
+    if low != 0:
+        values = elementwise(prims.add, values, low)
+    return convert(values, dtype)
+
+
+@register("aten.randint_like.default")
+def randint_like(
+    self: Value,
+    high: Any,
+    dtype: DType | None = None,
+    layout: Layout | None = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+    memory_format: Any = None,
+) -> Value:
+    """Not Core ATen: integers uniform on [0, high) of self's shape, in self's dtype unless
+    given (a floating dtype holds integer values)."""
+    dtype = _like_dtype("aten.randint_like", self, dtype, layout)
+    return _random_integers("aten.randint_like", self.shape, 0, high, dtype)
+
+
+@register("aten.randint_like.low_dtype")
+def randint_like_low_dtype(
+    self: Value,
+    low: Any,
+    high: Any,
+    dtype: DType | None = None,
+    layout: Layout | None = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+    memory_format: Any = None,
+) -> Value:
+    """Not Core ATen: integers uniform on [low, high) of self's shape and dtype."""
+    dtype = _like_dtype("aten.randint_like", self, dtype, layout)
+    return _random_integers("aten.randint_like", self.shape, low, high, dtype)
+
+
+@register("aten.randint.default")
+def randint(
+    high: Any,
+    size: Sequence[Any],
+    dtype: DType | None = DType.int64,
+    layout: Layout | None = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+) -> Value:
+    """Not Core ATen: integers uniform on [0, high); dtype int64 by default, the default float
+    when given as None (as torch)."""
+    _check_layout("aten.randint", layout)
+    dtype = DEFAULT_FLOAT if dtype is None else dtype
+    return _random_integers("aten.randint", size, 0, high, dtype)
+
+
+@register("aten.randint.low")
+def randint_low(
+    low: Any,
+    high: Any,
+    size: Sequence[Any],
+    dtype: DType | None = DType.int64,
+    layout: Layout | None = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+) -> Value:
+    """Not Core ATen: integers uniform on [low, high)."""
+    _check_layout("aten.randint", layout)
+    dtype = DEFAULT_FLOAT if dtype is None else dtype
+    return _random_integers("aten.randint", size, low, high, dtype)
+
+
+def _literal_std(op: str, std: Any) -> float:
+    if type(std) not in (int, float):
+        raise DTypeError(f"{op}: std must be a number known when lowering, got {std!r}")
+    if not std >= 0.0:
+        raise ShapeError(f"{op}: std must be non-negative, got {std}")
+    return float(std)
+
+
+def _scaled_by_tensor(op: str, draws: Value, std: Value, mean: Any, dtype: DType) -> Value:
+    """draws · std + mean in dtype (torch's `normal_(0, 1).mul_(std).add_(mean)`). torch raises
+    when an element of std is negative; no prim raises on data, so that element is NaN."""
+    check_dtype(op, std, FLOATS, "std")
+    values = convert(elementwise(prims.add, elementwise(prims.mul, draws, std), mean), dtype)
+    negative = broadcast_to(prims.lt(std, convert_number(0, std.dtype)), values.shape)
+    nan = full(values.shape, math.nan, dtype)
+    return prims.where(negative, nan, values)
+
+
+@register("aten.normal.Tensor_float")
+def normal_tensor_float(mean: Value, std: float = 1.0, generator: Any = None) -> Value:
+    """Not Core ATen: N(mean, std²) elementwise, of mean's shape and dtype."""
+    op = "aten.normal.Tensor_float"
+    dtype = _floating(op, mean.dtype)
+    std = _literal_std(op, std)
+    draws = prims.normal(
+        list(mean.shape), mean=0.0, std=std, dtype=dtype, device=CPU, requires_grad=False
+    )
+    return prims.add(draws, mean)
+
+
+@register("aten.normal.float_Tensor")
+def normal_float_tensor(mean: float, std: Value, generator: Any = None) -> Value:
+    """Not Core ATen: N(mean, std²) elementwise, of std's shape and dtype."""
+    op = "aten.normal.float_Tensor"
+    check_dtype(op, std, FLOATS, "std")
+    return _scaled_by_tensor(op, _standard_normal(std.shape, std.dtype), std, mean, std.dtype)
+
+
+@register("aten.normal.Tensor_Tensor")
+def normal_tensor_tensor(mean: Value, std: Value, generator: Any = None) -> Value:
+    """Not Core ATen: N(mean, std²) elementwise, of the broadcast shape and mean's dtype."""
+    op = "aten.normal.Tensor_Tensor"
+    dtype = _floating(op, mean.dtype)
+    shape = broadcast_shapes(mean.shape, std.shape)
+    return _scaled_by_tensor(op, _standard_normal(shape, dtype), std, mean, dtype)
+
+
+@register("aten.normal.float_float")
+def normal_float_float(
+    mean: float,
+    std: float,
+    size: Sequence[Any],
+    generator: Any = None,
+    dtype: DType | None = None,
+    layout: Layout | None = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+) -> Value:
+    """Not Core ATen: N(mean, std²) draws of the given size (the default float dtype)."""
+    op = "aten.normal.float_float"
+    _check_layout(op, layout)
+    dtype = _floating(op, DEFAULT_FLOAT if dtype is None else dtype)
+    std = _literal_std(op, std)
+    return prims.normal(
+        list(size), mean=float(mean), std=std, dtype=dtype, device=CPU, requires_grad=False
+    )
+
+
+@register("aten.normal_functional.default")
+def normal_functional(
+    self: Value, mean: float = 0.0, std: float = 1.0, generator: Any = None
+) -> Value:
+    """Not Core ATen (`tensor.normal_()`): N(mean, std²) draws of self's shape and dtype."""
+    op = "aten.normal_functional"
+    dtype = _floating(op, self.dtype)
+    std = _literal_std(op, std)
+    return prims.normal(
+        list(self.shape), mean=float(mean), std=std, dtype=dtype, device=CPU, requires_grad=False
+    )
+
+
+@register("aten.uniform.default")
+def uniform(self: Value, from_: float = 0.0, to: float = 1.0, generator: Any = None) -> Value:
+    """Not Core ATen (`tensor.uniform_(from, to)`): draws uniform on [from, to) of self's shape
+    and dtype (complex: each part), with torch's checks of the bounds."""
+    op = "aten.uniform"
+    dtype = _floating(op, self.dtype)
+    for name, value in (("from", from_), ("to", to)):
+        if type(value) not in (int, float):
+            raise DTypeError(f"{op}: {name} must be a number known when lowering, got {value!r}")
+    smallest, largest = dtype_limits(dtype.real)
+    for name, value in (("from", from_), ("to", to)):
+        if not smallest <= value <= largest:
+            raise ShapeError(f"{op}: {name} = {value} is out of bounds for {dtype.short}")
+    if not from_ <= to:
+        raise ShapeError(f"{op}: from must not exceed to, got from={from_} > to={to}")
+    if to - from_ > largest:
+        raise ShapeError(
+            f"{op}: to - from = {to - from_} exceeds the largest {dtype.short} ({largest})"
+        )
+    return _uniform_draws(self.shape, float(from_), float(to), dtype)
+
+
+@register("aten.multinomial.default")
+def multinomial(
+    self: Value, num_samples: int, replacement: bool = False, generator: Any = None
+) -> Value:
+    """Not Core ATen: `num_samples` category indices per row of the weights `self` (1 or 2
+    dims, unnormalized). With replacement: u uniform in float64 located in the row's
+    cumulative weights divided by their total (the last is exactly 1, so every index is in
+    range and a zero weight is never drawn). Without: the `num_samples` largest keys
+    weight / E, E exponential (a weighted draw without replacement, in the order drawn; zero
+    weights key below every positive one, drawn only when the positive ones run out). torch
+    raises on a row with a negative, infinite or NaN weight or a zero total; no prim raises on
+    data, so such a row's indices are the category count, out of range for any indexing."""
+    op = "aten.multinomial"
+    check_dtype(op, self, FLOATS, "self")
+    if self.ndim not in (1, 2):
+        raise ShapeError(f"{op}: self must have 1 or 2 dims, got {self.ndim}")
+    categories = self.shape[-1]
+    rows = self.shape[0] if self.ndim == 2 else 1
+    if type(categories) is not int or type(num_samples) is not int:
+        raise ShapeError(
+            f"{op}: the number of categories and num_samples must be known when lowering, got "
+            f"{categories} and {num_samples}"
+        )
+    if num_samples <= 0:
+        raise ShapeError(f"{op}: num_samples must be positive, got {num_samples}")
+    if not replacement and num_samples > categories:
+        raise ShapeError(
+            f"{op}: cannot draw {num_samples} samples without replacement from "
+            f"{categories} categories"
+        )
+    shape = [rows, num_samples]
+    if type(rows) is int and rows == 0:
+        return full(shape if self.ndim == 2 else [num_samples], 0, DType.int64)
+    weights = prims.reshape(convert(self, DType.float64), [rows, categories])
+    if replacement:
+        running = aten.cumsum.default(weights, 1)
+        total = slice_in_dim(running, categories - 1, categories, 1, 1)
+        cumulative = prims.div(running, broadcast_to(total, [rows, categories]))
+        draws = _uniform_draws(shape, 0.0, 1.0, DType.float64)
+        indices = aten.searchsorted.Tensor(cumulative, draws, right=True)
+    else:
+        exponential = prims.neg(
+            prims.log1p(prims.neg(_uniform_draws([rows, categories], 0.0, 1.0, DType.float64)))
+        )
+        positive = prims.gt(weights, 0.0)
+        keys = prims.where(
+            positive, prims.div(weights, exponential), full([rows, categories], -1.0, DType.float64)
+        )
+        _, indices = aten.topk.default(keys, num_samples, 1, True, True)
+    # A row torch refuses: a weight that is not in [0, inf) (NaN included), or a zero total.
+    valid = prims.bitwise_and(prims.ge(weights, 0.0), prims.lt(weights, math.inf))
+    invalid_count = prims.sum(convert(prims.bitwise_not(valid), DType.int64), [1])
+    refused = prims.bitwise_or(
+        prims.gt(invalid_count, 0),
+        prims.le(prims.sum(weights, [1]), 0.0),
+    )
+    refused = prims.broadcast_in_dim(refused, shape, [0])
+    result = prims.where(refused, full(shape, categories, DType.int64), indices)
+    return result if self.ndim == 2 else prims.reshape(result, [num_samples])
+
+
+@register("aten.log_normal.default")
+def log_normal(self: Value, mean: float = 1.0, std: float = 2.0, generator: Any = None) -> Value:
+    """Not Core ATen (`tensor.log_normal_()`): exp of N(mean, std²) draws in float64, converted
+    to self's dtype (floating)."""
+    op = "aten.log_normal"
+    check_dtype(op, self, FLOATS, "self")
+    if not std > 0.0:
+        raise ShapeError(f"{op}: std must be positive, got {std}")
+    draws = prims.normal(
+        list(self.shape),
+        mean=float(mean),
+        std=float(std),
+        dtype=DType.float64,
+        device=CPU,
+        requires_grad=False,
+    )
+    return convert(prims.exp(draws), self.dtype)
+
+
+@register("aten.cauchy.default")
+def cauchy(self: Value, median: float = 0.0, sigma: float = 1.0, generator: Any = None) -> Value:
+    """Not Core ATen (`tensor.cauchy_()`): median + sigma · tan(π (u − 1/2)) for u uniform on
+    [0, 1) in float64, converted to self's dtype (floating)."""
+    op = "aten.cauchy"
+    check_dtype(op, self, FLOATS, "self")
+    if not sigma > 0.0:
+        raise ShapeError(f"{op}: sigma must be positive, got {sigma}")
+    draws = _uniform_draws(self.shape, -0.5, 0.5, DType.float64)
+    values = prims.add(prims.mul(prims.tan(prims.mul(draws, math.pi)), float(sigma)), float(median))
+    return convert(values, self.dtype)
+
+
+@register("aten.geometric.default")
+def geometric(self: Value, p: float, generator: Any = None) -> Value:
+    """Not Core ATen (`tensor.geometric_(p)`): the number of Bernoulli(p) trials up to the first
+    success, ceil(log1p(−u) / log1p(−p)) for u uniform on [0, 1) in float64 (at least 1),
+    converted to self's dtype (floating or integer)."""
+    op = "aten.geometric"
+    if self.dtype.is_bool or self.dtype.is_complex:
+        raise DTypeError(f"{op}: self of dtype {self.dtype.short} is not supported")
+    if not 0.0 < p < 1.0:
+        raise ShapeError(f"{op}: p must lie in (0, 1), got {p}")
+    draws = _uniform_draws(self.shape, 0.0, 1.0, DType.float64)
+    trials = prims.ceil(prims.div(prims.log1p(prims.neg(draws)), math.log1p(-p)))
+    return convert(prims.maximum(trials, full(self.shape, 1.0, DType.float64)), self.dtype)
+
+
+def _largest_random(dtype: DType) -> int:
+    """The largest value `random_` draws into a tensor of dtype when no bound is given: the
+    dtype's largest integer, or for floating dtypes the last integer of its exact run (2^digits)."""
+    if dtype.is_floating:
+        return _largest_exact(dtype)
+    return int(dtype_limits(dtype)[1])
+
+
+@register("aten.random.to")
+def random_to(self: Value, to: int, generator: Any = None) -> Value:
+    """Not Core ATen (`tensor.random_(to)`): integers uniform on [0, to) in self's dtype."""
+    return _random_integers("aten.random", self.shape, 0, to, self.dtype)
+
+
+@register("aten.random.from")
+def random_from(self: Value, from_: int, to: int | None, generator: Any = None) -> Value:
+    """Not Core ATen (`tensor.random_(from, to)`): integers uniform on [from, to) in self's
+    dtype; to None: up to the dtype's largest value (2^digits for floating dtypes) inclusive."""
+    high = _largest_random(self.dtype) + 1 if to is None else to
+    return _random_integers("aten.random", self.shape, from_, high, self.dtype)
+
+
+@register("aten.random.default")
+def random_default(self: Value, generator: Any = None) -> Value:
+    """Not Core ATen (`tensor.random_()`): integers uniform on [0, largest] in self's dtype (the
+    dtype's largest value; 2^digits for floating dtypes; bool: [0, 1])."""
+    return _random_integers(
+        "aten.random", self.shape, 0, _largest_random(self.dtype) + 1, self.dtype
+    )

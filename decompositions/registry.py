@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
+import keyword
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -75,7 +76,8 @@ class RuleRegistry:
 
     def register(self, *ops: str) -> Callable[[RuleFunction], RuleFunction]:
         """Decorate a rule function to register it for each of `ops` (exact overload names). Its
-        parameters must be the overload schema's argument names, in schema order."""
+        parameters must be the overload schema's argument names, in schema order (a Python
+        keyword with a trailing underscore: `from_`)."""
 
         def decorate(function: RuleFunction) -> RuleFunction:
             for op in ops:
@@ -103,7 +105,11 @@ class RuleRegistry:
             for p in inspect.signature(function).parameters.values()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
-        if parameters != list(schema.argument_names):
+        # An argument named by a Python keyword (uniform's `from`) is the parameter `from_`.
+        expected = [
+            f"{name}_" if keyword.iskeyword(name) else name for name in schema.argument_names
+        ]
+        if parameters != expected:
             raise TypeError(
                 f"rule {function.__qualname__} for {op}: parameters {parameters} do not match the schema's "
                 f"{list(schema.argument_names)}"

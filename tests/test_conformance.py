@@ -16,6 +16,7 @@ import pytest
 import prims
 from aten2prims.ir.dtypes import DType
 from aten2prims.schema.core_aten import CORE_ATEN_OPS
+from aten2prims.schema.registry import EXTRA_COMPUTING_OPS
 from aten2prims.testing.budgets import FAST_BUDGET, FULL_BUDGET
 from aten2prims.testing.conformance import Verdict, check_op, unexpected_failures
 from aten2prims.testing.coverage_report import documented_overloads
@@ -61,13 +62,17 @@ def _torch_overload(op: str) -> Any:
 
 def test_every_random_overload_has_a_statistical_check() -> None:
     """torch tags the overloads whose results depend on the random generator; their values can
-    never equal torch's, so each needs a check of what it promises instead."""
+    never equal torch's, so each needs a check of what it promises instead (the non-core ones we
+    lower too)."""
     import torch
 
     random_ops = {
-        op for op in CORE_ATEN_OPS if torch.Tag.nondeterministic_seeded in _torch_overload(op).tags
+        op
+        for op in CORE_ATEN_OPS.keys() | EXTRA_COMPUTING_OPS
+        if torch.Tag.nondeterministic_seeded in _torch_overload(op).tags
     }
     assert {"aten.rand.default", "aten.randn.default", "aten.randperm.default"} <= random_ops
+    assert {"aten.randn_like.default", "aten.multinomial.default"} <= random_ops  # not core
     assert sorted(random_ops - set(STATISTICAL_CHECKS)) == []
 
 

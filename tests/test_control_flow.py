@@ -586,3 +586,96 @@ def test_a_branch_runs_on_the_callers_threads(
         aten2prims.execute(lowered, feed)
     (again,) = aten2prims.execute(lowered, feed, threads=3)
     assert again.tobytes() == one.tobytes()
+
+
+class CondRandom(torch.nn.Module):
+    """Random ops in both branches: noise added in one, dropout in the other."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        def true_fn(x: torch.Tensor) -> torch.Tensor:
+            return x + torch.rand(3, 4)
+
+        def false_fn(x: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.dropout(x, 0.5, True)
+
+        return torch.cond(x.sum() > 0, true_fn, false_fn, (x,))
+
+
+class MapRandom(torch.nn.Module):
+    """A map body drawing noise of its own at each iteration."""
+
+    def forward(self, xs: torch.Tensor) -> torch.Tensor:
+        def body(x: torch.Tensor) -> torch.Tensor:
+            return x + torch.rand(4)
+
+        return map_hop(body, xs)
+
+
+class SegmentsRandom(torch.nn.Module):
+    """A draw before a data-dependent size and one of that size: they run in two segments."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        before = torch.rand(4)
+        where = (x > 0).nonzero()
+        after = torch.rand(where.shape[0])
+        return before, after, where
+
+
+def _lowered(module: torch.nn.Module, example: torch.Tensor, tmp_path: Path) -> aten2prims.Graph:
+    path = tmp_path / f"{type(module).__name__}.pt2"
+    torch.export.save(torch.export.export(module, (example,)).run_decompositions(), path)
+    return aten2prims.lower(aten2prims.load(path))
+
+
+def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    return all(x.dtype == y.dtype and x.tobytes() == y.tobytes() for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["noise_branch", "dropout_branch"])
+def test_a_seeded_call_reproduces_the_random_ops_of_its_branches(
+    sign: float, tmp_path: Path
+) -> None:
+    """The same seed gives the same draws in a branch (with and without check=True), another
+    seed other ones, an unseeded call fresh ones; the draws are the branch's (noise in [0, 1),
+    dropout's 0 or 2x)."""
+    x = torch.full((3, 4), sign)
+    lowered = _lowered(CondRandom(), x, tmp_path)
+    first = aten2prims.execute(lowered, [x.numpy()], seed=1)
+    assert _same(first, aten2prims.execute(lowered, [x.numpy()], seed=1))
+    assert _same(first, aten2prims.execute(lowered, [x.numpy()], seed=1, check=True))
+    assert not _same(first, aten2prims.execute(lowered, [x.numpy()], seed=2))
+    assert not _same(
+        aten2prims.execute(lowered, [x.numpy()]), aten2prims.execute(lowered, [x.numpy()])
+    )
+    (result,) = first
+    assert result.shape == (3, 4) and result.dtype == np.float32
+    if sign > 0:
+        noise = result - 1.0
+        assert noise.min() >= 0.0 and noise.max() < 1.0 and len(np.unique(noise)) == 12
+    else:
+        assert set(np.unique(result)) <= {0.0, -2.0}
+
+
+def test_a_seeded_call_reproduces_a_map_body_drawing_anew_at_each_iteration(
+    tmp_path: Path,
+) -> None:
+    xs = torch.zeros(6, 4)
+    lowered = _lowered(MapRandom(), xs, tmp_path)
+    (first,) = aten2prims.execute(lowered, [xs.numpy()], seed=1)
+    (again,) = aten2prims.execute(lowered, [xs.numpy()], seed=1)
+    (other,) = aten2prims.execute(lowered, [xs.numpy()], seed=2)
+    assert first.shape == (6, 4) and first.tobytes() == again.tobytes()
+    assert not np.array_equal(first, other)
+    assert len({row.tobytes() for row in first}) == 6  # no two iterations draw the same values
+    assert first.min() >= 0.0 and first.max() < 1.0
+
+
+def test_the_segments_of_a_data_dependent_graph_draw_different_streams(tmp_path: Path) -> None:
+    """The draw after the cut does not restart the stream of the draw before it."""
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    lowered = _lowered(SegmentsRandom(), x, tmp_path)
+    before, after, where = aten2prims.execute(lowered, [x.numpy()], seed=1)
+    assert before.shape == after.shape == (4,) and where.shape == (4, 1)
+    assert not np.array_equal(before, after)
+    assert _same([before, after], aten2prims.execute(lowered, [x.numpy()], seed=1)[:2])
+    assert not _same([before, after], aten2prims.execute(lowered, [x.numpy()], seed=2)[:2])

@@ -7,6 +7,7 @@ tests/test_training.py)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -166,3 +167,229 @@ def test_exported_selections_match_torch(tmp_path: Path) -> None:
         theirs = to_numpy(theirs)
         assert mine.dtype == theirs.dtype and mine.shape == theirs.shape
         np.testing.assert_allclose(mine, theirs, rtol=1.3e-6, atol=1e-5)
+
+
+class VAE(torch.nn.Module):
+    """A variational autoencoder's reparameterization: z = mu + eps · std, eps = randn_like."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = torch.nn.Linear(6, 8)
+        self.decoder = torch.nn.Linear(4, 6)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        mu, logvar = self.encoder(x).chunk(2, dim=-1)
+        std = torch.exp(0.5 * logvar)
+        eps = torch.randn_like(std)
+        z = mu + eps * std
+        return self.decoder(z), mu, logvar, eps
+
+
+class RandomMasking(torch.nn.Module):
+    """Token masking as in masked language modelling (rand_like picks, randint_like replaces),
+    with noise of torch.normal, tensor.uniform_ and torch.randint."""
+
+    def forward(self, ids: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        picked = torch.rand_like(x) < 0.15
+        replacement = torch.randint_like(ids, 5, 1000)
+        masked = torch.where(picked, replacement, ids)
+        noisy = torch.normal(x, 0.1)
+        jitter = torch.empty_like(x).uniform_(-1.0, 1.0)
+        shuffle = torch.randint(0, 10, (3, 4))
+        return masked, picked, replacement, noisy, jitter, shuffle
+
+
+def _exported_and_lowered(
+    module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], tmp_path: Path, kept: set[str]
+) -> aten2prims.Graph:
+    program = torch.export.export(module, inputs).run_decompositions()
+    targets = {str(node.target) for node in program.graph.nodes if node.op == "call_function"}
+    assert kept <= targets, targets
+    path = tmp_path / f"{type(module).__name__}.pt2"
+    torch.export.save(program, str(path))
+    return aten2prims.lower(aten2prims.load(path))
+
+
+def _same_arrays(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    return all(x.dtype == y.dtype and x.tobytes() == y.tobytes() for x, y in zip(a, b, strict=True))
+
+
+def test_exported_vae_draws_its_noise_and_computes_the_rest_as_torch(tmp_path: Path) -> None:
+    """Shapes and dtypes as torch's; given our eps, everything else is torch's; the same seed
+    gives the same results, another seed other ones; eps is standard normal."""
+    torch.manual_seed(0)
+    model = VAE().eval()
+    x = torch.randn(512, 6, generator=torch.Generator().manual_seed(1))
+    graph = _exported_and_lowered(model, (x,), tmp_path, {"aten.randn_like.default"})
+    ours = aten2prims.execute(graph, [x.numpy()], seed=1)
+    with torch.no_grad():
+        expected = model(x)
+        mu, logvar = model.encoder(x).chunk(2, dim=-1)
+        eps = torch.from_numpy(ours[3])
+        decoded = model.decoder(mu + eps * torch.exp(0.5 * logvar))
+    for mine, theirs in zip(ours, expected, strict=True):
+        assert mine.dtype == to_numpy(theirs).dtype and mine.shape == tuple(theirs.shape)
+    np.testing.assert_allclose(ours[1], to_numpy(mu), rtol=1.3e-6, atol=1e-5)
+    np.testing.assert_allclose(ours[2], to_numpy(logvar), rtol=1.3e-6, atol=1e-5)
+    np.testing.assert_allclose(ours[0], to_numpy(decoded), rtol=1.3e-6, atol=1e-5)
+    draws = ours[3].astype(np.float64).reshape(-1)  # 2048 draws: mean 0 ± 5 SE, variance 1 ± 5 SE
+    assert abs(draws.mean()) < 5 / np.sqrt(draws.size)
+    assert abs(draws.var() - 1) < 5 * np.sqrt(2 / draws.size)
+    assert _same_arrays(ours, aten2prims.execute(graph, [x.numpy()], seed=1))
+    other = aten2prims.execute(graph, [x.numpy()], seed=2)
+    assert not np.array_equal(other[3], ours[3]) and not np.array_equal(other[0], ours[0])
+    assert _same_arrays(ours[1:3], other[1:3])  # the deterministic part
+
+
+def test_exported_random_masking_matches_torch_given_its_draws(tmp_path: Path) -> None:
+    model = RandomMasking()
+    generator = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, 5, (64, 32), generator=generator)
+    x = torch.randn(64, 32, generator=generator)
+    kept = {
+        "aten.rand_like.default",
+        "aten.randint_like.low_dtype",
+        "aten.normal.Tensor_float",
+        "aten.uniform.default",
+        "aten.randint.low",
+    }
+    graph = _exported_and_lowered(model, (ids, x), tmp_path, kept)
+    feed = [ids.numpy(), x.numpy()]
+    ours = aten2prims.execute(graph, feed, seed=1)
+    expected = model(ids, x)
+    for mine, theirs in zip(ours, expected, strict=True):
+        assert mine.dtype == to_numpy(theirs).dtype and mine.shape == tuple(theirs.shape)
+    masked, picked, replacement, noisy, jitter, shuffle = ours
+    np.testing.assert_array_equal(masked, np.where(picked, replacement, ids.numpy()))
+    assert 0.05 < picked.mean() < 0.25  # 2048 draws kept with probability 0.15
+    assert replacement.min() >= 5 and replacement.max() < 1000
+    assert np.abs(noisy - x.numpy()).max() < 0.1 * 6 and noisy.std() > 0
+    assert jitter.min() >= -1.0 and jitter.max() < 1.0
+    assert shuffle.min() >= 0 and shuffle.max() < 10
+    assert _same_arrays(ours, aten2prims.execute(graph, feed, seed=1))
+    other = aten2prims.execute(graph, feed, seed=2)
+    assert all(not np.array_equal(a, b) for a, b in zip(ours[1:], other[1:], strict=True))
+
+
+class Sampling(torch.nn.Module):
+    """Sampling tokens from logits (multinomial with and without replacement), random integers
+    like a tensor and of a size, and torch.normal's other forms and tensor.normal_()."""
+
+    def forward(self, logits: torch.Tensor, std: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        probabilities = logits.softmax(dim=-1)
+        return (
+            torch.multinomial(probabilities, 1),
+            torch.multinomial(probabilities, 3, replacement=True),
+            torch.randint_like(logits, 7),
+            torch.randint(100, (5, 2)),
+            torch.normal(2.0, std),
+            torch.normal(logits, std),
+            torch.normal(0.0, 1.0, (4, 3)),
+            torch.empty_like(std).normal_(1.0, 0.5),
+        )
+
+
+def test_exported_sampling_gives_torchs_shapes_and_dtypes_and_is_seeded(tmp_path: Path) -> None:
+    generator = torch.Generator().manual_seed(3)
+    logits = torch.randn(8, 5, generator=generator)
+    logits[:, 2] = -math.inf  # a category of probability 0: never drawn
+    std = torch.rand(8, 5, generator=generator) + 0.5
+    kept = {
+        "aten.multinomial.default",
+        "aten.randint_like.default",
+        "aten.randint.default",
+        "aten.normal.float_Tensor",
+        "aten.normal.Tensor_Tensor",
+        "aten.normal.float_float",
+        "aten.normal_functional.default",
+    }
+    graph = _exported_and_lowered(Sampling(), (logits, std), tmp_path, kept)
+    feed = [logits.numpy(), std.numpy()]
+    ours = aten2prims.execute(graph, feed, seed=1)
+    expected = Sampling()(logits, std)
+    for mine, theirs in zip(ours, expected, strict=True):
+        assert mine.dtype == to_numpy(theirs).dtype and mine.shape == tuple(theirs.shape)
+    one, three, integers, randint, around_two, around_logits, standard, normal_ = ours
+    for drawn in (one, three):
+        assert drawn.min() >= 0 and drawn.max() < 5 and not (drawn == 2).any()
+    assert set(np.unique(integers)) <= set(range(7)) and integers.dtype == np.float32
+    assert randint.min() >= 0 and randint.max() < 100
+    assert np.isfinite(around_two).all() and np.isfinite(standard).all()
+    assert np.isfinite(normal_).all() and normal_.std() > 0
+    np.testing.assert_array_equal(np.isneginf(around_logits), np.isneginf(logits.numpy()))
+    assert _same_arrays(ours, aten2prims.execute(graph, feed, seed=1))
+    other = aten2prims.execute(graph, feed, seed=2)
+    assert all(not np.array_equal(a, b) for a, b in zip(ours[1:], other[1:], strict=True))
+
+
+class DynamicDraws(torch.nn.Module):
+    """Draws of a batch of dynamic size."""
+
+    def forward(self, x: torch.Tensor, p: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            torch.randn_like(x) * x,
+            torch.rand_like(x) < 0.5,
+            torch.randint_like(x, 3, 9),
+            torch.normal(x, 2.0),
+            torch.empty_like(x).uniform_(-1.0, 1.0),
+            torch.multinomial(p, 2),
+        )
+
+
+def test_draws_of_a_dynamic_batch_take_each_size(tmp_path: Path) -> None:
+    batch = torch.export.Dim("batch", min=1, max=64)
+    example = (torch.randn(4, 3), torch.rand(4, 5))
+    program = torch.export.export(
+        DynamicDraws(), example, dynamic_shapes=({0: batch}, {0: batch})
+    ).run_decompositions()
+    path = tmp_path / "dynamic_draws.pt2"
+    torch.export.save(program, str(path))
+    graph = aten2prims.lower(aten2prims.load(path))
+    generator = torch.Generator().manual_seed(4)
+    for size in (1, 7, 33):
+        x, p = torch.randn(size, 3, generator=generator), torch.rand(size, 5, generator=generator)
+        ours = aten2prims.execute(graph, [x.numpy(), p.numpy()], seed=size)
+        for mine, theirs in zip(ours, DynamicDraws()(x, p), strict=True):
+            assert mine.dtype == to_numpy(theirs).dtype and mine.shape == tuple(theirs.shape)
+        integers, uniform, indices = ours[2], ours[4], ours[5]
+        assert integers.min() >= 3 and integers.max() < 9
+        assert uniform.min() >= -1.0 and uniform.max() < 1.0
+        assert indices.min() >= 0 and indices.max() < 5 and (indices[:, 0] != indices[:, 1]).all()
+
+
+class InPlaceDraws(torch.nn.Module):
+    """The in-place draws of a tensor: log_normal_, cauchy_, geometric_, random_(to), random_()."""
+
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            torch.empty_like(x).log_normal_(0.0, 0.5),
+            torch.empty_like(x).cauchy_(1.0, 2.0),
+            torch.empty_like(x).geometric_(0.3),
+            torch.empty_like(n).random_(10),
+            torch.empty_like(n).random_(),
+        )
+
+
+def test_exported_in_place_draws_give_torchs_shapes_dtypes_and_ranges(tmp_path: Path) -> None:
+    x, n = torch.zeros(40, 50), torch.zeros(40, 50, dtype=torch.int16)
+    kept = {
+        "aten.log_normal.default",
+        "aten.cauchy.default",
+        "aten.geometric.default",
+        "aten.random.to",
+        "aten.random.default",
+    }
+    graph = _exported_and_lowered(InPlaceDraws(), (x, n), tmp_path, kept)
+    feed = [x.numpy(), n.numpy()]
+    ours = aten2prims.execute(graph, feed, seed=1)
+    for mine, theirs in zip(ours, InPlaceDraws()(x, n), strict=True):
+        assert mine.dtype == to_numpy(theirs).dtype and mine.shape == tuple(theirs.shape)
+    log_normal, cauchy, geometric, below_ten, any_int16 = ours
+    assert log_normal.min() > 0 and abs(np.median(np.log(log_normal))) < 0.1
+    assert abs(np.median(cauchy) - 1.0) < 0.5
+    assert geometric.min() >= 1 and (geometric == np.floor(geometric)).all()
+    assert below_ten.min() >= 0 and below_ten.max() < 10
+    assert any_int16.min() >= 0 and any_int16.max() > 2**14  # [0, 32767]
+    assert _same_arrays(ours, aten2prims.execute(graph, feed, seed=1))
+    other = aten2prims.execute(graph, feed, seed=2)
+    assert all(not np.array_equal(a, b) for a, b in zip(ours, other, strict=True))

@@ -181,6 +181,56 @@ def _exponential_wrong_rate(self: Value, lambd: float, generator: Any) -> Value:
     return real.function(self, 2 * lambd, generator)
 
 
+def _doubled(result: Value, *_: Any) -> Value:
+    return prims.mul(result, scalar(2.0, result.dtype))
+
+
+def _randint_like_including_high(
+    self: Value,
+    high: int,
+    dtype: Any,
+    layout: Any,
+    device: Any,
+    pin_memory: Any,
+    memory_format: Any,
+) -> Value:
+    """Integers of [0, high]: high itself drawn too."""
+    real = default_rules().get("aten.randint_like.default")
+    assert real is not None
+    return real.function(self, high + 1, dtype, layout, device, pin_memory, memory_format)
+
+
+def _uniform_shifted(self: Value, from_: float, to: float, generator: Any) -> Value:
+    """Draws on [from, to) shifted up by a hundredth of the range."""
+    real = default_rules().get("aten.uniform.default")
+    assert real is not None
+    shift = (to - from_) / 100
+    return real.function(self, from_ + shift, to + shift, generator)
+
+
+def _normal_scaled_by_variance(mean: Value, std: Value, generator: Any) -> Value:
+    """N(mean, std⁴): the draws scaled by the variance instead of the deviation."""
+    real = default_rules().get("aten.normal.Tensor_Tensor")
+    assert real is not None
+    return real.function(mean, prims.mul(std, std), generator)
+
+
+def _multinomial_ignoring_weights(
+    self: Value, num_samples: int, replacement: bool, generator: Any
+) -> Value:
+    """Every category equally likely, whatever its weight (zero weights drawn too)."""
+    real = default_rules().get("aten.multinomial.default")
+    assert real is not None
+    return real.function(full(self.shape, 1.0, self.dtype), num_samples, replacement, generator)
+
+
+def _geometric_of_half_the_p(self: Value, p: float, generator: Any) -> Value:
+    """Trials up to a first success of probability p / 2."""
+    real = default_rules().get("aten.geometric.default")
+    assert real is not None
+    return real.function(self, p / 2, generator)
+
+
 @attrs.frozen
 class WrongRule:
     name: str
@@ -310,6 +360,55 @@ WRONG_RULES = [
         _exponential_wrong_rate,
         F32,
         "Kolmogorov–Smirnov",
+    ),
+    WrongRule(
+        "randn_like draws with deviation 2",
+        "aten.randn_like.default",
+        _altered("aten.randn_like.default", _doubled),
+        F32,
+        "Kolmogorov–Smirnov",
+    ),
+    WrongRule(
+        "randint_like draws high too",
+        "aten.randint_like.default",
+        _randint_like_including_high,
+        F32,
+        r"outside \[0, ",
+    ),
+    WrongRule(
+        "uniform shifted by a hundredth of its range",
+        "aten.uniform.default",
+        _uniform_shifted,
+        F32,
+        "outside",
+    ),
+    WrongRule(
+        "normal scales by the variance",
+        "aten.normal.Tensor_Tensor",
+        _normal_scaled_by_variance,
+        F32,
+        "Kolmogorov–Smirnov",
+    ),
+    WrongRule(
+        "multinomial ignores the weights",
+        "aten.multinomial.default",
+        _multinomial_ignoring_weights,
+        F32,
+        "weight 0",
+    ),
+    WrongRule(
+        "cauchy of twice the scale",
+        "aten.cauchy.default",
+        _altered("aten.cauchy.default", _doubled),
+        F32,
+        "Kolmogorov–Smirnov",
+    ),
+    WrongRule(
+        "geometric of half the p",
+        "aten.geometric.default",
+        _geometric_of_half_the_p,
+        F32,
+        "frequencies do not follow",
     ),
     WrongRule(
         "cummax reports the first of equal maxima",

@@ -6,11 +6,13 @@ stream. Also: the harness's checks of random and unstable-order ops reject wrong
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
+from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.executor import execute
 from aten2prims.frontends.torch_interop import to_numpy
 from aten2prims.ir.dtypes import DType
@@ -221,6 +223,27 @@ def test_sort_and_topk_checks_allow_only_the_order_of_ties() -> None:
         ("aten.randperm.default", (10,), {}),
         ("aten.native_dropout.default", (torch.ones(40, 50), 0.3, True), {}),
         ("aten.native_dropout.default", (torch.ones(1000), 0.9, True), {}),
+        ("aten.rand_like.default", (torch.zeros(40, 50, dtype=torch.float16),), {}),
+        ("aten.randn_like.default", (torch.zeros(40, 50, dtype=torch.bfloat16),), {}),
+        ("aten.uniform.default", (torch.zeros(40, 50, dtype=torch.float16), -2.0, 3.0), {}),
+        ("aten.randint_like.low_dtype", (torch.zeros(40, 50, dtype=torch.int8), -128, 128), {}),
+        ("aten.randint.low", (-(2**40), 2**40, [2000]), {}),
+        (
+            "aten.normal.Tensor_Tensor",
+            (torch.linspace(-50, 50, 2000, dtype=torch.float16), torch.linspace(0.1, 3, 2000)),
+            {},
+        ),
+        ("aten.normal.float_float", (1.0, 2.0, [3000]), {"dtype": torch.complex64}),
+        ("aten.multinomial.default", (torch.tensor([0.1, 0.0, 0.5, 2.0, 1e-3]), 2000, True), {}),
+        ("aten.log_normal.default", (torch.zeros(40, 50, dtype=torch.bfloat16), 1.0, 2.0), {}),
+        ("aten.cauchy.default", (torch.zeros(40, 50), 3.0, 0.5), {}),
+        ("aten.geometric.default", (torch.zeros(40, 50, dtype=torch.int16), 0.05), {}),
+        ("aten.random.default", (torch.zeros(40, 50, dtype=torch.float16),), {}),
+        (
+            "aten.multinomial.default",
+            (torch.rand(400, 7, generator=torch.Generator().manual_seed(0)) + 0.01, 4),
+            {},
+        ),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )
@@ -234,3 +257,316 @@ def test_the_real_random_rules_pass_their_checks_at_many_seeds(
     for seed in range(25):
         verdict = STATISTICAL_CHECKS[op](call, execute(graph, arrays, seed=seed), theirs)
         assert verdict, (seed, verdict.message)
+
+
+# -- the random ops that are not Core ATen: what torch refuses, refused when lowering --------------
+
+
+def _lowered_with_metas_of(op: str, args: tuple, kwargs: dict, valid: tuple) -> Any:
+    """The call (which torch refuses) as a graph whose result metas are those of the valid
+    arguments `valid` (same shapes and dtypes), lowered."""
+    outputs = torch_outputs(AtenCall(op, valid, kwargs))
+    graph, arrays = build_graph(AtenCall(op, args, kwargs), outputs)
+    return lower(graph), arrays
+
+
+U8 = torch.zeros(3, dtype=torch.uint8)
+F32 = torch.zeros(3)
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "valid", "error", "message"),
+    [
+        (
+            "aten.randint.low",
+            (5, 5, [3]),
+            (5, 6, [3]),
+            ShapeError,
+            "low must be less than high, got low=5 >= high=5",
+        ),
+        ("aten.randint.default", (0, [3]), (1, [3]), ShapeError, "low must be less than high"),
+        (
+            "aten.randint_like.default",
+            (U8, 257),
+            (U8, 256),
+            ShapeError,
+            "high - 1 = 256 is out of bounds for u8",
+        ),
+        (
+            "aten.randint_like.low_dtype",
+            (U8, -1, 3),
+            (U8, 0, 3),
+            ShapeError,
+            "low = -1 is out of bounds for u8",
+        ),
+        (
+            "aten.randint_like.default",
+            (torch.zeros(3, dtype=torch.bool), 3),
+            (torch.zeros(3, dtype=torch.bool), 2),
+            ShapeError,
+            "out of bounds for b8",
+        ),
+        (
+            "aten.rand_like.default",
+            (torch.zeros(3, dtype=torch.int64),),
+            (F32,),
+            DTypeError,
+            "floating or complex dtype, got i64",
+        ),
+        (
+            "aten.randn_like.default",
+            (torch.zeros(3, dtype=torch.int64),),
+            (F32,),
+            DTypeError,
+            "floating or complex dtype, got i64",
+        ),
+        (
+            "aten.normal.Tensor_float",
+            (F32, -1.0),
+            (F32, 1.0),
+            ShapeError,
+            "std must be non-negative, got -1.0",
+        ),
+        (
+            "aten.normal.float_float",
+            (0.0, -2.0, [3]),
+            (0.0, 2.0, [3]),
+            ShapeError,
+            "std must be non-negative",
+        ),
+        (
+            "aten.normal_functional.default",
+            (F32, 0.0, -1.0),
+            (F32, 0.0, 1.0),
+            ShapeError,
+            "std must be non-negative",
+        ),
+        (
+            "aten.uniform.default",
+            (F32, 3.0, 2.0),
+            (F32, 2.0, 3.0),
+            ShapeError,
+            "from must not exceed to",
+        ),
+        (
+            "aten.uniform.default",
+            (torch.zeros(3, dtype=torch.float16), -6e4, 6e4),
+            (torch.zeros(3, dtype=torch.float16), 0.0, 6e4),
+            ShapeError,
+            "exceeds the largest f16",
+        ),
+        (
+            "aten.uniform.default",
+            (torch.zeros(3, dtype=torch.float16), 0.0, 7e4),
+            (torch.zeros(3, dtype=torch.float16), 0.0, 6e4),
+            ShapeError,
+            "to = 70000.0 is out of bounds for f16",
+        ),
+        (
+            "aten.multinomial.default",
+            (torch.ones(3), 0),
+            (torch.ones(3), 1),
+            ShapeError,
+            "num_samples must be positive",
+        ),
+        (
+            "aten.multinomial.default",
+            (torch.ones(3), 4),
+            (torch.ones(3), 3),
+            ShapeError,
+            "cannot draw 4 samples without replacement from 3",
+        ),
+        (
+            "aten.multinomial.default",
+            (torch.ones(2, 2, 3), 1),
+            (torch.ones(2, 3), 1),
+            ShapeError,
+            "1 or 2 dims, got 3",
+        ),
+        (
+            "aten.multinomial.default",
+            (torch.ones(3, dtype=torch.int64), 1),
+            (torch.ones(3), 1),
+            DTypeError,
+            "self of dtype i64 is not supported",
+        ),
+        (
+            "aten.normal.float_Tensor",
+            (0.0, torch.ones(3, dtype=torch.int64)),
+            (0.0, F32),
+            DTypeError,
+            "std of dtype i64 is not supported",
+        ),
+        (
+            "aten.normal.Tensor_Tensor",
+            (F32, torch.ones(3, dtype=torch.complex64)),
+            (F32, F32),
+            DTypeError,
+            "std of dtype c64 is not supported",
+        ),
+        (
+            "aten.randint_like.default",
+            (torch.zeros(3, dtype=torch.complex64), 3),
+            (F32, 3),
+            DTypeError,
+            "random integers of dtype c64 are not supported",
+        ),
+        (
+            "aten.log_normal.default",
+            (F32, 1.0, 0.0),
+            (F32, 1.0, 1.0),
+            ShapeError,
+            "std must be positive",
+        ),
+        (
+            "aten.log_normal.default",
+            (torch.zeros(3, dtype=torch.int64),),
+            (F32,),
+            DTypeError,
+            "self of dtype i64 is not supported",
+        ),
+        (
+            "aten.cauchy.default",
+            (F32, 0.0, 0.0),
+            (F32, 0.0, 1.0),
+            ShapeError,
+            "sigma must be positive",
+        ),
+        (
+            "aten.cauchy.default",
+            (torch.zeros(3, dtype=torch.complex64),),
+            (F32,),
+            DTypeError,
+            "self of dtype c64 is not supported",
+        ),
+        (
+            "aten.geometric.default",
+            (F32, 1.0),
+            (F32, 0.5),
+            ShapeError,
+            "p must lie in \\(0, 1\\), got 1.0",
+        ),
+        (
+            "aten.geometric.default",
+            (torch.zeros(3, dtype=torch.bool), 0.5),
+            (U8, 0.5),
+            DTypeError,
+            "self of dtype b8 is not supported",
+        ),
+        ("aten.random.to", (U8, 0), (U8, 1), ShapeError, "low must be less than high"),
+        (
+            "aten.random.from",
+            (U8, 3, 300),
+            (U8, 3, 256),
+            ShapeError,
+            "high - 1 = 299 is out of bounds",
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) and v.startswith("aten.") else "",
+)
+def test_random_ops_refuse_what_torch_refuses(
+    op: str, args: tuple, valid: tuple, error: type, message: str
+) -> None:
+    with pytest.raises(Exception) as torch_error:
+        torch_outputs(AtenCall(op, args, {}))
+    assert isinstance(torch_error.value, RuntimeError | NotImplementedError)
+    with pytest.raises(error, match=message) as ours:
+        _lowered_with_metas_of(op, args, {}, valid)
+    assert op.removeprefix("aten.").split(".")[0] in str(ours.value)
+
+
+def test_a_negative_std_element_draws_nan_where_torch_raises() -> None:
+    """No prim raises on data: the element of a negative deviation is NaN (torch raises), the
+    others are drawn."""
+    std = torch.tensor([1.0, -1.0, 2.0, 0.0])
+    with pytest.raises(RuntimeError, match="std >= 0.0"):
+        torch_outputs(AtenCall("aten.normal.float_Tensor", (5.0, std), {}))
+    graph, arrays = _lowered_with_metas_of(
+        "aten.normal.float_Tensor", (5.0, std), {}, (5.0, std.abs())
+    )
+    (result,) = execute(graph, arrays, seed=0)
+    assert np.isnan(result[1]) and np.isfinite(result[[0, 2]]).all() and result[3] == 5.0
+
+
+def test_a_multinomial_row_torch_refuses_gives_the_category_count() -> None:
+    """Rows with a negative, infinite or NaN weight or a zero total: indices out of range for
+    any indexing (torch raises); the valid row is drawn."""
+    weights = torch.tensor(
+        [
+            [1.0, -0.5, 1.0],
+            [1.0, math.inf, 0.0],
+            [math.nan, 1.0, 1.0],
+            [0.0, 0.0, 0.0],
+            [0.0, 1.0, 3.0],
+        ]
+    )
+    for replacement in (True, False):
+        with pytest.raises(RuntimeError):
+            torch_outputs(AtenCall("aten.multinomial.default", (weights, 2, replacement), {}))
+        graph, arrays = _lowered_with_metas_of(
+            "aten.multinomial.default",
+            (weights, 2, replacement),
+            {},
+            (torch.ones(5, 3), 2, replacement),
+        )
+        (result,) = execute(graph, arrays, seed=0)
+        assert (result[:4] == 3).all()
+        assert result[4].min() >= 1 and result[4].max() <= 2
+        if not replacement:
+            assert sorted(result[4]) == [1, 2]
+
+
+def test_an_integer_range_wider_than_float64_draws_reach_is_refused() -> None:
+    """Integers are drawn from float64 uniforms: a range of more than 2^53 integers, which torch
+    draws from 64 random bits, is refused rather than drawn with gaps."""
+    op, valid = "aten.randint.low", (0, 2, [3])
+    graph, arrays = _lowered_with_metas_of(op, (-(2**52), 2**52, [3]), {}, valid)
+    (result,) = execute(graph, arrays, seed=0)
+    assert result.dtype == np.int64 and (np.abs(result) <= 2**52).all()
+    with pytest.raises(ShapeError, match="randint: the range .* holds more than 2\\^53 integers"):
+        _lowered_with_metas_of(op, (-(2**52), 2**52 + 1, [3]), {}, valid)
+
+
+def test_the_multinomial_check_rejects_wrong_draws() -> None:
+    weights = torch.tensor([[0.5, 0.0, 0.5, 1.0]] * 300)
+    with_replacement = AtenCall("aten.multinomial.default", (weights, 4, True), {})
+    theirs = [to_numpy(t) for t in torch_outputs(with_replacement)]
+    rng = np.random.default_rng(0)
+    good = rng.choice(4, size=(300, 4), p=[0.25, 0.0, 0.25, 0.5])
+    check = STATISTICAL_CHECKS["aten.multinomial.default"]
+    assert check(with_replacement, [good], theirs)
+    drawn_zero = good.copy()
+    drawn_zero[7, 2] = 1
+    assert "weight 0" in check(with_replacement, [drawn_zero], theirs).message
+    uniform_over_positive = rng.choice([0, 2, 3], size=(300, 4))
+    assert "frequencies" in check(with_replacement, [uniform_over_positive], theirs).message
+    out_of_range = good.copy()
+    out_of_range[0, 0] = 4
+    assert "outside" in check(with_replacement, [out_of_range], theirs).message
+
+    without = AtenCall("aten.multinomial.default", (weights, 3), {})
+    theirs = [to_numpy(t) for t in torch_outputs(without)]
+    good = np.array(
+        [rng.choice(4, size=3, replace=False, p=[0.25, 0.0, 0.25, 0.5]) for _ in range(300)]
+    )
+    assert check(without, [good], theirs)
+    repeated = good.copy()
+    repeated[5, 1] = repeated[5, 0]
+    assert "twice" in check(without, [repeated], theirs).message
+    # every row must draw its three positive weights before the zero one
+    four = AtenCall("aten.multinomial.default", (weights[:2], 4), {})
+    theirs = [to_numpy(t) for t in torch_outputs(four)]
+    assert check(four, [np.array([[3, 0, 2, 1], [0, 3, 2, 1]])], theirs)
+    assert (
+        "positive one was left"
+        in check(four, [np.array([[3, 1, 2, 0], [0, 3, 2, 1]])], theirs).message
+    )
+
+
+def test_random_of_an_int64_or_float64_tensor_is_refused() -> None:
+    """`random_()` draws from 2^63 integers into int64 and from 2^53 + 1 into float64: more than
+    float64 draws reach, refused (torch draws them from 64 bits)."""
+    for dtype in (torch.int64, torch.float64):
+        x = torch.zeros(3, dtype=dtype)
+        with pytest.raises(ShapeError, match="random: the range .* holds more than 2\\^53"):
+            _lowered_with_metas_of("aten.random.default", (x,), {}, (x,))

@@ -97,3 +97,19 @@ def test_the_non_core_extras_are_registered_too() -> None:
     assert "aten.hypot.default" in extras and "aten.round.decimals" in extras
     registrations, _ = _source_registrations()
     assert set(extras) <= {r.op for r in registrations}
+
+
+def test_an_argument_named_by_a_python_keyword_is_its_name_with_an_underscore() -> None:
+    """uniform's `from` cannot be a parameter name: the rule spells it `from_`; any other name
+    is refused, as for every argument."""
+    import pytest
+
+    def spelled(self: object, from_: float, to: float, generator: object) -> object:
+        return self
+
+    def misspelled(self: object, start: float, to: float, generator: object) -> object:
+        return self
+
+    assert "aten.uniform.default" in RULES.with_rule("aten.uniform.default", spelled)
+    with pytest.raises(TypeError, match=r"\['self', 'start', 'to', 'generator'\]"):
+        RULES.with_rule("aten.uniform.default", misspelled)

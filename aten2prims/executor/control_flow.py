@@ -1,7 +1,8 @@
 """Kernels of the higher-order ops (`higher_order.cond`, ...): control flow whose branches or
 bodies are nested prims graphs, each run by the executor itself (its plans cached per nested
-graph, as for any graph), under the memory budget and thread count of the call running the
-control-flow step.
+graph, as for any graph), under the memory budget, thread count and `check` of the call running
+the control-flow step, and, when that call is seeded, with a seed of their own each run (the next
+child of the call's seed, in the order the runs happen).
 
 The executor's `execute` lives in `run.py`, which depends on the planner that uses these kernels;
 `run.py` installs it here when it is imported (`install_runner`), so this module imports neither.
@@ -21,8 +22,8 @@ from ..ir.graph import Graph
 
 @attrs.define(slots=True)
 class _Runner:
-    """`execute(graph, user_inputs) -> outputs` with the running call's `max_memory` and
-    `threads` (set by `install_runner`)."""
+    """`execute(graph, user_inputs) -> outputs` with the running call's `max_memory`, `threads`,
+    `check` and next child seed (set by `install_runner`)."""
 
     execute: Callable[[Graph, list[Any]], list[Any]] | None = None
 

@@ -84,6 +84,28 @@ class _Statistics:
     plans_built: int = 0
 
 
+@attrs.define(slots=True)
+class _Seeds:
+    """The seeds a seeded call hands to the graphs it runs apart from its own plan (the nested
+    graphs of its control-flow steps, the segments of a data-dependent graph): the children of
+    its `SeedSequence`, one per run, in the order the runs happen. So the whole call is
+    reproducible from its seed, every run draws a stream of its own (each iteration of a map
+    body, each branch taken), and none repeats the call's own stream (a child's spawn key
+    differs from its parent's)."""
+
+    seed: int | np.random.SeedSequence
+    sequence: np.random.SeedSequence | None = None  # made at the first child
+
+    def child(self) -> np.random.SeedSequence:
+        if self.sequence is None:
+            seed = self.seed
+            self.sequence = (
+                seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+            )
+        (child,) = self.sequence.spawn(1)
+        return child
+
+
 _PLANNED: weakref.WeakKeyDictionary[Graph, _Planned] = weakref.WeakKeyDictionary()
 # Input-shape keys a dynamic graph remembers (beyond them, each call binds its symbols anew).
 _MAX_SHAPE_KEYS = 4096
@@ -94,10 +116,11 @@ _MAX_DATA_DEPENDENT_BINDINGS = 64
 # plan is built once. Running a plan needs no lock (each call has its own slot list).
 _PLANS_LOCK = threading.RLock()
 _STATISTICS = _Statistics()
-# The memory budget and thread count of the `execute` call running a plan on this thread (or
-# task): the nested graphs its control-flow steps run take the same.
-_CALLER: contextvars.ContextVar[tuple[int | None, int | None]] = contextvars.ContextVar(
-    "aten2prims_caller", default=(None, None)
+# The memory budget, thread count, `check` and seeds (None: unseeded) of the `execute` call
+# running a plan on this thread (or task): the nested graphs its control-flow steps run take the
+# same options and the next child seed.
+_CALLER: contextvars.ContextVar[tuple[int | None, int | None, bool, _Seeds | None]] = (
+    contextvars.ContextVar("aten2prims_caller", default=(None, None, False, None))
 )
 
 
@@ -172,7 +195,7 @@ def execute(
     graph: Graph,
     inputs: Mapping[str, Any] | Sequence[Any] = (),
     *,
-    seed: int | None = None,
+    seed: int | np.random.SeedSequence | None = None,
     check: bool = False,
     return_all_outputs: bool = False,
     max_memory: int | None = None,
@@ -184,7 +207,9 @@ def execute(
 
     `inputs` maps input names to arrays, or lists the user inputs in order. Parameters, buffers
     and constants that carry data need not be given (a given one overrides the stored data).
-    `seed` makes random prims reproducible. `check=True` verifies every result's shape and dtype
+    `seed` (an int or a `numpy.random.SeedSequence`) makes random prims reproducible, those of
+    nested graphs included: each nested run takes the next child of the seed's sequence, so a
+    map body draws anew at each iteration. `check=True` verifies every result's shape and dtype
     against its node's meta (debug mode). A graph that still holds aten nodes is lowered first.
     A graph whose inputs and live intermediates could exceed `max_memory` bytes (default: the
     machine's memory, `limits.default_memory_budget`) raises MemoryBudgetError before anything
@@ -207,7 +232,7 @@ def _run(
     planned: _Planned,
     prims_graph: Graph,
     inputs: Mapping[str, Any] | Sequence[Any],
-    seed: int | None,
+    seed: int | np.random.SeedSequence | None,
     check: bool,
     return_all_outputs: bool,
     max_memory: int | None,
@@ -228,7 +253,7 @@ def _run(
     rng = np.random.default_rng(seed) if plan.random else None
     count = default_threads() if threads is None else threads
     arena = plan.arenas.take()
-    caller = _CALLER.set((max_memory, count))
+    caller = _CALLER.set((max_memory, count, check, None if seed is None else _Seeds(seed)))
     try:
         # torch returns IEEE results (inf, nan, wrapped integers) silently; so do the kernels.
         with np.errstate(all="ignore"), running_with(count):
@@ -306,7 +331,7 @@ def _size_key(x: Any) -> Any:
 def _run_data_dependent(
     graph: Graph,
     inputs: Mapping[str, Any] | Sequence[Any],
-    seed: int | None,
+    seed: int | np.random.SeedSequence | None,
     check: bool,
     return_all_outputs: bool,
     max_memory: int | None,
@@ -321,6 +346,9 @@ def _run_data_dependent(
         feed = dict(inputs)
     else:
         feed = {gi.name: array for gi, array in zip(graph.user_inputs, inputs)}
+    # Each segment draws from a child seed of its own: restarting one generator per segment
+    # would repeat the same stream in each.
+    seeds = None if seed is None else _Seeds(seed)
     while graph.symbols:
         segments = _segments(graph)
         if segments.index is None:  # only checks still name these symbols
@@ -331,7 +359,7 @@ def _run_data_dependent(
             produced = execute(
                 segments.prefix,
                 feed,
-                seed=seed,
+                seed=None if seeds is None else seeds.child(),
                 check=check,
                 max_memory=max_memory,
                 threads=threads,
@@ -380,7 +408,7 @@ def _run_data_dependent(
     return execute(
         graph,
         feed,
-        seed=seed,
+        seed=None if seeds is None else seeds.child(),
         check=check,
         return_all_outputs=return_all_outputs,
         max_memory=max_memory,
@@ -615,10 +643,18 @@ def _what(graph: Graph, graph_input: GraphInput) -> str:
 
 
 def _run_nested(graph: Graph, operands: list[Any]) -> list[Any]:
-    """A branch or body of a control-flow step: run under the memory budget and thread count
-    of the `execute` call running that step."""
-    max_memory, threads = _CALLER.get()
-    return execute(graph, operands, max_memory=max_memory, threads=threads)
+    """A branch or body of a control-flow step: run under the memory budget, thread count and
+    `check` of the `execute` call running that step, with its next child seed when it is
+    seeded (unseeded otherwise)."""
+    max_memory, threads, check, seeds = _CALLER.get()
+    return execute(
+        graph,
+        operands,
+        seed=None if seeds is None else seeds.child(),
+        check=check,
+        max_memory=max_memory,
+        threads=threads,
+    )
 
 
 install_runner(_run_nested)

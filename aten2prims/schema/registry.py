@@ -153,6 +153,79 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
     "aten.exponential.default": (
         "exponential(Tensor self, float lambd=1., *, Generator? generator=None) -> Tensor"
     ),
+    # Random draws run_decompositions() keeps (no decomposition in torch's table): noise like a
+    # tensor (a VAE's `randn_like(std)`, diffusion noise, random masks), random integers,
+    # torch.normal's four forms, `tensor.normal_()` and `tensor.uniform_(a, b)` (the latter on an
+    # empty_permuted tensor).
+    "aten.rand_like.default": (
+        "rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, "
+        "Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"
+    ),
+    "aten.randn_like.default": (
+        "randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, "
+        "Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"
+    ),
+    "aten.randint_like.default": (
+        "randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, "
+        "Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"
+    ),
+    "aten.randint_like.low_dtype": (
+        "randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, "
+        "ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+        "bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"
+    ),
+    "aten.randint.default": (
+        "randint(SymInt high, SymInt[] size, *, ScalarType? dtype=4, Layout? layout=None, "
+        "Device? device=None, bool? pin_memory=None) -> Tensor"
+    ),
+    "aten.randint.low": (
+        "randint.low(SymInt low, SymInt high, SymInt[] size, *, ScalarType? dtype=4, "
+        "Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"
+    ),
+    "aten.normal.Tensor_float": (
+        "normal.Tensor_float(Tensor mean, float std=1., *, Generator? generator=None) -> Tensor"
+    ),
+    "aten.normal.float_Tensor": (
+        "normal.float_Tensor(float mean, Tensor std, *, Generator? generator=None) -> Tensor"
+    ),
+    "aten.normal.Tensor_Tensor": (
+        "normal.Tensor_Tensor(Tensor mean, Tensor std, *, Generator? generator=None) -> Tensor"
+    ),
+    "aten.normal.float_float": (
+        "normal.float_float(float mean, float std, SymInt[] size, *, Generator? generator=None, "
+        "ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+        "bool? pin_memory=None) -> Tensor"
+    ),
+    "aten.normal_functional.default": (
+        "normal_functional(Tensor self, float mean=0., float std=1., *, "
+        "Generator? generator=None) -> Tensor"
+    ),
+    "aten.uniform.default": (
+        "uniform(Tensor self, float from=0., float to=1., *, Generator? generator=None) -> Tensor"
+    ),
+    # tensor.log_normal_(), cauchy_(), geometric_() and random_() drawn into an empty_permuted
+    # tensor.
+    "aten.log_normal.default": (
+        "log_normal(Tensor self, float mean=1., float std=2., *, Generator? generator=None) "
+        "-> Tensor"
+    ),
+    "aten.cauchy.default": (
+        "cauchy(Tensor self, float median=0., float sigma=1., *, Generator? generator=None) "
+        "-> Tensor"
+    ),
+    "aten.geometric.default": (
+        "geometric(Tensor self, float p, *, Generator? generator=None) -> Tensor"
+    ),
+    "aten.random.to": "random.to(Tensor self, int to, *, Generator? generator=None) -> Tensor",
+    "aten.random.from": (
+        "random.from(Tensor self, int from, int? to, *, Generator? generator=None) -> Tensor"
+    ),
+    "aten.random.default": "random(Tensor self, *, Generator? generator=None) -> Tensor",
+    # torch.multinomial (sampling tokens, weighted sampling of indices).
+    "aten.multinomial.default": (
+        "multinomial(Tensor self, SymInt num_samples, bool replacement=False, *, "
+        "Generator? generator=None) -> Tensor"
+    ),
     # nn.FractionalMaxPool2d/3d: deterministic given the random samples the graph draws.
     "aten.fractional_max_pool2d.default": (
         "fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, "

@@ -15,6 +15,11 @@
 - order statistics (kthvalue, median, nanmedian, mode), whose index among equal elements torch
   leaves to quickselect or an unstable sort: values equal to torch's, each index naming an
   element equal to its value;
+- the random ops that are not Core ATen: rand_like and uniform as rand (on [from, to)), randn_like
+  and normal's forms standardized by their mean and std, the randint family as integers equally
+  frequent over [low, high) (chi-square; `random_` likewise), log_normal and cauchy by
+  Kolmogorov–Smirnov, geometric's trials by chi-square, multinomial's indices by their weights (chi-square; never
+  a zero weight while a positive one is left; distinct without replacement);
 - rrelu_with_noise_functional (not Core ATen) in training: noise 1 where the input is not <= 0,
   uniform on [lower, upper] elsewhere, and the output computed by torch from our noise.
 """
@@ -104,17 +109,27 @@ def _distributed_as(
     """Kolmogorov–Smirnov: could the samples be draws from the continuous `cdf`, rounded to
     their dtype? Each sample stands for the interval up to its neighbours in its dtype (so the
     coarse grids of float16 and bfloat16 are not mistaken for a wrong distribution)."""
-    from scipy import stats
-
-    n = samples.size
-    if n == 0:
+    if samples.size == 0:
         return _ok(f"{what}: no samples")
-    wide = samples.astype(np.float64)
-    if not np.isfinite(wide).all():
+    if not np.isfinite(samples.astype(np.float64)).all():
         return _fail(f"{what}: non-finite samples")
     order = np.sort(samples)
     below = np.nextafter(order, np.asarray(-np.inf, samples.dtype)).astype(np.float64)
     above = np.nextafter(order, np.asarray(np.inf, samples.dtype)).astype(np.float64)
+    return _within_distributed_as(below, above, cdf, what)
+
+
+def _within_distributed_as(
+    below: np.ndarray, above: np.ndarray, cdf: Callable[[np.ndarray], np.ndarray], what: str
+) -> Comparison:
+    """Kolmogorov–Smirnov for samples known to lie each in [below, above] (rounding): could
+    some values in those intervals be draws from the continuous `cdf`? The distance never
+    exceeds that of any such values: the empirical distribution of the upper ends is compared
+    with `cdf` where it lies above it, that of the lower ends where it lies below."""
+    from scipy import stats
+
+    n = below.size
+    below, above = np.sort(below), np.sort(above)
     rank = np.arange(1, n + 1, dtype=np.float64)
     statistic = float(max(np.max(rank / n - cdf(above)), np.max(cdf(below) - (rank - 1) / n), 0.0))
     p_value = float(stats.kstwo.sf(statistic, n))
@@ -365,6 +380,326 @@ def check_rrelu_with_noise(call: AtenCall, ours: list[Any], theirs: list[Any]) -
         _ascents_look_independent(slopes, "rrelu slopes"),
     ]
     return _all_ok(checks, "rrelu_with_noise: slopes uniform on [lower, upper], output from them")
+
+
+# -- random ops that are not Core ATen: *_like draws, randint, normal's forms, uniform -------------
+
+
+def _uniform_on(ours: Any, theirs: Any, low: float, high: float, what: str) -> Comparison:
+    """Draws uniform on [low, high) (each part of a complex tensor): in range, Kolmogorov–Smirnov
+    (rounded to the dtype), unordered."""
+    layout = _same_layout(ours, theirs, what)
+    if not layout:
+        return layout
+    checks = []
+    for part in _parts_of(ours):
+        wide = part.astype(np.float64)
+        if wide.size and not (wide.min() >= low and (wide.max() < high or low == high)):
+            return _fail(
+                f"{what}: samples span [{wide.min()}, {wide.max()}], outside [{low}, {high})"
+            )
+        if low == high:
+            continue
+        checks.append(
+            _distributed_as(part, lambda x: np.clip((x - low) / (high - low), 0.0, 1.0), what)
+        )
+        checks.append(_ascents_look_independent(part, what))
+    return _all_ok(checks, f"{what}: uniform on [{low}, {high}) (Kolmogorov–Smirnov) and unordered")
+
+
+def _normal_around(ours: Any, theirs: Any, mean: Any, std: Any, what: str) -> Comparison:
+    """Draws of N(mean, std²) elementwise (mean and std broadcast to the result; a complex
+    result's parts each N(mean's part, std²/2)): standardized, Kolmogorov–Smirnov against the
+    standard normal with each sample's rounding interval in its dtype, unordered; where std is
+    0 the draw is the mean itself."""
+    from scipy import stats
+
+    layout = _same_layout(ours, theirs, what)
+    if not layout:
+        return layout
+    if ours.size == 0:
+        return _ok(f"{what}: empty")
+    complex_result = np.iscomplexobj(ours)
+    if complex_result and not isinstance(mean, np.ndarray):
+        mean = complex(mean, mean)  # a number is the mean of each part (torch's normal_)
+    means = np.broadcast_to(
+        np.asarray(mean, np.complex128 if complex_result else np.float64), ours.shape
+    )
+    stds = np.broadcast_to(np.asarray(std, np.float64), ours.shape)
+    if complex_result:
+        parts = [(ours.real, means.real), (ours.imag, means.imag)]
+        stds = stds / math.sqrt(2)
+    else:
+        parts = [(ours, means)]
+    checks = []
+    stds = stds.reshape(-1)
+    for part, centre in parts:
+        part, centre = part.reshape(-1), centre.reshape(-1)
+        fixed = stds == 0
+        if not np.array_equal(
+            part[fixed].astype(np.float64), centre[fixed].astype(part.dtype).astype(np.float64)
+        ):
+            return _fail(f"{what}: a draw of standard deviation 0 differs from its mean")
+        drawn, centre, scale = part[~fixed], centre[~fixed], stds[~fixed]
+        if drawn.size == 0:
+            continue
+        if not np.isfinite(drawn.astype(np.float64)).all():
+            return _fail(f"{what}: non-finite draws")
+        below = np.nextafter(drawn, np.asarray(-np.inf, drawn.dtype)).astype(np.float64)
+        above = np.nextafter(drawn, np.asarray(np.inf, drawn.dtype)).astype(np.float64)
+        checks.append(
+            _within_distributed_as(
+                (below - centre) / scale, (above - centre) / scale, stats.norm.cdf, what
+            )
+        )
+        checks.append(_ascents_look_independent((drawn.astype(np.float64) - centre) / scale, what))
+    return _all_ok(checks, f"{what}: normal around the mean (Kolmogorov–Smirnov) and unordered")
+
+
+@statistical_check("aten.rand_like.default")
+def check_rand_like(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    return _uniform_on(ours[0], theirs[0], 0.0, 1.0, "rand_like")
+
+
+@statistical_check("aten.uniform.default")
+def check_uniform(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    arguments = _arguments(call)
+    return _uniform_on(
+        ours[0], theirs[0], float(arguments["from"]), float(arguments["to"]), "uniform"
+    )
+
+
+@statistical_check("aten.randn_like.default")
+def check_randn_like(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    return _normal_around(ours[0], theirs[0], 0.0, 1.0, "randn_like")
+
+
+@statistical_check("aten.normal.Tensor_float")
+@statistical_check("aten.normal.float_Tensor")
+@statistical_check("aten.normal.Tensor_Tensor")
+@statistical_check("aten.normal.float_float")
+@statistical_check("aten.normal_functional.default")
+def check_normal(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    arguments = _arguments(call)
+    return _normal_around(ours[0], theirs[0], arguments["mean"], arguments["std"], call.op)
+
+
+def _integers_uniform(values: np.ndarray, low: int, high: int, what: str) -> Comparison:
+    """Integers drawn uniformly from [low, high): integral, in range, every integer (or every
+    bin of them) as frequent as its share (chi-square), and unordered where ties are rare."""
+    from scipy import stats
+
+    n = values.size
+    if n == 0:
+        return _ok(f"{what}: empty")
+    if DType.from_numpy(values.dtype).is_floating:
+        wide = values.astype(np.float64).reshape(-1)
+        if not (np.isfinite(wide).all() and (wide == np.floor(wide)).all()):
+            return _fail(f"{what}: values that are not integers")
+        offsets = wide - low
+    else:  # in integers: exact far from zero too (int64 near 2^62)
+        offsets = (values.astype(np.int64).reshape(-1) - low).astype(np.float64)
+    span = high - low
+    if offsets.min() < 0 or offsets.max() > span - 1:
+        return _fail(
+            f"{what}: values span [{low + int(offsets.min())}, {low + int(offsets.max())}], "
+            f"outside [{low}, {high})"
+        )
+    if span == 1 or n < 50:
+        return _ok(f"{what}: {n} integers in [{low}, {high})")
+    bins = min(span, n // 10, 100)
+    # Bin b holds the integers low + [ceil(b·span/bins), ceil((b+1)·span/bins)).
+    edges = np.array([-(-b * span // bins) for b in range(bins + 1)], dtype=np.float64)
+    observed = np.bincount(np.searchsorted(edges, offsets, side="right") - 1, minlength=bins)
+    expected = np.diff(edges) / span * n
+    chi2 = stats.chisquare(observed, expected)
+    if chi2.pvalue < ALPHA:
+        return _fail(
+            f"{what}: the integers of [{low}, {high}) are not equally frequent (chi-square of "
+            f"{bins} bins {chi2.statistic:.4g}, p = {chi2.pvalue:.3g})"
+        )
+    if span >= 1000:
+        return _ascents_look_independent(offsets, what)
+    return _ok(f"{what}: integers uniform on [{low}, {high})")
+
+
+@statistical_check("aten.randint_like.default")
+@statistical_check("aten.randint_like.low_dtype")
+@statistical_check("aten.randint.default")
+@statistical_check("aten.randint.low")
+def check_randint(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    layout = _same_layout(ours[0], theirs[0], call.op)
+    if not layout:
+        return layout
+    arguments = _arguments(call)
+    return _integers_uniform(ours[0], arguments.get("low", 0), arguments["high"], call.op)
+
+
+def _largest_random(dtype: DType) -> int:
+    """What `random_()` draws up to (inclusive) in dtype: its largest value, or for a floating
+    dtype the end of its run of exact integers."""
+    if dtype.is_floating:
+        return (
+            2 ** {DType.float16: 11, DType.bfloat16: 8, DType.float32: 24, DType.float64: 53}[dtype]
+        )
+    return int(1 if dtype.is_bool else np.iinfo(dtype.numpy).max)
+
+
+@statistical_check("aten.random.to")
+@statistical_check("aten.random.from")
+@statistical_check("aten.random.default")
+def check_random(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    """`random_`: integers equally frequent over [from, to) (to None or absent: up to the
+    dtype's largest, inclusive)."""
+    layout = _same_layout(ours[0], theirs[0], call.op)
+    if not layout:
+        return layout
+    arguments = _arguments(call)
+    to = arguments.get("to")
+    high = _largest_random(DType.from_numpy(ours[0].dtype)) + 1 if to is None else to
+    return _integers_uniform(ours[0], arguments.get("from", 0), high, call.op)
+
+
+@statistical_check("aten.log_normal.default")
+def check_log_normal(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    """exp of N(mean, std²): positive, Kolmogorov–Smirnov (rounded to the dtype), ascents."""
+    from scipy import stats
+
+    layout = _same_layout(ours[0], theirs[0], "log_normal")
+    if not layout:
+        return layout
+    arguments = _arguments(call)
+    mean, std = float(arguments["mean"]), float(arguments["std"])
+    draws = ours[0].reshape(-1)
+    if draws.size and draws.astype(np.float64).min() < 0:
+        return _fail("log_normal: negative draws")
+
+    def cdf(x: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return stats.norm.cdf((np.log(np.maximum(x, 0.0)) - mean) / std)
+
+    checks = [
+        _distributed_as(draws, cdf, "log_normal"),
+        _ascents_look_independent(draws, "log_normal"),
+    ]
+    return _all_ok(checks, "log_normal: distributed as exp(N(mean, std²)) and unordered")
+
+
+@statistical_check("aten.cauchy.default")
+def check_cauchy(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    """Cauchy(median, sigma): Kolmogorov–Smirnov (rounded to the dtype), ascents."""
+    layout = _same_layout(ours[0], theirs[0], "cauchy")
+    if not layout:
+        return layout
+    arguments = _arguments(call)
+    median, sigma = float(arguments["median"]), float(arguments["sigma"])
+    draws = ours[0].reshape(-1)
+    checks = [
+        _distributed_as(draws, lambda x: 0.5 + np.arctan((x - median) / sigma) / np.pi, "cauchy"),
+        _ascents_look_independent(draws, "cauchy"),
+    ]
+    return _all_ok(checks, "cauchy: distributed as Cauchy(median, sigma) and unordered")
+
+
+@statistical_check("aten.geometric.default")
+def check_geometric(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    """The trials up to a first success of probability p: integers from 1, each k as frequent
+    as (1 − p)^(k − 1)·p (a chi-square over 1, 2, … with the tail merged)."""
+    layout = _same_layout(ours[0], theirs[0], "geometric")
+    if not layout:
+        return layout
+    p = float(_arguments(call)["p"])
+    draws = ours[0].astype(np.float64).reshape(-1)
+    if draws.size == 0:
+        return _ok("geometric: empty")
+    if not (np.isfinite(draws).all() and (draws == np.floor(draws)).all() and draws.min() >= 1):
+        return _fail("geometric: draws that are not integers from 1")
+    largest = int(draws.max())
+    trials = np.arange(1, largest + 1)
+    probabilities = (1 - p) ** (trials - 1) * p
+    probabilities[-1] = (1 - p) ** (largest - 1)  # the last takes the tail: P(k >= largest)
+    counts = np.bincount(draws.astype(np.int64) - 1, minlength=largest)
+    return _frequencies_follow(
+        np.repeat(trials - 1, counts)[None, :], probabilities[None, :], "geometric"
+    )
+
+
+def _frequencies_follow(draws: np.ndarray, weights: np.ndarray, what: str) -> Comparison:
+    """Chi-square over the rows together: row i's draws (a row of category indices) are
+    distributed as its weights. Categories are merged in order until each group expects at
+    least 5 draws (the test's approximation needs it); zero weights were checked never drawn."""
+    from scipy import stats
+
+    statistic, freedom = 0.0, 0
+    for row_draws, row_weights in zip(draws, weights, strict=True):
+        n = row_draws.size
+        probabilities = row_weights / row_weights.sum()
+        observed = np.bincount(row_draws, minlength=probabilities.size).astype(np.float64)
+        groups_observed: list[float] = []
+        groups_expected: list[float] = []
+        pending_observed = pending_expected = 0.0
+        for seen, share in zip(observed, probabilities * n, strict=True):
+            pending_observed += seen
+            pending_expected += share
+            if pending_expected >= 5:
+                groups_observed.append(pending_observed)
+                groups_expected.append(pending_expected)
+                pending_observed = pending_expected = 0.0
+        if groups_expected:  # the remainder joins the last group
+            groups_observed[-1] += pending_observed
+            groups_expected[-1] += pending_expected
+        if len(groups_expected) < 2:
+            continue
+        expected = np.array(groups_expected)
+        statistic += float(np.sum((np.array(groups_observed) - expected) ** 2 / expected))
+        freedom += len(groups_expected) - 1
+    if freedom == 0:
+        return _ok(f"{what}: too few draws to test the frequencies")
+    p_value = float(stats.chi2.sf(statistic, freedom))
+    if p_value < ALPHA:
+        return _fail(
+            f"{what}: the draws' frequencies do not follow the weights (chi-square {statistic:.4g} "
+            f"on {freedom} degrees of freedom, p = {p_value:.3g})"
+        )
+    return _ok(f"{what}: frequencies follow the weights (p = {p_value:.3g})")
+
+
+@statistical_check("aten.multinomial.default")
+def check_multinomial(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparison:
+    """Each index names a category; a zero weight is drawn only without replacement, once every
+    positive one is; without replacement a row's indices are distinct; the frequencies follow the
+    weights (with replacement all draws, without it the first of each row, drawn as the
+    weights say)."""
+    what = "multinomial"
+    layout = _same_layout(ours[0], theirs[0], what)
+    if not layout:
+        return layout
+    arguments = _arguments(call)
+    weights = np.atleast_2d(arguments["self"].astype(np.float64))
+    replacement = arguments["replacement"]
+    if ours[0].size == 0:
+        return _ok(f"{what}: no draws")
+    draws = ours[0].reshape(weights.shape[0], -1)
+    categories = weights.shape[1]
+    if draws.min() < 0 or draws.max() >= categories:
+        return _fail(f"{what}: an index outside [0, {categories})")
+    positive = weights > 0
+    drawn_weights = np.take_along_axis(weights, draws, 1)
+    if not replacement:
+        ordered = np.sort(draws, axis=1)
+        if (np.diff(ordered, axis=1) == 0).any():
+            return _fail(f"{what}: a row without replacement draws an index twice")
+    for row_draws, row_drawn, row_positive in zip(draws, drawn_weights, positive, strict=True):
+        zero_drawn = row_drawn == 0
+        if not zero_drawn.any():
+            continue
+        if replacement:
+            return _fail(f"{what}: a category of weight 0 was drawn")
+        if zero_drawn.argmax() < row_positive.sum() or not set(np.flatnonzero(row_positive)) <= set(
+            row_draws
+        ):
+            return _fail(f"{what}: a category of weight 0 drawn while a positive one was left")
+    return _frequencies_follow(draws if replacement else draws[:, :1], weights, what)
 
 
 # -- sorting: the order of ties is unspecified -------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...ir.dtypes import DType
 from ..record import AtenCall
-from .common import ALL, COMPLEX, FLOATS, NAN, ORDERED, random_tensor, torch_dtype
+from .common import ALL, COMPLEX, FLOATS, INTS, NAN, ORDERED, random_tensor, torch_dtype
 from .registry import handwritten
 
 Case = Callable[[DType], AtenCall | None]
@@ -574,3 +574,220 @@ def _exponential_samples(dtype: DType) -> Iterator[AtenCall]:
     yield _call("aten.exponential.default", target, 1.0)
     yield _call("aten.exponential.default", target[:20], 3.5)
     yield _call("aten.exponential.default", target[:0], 1.0)  # empty
+
+
+# -- random, not Core ATen: *_like draws, randint, normal's forms, uniform ----------------------------
+
+
+def _transposed(shape: Sequence[int], dtype: DType, seed: int = 0) -> Any:
+    """A non-contiguous tensor of `dtype` (the *_like ops lay their result out like it)."""
+    return random_tensor(tuple(reversed(shape)), dtype, seed).t()
+
+
+def _like_samples(op: str, dtype: DType) -> Iterator[AtenCall]:
+    """Draws like a tensor of `dtype`; like an integer or bool tensor, with a dtype given."""
+    import torch
+
+    if not (dtype.is_floating or dtype.is_complex):
+        for given in (torch.float32, torch.complex128, torch.float16):
+            yield _call(op, random_tensor((30, 40), dtype), dtype=given)
+        return
+    yield _call(op, random_tensor((40, 50), dtype))
+    yield _call(op, _transposed((30, 40), dtype, 1))
+    yield _call(op, random_tensor((0, 3), dtype))
+    if dtype is DType.float32:
+        yield _call(op, random_tensor((30, 40), dtype), dtype=torch.float64)
+
+
+@handwritten("aten.rand_like.default", (*FLOATS, *COMPLEX, DType.int64))
+def _rand_like_samples(dtype: DType) -> Iterator[AtenCall]:
+    yield from _like_samples("aten.rand_like.default", dtype)
+
+
+@handwritten("aten.randn_like.default", (DType.bool, *FLOATS, *COMPLEX))
+def _randn_like_samples(dtype: DType) -> Iterator[AtenCall]:
+    yield from _like_samples("aten.randn_like.default", dtype)
+
+
+# Ranges of integers each dtype holds (bool: [0, 2); uint8: its whole range).
+_INTEGER_RANGES = {DType.bool: (0, 2), DType.uint8: (0, 256), DType.int8: (-128, 128)}
+
+
+@handwritten("aten.randint_like.default", ORDERED)
+def _randint_like_samples(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten.randint_like.default"
+    _, high = _INTEGER_RANGES.get(dtype, (0, 10))
+    yield _call(op, random_tensor((40, 50), dtype), high)
+    yield _call(op, _transposed((30, 40), dtype, 1), high)
+    if dtype is DType.float64:
+        yield _call(op, random_tensor((40, 50), dtype), 2000)  # ties rare: ascents
+    yield _call(op, random_tensor((0, 3), dtype), high)
+
+
+@handwritten("aten.randint_like.low_dtype", ORDERED)
+def _randint_like_low_dtype_samples(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    op = "aten.randint_like.low_dtype"
+    low, high = _INTEGER_RANGES.get(dtype, (-7, 20))
+    yield _call(op, random_tensor((40, 50), dtype), low, high)
+    yield _call(op, random_tensor((7,), dtype), high - 1, high)  # one integer
+    if dtype is DType.float32:  # another dtype given
+        yield _call(op, random_tensor((30, 40), dtype), -7, 20, dtype=torch.int16)
+        yield _call(op, random_tensor((30, 40), dtype), 0, 2, dtype=torch.bool)
+
+
+@handwritten("aten.randint.default", ORDERED)
+def _randint_samples(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    op = "aten.randint.default"
+    _, high = _INTEGER_RANGES.get(dtype, (0, 1000))
+    cpu = torch.device("cpu")
+    yield _call(op, high, [40, 50], dtype=torch_dtype(dtype), device=cpu, pin_memory=False)
+    if dtype is DType.int64:
+        yield _call(op, 10, [2000])  # the default dtype, int64
+        yield _call(op, 3, [0, 4])
+
+
+@handwritten("aten.randint.low", ORDERED)
+def _randint_low_samples(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    op = "aten.randint.low"
+    low, high = _INTEGER_RANGES.get(dtype, (-50, 50))
+    cpu = torch.device("cpu")
+    yield _call(op, low, high, [40, 50], dtype=torch_dtype(dtype), device=cpu, pin_memory=False)
+    if dtype is DType.int64:
+        yield _call(op, -(2**40), 2**40 + 7, [2000])  # wide: rare ties
+        yield _call(op, 2**62, 2**62 + 3, [500])  # far from zero
+
+
+@handwritten("aten.normal.Tensor_float", (*FLOATS, *COMPLEX))
+def _normal_tensor_float_samples(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten.normal.Tensor_float"
+    yield _call(op, random_tensor((40, 50), dtype), 2.5)
+    yield _call(op, _transposed((30, 40), dtype, 1))  # std 1 by default
+    yield _call(op, random_tensor((7,), dtype, 2), 0.0)  # the mean itself
+    yield _call(op, random_tensor((0, 3), dtype), 1.0)
+
+
+@handwritten("aten.normal.float_Tensor", FLOATS)
+def _normal_float_tensor_samples(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten.normal.float_Tensor"
+    std = random_tensor((40, 50), dtype, positive=True)
+    std[0, :5] = 0.0  # draws of the mean itself
+    yield _call(op, -1.5, std)
+    yield _call(op, 3.0, _transposed((30, 40), dtype, 1).abs())
+    yield _call(op, 0.0, std[:0])
+
+
+@handwritten("aten.normal.Tensor_Tensor", (*FLOATS, *COMPLEX))
+def _normal_tensor_tensor_samples(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten.normal.Tensor_Tensor"
+    real = dtype.real if dtype.is_complex else dtype
+    yield _call(op, random_tensor((40, 50), dtype), random_tensor((40, 50), real, 1, positive=True))
+    # broadcast: a column of means against a row of deviations (of another dtype)
+    yield _call(
+        op, random_tensor((40, 1), dtype, 2), random_tensor((50,), DType.float64, 3, positive=True)
+    )
+    yield _call(op, random_tensor((0, 3), dtype), random_tensor((3,), real, positive=True))
+
+
+@handwritten("aten.normal.float_float", (*FLOATS, *COMPLEX))
+def _normal_float_float_samples(dtype: DType) -> Iterator[AtenCall]:
+    import torch
+
+    op = "aten.normal.float_float"
+    yield _call(op, 1.5, 3.0, [40, 50], dtype=torch_dtype(dtype))
+    if dtype is DType.float32:
+        yield _call(op, -2.0, 0.5, [1000])  # the default dtype
+        yield _call(op, 0.0, 0.0, [7])  # the mean itself
+        yield _call(op, 0.0, 1.0, [0, 3], device=torch.device("cpu"))
+
+
+@handwritten("aten.normal_functional.default", (*FLOATS, *COMPLEX))
+def _normal_functional_samples(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten.normal_functional.default"
+    yield _call(op, random_tensor((40, 50), dtype), 1.0, 2.0)
+    yield _call(op, _transposed((30, 40), dtype, 1))  # N(0, 1)
+    yield _call(op, random_tensor((0, 3), dtype), -1.0, 0.5)
+
+
+@handwritten("aten.uniform.default", (*FLOATS, *COMPLEX))
+def _uniform_samples(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten.uniform.default"
+    yield _call(op, random_tensor((40, 50), dtype), -2.0, 3.0)
+    yield _call(op, _transposed((30, 40), dtype, 1))  # [0, 1)
+    yield _call(op, random_tensor((7,), dtype), 2.0, 2.0)  # from = to
+    yield _call(op, random_tensor((0, 3), dtype), 0.0, 1.0)
+
+
+@handwritten("aten.multinomial.default", FLOATS)
+def _multinomial_samples(dtype: DType) -> Iterator[AtenCall]:
+    """Weights with zeros (never drawn while a positive one is left), unnormalized, in rows and
+    alone; many rows for the first draws without replacement, which follow the weights."""
+    import torch
+
+    op = "aten.multinomial.default"
+    kind = torch_dtype(dtype)
+    row = torch.tensor([0.1, 0.0, 0.5, 2.0, 0.0, 1.4], dtype=kind)
+    rows = random_tensor((400, 6), dtype, positive=True)
+    rows[:, 4] = 0.0
+    yield _call(op, row, 2000, True)
+    yield _call(op, rows, 3)  # without replacement
+    yield _call(op, rows[:5], 300, True)
+    yield _call(op, row, 6)  # every category: the zero weights last
+    yield _call(op, torch.tensor([[0.2, 0.8, 0.0]], dtype=kind), 1)
+    yield _call(op, rows[:0], 2)  # no rows
+
+
+@handwritten("aten.log_normal.default", FLOATS)
+def _log_normal_samples(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten.log_normal.default"
+    # exp(N(1, 2)) overflows float16 now and then: a narrower one there
+    mean, std = (0.0, 1.0) if dtype is DType.float16 else (1.0, 2.0)
+    yield _call(op, random_tensor((40, 50), dtype), mean, std)
+    yield _call(op, _transposed((30, 40), dtype, 1), -1.0, 0.5)
+    yield _call(op, random_tensor((0, 3), dtype))
+
+
+@handwritten("aten.cauchy.default", (DType.bfloat16, DType.float32, DType.float64))
+def _cauchy_samples(dtype: DType) -> Iterator[AtenCall]:
+    """Not float16: Cauchy's tails overflow it (torch's too)."""
+    op = "aten.cauchy.default"
+    yield _call(op, random_tensor((40, 50), dtype))
+    yield _call(op, _transposed((30, 40), dtype, 1), 3.0, 0.25)
+    yield _call(op, random_tensor((0, 3), dtype), 0.0, 2.0)
+
+
+@handwritten("aten.geometric.default", (*INTS, *FLOATS))
+def _geometric_samples(dtype: DType) -> Iterator[AtenCall]:
+    op = "aten.geometric.default"
+    yield _call(op, random_tensor((40, 50), dtype), 0.3)
+    yield _call(op, random_tensor((30, 40), dtype, 1), 0.9)
+    yield _call(op, random_tensor((0, 3), dtype), 0.5)
+
+
+@handwritten("aten.random.to", ORDERED)
+def _random_to_samples(dtype: DType) -> Iterator[AtenCall]:
+    _, high = _INTEGER_RANGES.get(dtype, (0, 100))
+    yield _call("aten.random.to", random_tensor((40, 50), dtype), high)
+    yield _call("aten.random.to", random_tensor((0, 3), dtype), high)
+
+
+@handwritten("aten.random.from", ORDERED)
+def _random_from_samples(dtype: DType) -> Iterator[AtenCall]:
+    low, high = _INTEGER_RANGES.get(dtype, (-20, 30))
+    yield _call("aten.random.from", random_tensor((40, 50), dtype), low, high)
+    if dtype in (DType.bool, DType.uint8, DType.int8, DType.int16, DType.float16, DType.bfloat16):
+        yield _call("aten.random.from", random_tensor((40, 50), dtype, 1), low, None)  # to max
+
+
+@handwritten(
+    "aten.random.default",
+    (DType.bool, DType.uint8, DType.int8, DType.int16, DType.int32, *FLOATS[:3]),
+)
+def _random_default_samples(dtype: DType) -> Iterator[AtenCall]:
+    """Not int64 nor float64: their ranges hold more than 2^53 integers (refused)."""
+    yield _call("aten.random.default", random_tensor((40, 50), dtype))
