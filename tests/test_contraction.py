@@ -741,6 +741,7 @@ def test_depthwise_convolution_runs_as_products_and_matches_torch(
     (recipe,) = contraction_recipes(graph)
     assert isinstance(recipe, MultiplyAccumulateRecipe)
     assert (recipe.phases is not None) == (stride > 1)
+    assert recipe.gathered  # a per-channel kernel: the runs summed by matrix-vector products
     assert recipe.out_view[-2] == (h + 2 * padding - dilation * (k - 1) - 1) // stride + 1  # merged
     assert_agree(fused, unfused, "unfused execution")
     outcome = run_call(call)
@@ -793,16 +794,24 @@ def test_strided_depthwise_convolutions_run_on_phase_images(
     assert outcome.passed, outcome.message
 
 
+@pytest.mark.parametrize("gather", [True, False])
+@pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("budget", [64, 1 << 20])
-def test_products_in_chunks_agree(budget: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chunks of one channel (a tiny budget) or of all: every chunk and the bias epilogue on it."""
+def test_products_in_chunks_agree(
+    budget: int, stride: int, gather: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks of one channel (a tiny budget) or of all, the runs gathered or multiply-added (a
+    channel's gathered runs over the limit): every chunk and the bias epilogue on it."""
     monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", budget)
+    monkeypatch.setattr(multiply_accumulate, "GATHER_BYTES", budget)
+    if not gather:
+        monkeypatch.setattr(multiply_accumulate, "GATHER_MAX_BYTES", 0)
     graph, inputs, call = lowered_call(
         "aten.convolution.default",
         randn(2, 6, 8, 9),
         randn(6, 1, 3, 3, seed=1),
         randn(6, seed=2),
-        [1, 1],
+        [stride, stride],
         [1, 1],
         [1, 1],
         False,
@@ -810,6 +819,10 @@ def test_products_in_chunks_agree(budget: int, monkeypatch: pytest.MonkeyPatch) 
         6,
     )
     fused, unfused = run_both_ways(graph, inputs)
+    (recipe,) = contraction_recipes(graph)
+    assert isinstance(recipe, MultiplyAccumulateRecipe)
+    assert recipe.gathered == gather
+    assert recipe.chunk == (1 if budget == 64 else 6)
     assert_agree(fused, unfused, "unfused execution")
     outcome = run_call(call)
     assert outcome.passed, outcome.message
@@ -861,9 +874,10 @@ def test_depthwise_convolutions_of_other_ranks_run_as_products(
 
 
 def test_depthwise_chunks_on_threads_give_one_threads_bits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The chunks of a depthwise product (plain and strided) are shared among the call's
-    threads: every thread count gives the bits of one."""
+    """The chunks of a depthwise product (plain and strided, gathered) are shared among the
+    call's threads: every thread count gives the bits of one."""
     monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", 512)
+    monkeypatch.setattr(multiply_accumulate, "GATHER_BYTES", 4096)
     for stride in (1, 2):
         graph, inputs, _ = lowered_call(
             "aten.convolution.default",
