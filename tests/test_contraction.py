@@ -740,7 +740,9 @@ def test_depthwise_convolution_runs_as_products_and_matches_torch(
     fused, unfused = run_both_ways(graph, inputs)
     (recipe,) = contraction_recipes(graph)
     assert isinstance(recipe, MultiplyAccumulateRecipe)
-    assert (recipe.phases is not None) == (stride > 1)
+    # Strided: 3x3 windows gathered directly, larger kernels through phase images.
+    assert (recipe.window_strides is not None) == (stride > 1 and k * k <= 12)
+    assert (recipe.phases is not None) == (stride > 1 and k * k > 12)
     assert recipe.gathered  # a per-channel kernel: the runs summed by matrix-vector products
     assert recipe.out_view[-2] == (h + 2 * padding - dilation * (k - 1) - 1) // stride + 1  # merged
     assert_agree(fused, unfused, "unfused execution")
@@ -758,17 +760,23 @@ def test_depthwise_convolution_runs_as_products_and_matches_torch(
     ],
 )
 @pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("windows", [False, True])
 def test_strided_depthwise_convolutions_run_on_phase_images(
     kernel: tuple[int, int],
     stride: tuple[int, int],
     padding: tuple[int, int],
     dilation: tuple[int, int],
     channels_last: bool,
+    windows: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Strides along one axis or both, kernels reducing over one axis, channels-last inputs, and
-    chunks of one channel (a small budget): the phase images agree with the unfused products."""
+    chunks of one channel (a small budget): the phase images, and the windows gathered
+    directly, agree with the unfused products."""
     monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", 256)
+    monkeypatch.setattr(multiply_accumulate, "GATHER_BYTES", 256)
+    if not windows:
+        monkeypatch.setattr(multiply_accumulate, "WINDOW_MAX_POSITIONS", 0)
     x = randn(2, 5, 11, 14)
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
@@ -787,7 +795,8 @@ def test_strided_depthwise_convolutions_run_on_phase_images(
     fused, unfused = run_both_ways(graph, inputs)
     (recipe,) = contraction_recipes(graph)
     assert isinstance(recipe, MultiplyAccumulateRecipe)
-    assert recipe.phases is not None
+    assert (recipe.phases is None) == windows
+    assert (recipe.window_strides is not None) == windows
     assert recipe.chunk == 1
     assert_agree(fused, unfused, "unfused execution")
     outcome = run_call(call)
@@ -874,11 +883,12 @@ def test_depthwise_convolutions_of_other_ranks_run_as_products(
 
 
 def test_depthwise_chunks_on_threads_give_one_threads_bits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The chunks of a depthwise product (plain and strided, gathered) are shared among the
-    call's threads: every thread count gives the bits of one."""
+    """The chunks of a depthwise product (plain and strided: windows or phase images; gathered)
+    are shared among the call's threads: every thread count gives the bits of one."""
     monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", 512)
     monkeypatch.setattr(multiply_accumulate, "GATHER_BYTES", 4096)
-    for stride in (1, 2):
+    for stride, windows in ((1, 12), (2, 12), (2, 0)):  # strided: windows, phase images
+        monkeypatch.setattr(multiply_accumulate, "WINDOW_MAX_POSITIONS", windows)
         graph, inputs, _ = lowered_call(
             "aten.convolution.default",
             randn(3, 8, 13, 12),
@@ -896,4 +906,4 @@ def test_depthwise_chunks_on_threads_give_one_threads_bits(monkeypatch: pytest.M
         assert recipe.chunk < recipe.chunked or recipe.outer_shape
         for threads in (2, 3):
             many = execute(graph, inputs, threads=threads)
-            assert [o.tobytes() for o in many] == [o.tobytes() for o in one], (stride, threads)
+            assert [o.tobytes() for o in many] == [o.tobytes() for o in one], (stride, windows)

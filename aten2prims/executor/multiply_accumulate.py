@@ -26,9 +26,11 @@ reads the padded image, which holds them). The output is made in chunks of the l
 that keep the accumulator in cache; an epilogue (a bias) runs on each finished chunk.
 
 A strided full operand (a convolution of stride > 1) has no such runs: its products would
-read every s-th element. Its memory is then seen as an image (rows of a whole number of bytes,
-elements contiguous in them) and each chunk of it is first copied into s_h x s_w phase images
-(`_Phases`: phase (a, b) holds the image's rows a, a + s_h, ... and columns b, b + s_w, ...):
+read every s-th element. With few kernel positions (3x3) and a per-channel kernel, the
+windows are gathered directly, a strided copy per position into a buffer laid out as the
+output's chunk, and the matrix-vector products write the output itself. Otherwise its memory
+is seen as an image (rows of a whole number of bytes, elements contiguous in them) and each
+chunk of it is first copied into s_h x s_w phase images (`_Phases`: phase (a, b) holds the image's rows a, a + s_h, ... and columns b, b + s_w, ...):
 every kernel position then reads one phase at an offset, so the products run over long
 contiguous runs again (the same merged rows, of the phase's width), as for stride 1. The copy
 is one pass over the chunk's input, made while it stays in cache.
@@ -77,6 +79,11 @@ CHUNK_BYTES = 256 << 10
 # hold up to GATHER_MAX_BYTES; larger ones (huge images) run as multiply-adds.
 GATHER_BYTES = 1 << 20
 GATHER_MAX_BYTES = 4 << 20
+# A strided full operand with at most this many reduced positions gathers its windows directly
+# (strided reads of the output's positions, no phase images and no padding columns): measured at
+# batch 4, 3x3 stride-2 layers ran 1.1-1.25x faster so (a strided read per position against a
+# phase copy plus a contiguous copy per position), 5x5 ones 1.0-1.1x slower.
+WINDOW_MAX_POSITIONS = 12
 
 Epilogue = Callable[[tuple[slice, ...]], None]
 
@@ -127,6 +134,10 @@ class MultiplyAccumulateRecipe:
     # The chunk's runs are gathered into a buffer and summed by matrix-vector products (the
     # other operand is constant along the run).
     gathered: bool = False
+    # A strided full operand's windows gathered directly: its strides (bytes) in the order
+    # (outer..., chunked, reduced..., rows, columns) (the run is then rows * columns, the
+    # output's chunk itself).
+    window_strides: tuple[int, ...] | None = None
 
     def run_into(
         self, a: np.ndarray, b: np.ndarray, out: np.ndarray, epilogue: Epilogue | None = None
@@ -138,7 +149,14 @@ class MultiplyAccumulateRecipe:
         other_view = np.lib.stride_tricks.as_strided(
             other, other_shape, self.other_strides, writeable=False
         )
-        if self.phases is None:
+        if self.window_strides is not None:
+            source = np.lib.stride_tricks.as_strided(
+                full,
+                (*self.view_shape[:-1], *self.out_view[-2:]),
+                self.window_strides,
+                writeable=False,
+            )
+        elif self.phases is None:
             source = np.lib.stride_tricks.as_strided(
                 full, self.view_shape, self.full_strides, writeable=False
             )
@@ -218,6 +236,14 @@ class MultiplyAccumulateRecipe:
         count = stop - start
         index: tuple[Any, ...] = (*outer, slice(start, stop))
         rows, columns = self.out_view[-2:]
+        if (
+            self.window_strides is not None
+        ):  # source: (outer..., chunked, positions..., rows, columns)
+            gathered = buffers[1][:count]
+            np.copyto(gathered.reshape(count, *self.reduced_shape, rows, columns), source[index])
+            # A sum of -0.0 products is +0.0 here too: BLAS's accumulators start at +0.0.
+            np.matmul(other_view[index], gathered, out=shaped[index].reshape(count, 1, self.run))
+            return
         accumulator = buffers[0][:count]
         total = accumulator[:, : self.run]
         if self.gathered:
@@ -331,6 +357,7 @@ def plan_multiply_accumulate(
     phases = None
     if leading and other_step[leading[-1]] == other_step[inner_label] == 0:
         phases = _phases(full_step, sizes, leading[-1], inner_label, reduced, itemsize)
+    row_label = leading[-1] if leading else None
     if phases is not None:  # a strided operand: merged runs over its phase images
         rows, row_step = sizes[leading[-1]], phases.shape[1]
         leading = leading[:-1]
@@ -362,6 +389,17 @@ def plan_multiply_accumulate(
     other_run = run if other_step[inner_label] else 1
     gathered_row = math.prod(reduced_shape) * run * itemsize  # one channel's gathered runs
     gathered = other_run == 1 and gathered_row <= GATHER_MAX_BYTES
+    window_strides = None
+    if gathered and phases is not None and math.prod(reduced_shape) <= WINDOW_MAX_POSITIONS:
+        assert row_label is not None  # phases need output rows
+        window_strides = (
+            *full_leading,
+            *(full_step[label] for label in reduced),
+            full_step[row_label],
+            full_step[inner_label],
+        )
+        phases, run, row_step = None, rows * columns, columns
+        gathered_row = math.prod(reduced_shape) * run * itemsize
     if gathered:
         chunk = max(1, min(chunked, GATHER_BYTES // gathered_row))
         if phases is not None:
@@ -393,6 +431,7 @@ def plan_multiply_accumulate(
         out_roles=tuple(leading.index(label) if label in leading else None for label in out_labels),
         phases=phases,
         gathered=gathered,
+        window_strides=window_strides,
     )
 
 
