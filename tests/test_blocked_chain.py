@@ -68,11 +68,15 @@ def assert_same_bits(ours: list[Any], theirs: list[Any]) -> None:
 )
 def test_gelu_is_one_blocked_step_with_the_unfused_bits(dtype: torch.dtype, ops: list[str]) -> None:
     """Several blocks and a remainder: one step covering the whole chain (x == inf included),
-    the unfused steps' bits, torch's values."""
+    with one scratch block of floats at most, the unfused steps' bits, torch's values."""
     graph, inputs, call = gelu_call((3, 70, 1001), dtype)
     (step,) = chain_steps(graph)
     assert [node.op for node in step.nodes] == [f"prims.{op}" for op in ops]
     assert len(plan_for(graph).steps) == 1
+    # The last product is computed into the result's block: the selection reads b in place.
+    *_, product, last = step.kernel.members
+    assert product.out is None and ("result", None) in last.operands
+    assert sum(d.kind == "f" for d in step.kernel.scratch_dtypes) == 1
     assert_same_bits(execute(graph, inputs, check=True), unfused(graph, inputs))
     outcome = run_call(call)
     assert outcome.passed, outcome.message
