@@ -744,6 +744,8 @@ def test_depthwise_convolution_runs_as_products_and_matches_torch(
     assert (recipe.window_strides is not None) == (stride > 1 and k * k <= 12)
     assert (recipe.phases is not None) == (stride > 1 and k * k > 12)
     assert recipe.gathered  # a per-channel kernel: the runs summed by matrix-vector products
+    # 7x7 kernels at stride 1 gather 7 shifted copies, not 49 runs; 3x3 ones the runs.
+    assert recipe.copies is not None if (stride, k) == (1, 7) else k > 3 or recipe.copies is None
     assert recipe.out_view[-2] == (h + 2 * padding - dilation * (k - 1) - 1) // stride + 1  # merged
     assert_agree(fused, unfused, "unfused execution")
     outcome = run_call(call)
@@ -798,6 +800,55 @@ def test_strided_depthwise_convolutions_run_on_phase_images(
     assert (recipe.phases is None) == windows
     assert (recipe.window_strides is not None) == windows
     assert recipe.chunk == 1
+    assert_agree(fused, unfused, "unfused execution")
+    outcome = run_call(call)
+    assert outcome.passed, outcome.message
+
+
+@pytest.mark.parametrize(
+    ("shape", "kernel", "padding", "dilation"),
+    [
+        ((2, 5, 9, 11), (3, 3), (1, 1), (1, 1)),
+        ((1, 3, 10, 13), (5, 5), (4, 4), (2, 2)),  # dilated
+        ((3, 5, 1, 7), (3, 3), (1, 1), (1, 1)),  # one row
+        ((1, 4, 9, 10), (3, 5), (0, 2), (1, 1)),  # no row padding
+        ((1, 4, 5, 6, 7), (3, 3, 3), (1, 1, 1), (1, 1, 1)),  # 3-d: two labels offset the copies
+    ],
+)
+@pytest.mark.parametrize("budget", [64, 1 << 20])
+def test_shifted_copies_agree(
+    shape: tuple[int, ...],
+    kernel: tuple[int, ...],
+    padding: tuple[int, ...],
+    dilation: tuple[int, ...],
+    budget: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Gathered runs as shifted copies (forced, whatever the traffic), in chunks of one index of
+    the chunked dim (channels; depth in 3-d) or of all: they agree with the unfused products
+    and with torch."""
+    monkeypatch.setattr(multiply_accumulate, "COPIES_MAX_TRAFFIC", math.inf)
+    monkeypatch.setattr(multiply_accumulate, "GATHER_BYTES", budget)
+    channels = shape[1]
+    x = randn(*shape)
+    x[0, 0].view(-1)[:2] = torch.tensor([float("nan"), float("inf")])
+    graph, inputs, call = lowered_call(
+        "aten.convolution.default",
+        x,
+        randn(channels, 1, *kernel, seed=1),
+        randn(channels, seed=2),
+        [1] * len(kernel),
+        list(padding),
+        list(dilation),
+        False,
+        [0] * len(kernel),
+        channels,
+    )
+    fused, unfused = run_both_ways(graph, inputs)
+    (recipe,) = contraction_recipes(graph)
+    assert isinstance(recipe, MultiplyAccumulateRecipe)
+    assert recipe.copies is not None
+    assert recipe.chunk == (1 if budget == 64 else recipe.chunked)
     assert_agree(fused, unfused, "unfused execution")
     outcome = run_call(call)
     assert outcome.passed, outcome.message
