@@ -19,8 +19,7 @@ import pytest
 
 import aten2prims
 import prims
-from aten2prims.executor import execute, plan, plan_for
-from aten2prims.executor.blocked_chain import blocked_chain_rule
+from aten2prims.executor import execute, plan_for
 from aten2prims.executor.codegen import compile_steps
 from aten2prims.executor.direct_kernels import DIRECT_KERNELS, direct_kernel
 from aten2prims.executor.filled_scatter import FilledScatter
@@ -828,16 +827,10 @@ def test_fills_agree_with_the_kernels(dtype: DType) -> None:
 
 
 @pytest.mark.parametrize("dtype", [DType.float32, DType.float64])
-def test_erf_runs_its_direct_kernel_into_the_arena(
-    dtype: DType, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """erf (GELU's cost) outside a blocked chain (the chains around it are
-    tests/test_blocked_chain.py's) calls prims.elementwise.erf_of directly, written part by part
-    into its dying operand or its arena buffer: bit for bit the node-by-node kernel's, whatever
-    the thread count, also on a broadcast operand left to NumPy's broadcasting."""
-    monkeypatch.setattr(
-        plan, "FUSION_RULES", [r for r in plan.FUSION_RULES if r is not blocked_chain_rule]
-    )
+def test_erf_runs_its_direct_kernel_into_the_arena(dtype: DType) -> None:
+    """erf (GELU's cost) calls prims.elementwise.erf_of directly, written part by part into its
+    dying operand or its arena buffer: bit for bit the node-by-node kernel's, whatever the
+    thread count, also on a broadcast operand left to NumPy's broadcasting."""
 
     def body(x: Value, row: Value) -> tuple[Value, ...]:
         scaled = prims.mul(x, 0.7071067811865476)

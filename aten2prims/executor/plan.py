@@ -8,8 +8,7 @@ Planning, in order:
 3. fusion (`fusion.py`): groups of nodes run as one kernel call, found by the rules of
    `FUSION_RULES` in order (contractions, `contraction_fusion.py` on the engine of
    `contraction.py` or as sums of products, `multiply_accumulate.py`; gathers along independent
-   axes, `gather.py`; constant padding, `filled_scatter.py`; clamps, `select.py`; elementwise
-   chains around erf run in its cache-sized blocks, `blocked_chain.py`);
+   axes, `gather.py`; constant padding, `filled_scatter.py`; clamps, `select.py`);
 4. specialization (`specialize.py`): a kernel chosen for the node's static types where the
    generic one would re-derive at every call what the plan already knows, and broadcasts read
    only by elementwise steps left to NumPy's broadcasting;
@@ -42,7 +41,6 @@ from ..ir.building import collector_paused
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.values import Value
 from .arena import ArenaPool, plan_arena
-from .blocked_chain import blocked_chain_rule
 from .codegen import compile_steps
 from .contraction_fusion import ContractionFusion
 from .control_flow import KERNELS as CONTROL_FLOW_KERNELS
@@ -63,7 +61,6 @@ FUSION_RULES: Sequence[FusionRule] = (
     orthogonal_gather_rule,
     filled_scatter_rule,
     bound_select_rule,
-    blocked_chain_rule,
 )
 
 
