@@ -934,12 +934,15 @@ def test_depthwise_convolutions_of_other_ranks_run_as_products(
 
 
 def test_depthwise_chunks_on_threads_give_one_threads_bits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The chunks of a depthwise product (plain and strided: windows or phase images; gathered)
-    are shared among the call's threads: every thread count gives the bits of one."""
+    """The chunks of a depthwise product (gathered runs or shifted copies; strided: windows or
+    phase images) are shared among the call's threads: every thread count gives the bits of
+    one."""
     monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", 512)
     monkeypatch.setattr(multiply_accumulate, "GATHER_BYTES", 4096)
-    for stride, windows in ((1, 12), (2, 12), (2, 0)):  # strided: windows, phase images
+    # Runs, shifted copies (forced), strided windows, phase images.
+    for stride, windows, copies in ((1, 12, 0.0), (1, 12, math.inf), (2, 12, 0.0), (2, 0, 0.0)):
         monkeypatch.setattr(multiply_accumulate, "WINDOW_MAX_POSITIONS", windows)
+        monkeypatch.setattr(multiply_accumulate, "COPIES_MAX_TRAFFIC", copies)
         graph, inputs, _ = lowered_call(
             "aten.convolution.default",
             randn(3, 8, 13, 12),
@@ -955,6 +958,7 @@ def test_depthwise_chunks_on_threads_give_one_threads_bits(monkeypatch: pytest.M
         one = execute(graph, inputs, threads=1)
         (recipe,) = contraction_recipes(graph)
         assert recipe.chunk < recipe.chunked or recipe.outer_shape
+        assert (recipe.copies is not None) == (copies > 0)
         for threads in (2, 3):
             many = execute(graph, inputs, threads=threads)
             assert [o.tobytes() for o in many] == [o.tobytes() for o in one], (stride, windows)
