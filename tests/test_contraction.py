@@ -740,7 +740,12 @@ def test_depthwise_convolution_runs_as_products_and_matches_torch(
     fused, unfused = run_both_ways(graph, inputs)
     (recipe,) = contraction_recipes(graph)
     assert isinstance(recipe, MultiplyAccumulateRecipe)
-    assert (recipe.phases is not None) == (stride > 1)
+    # Strided: 3x3 windows gathered directly, larger kernels through phase images.
+    assert (recipe.window_strides is not None) == (stride > 1 and k * k <= 12)
+    assert (recipe.phases is not None) == (stride > 1 and k * k > 12)
+    assert recipe.gathered  # a per-channel kernel: the runs summed by matrix-vector products
+    # 7x7 kernels at stride 1 gather 7 shifted copies, not 49 runs; 3x3 ones the runs.
+    assert recipe.copies is not None if (stride, k) == (1, 7) else k > 3 or recipe.copies is None
     assert recipe.out_view[-2] == (h + 2 * padding - dilation * (k - 1) - 1) // stride + 1  # merged
     assert_agree(fused, unfused, "unfused execution")
     outcome = run_call(call)
@@ -757,17 +762,23 @@ def test_depthwise_convolution_runs_as_products_and_matches_torch(
     ],
 )
 @pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("windows", [False, True])
 def test_strided_depthwise_convolutions_run_on_phase_images(
     kernel: tuple[int, int],
     stride: tuple[int, int],
     padding: tuple[int, int],
     dilation: tuple[int, int],
     channels_last: bool,
+    windows: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Strides along one axis or both, kernels reducing over one axis, channels-last inputs, and
-    chunks of one channel (a small budget): the phase images agree with the unfused products."""
+    chunks of one channel (a small budget): the phase images, and the windows gathered
+    directly, agree with the unfused products."""
     monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", 256)
+    monkeypatch.setattr(multiply_accumulate, "GATHER_BYTES", 256)
+    if not windows:
+        monkeypatch.setattr(multiply_accumulate, "WINDOW_MAX_POSITIONS", 0)
     x = randn(2, 5, 11, 14)
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
@@ -786,23 +797,81 @@ def test_strided_depthwise_convolutions_run_on_phase_images(
     fused, unfused = run_both_ways(graph, inputs)
     (recipe,) = contraction_recipes(graph)
     assert isinstance(recipe, MultiplyAccumulateRecipe)
-    assert recipe.phases is not None
+    assert (recipe.phases is None) == windows
+    assert (recipe.window_strides is not None) == windows
     assert recipe.chunk == 1
     assert_agree(fused, unfused, "unfused execution")
     outcome = run_call(call)
     assert outcome.passed, outcome.message
 
 
+@pytest.mark.parametrize(
+    ("shape", "kernel", "padding", "dilation"),
+    [
+        ((2, 5, 9, 11), (3, 3), (1, 1), (1, 1)),
+        ((1, 3, 10, 13), (5, 5), (4, 4), (2, 2)),  # dilated
+        ((3, 5, 1, 7), (3, 3), (1, 1), (1, 1)),  # one row
+        ((1, 4, 9, 10), (3, 5), (0, 2), (1, 1)),  # no row padding
+        ((1, 4, 5, 6, 7), (3, 3, 3), (1, 1, 1), (1, 1, 1)),  # 3-d: two labels offset the copies
+    ],
+)
 @pytest.mark.parametrize("budget", [64, 1 << 20])
-def test_products_in_chunks_agree(budget: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chunks of one channel (a tiny budget) or of all: every chunk and the bias epilogue on it."""
+def test_shifted_copies_agree(
+    shape: tuple[int, ...],
+    kernel: tuple[int, ...],
+    padding: tuple[int, ...],
+    dilation: tuple[int, ...],
+    budget: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Gathered runs as shifted copies (forced, whatever the traffic), in chunks of one index of
+    the chunked dim (channels; depth in 3-d) or of all: they agree with the unfused products
+    and with torch."""
+    monkeypatch.setattr(multiply_accumulate, "COPIES_MAX_TRAFFIC", math.inf)
+    monkeypatch.setattr(multiply_accumulate, "GATHER_BYTES", budget)
+    channels = shape[1]
+    x = randn(*shape)
+    x[0, 0].view(-1)[:2] = torch.tensor([float("nan"), float("inf")])
+    graph, inputs, call = lowered_call(
+        "aten.convolution.default",
+        x,
+        randn(channels, 1, *kernel, seed=1),
+        randn(channels, seed=2),
+        [1] * len(kernel),
+        list(padding),
+        list(dilation),
+        False,
+        [0] * len(kernel),
+        channels,
+    )
+    fused, unfused = run_both_ways(graph, inputs)
+    (recipe,) = contraction_recipes(graph)
+    assert isinstance(recipe, MultiplyAccumulateRecipe)
+    assert recipe.copies is not None
+    assert recipe.chunk == (1 if budget == 64 else recipe.chunked)
+    assert_agree(fused, unfused, "unfused execution")
+    outcome = run_call(call)
+    assert outcome.passed, outcome.message
+
+
+@pytest.mark.parametrize("gather", [True, False])
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("budget", [64, 1 << 20])
+def test_products_in_chunks_agree(
+    budget: int, stride: int, gather: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks of one channel (a tiny budget) or of all, the runs gathered or multiply-added (a
+    channel's gathered runs over the limit): every chunk and the bias epilogue on it."""
     monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", budget)
+    monkeypatch.setattr(multiply_accumulate, "GATHER_BYTES", budget)
+    if not gather:
+        monkeypatch.setattr(multiply_accumulate, "GATHER_MAX_BYTES", 0)
     graph, inputs, call = lowered_call(
         "aten.convolution.default",
         randn(2, 6, 8, 9),
         randn(6, 1, 3, 3, seed=1),
         randn(6, seed=2),
-        [1, 1],
+        [stride, stride],
         [1, 1],
         [1, 1],
         False,
@@ -810,6 +879,10 @@ def test_products_in_chunks_agree(budget: int, monkeypatch: pytest.MonkeyPatch) 
         6,
     )
     fused, unfused = run_both_ways(graph, inputs)
+    (recipe,) = contraction_recipes(graph)
+    assert isinstance(recipe, MultiplyAccumulateRecipe)
+    assert recipe.gathered == gather
+    assert recipe.chunk == (1 if budget == 64 else 6)
     assert_agree(fused, unfused, "unfused execution")
     outcome = run_call(call)
     assert outcome.passed, outcome.message
@@ -861,10 +934,15 @@ def test_depthwise_convolutions_of_other_ranks_run_as_products(
 
 
 def test_depthwise_chunks_on_threads_give_one_threads_bits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The chunks of a depthwise product (plain and strided) are shared among the call's
-    threads: every thread count gives the bits of one."""
+    """The chunks of a depthwise product (gathered runs or shifted copies; strided: windows or
+    phase images) are shared among the call's threads: every thread count gives the bits of
+    one."""
     monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", 512)
-    for stride in (1, 2):
+    monkeypatch.setattr(multiply_accumulate, "GATHER_BYTES", 4096)
+    # Runs, shifted copies (forced), strided windows, phase images.
+    for stride, windows, copies in ((1, 12, 0.0), (1, 12, math.inf), (2, 12, 0.0), (2, 0, 0.0)):
+        monkeypatch.setattr(multiply_accumulate, "WINDOW_MAX_POSITIONS", windows)
+        monkeypatch.setattr(multiply_accumulate, "COPIES_MAX_TRAFFIC", copies)
         graph, inputs, _ = lowered_call(
             "aten.convolution.default",
             randn(3, 8, 13, 12),
@@ -880,6 +958,7 @@ def test_depthwise_chunks_on_threads_give_one_threads_bits(monkeypatch: pytest.M
         one = execute(graph, inputs, threads=1)
         (recipe,) = contraction_recipes(graph)
         assert recipe.chunk < recipe.chunked or recipe.outer_shape
+        assert (recipe.copies is not None) == (copies > 0)
         for threads in (2, 3):
             many = execute(graph, inputs, threads=threads)
-            assert [o.tobytes() for o in many] == [o.tobytes() for o in one], (stride, threads)
+            assert [o.tobytes() for o in many] == [o.tobytes() for o in one], (stride, windows)
