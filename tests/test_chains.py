@@ -63,6 +63,7 @@ def same_at_every_thread_count(graph: Graph, inputs: dict[str, np.ndarray]) -> l
     expected = run_reference(graph, inputs)
     for threads in (1, 2, 3):
         bits_equal(aten2prims.execute(graph, inputs, threads=threads), expected)
+    bits_equal(aten2prims.execute(graph, inputs, check=True), expected)  # each step checked
     return expected
 
 
