@@ -23,8 +23,12 @@ A chain is a run of steps found in the plan's step list (after specialization an
   and `Step.takes_out`: ufuncs, `where`, clamps, direct kernels), with one tensor result;
 - every link after the first reads the previous link's result, which nothing else reads (nor
   is it a graph output), and has the same result shape;
-- a chain has at least two links and a result of more than one block (a smaller one is in
-  cache anyway).
+- a chain has at least two links and a result of more than 1 MiB (a smaller one stays in L2
+  as whole steps; in DeiT-tiny's attention, comparisons of 470 KB chained ran slower).
+A result of at most 1 MiB given to the kernel (a part of a segment or of a split step) is one
+block. When every link has the result's dtype and may write over the previous link's result,
+the links work in the target block itself, as the steps did in their buffer, and touch no
+scratch (unless an operand shares the target's memory).
 The chain becomes one elementwise step at its last link (`ChainKernel`), whose operands are the
 links' other operands: it takes `out=`, may write into an operand that dies there
 (`Step.out_operands`, inplace.py), and is split into parts (threads.py) or rows of a segment
@@ -48,6 +52,10 @@ from .threads import operand_part
 # Bytes of the widest dtype of a chain per block: a block's operands, its scratch and its result
 # stay in a core's L2 cache (64K float32 elements measured fastest; see the module doc).
 BLOCK_BYTES = 1 << 18
+# A result of at most this many bytes (of the widest dtype) is one block: it stays in L2 whole,
+# and a kernel blocked itself (erf) pays its own per-call cost once (GELU in DeiT-tiny's
+# segments, parts of 600 KB, ran slower in blocks of 256 KiB); a chain's result is larger.
+WHOLE_BYTES = 1 << 20
 
 # How a link's argument is found in a block: an operand of the chain, the previous link's result
 # or a literal.
@@ -86,7 +94,13 @@ class ChainKernel:
         self.links = links
         self.dtype = dtype
         self.block = block  # elements per block
-        self._block = _block_function(links)
+        self.whole = block * (WHOLE_BYTES // BLOCK_BYTES)  # elements run as one block
+        self._block = _block_function(links, in_target=False)
+        # A chain whose every link has the result's dtype and may write over the previous
+        # result may instead work in the target block itself, as the steps did in their
+        # buffer: no scratch is touched (when no operand shares the target's memory).
+        in_target = all(link.buffer == (dtype, 0) for link in links)
+        self._in_target = _block_function(links, in_target=True) if in_target else None
 
     @property
     def __name__(self) -> str:  # named in plan_profile's reports, as fused kernels are
@@ -98,8 +112,14 @@ class ChainKernel:
             out = np.empty(shape, self.dtype)
         if out.size == 0:
             return out
-        shape, block = out.shape, self.block
-        scratch = self._scratch()
+        shape = out.shape
+        block = self.block if out.size > self.whole else out.size
+        run = self._block
+        if self._in_target is not None and not any(
+            type(o) is np.ndarray and np.may_share_memory(o, out) for o in operands
+        ):
+            run = self._in_target
+        scratch = self._scratch() if run is self._block else []
         if out.flags.c_contiguous and all(
             type(o) is not np.ndarray or o.ndim == 0 or (o.shape == shape and o.flags.c_contiguous)
             for o in operands
@@ -114,7 +134,7 @@ class ChainKernel:
                 stop = start + block
                 if stop > size:
                     views = [buffer[: size - start] for buffer in scratch]
-                self._block(
+                run(
                     [o[start:stop] if w else o for o, w in zip(flat, whole)],
                     target[start:stop],
                     views,
@@ -131,7 +151,7 @@ class ChainKernel:
                 index = (*position, slice(start, start + rows))
                 part = out[index]
                 views = [buffer[: part.size].reshape(part.shape) for buffer in scratch]
-                self._block([operand_part(o, index, ndim) for o in operands], part, views)
+                run([operand_part(o, index, ndim) for o in operands], part, views)
         return out
 
     def _scratch(self) -> list[np.ndarray]:
@@ -140,16 +160,17 @@ class ChainKernel:
         found = []
         for link in self.links[:-1]:
             scratch = blocks.get(link.buffer)
-            if scratch is None or scratch.size < self.block:
-                scratch = blocks[link.buffer] = np.empty(self.block, link.buffer[0])
+            if scratch is None or scratch.size < self.whole:
+                scratch = blocks[link.buffer] = np.empty(self.whole, link.buffer[0])
             found.append(scratch)
         return found
 
 
-def _block_function(links: Sequence[_Link]) -> Callable[..., None]:
+def _block_function(links: Sequence[_Link], in_target: bool) -> Callable[..., None]:
     """`block(operands, target, views)`: every link on one block of the operands, each into its
-    scratch view, the last one's result into target; generated as straight-line code (a loop
-    over the links cost 3 us more per block, a tenth of a SiLU block's time)."""
+    scratch view (`in_target`: into target), the last one's result into target; generated as
+    straight-line code (a loop over the links cost 3 us more per block, a tenth of a SiLU
+    block's time)."""
     namespace: dict[str, Any] = {}
     lines = ["def block(p, target, views):"]
     previous = ""
@@ -164,7 +185,8 @@ def _block_function(links: Sequence[_Link]) -> Callable[..., None]:
             else:
                 namespace[f"c{number}_{position}"] = payload
                 arguments.append(f"c{number}_{position}")
-        previous = "target" if number == len(links) - 1 else f"views[{number}]"
+        last = number == len(links) - 1
+        previous = "target" if last or in_target else f"views[{number}]"
         lines.append(f"    k{number}({', '.join(arguments)}, out={previous})")
     exec(compile("\n".join(lines) + "\n", "<aten2prims chain>", "exec"), namespace)
     function: Callable[..., None] = namespace["block"]
@@ -242,8 +264,7 @@ def fuse_chains(
                 break
             members.append(following[0])
         itemsize = max(meta_of[steps[i].out_slots[0]].dtype.itemsize for i in members)
-        block = max(1, BLOCK_BYTES // itemsize)
-        if len(members) >= 2 and math.prod(meta.shape) > block:
+        if len(members) >= 2 and math.prod(meta.shape) * itemsize > WHOLE_BYTES:
             chains[members[-1]] = members
             in_chain.update(members)
     if not chains:
