@@ -2,12 +2,12 @@
 by block so that the intermediates stay in cache.
 
 NumPy makes one pass over memory per ufunc. A SiLU (`x · sigmoid(x)`: neg, exp, add, reciprocal,
-mul), a norm's scale and shift or a hardswish are chains of such steps in which every result
-but the last is read only by the next step. Run whole, each step reads and writes the whole
+mul) or a hardswish (add, clamp, mul, div) is a chain of such steps in which every result but
+the last is read only by the next step. Run whole, each step reads and writes the whole
 tensor, from L3 or memory once it exceeds a core's L2. Run block by block, every step of the
 chain is applied to one block of elements (256 KiB of the widest dtype) before the next block
-is touched: the intermediates live in a per-thread scratch block, and only the external
-operands are read and only the last result is written in full. Measured at one thread (process
+is touched: the intermediates live in that block of the result or in a per-thread scratch
+block, and only the external operands are read and only the last result is written in full. Measured at one thread (process
 CPU time, medians of 9, the exported modules): SiLU of 4.8M float32 elements 15.8 ms as steps,
 10.6 / 9.7 / 8.6 / 8.7 ms in blocks of 64 / 128 / 256 / 512 KiB; hardswish of 1.2M 2.35 ms,
 0.97 ms in 256 KiB blocks; GELU of 0.6M (its erf blocked already) 2.77 ms, 3.46 / 2.61 ms
@@ -20,7 +20,9 @@ any thread count.
 
 A chain is a run of steps found in the plan's step list (after specialization and fusion):
 - a link is a step whose kernel is an elementwise function taking `out=` (`Step.elementwise`
-  and `Step.takes_out`: ufuncs, `where`, clamps, direct kernels), with one tensor result;
+  and `Step.takes_out`: ufuncs, `where`, clamps, direct kernels), with one tensor result, and
+  whose tensor operands have that result's shape or none (a broadcast operand, such as a
+  norm's per-row statistic, made blocks slower: see `_linkable`);
 - every link after the first reads the previous link's result, which nothing else reads (nor
   is it a graph output), and has the same result shape;
 - a chain has at least two links and a result of more than 1 MiB (a smaller one stays in L2
