@@ -4,7 +4,7 @@
 
 For each case: a one-node aten graph of the op, lowered to prims and executed by
 `aten2prims.execute` (plan built once, as in real use), against `torch.ops.aten.<op>` on the same
-inputs; or, for a `torch.nn` module whose exported graph holds several aten ops (hardswish, an
+inputs; or, for a `torch.nn` module whose exported graph holds several aten ops (hardswish, SiLU, an
 LSTM, the blocks of MobileNetV3, EfficientNet-B0 and ConvNeXt-tiny built on the hot spots), that
 graph (`torch.export` and its default decompositions, as a user's model exports; an
 attention and a DeiT-tiny encoder block among them)
@@ -391,6 +391,16 @@ CASES: list[tuple[str, str, Callable[[], AtenCall | ModuleCase]]] = [
         "module",
         "Hardswish 1x96x112x112",
         lambda: ModuleCase(torch.nn.Hardswish(), _randn(1, 96, 112, 112)),
+    ),
+    (
+        "aten.sigmoid.default",
+        "4x96x112x112",
+        lambda: AtenCall("aten.sigmoid.default", (_randn(4, 96, 112, 112),), {}),
+    ),
+    (
+        "module",
+        "SiLU 4x96x112x112",
+        lambda: ModuleCase(torch.nn.SiLU(), _randn(4, 96, 112, 112)),
     ),
     (
         "module",

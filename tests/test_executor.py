@@ -832,14 +832,15 @@ def test_erf_runs_its_direct_kernel_into_the_arena(dtype: DType) -> None:
     dying operand or its arena buffer: bit for bit the node-by-node kernel's, whatever the
     thread count, also on a broadcast operand left to NumPy's broadcasting."""
 
+    # Below one block of an elementwise chain (chains.py), which would run mul, erf and add.
     def body(x: Value, row: Value) -> tuple[Value, ...]:
         scaled = prims.mul(x, 0.7071067811865476)
-        spread = prims.broadcast_in_dim(row, [300, 700], [1])
+        spread = prims.broadcast_in_dim(row, [100, 150], [1])
         return prims.add(prims.erf(scaled), 1.0), prims.mul(prims.erf(spread), x)
 
-    graph = build({"x": ((300, 700), dtype), "row": ((700,), dtype)}, body)
+    graph = build({"x": ((100, 150), dtype), "row": ((150,), dtype)}, body)
     rng = np.random.default_rng(5)
-    x = (rng.standard_normal((300, 700)) * 3).astype(dtype.numpy)
+    x = (rng.standard_normal((100, 150)) * 3).astype(dtype.numpy)
     x[0, :4] = [np.inf, -np.inf, np.nan, -0.0]
     inputs = {"x": x, "row": x[1].copy()}
     expected = run_reference(graph, inputs)
@@ -914,8 +915,9 @@ def test_selections_write_into_their_dying_second_branch() -> None:
             prims.neg(prims.where(prims.gt(x, 0.5), prims.transpose(t, [1, 0]), t)),
         )
 
-    graph = build({"x": ((400, 400), DType.float32)}, body)
-    x = np.random.default_rng(4).standard_normal((400, 400)).astype(np.float32)
+    # Below one block of an elementwise chain (chains.py), which would run mul, where and neg.
+    graph = build({"x": ((150, 150), DType.float32)}, body)
+    x = np.random.default_rng(4).standard_normal((150, 150)).astype(np.float32)
     x[0, :3] = np.inf
     expected = run_reference(graph, {"x": x})
     for threads in (1, 2):

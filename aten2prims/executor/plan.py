@@ -14,16 +14,18 @@ Planning, in order:
    (`attention.py`: a batched product, the row-wise steps of its result, a second batched
    product) as one step run block by block; broadcasts read only by elementwise steps left to
    NumPy's broadcasting;
-5. the last use of every slot, so intermediates are released as soon as possible;
-6. buffer reuse (`inplace.py`): elementwise results written into operands that die there;
-7. parts (`threads.py`): large elementwise steps and reductions split into parts that a call's
+5. elementwise chains (`chains.py`): runs of elementwise steps each reading the one before it,
+   run as one step block by block, the intermediates in a cache-sized scratch block;
+6. the last use of every slot, so intermediates are released as soon as possible;
+7. buffer reuse (`inplace.py`): elementwise results written into operands that die there;
+8. parts (`threads.py`): large elementwise steps and reductions split into parts that a call's
    threads share;
-8. static memory planning (`arena.py`): every other result whose kernel takes `out=` written
+9. static memory planning (`arena.py`): every other result whose kernel takes `out=` written
    into a buffer of an arena kept between calls, buffers shared by results of disjoint lifetimes;
-9. segments (`segments.py`): runs of steps computing their results row by row, each run one
+10. segments (`segments.py`): runs of steps computing their results row by row, each run one
    step whose row parts the threads share (the arena planned again, keeping a run's buffers
    alive through the whole run);
-10. code generation (`codegen.py`): the steps as one straight-line Python function.
+11. code generation (`codegen.py`): the steps as one straight-line Python function.
 
 `reference.py` runs a graph node by node with none of this: the oracle the tests compare with.
 """
@@ -44,6 +46,7 @@ from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.values import Value
 from .arena import ArenaPool, plan_arena
 from .attention import fuse_attention
+from .chains import fuse_chains
 from .codegen import compile_steps
 from .contraction_fusion import ContractionFusion
 from .control_flow import KERNELS as CONTROL_FLOW_KERNELS
@@ -168,6 +171,7 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     if FUSE_ATTENTION:
         steps = fuse_attention(steps, meta_of, output_slots)
     relax_broadcasts(steps, output_slots, meta_of)
+    steps = fuse_chains(steps, output_slots, meta_of)
     _assign_last_uses(steps, output_slots)
     reuse_dying_operands(steps, output_slots, meta_of, set(input_slots.values()))
     split_steps(steps, meta_of)

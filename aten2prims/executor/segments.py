@@ -231,7 +231,8 @@ def _row_view(step: Step, actual: dict[int, tuple[int, ...]]) -> str | None:
 
 def _member(step: Step, rows: int, shapes: _Shapes) -> _Member | None:
     """The step as a segment member along `rows` rows, or None (it cannot be one)."""
-    if len(step.out_slots) != 1 or step.random or len(step.nodes) != 1:
+    # Fused groups of several nodes join only as elementwise kernels (chains.py, clamps).
+    if len(step.out_slots) != 1 or step.random or (len(step.nodes) != 1 and not step.elementwise):
         return None
     out_slot = step.out_slots[0]
     shape = shapes.actual.get(out_slot)

@@ -1,0 +1,225 @@
+"""Elementwise chains (aten2prims/executor/chains.py): runs of elementwise steps, each reading
+the one before it, run as one step block by block. Results are bit for bit the node-by-node
+kernels' (the reference run) at every thread count, and the exported torch activations they
+speed up stay within float32 tolerance of torch."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import aten2prims
+import prims
+from aten2prims.executor import plan_for
+from aten2prims.executor.chains import WHOLE_BYTES, ChainKernel
+from aten2prims.executor.reference import run_reference
+from aten2prims.executor.segments import SegmentKernel
+from aten2prims.executor.steps import SlotRef, Step
+from aten2prims.executor.threads import Parted
+from aten2prims.frontends.fx import from_fx
+from aten2prims.ir.dtypes import DType
+from aten2prims.ir.graph import Graph
+from aten2prims.ir.values import TensorMeta, Value
+from prims.builder import Builder
+
+
+def build(inputs: dict[str, tuple[tuple[int, ...], DType]], body: Any) -> Graph:
+    with Builder("g") as builder:
+        values = {name: builder.add_input(name, TensorMeta(*spec)) for name, spec in inputs.items()}
+        outputs = body(**values)
+        return builder.finish(list(outputs) if isinstance(outputs, tuple) else [outputs])
+
+
+def chain_kernel(step: Step) -> ChainKernel | None:
+    kernel = step.kernel
+    kernel = kernel.kernel if isinstance(kernel, Parted) else kernel
+    return kernel if isinstance(kernel, ChainKernel) else None
+
+
+def chain_ops(graph: Graph) -> list[list[str]]:
+    """The prims of every chain step of the graph's plan, in step order."""
+    return [
+        [node.op.removeprefix("prims.") for node in step.nodes]
+        for step in plan_for(graph).steps
+        if chain_kernel(step) is not None
+    ]
+
+
+def bits_equal(ours: list[Any], expected: list[Any]) -> None:
+    """Same dtype, shape and bit patterns (NaN where NaN), signed zeros too."""
+    assert len(ours) == len(expected)
+    for a, b in zip(ours, expected):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        nan = np.isnan(b) if b.dtype.kind == "f" else np.zeros(b.shape, bool)
+        assert np.array_equal(np.isnan(a) if a.dtype.kind == "f" else nan, nan)
+        assert np.array_equal(a[~nan].view(np.uint8), b[~nan].view(np.uint8))
+
+
+def same_at_every_thread_count(graph: Graph, inputs: dict[str, np.ndarray]) -> list[Any]:
+    expected = run_reference(graph, inputs)
+    for threads in (1, 2, 3):
+        bits_equal(aten2prims.execute(graph, inputs, threads=threads), expected)
+    bits_equal(aten2prims.execute(graph, inputs, check=True), expected)  # each step checked
+    return expected
+
+
+def exported(module: torch.nn.Module, x: torch.Tensor) -> Graph:
+    program = torch.export.export(module.eval(), (x,)).run_decompositions()
+    return aten2prims.lower(from_fx(program))
+
+
+@pytest.mark.parametrize(
+    ("module", "ops"),
+    [
+        (torch.nn.SiLU(), ["neg", "exp", "add", "reciprocal", "mul"]),
+        (torch.nn.Sigmoid(), ["neg", "exp", "add", "reciprocal"]),
+    ],
+)
+def test_a_sigmoid_and_a_silu_run_as_one_chain(module: torch.nn.Module, ops: list[str]) -> None:
+    """sigmoid (neg, exp, add, reciprocal) and SiLU (its product with x) as exported: one
+    chain of all their prims, the reference's bits at 1 to 3 threads (4.7 MB: in parts), and
+    torch's values within float32 tolerance."""
+    x = torch.randn(2, 64, 96, 96, generator=torch.Generator().manual_seed(0)) * 4
+    x[0, 0, 0, :4] = torch.tensor([math.inf, -math.inf, math.nan, -0.0])
+    graph = exported(module, x)
+    assert chain_ops(graph) == [ops]
+    (step,) = [s for s in plan_for(graph).steps if chain_kernel(s) is not None]
+    assert isinstance(step.kernel, Parted), "large enough to split among threads"
+    name = graph.user_inputs[0].name
+    same_at_every_thread_count(graph, {name: x.numpy()})
+    with torch.no_grad():
+        expected = module(x)
+    ours = torch.from_numpy(aten2prims.execute(graph, [x.numpy()], threads=1)[0])
+    torch.testing.assert_close(ours, expected, equal_nan=True)
+
+
+def test_a_hardswish_runs_as_one_chain_with_its_clamp() -> None:
+    """Hardswish as exported (x · clamp(x + 3, 0, 6) / 6): add, the clamp's fused np.clip,
+    mul and div in one chain; bit for bit the reference, equal to torch within tolerance."""
+    x = torch.randn(1, 96, 112, 112, generator=torch.Generator().manual_seed(1)) * 4
+    graph = exported(torch.nn.Hardswish(), x)
+    (ops,) = chain_ops(graph)
+    assert ops[0] == "add" and ops[-2:] == ["mul", "div"] and "where" in ops
+    same_at_every_thread_count(graph, {graph.user_inputs[0].name: x.numpy()})
+    with torch.no_grad():
+        expected = torch.nn.functional.hardswish(x)
+    ours = torch.from_numpy(aten2prims.execute(graph, [x.numpy()], threads=1)[0])
+    torch.testing.assert_close(ours, expected)
+
+
+def test_a_chain_writes_into_its_dying_operand() -> None:
+    """x · sigmoid(x) of an intermediate that dies there: the chain's result overwrites it
+    (buffer reuse), each block's last link after every read of that block."""
+
+    def body(x: Value) -> Value:
+        y = prims.exp(prims.mul(x, 0.5))  # a chain of its own: y is read twice
+        silu = prims.mul(y, prims.reciprocal(prims.add(prims.exp(prims.neg(y)), 1.0)))
+        return prims.amax(silu, [1])
+
+    graph = build({"x": ((512, 1024), DType.float32)}, body)
+    x = np.random.default_rng(2).standard_normal((512, 1024)).astype(np.float32)
+    same_at_every_thread_count(graph, {"x": x})
+    assert chain_ops(graph) == [["mul", "exp"], ["neg", "exp", "add", "reciprocal", "mul"]]
+    first, second = [s for s in plan_for(graph).steps if chain_kernel(s) is not None]
+    assert first.out_argument is None, "x is an input: never written"
+    assert second.out_argument == 0, "written over y, which dies there"
+
+
+def test_a_link_reading_two_results_joins_one_chain() -> None:
+    """where(x == inf, nan, x · 2) then neg: the where reads the comparison's and the product's
+    results, each read by nothing else; it joins the chain of the first (eq, where, neg) and
+    the product runs as a step of its own before it. The where reads the previous link as its
+    predicate (another dtype) and writes into a scratch block of its own."""
+
+    def body(x: Value) -> tuple[Value, ...]:
+        first = prims.neg(prims.where(prims.eq(x, math.inf), math.nan, prims.mul(x, 2.0)))
+        t = prims.exp(x)
+        second = prims.neg(prims.where(prims.gt(x, 0.5), prims.transpose(t, [1, 0]), t))
+        return prims.sum(first, [0]), prims.sum(second, [0])
+
+    graph = build({"x": ((600, 600), DType.float32)}, body)
+    x = np.random.default_rng(3).standard_normal((600, 600)).astype(np.float32)
+    x[0, :3] = np.inf
+    same_at_every_thread_count(graph, {"x": x})
+    assert chain_ops(graph) == [["eq", "where", "neg"], ["gt", "where", "neg"]]
+    first, second = [s for s in plan_for(graph).steps if chain_kernel(s) is not None]
+    assert first.out_argument is not None, "over the dying x · 2 (its where's second branch)"
+    assert first.arguments[first.out_argument] != SlotRef(0), "not over the input x"
+    assert second.out_argument is None, "not over t: its other branch reads t transposed"
+
+
+def test_chains_of_transposed_and_zero_dim_operands() -> None:
+    """Operands that are not row-major (a transpose) or are 0-dim tensors: the chain runs in
+    blocks along its leading dims, each operand's part sliced as the result's."""
+
+    def body(x: Value, scale: Value) -> Value:
+        t = prims.transpose(prims.exp(prims.mul(x, 0.25)), [1, 0])
+        chained = prims.mul(prims.add(prims.neg(t), scale), t)
+        return prims.sum(prims.sqrt(prims.abs(chained)), [0])
+
+    graph = build({"x": ((700, 300), DType.float64), "scale": ((), DType.float64)}, body)
+    rng = np.random.default_rng(4)
+    inputs = {"x": rng.standard_normal((700, 300)), "scale": np.array(1.5)}
+    same_at_every_thread_count(graph, inputs)
+    assert chain_ops(graph) == [["mul", "exp"], ["neg", "add", "mul", "abs", "sqrt"]]
+
+
+def test_broadcast_operands_and_small_results_are_left_to_single_steps() -> None:
+    """A norm's scale and shift (a per-row statistic and a per-column weight, broadcast)
+    measured slower in blocks: no chain; nor a chain whose result stays in L2 whole."""
+
+    def norm(x: Value, rstd: Value, w: Value) -> Value:
+        scaled = prims.mul(x, prims.broadcast_in_dim(rstd, [1568, 768], [0]))
+        return prims.add(prims.mul(scaled, prims.broadcast_in_dim(w, [1568, 768], [1])), 1.0)
+
+    graph = build(
+        {
+            "x": ((1568, 768), DType.float32),
+            "rstd": ((1568,), DType.float32),
+            "w": ((768,), DType.float32),
+        },
+        norm,
+    )
+    rng = np.random.default_rng(5)
+    inputs = {
+        "x": rng.standard_normal((1568, 768)).astype(np.float32),
+        "rstd": rng.random(1568).astype(np.float32),
+        "w": rng.standard_normal(768).astype(np.float32),
+    }
+    same_at_every_thread_count(graph, inputs)
+    assert chain_ops(graph) == [], "the broadcast operands keep every mul a step of its own"
+
+    elements = WHOLE_BYTES // 4
+
+    def small(x: Value) -> Value:
+        return prims.neg(prims.exp(x))
+
+    for size, chained in ((elements, 0), (elements + 1, 1)):
+        graph = build({"x": ((size,), DType.float32)}, small)
+        same_at_every_thread_count(graph, {"x": np.linspace(-3, 3, size, dtype=np.float32)})
+        assert len(chain_ops(graph)) == chained
+
+
+def test_a_chain_runs_inside_a_segment_of_row_wise_steps() -> None:
+    """A row statistic, the centred rows and a chain over them: one segment (a row-wise
+    region) whose parts run the chain on their rows; every thread count gives one thread's
+    bits."""
+
+    def body(x: Value) -> Value:
+        mean = prims.broadcast_in_dim(prims.sum(x, [1]), [128, 8192], [0])
+        c = prims.sub(x, mean)
+        return prims.mul(c, prims.reciprocal(prims.add(prims.exp(prims.neg(c)), 1.0)))
+
+    graph = build({"x": ((128, 8192), DType.float32)}, body)
+    x = np.random.default_rng(6).standard_normal((128, 8192)).astype(np.float32)
+    same_at_every_thread_count(graph, {"x": x})
+    plan = plan_for(graph)
+    namespace = plan.run.function.__globals__  # type: ignore[attr-defined]  # codegen's function
+    segments = [k for k in namespace.values() if isinstance(k, SegmentKernel)]
+    assert len(segments) == 1
+    kinds = [type(member.kernel).__name__ for member in segments[0].members]
+    assert "ChainKernel" in kinds and len(kinds) >= 3
