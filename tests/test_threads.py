@@ -18,6 +18,7 @@ import prims
 from aten2prims.cli import main
 from aten2prims.executor import plan_for
 from aten2prims.executor.contraction_fusion import ContractionKernel
+from aten2prims.executor.filled_scatter import FilledScatter
 from aten2prims.executor.segments import SegmentKernel
 from aten2prims.executor.threads import (
     PART_BYTES,
@@ -233,3 +234,76 @@ def test_a_segment_never_reads_rows_another_part_writes() -> None:
         product, added = aten2prims.execute(graph, data, threads=threads)
         assert product.tobytes() == (-(data["z"] * a)).tobytes()
         assert added.tobytes() == (-(a + np.float32(1.0))).tobytes()
+
+
+class _InvertedResidual(torch.nn.Module):
+    """MobileNetV2's block: a 1x1 expansion, a 3x3 depthwise convolution (of `stride`) and a
+    1x1 projection, each with a batch norm, the first two with `activation`; a residual add
+    when the shapes allow."""
+
+    def __init__(
+        self, channels: int, out: int, stride: int, activation: type[torch.nn.Module]
+    ) -> None:
+        super().__init__()
+        hidden = channels * 6
+        self.layers = torch.nn.Sequential(
+            torch.nn.Conv2d(channels, hidden, 1, bias=False),
+            torch.nn.BatchNorm2d(hidden),
+            activation(),
+            torch.nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False),
+            torch.nn.BatchNorm2d(hidden),
+            activation(),
+            torch.nn.Conv2d(hidden, out, 1, bias=False),
+            torch.nn.BatchNorm2d(out),
+        )
+        self.residual = stride == 1 and channels == out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.layers(x)
+        return x + y if self.residual else y
+
+
+@pytest.fixture(scope="module")
+def inverted_residuals(tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    """Three MobileNet blocks (ReLU6, SiLU, hardswish; strides 1, 2, 1) on 4x16x56x56 images:
+    their depthwise inputs are padded copies of several MiB, split into parts."""
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(
+        _InvertedResidual(16, 16, 1, torch.nn.ReLU6),
+        _InvertedResidual(16, 24, 2, torch.nn.SiLU),
+        _InvertedResidual(24, 24, 1, torch.nn.Hardswish),
+    )
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):  # statistics of a trained network
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+            module.weight.data.uniform_(0.5, 1.5)
+            module.bias.data.uniform_(-0.5, 0.5)
+    model.eval()
+    inputs = (torch.randn(4, 16, 56, 56),)
+    path = tmp_path_factory.mktemp("inverted") / "blocks.pt2"
+    torch.export.save(torch.export.export(model, inputs).run_decompositions(), path)
+    with torch.no_grad():
+        expected = to_numpy(model(*inputs))
+    return aten2prims.lower(aten2prims.load(path)), [to_numpy(t) for t in inputs], expected
+
+
+def test_inverted_residual_blocks_give_one_threads_bits(inverted_residuals: tuple) -> None:
+    graph, inputs, expected = inverted_residuals
+    one = aten2prims.execute(graph, inputs, threads=1)
+    np.testing.assert_allclose(one[0], expected, rtol=1e-4, atol=1e-4)
+    for threads in (2, 3, 4):
+        for _ in range(2):
+            many = aten2prims.execute(graph, inputs, threads=threads)
+            assert [o.tobytes() for o in many] == [o.tobytes() for o in one], threads
+
+
+def test_a_large_padding_is_written_in_parts(inverted_residuals: tuple) -> None:
+    """The depthwise convolutions' padded inputs (4x96x58x58 float32, 5 MiB): the window is
+    copied in parts (decided by the plan) that the threads share."""
+    graph, inputs, _ = inverted_residuals
+    aten2prims.execute(graph, inputs, threads=1)
+    paddings = [s.kernel for s in plan_for(graph).steps if isinstance(s.kernel, FilledScatter)]
+    large = [k for k in paddings if math.prod(k.shape) * k.dtype.itemsize >= 2 * PART_BYTES]
+    assert large, [k.shape for k in paddings]
+    assert all(len(kernel.window_parts) >= 2 for kernel in large)
