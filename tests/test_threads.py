@@ -307,3 +307,31 @@ def test_a_large_padding_is_written_in_parts(inverted_residuals: tuple) -> None:
     large = [k for k in paddings if math.prod(k.shape) * k.dtype.itemsize >= 2 * PART_BYTES]
     assert large, [k.shape for k in paddings]
     assert all(len(kernel.window_parts) >= 2 for kernel in large)
+
+
+@pytest.mark.parametrize(("size", "aligned"), [(64, True), (50, False)])
+def test_a_product_in_parts_runs_its_epilogue_in_its_parts(size: int, aligned: bool) -> None:
+    """A 1x1 convolution with a batch norm on one size x size image: its product is made in 4
+    parts of its merged (height x width) columns; the batch norm's scale and shift run in each
+    part's own task when every part is whole rows of the image (64 x 64 in parts of 1024),
+    else afterwards over the whole result (50 x 50 in parts of 625). Either way every thread
+    count gives one thread's bits."""
+    torch.manual_seed(4)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(256, 64, 1, bias=False), torch.nn.BatchNorm2d(64)
+    ).eval()
+    model[1].running_var.uniform_(0.5, 2.0)
+    inputs = (torch.randn(1, 256, size, size),)
+    graph = aten2prims.from_fx(torch.export.export(model, inputs).run_decompositions())
+    data = [to_numpy(t) for t in inputs]
+    one = aten2prims.execute(graph, data, threads=1)
+    with torch.no_grad():
+        np.testing.assert_allclose(one[0], to_numpy(model(*inputs)), rtol=1e-4, atol=1e-4)
+    (kernel,) = [s.kernel for s in plan_for(graph).steps if isinstance(s.kernel, ContractionKernel)]
+    assert kernel.epilogue, "the batch norm is the product's epilogue"
+    (recipe,) = kernel.recipes()
+    assert recipe.parts is not None and len(recipe.parts[1]) == 4
+    assert (recipe.part_indices is not None) is aligned
+    for threads in (2, 3, 4):
+        many = aten2prims.execute(graph, data, threads=threads)
+        assert many[0].tobytes() == one[0].tobytes(), threads

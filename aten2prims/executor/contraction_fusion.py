@@ -105,7 +105,8 @@ class _PlannedCall:
     """A ContractionKernel call on operands of one layout: the recipe run into a fresh result
     (a sum of elementwise products where `multiply_accumulate.py` takes the contraction, else
     the matrix engine's), then the epilogue: on each output chunk when the recipe is chunked,
-    else once on the whole result."""
+    on each part of a product made in parts (in the part's own task), else once on the whole
+    result."""
 
     __slots__ = ("a_shape", "b_shape", "out_shape", "recipe", "result_shape", "steps")
 
@@ -167,7 +168,8 @@ class _PlannedCall:
             epilogue = self._chunk_epilogue(out, others) if self.steps else None
             self.recipe.run_into(a, b, out, epilogue)
             return result
-        if self.steps and self.recipe.levels:
+        if self.steps and (self.recipe.levels or self.recipe.part_indices is not None):
+            # on each chunk, or each part of a product made in parts, as it is finished
             self.recipe.run(a, b, out, self._chunk_epilogue(out, others))
             return result
         self.recipe.run(a, b, out)
