@@ -56,6 +56,12 @@ class FilledScatter:
     # one call, the parts shared by the call's threads; () copies it whole.
     window_parts: tuple[tuple[Any, ...], ...] = ()
 
+    def _fill_border(self, out: np.ndarray) -> None:
+        assert self.border is not None  # the caller checked
+        value = 0 if self.zeros else self._element()
+        for part in self.border:
+            out[part] = value
+
     def _element(self) -> np.ndarray:
         if not self._converted:
             filled = self.fill()
@@ -63,12 +69,11 @@ class FilledScatter:
         return self._converted[0]
 
     def __call__(self, src: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        border: Callable[[], None] | None = None
         if out is None:
             out = np.zeros(self.shape, self.dtype) if self.zeros else self.fill()
         elif self.border is not None:  # a padding: only the border needs the fill
-            value = 0 if self.zeros else self._element()
-            for part in self.border:
-                out[part] = value
+            border = functools.partial(self._fill_border, out)
         elif self.zeros:
             out.fill(0)
         elif out.size:  # the full kernel's own conversion of the fill value, made once
@@ -78,11 +83,15 @@ class FilledScatter:
             if type(window) is np.ndarray and type(src) is np.ndarray and src.shape == window.shape:
                 # unsafe casting: what the whole assignment below does
                 copy = functools.partial(np.copyto, casting="unsafe")
-                run_parts(
-                    [functools.partial(copy, window[part], src[part]) for part in self.window_parts]
-                )
-            else:
-                out[self.index] = src
+                parts = [
+                    functools.partial(copy, window[part], src[part]) for part in self.window_parts
+                ]
+                # The border is outside the window (a box): filled as one more part, first.
+                run_parts(parts if border is None else [border, *parts])
+                return out
+            if border is not None:
+                border()
+            out[self.index] = src
         elif math.prod(self.size) > 0:
             np.lib.stride_tricks.as_strided(
                 out.reshape(-1)[self.storage_offset :],
