@@ -89,8 +89,15 @@ def test_large_steps_are_split_into_parts(models: dict) -> None:
         if step.elementwise
         and step.out_metas[0].dtype.itemsize * math.prod(step.out_metas[0].shape) >= 2 * PART_BYTES
     ]
-    assert large, "the ReLU"
     assert all(type(step.kernel) is Parted or id(step) in in_segments for step in large)
+    absorbed = [
+        entry.function
+        for step in cnn.steps
+        if isinstance(step.kernel, ContractionKernel)
+        for entry in step.kernel.epilogue
+        if entry.function is not None
+    ]
+    assert absorbed, "the ReLUs run in the convolutions' epilogues, on their chunks and parts"
     chunked = [
         recipe
         for step in cnn.steps
@@ -204,8 +211,8 @@ def test_runs_of_row_wise_steps_share_one_parallel_region(models: dict) -> None:
     kinds = [tuple(member.kind for member in segment.members) for segment in segments]
     assert any(k.count("reduce") >= 2 and k.count("map") >= 3 for k in kinds), kinds
     assert all(len(segment.bounds) >= 2 for segment in segments)
-    # (The CNN has no such run: its batch norms run in the convolutions' epilogues and each ReLU
-    # is one clamp step, which runs in parts: test_large_steps_are_split_into_parts.)
+    # (The CNN has no such run: its batch norms and ReLUs run in the convolutions' epilogues:
+    # test_large_steps_are_split_into_parts.)
 
 
 def test_a_segment_never_reads_rows_another_part_writes() -> None:
@@ -335,3 +342,23 @@ def test_a_product_in_parts_runs_its_epilogue_in_its_parts(size: int, aligned: b
     for threads in (2, 3, 4):
         many = aten2prims.execute(graph, data, threads=threads)
         assert many[0].tobytes() == one[0].tobytes(), threads
+
+
+def test_a_clamp_after_a_convolution_runs_in_its_epilogue(inverted_residuals: tuple) -> None:
+    """ReLU6 reads only its convolution's result: its clamp runs in the convolution's epilogue
+    (on each chunk or part, in the same parallel region). SiLU and hardswish read theirs twice
+    (x * sigmoid(x), x * relu6(x + 3) / 6): their steps stay steps."""
+    graph, inputs, _ = inverted_residuals
+    aten2prims.execute(graph, inputs, threads=1)
+    steps = plan_for(graph).steps
+    absorbed = [
+        entry.function
+        for step in steps
+        if isinstance(step.kernel, ContractionKernel)
+        for entry in step.kernel.epilogue
+        if entry.function is not None
+    ]
+    assert absorbed == [np.clip, np.clip], "the first block's expansion and depthwise ReLU6"
+    kernels = [getattr(step.kernel, "kernel", step.kernel) for step in steps]  # Parted's own
+    assert np.negative in kernels, "SiLU's sigmoid"
+    assert np.clip in kernels, "hardswish's relu6(x + 3)"

@@ -12,7 +12,9 @@ Planning, in order:
 4. specialization (`specialize.py`): a kernel chosen for the node's static types where the
    generic one would re-derive at every call what the plan already knows, and broadcasts read
    only by elementwise steps left to NumPy's broadcasting;
-5. the last use of every slot, so intermediates are released as soon as possible;
+5. the last use of every slot, so intermediates are released as soon as possible; then an
+   elementwise step that only transforms a contraction's result (a clamp, a ReLU) joins the
+   contraction's epilogue (`contraction_fusion.absorb_elementwise_steps`);
 6. buffer reuse (`inplace.py`): elementwise results written into operands that die there;
 7. parts (`threads.py`): large elementwise steps and reductions split into parts that a call's
    threads share;
@@ -42,7 +44,7 @@ from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.values import Value
 from .arena import ArenaPool, plan_arena
 from .codegen import compile_steps
-from .contraction_fusion import ContractionFusion
+from .contraction_fusion import ContractionFusion, absorb_elementwise_steps
 from .control_flow import KERNELS as CONTROL_FLOW_KERNELS
 from .filled_scatter import filled_scatter_rule
 from .folding import fold_constants
@@ -160,6 +162,7 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     meta_of = {slot: value.meta for value, slot in slots.slot_of.items()}
     relax_broadcasts(steps, output_slots, meta_of)
     _assign_last_uses(steps, output_slots)
+    steps = absorb_elementwise_steps(steps, output_slots)
     reuse_dying_operands(steps, output_slots, meta_of, set(input_slots.values()))
     split_steps(steps, meta_of)
     layout = plan_arena(steps, output_slots, meta_of, set(input_slots.values()))
@@ -208,6 +211,7 @@ def _steps(graph: Graph, slots: Slots, groups: dict[int, FusedGroup]) -> list[St
                     result_kind="fresh" if group.fresh_result else "view",
                     takes_out=group.takes_out,
                     elementwise=group.elementwise,
+                    out_operands=group.out_operands,
                 )
             )
         elif index not in claimed:
