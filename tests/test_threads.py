@@ -362,3 +362,31 @@ def test_a_clamp_after_a_convolution_runs_in_its_epilogue(inverted_residuals: tu
     kernels = [getattr(step.kernel, "kernel", step.kernel) for step in steps]  # Parted's own
     assert np.negative in kernels, "SiLU's sigmoid"
     assert np.clip in kernels, "hardswish's relu6(x + 3)"
+
+
+@pytest.mark.parametrize("value", [0.0, 1.5])
+def test_a_padding_in_parts_fills_its_border(value: float) -> None:
+    """A constant padding of a 6 MiB tensor: its window is copied in parts and its border (a
+    fill of `value`, into an arena buffer that held other data at the previous call) filled
+    as one more part, at every thread count the same bits as torch's."""
+    torch.manual_seed(5)
+
+    class Padded(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            padded = torch.nn.functional.pad(x * 2.0, (1, 2, 3, 1), value=value)
+            return padded.sum(dim=1)  # the padding is an intermediate (an arena buffer)
+
+    model = Padded()
+    inputs = (torch.randn(4, 24, 128, 128),)
+    graph = aten2prims.from_fx(torch.export.export(model, inputs).run_decompositions())
+    data = [to_numpy(t) for t in inputs]
+    with torch.no_grad():
+        expected = to_numpy(model(*inputs))
+    aten2prims.execute(graph, data, threads=1)
+    (padding,) = [s.kernel for s in plan_for(graph).steps if isinstance(s.kernel, FilledScatter)]
+    assert len(padding.window_parts) >= 2 and padding.border
+    for threads in (1, 2, 3, 4):
+        for _ in range(2):
+            (result,) = aten2prims.execute(graph, data, threads=threads)
+            np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
+            assert result.tobytes() == aten2prims.execute(graph, data, threads=1)[0].tobytes()
