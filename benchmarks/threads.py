@@ -1,7 +1,7 @@
 """Per-call memory traffic and thread scaling of the executor on the model suite.
 
     .venv/bin/python benchmarks/threads.py [--scale full|quick|tiny] [--only REGEX]
-                                           [--repeats N] [--threads N] [--estimate]
+                                           [--repeats N] [--threads N] [--estimate] [--dir DIR]
 
 For each model of `benchmarks/suite.py` (exported with `torch.export` and saved with
 `torch.export.save`, as `benchmarks/models.py` does) it runs a few warm-up calls,
@@ -22,6 +22,8 @@ speed-up two threads would reach with those parts shared as the executor shares 
 threads claim a region's parts in order; serial work stays whole), once with free hand-offs
 and once with the second thread starting each region `--handoff-us` late (waking a sleeping
 thread is not free: without that charge the estimate promised 1.87x where calls ran 1.0x).
+`--dir` keeps the exported archives and inputs (under a subdirectory per scale, as
+`benchmarks/plan_profile.py --dir` does) and reuses them when they are there.
 """
 
 from __future__ import annotations
@@ -65,6 +67,23 @@ def _export(suite: Any, name: str, scale: str, directory: Path) -> tuple[Path, l
     path = directory / f"{name}.pt2"
     torch.export.save(torch.export.export(model, inputs).run_decompositions(), path)
     return path, [t.numpy() for t in inputs]
+
+
+def _kept(name: str, scale: str, directory: Path) -> tuple[Path, list[Any]]:
+    """The model's archive and inputs in `directory`, made there by `benchmarks/models.py`'s
+    preparation when they are missing."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/ is not a package
+    import models
+
+    path = directory / f"{name}.pt2"
+    arrays_path = directory / f"{name}.npz"
+    if not path.exists() or not arrays_path.exists():
+        models.prepare(name, scale, directory, ort=False)
+    with np.load(arrays_path) as arrays:
+        count = sum(key.startswith("input_") for key in arrays.files)
+        return path, [arrays[f"input_{i}"] for i in range(count)]
 
 
 def measure(path: Path, inputs: list[Any], threads: int, repeats: int) -> dict[str, Any]:
@@ -125,10 +144,17 @@ def measure(path: Path, inputs: list[Any], threads: int, repeats: int) -> dict[s
 def estimate(path: Path, inputs: list[Any], repeats: int, handoff: float) -> float:
     """The two-thread speed-up a one-thread call's part timings allow (see the docstring)."""
     import aten2prims
-    from aten2prims.executor import attention, contraction, segments, threads
+    from aten2prims import executor
+    from aten2prims.executor import threads
 
     graph = aten2prims.lower(aten2prims.load(path))
     run_parts = threads.run_parts
+    # Every executor module that runs parts (each imports run_parts by name).
+    sharing = [threads] + [
+        module
+        for module in vars(executor).values()
+        if getattr(module, "run_parts", None) is run_parts and module is not threads
+    ]
     saved = [0.0]
 
     def timed_parts(parts: Any) -> None:
@@ -151,9 +177,8 @@ def estimate(path: Path, inputs: list[Any], repeats: int, handoff: float) -> flo
                 free[free.index(min(free))] += spent
             saved[0] += sum(times) - max(free) - (handoff if free[1] > handoff else 0.0)
 
-    # measurement only: every module that runs parts
-    threads.run_parts = contraction.run_parts = segments.run_parts = timed_parts
-    attention.run_parts = timed_parts
+    for module in sharing:  # measurement only
+        module.run_parts = timed_parts
     try:
         for _ in range(2):
             aten2prims.execute(graph, inputs, threads=1)
@@ -165,8 +190,8 @@ def estimate(path: Path, inputs: list[Any], repeats: int, handoff: float) -> flo
             total = time.thread_time() - start
             ratios.append(total / (total - saved[0]))
     finally:
-        threads.run_parts = contraction.run_parts = segments.run_parts = run_parts
-        attention.run_parts = run_parts
+        for module in sharing:
+            module.run_parts = run_parts
     return statistics.median(ratios)
 
 
@@ -183,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         default=HANDOFF_US,
         help="what --estimate charges per parallel region for waking the second thread",
     )
+    parser.add_argument("--dir", default=None, help="keep (and reuse) the archives here")
     options = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
 
@@ -193,9 +219,16 @@ def main(argv: list[str] | None = None) -> int:
         f"{'1 thread ms':>11} {f'{options.threads} threads ms':>13} {'speed-up':>8} "
         f"{'CPU ms 1 / N':>15} identical"
     )
-    with tempfile.TemporaryDirectory() as directory:
+    with tempfile.TemporaryDirectory() as temporary:
+        kept = None
+        if options.dir is not None:
+            kept = Path(options.dir) / options.scale
+            kept.mkdir(parents=True, exist_ok=True)
         for name in names:
-            path, inputs = _export(suite, name, options.scale, Path(directory))
+            if kept is not None:
+                path, inputs = _kept(name, options.scale, kept)
+            else:
+                path, inputs = _export(suite, name, options.scale, Path(temporary))
             r = measure(path, inputs, options.threads, options.repeats)
             print(
                 f"{name:12} {r['faults']:>11.0f} {r['traced'] / 1e6:>9.2f} "

@@ -21,6 +21,7 @@ from aten2prims.executor import plan_for
 from aten2prims.executor.attention import AttentionKernel
 from aten2prims.executor.contraction_fusion import ContractionKernel
 from aten2prims.executor.plan import Plan
+from aten2prims.executor.filled_scatter import FilledScatter
 from aten2prims.executor.segments import SegmentKernel
 from aten2prims.executor.threads import (
     PART_BYTES,
@@ -91,8 +92,15 @@ def test_large_steps_are_split_into_parts(models: dict) -> None:
         if step.elementwise
         and step.out_metas[0].dtype.itemsize * math.prod(step.out_metas[0].shape) >= 2 * PART_BYTES
     ]
-    assert large, "the ReLU"
     assert all(type(step.kernel) is Parted or id(step) in in_segments for step in large)
+    absorbed = [
+        entry.function
+        for step in cnn.steps
+        if isinstance(step.kernel, ContractionKernel)
+        for entry in step.kernel.epilogue
+        if entry.function is not None
+    ]
+    assert absorbed, "the ReLUs run in the convolutions' epilogues, on their chunks and parts"
     chunked = [
         recipe
         for step in cnn.steps
@@ -224,8 +232,8 @@ def test_runs_of_row_wise_steps_share_one_parallel_region(models: dict) -> None:
     kinds = [tuple(member.kind for member in segment.members) for segment in segments]
     assert any(k.count("reduce") >= 2 and k.count("map") >= 3 for k in kinds), kinds
     assert all(len(segment.bounds) >= 2 for segment in segments)
-    # (The CNN has no such run: its batch norms run in the convolutions' epilogues and each ReLU
-    # is one clamp step, which runs in parts: test_large_steps_are_split_into_parts.)
+    # (The CNN has no such run: its batch norms and ReLUs run in the convolutions' epilogues:
+    # test_large_steps_are_split_into_parts.)
 
 
 def test_a_segment_never_reads_rows_another_part_writes() -> None:
@@ -254,3 +262,152 @@ def test_a_segment_never_reads_rows_another_part_writes() -> None:
         product, added = aten2prims.execute(graph, data, threads=threads)
         assert product.tobytes() == (-(data["z"] * a)).tobytes()
         assert added.tobytes() == (-(a + np.float32(1.0))).tobytes()
+
+
+class _InvertedResidual(torch.nn.Module):
+    """MobileNetV2's block: a 1x1 expansion, a 3x3 depthwise convolution (of `stride`) and a
+    1x1 projection, each with a batch norm, the first two with `activation`; a residual add
+    when the shapes allow."""
+
+    def __init__(
+        self, channels: int, out: int, stride: int, activation: type[torch.nn.Module]
+    ) -> None:
+        super().__init__()
+        hidden = channels * 6
+        self.layers = torch.nn.Sequential(
+            torch.nn.Conv2d(channels, hidden, 1, bias=False),
+            torch.nn.BatchNorm2d(hidden),
+            activation(),
+            torch.nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False),
+            torch.nn.BatchNorm2d(hidden),
+            activation(),
+            torch.nn.Conv2d(hidden, out, 1, bias=False),
+            torch.nn.BatchNorm2d(out),
+        )
+        self.residual = stride == 1 and channels == out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.layers(x)
+        return x + y if self.residual else y
+
+
+@pytest.fixture(scope="module")
+def inverted_residuals(tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    """Three MobileNet blocks (ReLU6, SiLU, hardswish; strides 1, 2, 1) on 4x16x56x56 images:
+    their depthwise inputs are padded copies of several MiB, split into parts."""
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(
+        _InvertedResidual(16, 16, 1, torch.nn.ReLU6),
+        _InvertedResidual(16, 24, 2, torch.nn.SiLU),
+        _InvertedResidual(24, 24, 1, torch.nn.Hardswish),
+    )
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):  # statistics of a trained network
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+            module.weight.data.uniform_(0.5, 1.5)
+            module.bias.data.uniform_(-0.5, 0.5)
+    model.eval()
+    inputs = (torch.randn(4, 16, 56, 56),)
+    path = tmp_path_factory.mktemp("inverted") / "blocks.pt2"
+    torch.export.save(torch.export.export(model, inputs).run_decompositions(), path)
+    with torch.no_grad():
+        expected = to_numpy(model(*inputs))
+    return aten2prims.lower(aten2prims.load(path)), [to_numpy(t) for t in inputs], expected
+
+
+def test_inverted_residual_blocks_give_one_threads_bits(inverted_residuals: tuple) -> None:
+    graph, inputs, expected = inverted_residuals
+    one = aten2prims.execute(graph, inputs, threads=1)
+    np.testing.assert_allclose(one[0], expected, rtol=1e-4, atol=1e-4)
+    for threads in (2, 3, 4):
+        for _ in range(2):
+            many = aten2prims.execute(graph, inputs, threads=threads)
+            assert [o.tobytes() for o in many] == [o.tobytes() for o in one], threads
+
+
+def test_a_large_padding_is_written_in_parts(inverted_residuals: tuple) -> None:
+    """The depthwise convolutions' padded inputs (4x96x58x58 float32, 5 MiB): the window is
+    copied in parts (decided by the plan) that the threads share."""
+    graph, inputs, _ = inverted_residuals
+    aten2prims.execute(graph, inputs, threads=1)
+    paddings = [s.kernel for s in plan_for(graph).steps if isinstance(s.kernel, FilledScatter)]
+    large = [k for k in paddings if math.prod(k.shape) * k.dtype.itemsize >= 2 * PART_BYTES]
+    assert large, [k.shape for k in paddings]
+    assert all(len(kernel.window_parts) >= 2 for kernel in large)
+
+
+@pytest.mark.parametrize(("size", "aligned"), [(64, True), (50, False)])
+def test_a_product_in_parts_runs_its_epilogue_in_its_parts(size: int, aligned: bool) -> None:
+    """A 1x1 convolution with a batch norm on one size x size image: its product is made in 4
+    parts of its merged (height x width) columns; the batch norm's scale and shift run in each
+    part's own task when every part is whole rows of the image (64 x 64 in parts of 1024),
+    else afterwards over the whole result (50 x 50 in parts of 625). Either way every thread
+    count gives one thread's bits."""
+    torch.manual_seed(4)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(256, 64, 1, bias=False), torch.nn.BatchNorm2d(64)
+    ).eval()
+    model[1].running_var.uniform_(0.5, 2.0)
+    inputs = (torch.randn(1, 256, size, size),)
+    graph = aten2prims.from_fx(torch.export.export(model, inputs).run_decompositions())
+    data = [to_numpy(t) for t in inputs]
+    one = aten2prims.execute(graph, data, threads=1)
+    with torch.no_grad():
+        np.testing.assert_allclose(one[0], to_numpy(model(*inputs)), rtol=1e-4, atol=1e-4)
+    (kernel,) = [s.kernel for s in plan_for(graph).steps if isinstance(s.kernel, ContractionKernel)]
+    assert kernel.epilogue, "the batch norm is the product's epilogue"
+    (recipe,) = kernel.recipes()
+    assert recipe.parts is not None and len(recipe.parts[1]) == 4
+    assert (recipe.part_indices is not None) is aligned
+    for threads in (2, 3, 4):
+        many = aten2prims.execute(graph, data, threads=threads)
+        assert many[0].tobytes() == one[0].tobytes(), threads
+
+
+def test_a_clamp_after_a_convolution_runs_in_its_epilogue(inverted_residuals: tuple) -> None:
+    """ReLU6 reads only its convolution's result: its clamp runs in the convolution's epilogue
+    (on each chunk or part, in the same parallel region). SiLU and hardswish read theirs twice
+    (x * sigmoid(x), x * relu6(x + 3) / 6): their steps stay steps."""
+    graph, inputs, _ = inverted_residuals
+    aten2prims.execute(graph, inputs, threads=1)
+    steps = plan_for(graph).steps
+    absorbed = [
+        entry.function
+        for step in steps
+        if isinstance(step.kernel, ContractionKernel)
+        for entry in step.kernel.epilogue
+        if entry.function is not None
+    ]
+    assert absorbed == [np.clip, np.clip], "the first block's expansion and depthwise ReLU6"
+    kernels = [getattr(step.kernel, "kernel", step.kernel) for step in steps]  # Parted's own
+    assert np.negative in kernels, "SiLU's sigmoid"
+    assert np.clip in kernels, "hardswish's relu6(x + 3)"
+
+
+@pytest.mark.parametrize("value", [0.0, 1.5])
+def test_a_padding_in_parts_fills_its_border(value: float) -> None:
+    """A constant padding of a 6 MiB tensor: its window is copied in parts and its border (a
+    fill of `value`, into an arena buffer that held other data at the previous call) filled
+    as one more part, at every thread count the same bits as torch's."""
+    torch.manual_seed(5)
+
+    class Padded(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            padded = torch.nn.functional.pad(x * 2.0, (1, 2, 3, 1), value=value)
+            return padded.sum(dim=1)  # the padding is an intermediate (an arena buffer)
+
+    model = Padded()
+    inputs = (torch.randn(4, 24, 128, 128),)
+    graph = aten2prims.from_fx(torch.export.export(model, inputs).run_decompositions())
+    data = [to_numpy(t) for t in inputs]
+    with torch.no_grad():
+        expected = to_numpy(model(*inputs))
+    aten2prims.execute(graph, data, threads=1)
+    (padding,) = [s.kernel for s in plan_for(graph).steps if isinstance(s.kernel, FilledScatter)]
+    assert len(padding.window_parts) >= 2 and padding.border
+    for threads in (1, 2, 3, 4):
+        for _ in range(2):
+            (result,) = aten2prims.execute(graph, data, threads=threads)
+            np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
+            assert result.tobytes() == aten2prims.execute(graph, data, threads=1)[0].tobytes()

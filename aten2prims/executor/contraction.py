@@ -164,7 +164,8 @@ class ContractionRecipe:
        neither operand has multiplies the result by its size (`scale`).
 
     The epilogue runs on each finished output chunk when `epilogue_per_chunk` (the output is
-    the product's own), else once on the whole output at the end."""
+    the product's own), on each part of a product made in parts when `part_indices` says
+    where the parts are in the output, else once on the whole output at the end."""
 
     tuning: ContractionTuning
     empty: bool = False
@@ -190,6 +191,11 @@ class ContractionRecipe:
     # axis, the rows or the columns) and each part's bounds; a plan-time choice, so every
     # thread count makes the same products.
     parts: tuple[int, tuple[tuple[int, int], ...]] | None = None
+    # Per part: its index into the output, when the product is the output's own (no reorder,
+    # broadcast or scale) and every part is a basic index of it; the epilogue then runs on each
+    # part right after its product, in the same parallel region while the part is in cache
+    # (else once on the whole output, afterwards).
+    part_indices: tuple[tuple[slice, ...], ...] | None = None
     reorder: _Reorder | None = None
     present_shape: tuple[int, ...] = ()
     broadcast_shape: tuple[int, ...] | None = None
@@ -221,8 +227,9 @@ class ContractionRecipe:
         # has the present labels' row-major layout) or a buffer broadcast into it afterwards.
         target = out if self.broadcast_shape is None else np.empty(self.present_shape, out.dtype)
         inner = epilogue if self.epilogue_per_chunk else None
+        in_parts = epilogue is not None and self.part_indices is not None
         if self.reorder is None:
-            self._product(x, y, target, inner)
+            self._product(x, y, target, epilogue if in_parts else inner)
         else:
             ordered = _kept_buffer("ordered", self.reorder.ordered_shape, out.dtype)
             copier = self._copier(ordered, target.reshape(self.present_shape), inner)
@@ -232,7 +239,7 @@ class ContractionRecipe:
         if self.scale != 1:
             with np.errstate(all="ignore"):
                 np.multiply(out, np.asarray(self.scale).astype(out.dtype), out=out)
-        if epilogue is not None and not self.epilogue_per_chunk:
+        if epilogue is not None and not self.epilogue_per_chunk and not in_parts:
             epilogue(())
 
     def _copier(
@@ -267,9 +274,11 @@ class ContractionRecipe:
         out: np.ndarray,
         axis: int,
         bounds: tuple[tuple[int, int], ...],
+        epilogue: Epilogue | None = None,
     ) -> None:
         """x @ y into out, one product per slice `bounds` of out's `axis` (a batch axis, the
-        rows or the columns: never the contracted one), on the call's threads."""
+        rows or the columns: never the contracted one), on the call's threads; with an
+        epilogue, each part's own (`part_indices`) right after its product."""
 
         def part(a: np.ndarray, start: int, stop: int, along: int) -> np.ndarray:
             if a.shape[along] == 1 and out.shape[along] != 1:  # broadcast along a batch axis
@@ -281,14 +290,20 @@ class ContractionRecipe:
         x_axis = axis if axis != out.ndim - 1 else None
         y_axis = axis if axis != out.ndim - 2 else None
 
-        def task(start: int, stop: int) -> Callable[[], None]:
-            return lambda: self._matmul(
-                x if x_axis is None else part(x, start, stop, x_axis),
-                y if y_axis is None else part(y, start, stop, y_axis),
-                part(out, start, stop, axis),
-            )
+        def task(number: int, start: int, stop: int) -> Callable[[], None]:
+            def run() -> None:
+                self._matmul(
+                    x if x_axis is None else part(x, start, stop, x_axis),
+                    y if y_axis is None else part(y, start, stop, y_axis),
+                    part(out, start, stop, axis),
+                )
+                if epilogue is not None:
+                    assert self.part_indices is not None  # the caller checked
+                    epilogue(self.part_indices[number])
 
-        run_parts([task(start, stop) for start, stop in bounds])
+            return run
+
+        run_parts([task(number, start, stop) for number, (start, stop) in enumerate(bounds)])
 
     def _product(
         self, x: np.ndarray, y: np.ndarray, out: np.ndarray, epilogue: Epilogue | None
@@ -303,6 +318,9 @@ class ContractionRecipe:
             target = out.reshape(self.out_matrix)
             if self.parts is None:
                 self._matmul(x, y, target)
+            elif epilogue is not None and self.part_indices is not None:
+                self._matmul_in_parts(x, y, target, *self.parts, epilogue)
+                return
             else:
                 self._matmul_in_parts(x, y, target, *self.parts)
             if epilogue is not None:
@@ -427,6 +445,7 @@ def plan_contraction(
     swapped = not levels and _swap_pays(np.reshape(xv, x_matrix), np.reshape(yv, y_matrix), tuning)
     out_matrix = _merged_shape(tuple(sizes[label] for label in layout.order), np_, nm)
     parts = None if levels else _product_parts(x_matrix, y_matrix, out_matrix, tuning)
+    product_shape = tuple(sizes[label] for label in layout.order)
     return ContractionRecipe(
         tuning,
         a_index=a_index,
@@ -440,7 +459,7 @@ def plan_contraction(
         y_permutation=_permutation(y_labels, layout.p, k + layout.n),
         y_view=yv.shape,
         y_matrix=y_matrix,
-        product_shape=tuple(sizes[label] for label in layout.order),
+        product_shape=product_shape,
         out_matrix=out_matrix,
         batch_axes=np_,
         rows_axes=nm,
@@ -448,6 +467,16 @@ def plan_contraction(
         levels=tuple(levels),
         swapped=swapped,
         parts=parts,
+        part_indices=_part_indices(
+            parts,
+            product_shape,
+            np_,
+            nm,
+            present,
+            out_labels,
+            sizes,
+            reorder is None and scale == 1,
+        ),
         reorder=reorder,
         present_shape=present_shape,
         broadcast_shape=broadcast_shape,
@@ -486,6 +515,43 @@ def _product_parts(
     if count < 2:
         return None
     return axis, tuple((i * length // count, (i + 1) * length // count) for i in range(count))
+
+
+def _part_indices(
+    parts: tuple[int, tuple[tuple[int, int], ...]] | None,
+    product_shape: tuple[int, ...],
+    batch_axes: int,
+    rows_axes: int,
+    present: Sequence[int],
+    out_labels: Sequence[int],
+    sizes: Sequence[int],
+    own: bool,
+) -> tuple[tuple[slice, ...], ...] | None:
+    """The parts (`_product_parts`: slices of the product matrices' batch, rows or columns
+    axis) as basic indices of the output, when the product is the output's own (`own`: in the
+    output's order, the labels it lacks of size 1) and each part is one: a slice of merged rows
+    or columns must keep the inner axes whole. None otherwise."""
+    if (
+        parts is None
+        or not own
+        or any(sizes[label] != 1 for label in out_labels if label not in present)
+    ):
+        return None
+    axis, bounds = parts
+    if axis < batch_axes:  # the batch axes are the product's own
+        first, inner = axis, 1
+    else:
+        first = batch_axes if axis == batch_axes else batch_axes + rows_axes
+        stop = first + rows_axes if axis == batch_axes else len(product_shape)
+        if stop <= first:
+            return None
+        inner = math.prod(product_shape[first + 1 : stop])
+    if any(start % inner or end % inner for start, end in bounds):
+        return None
+    at = list(out_labels).index(present[first])
+    return tuple(
+        (slice(None),) * at + (slice(start // inner, end // inner),) for start, end in bounds
+    )
 
 
 def _lone_axes(

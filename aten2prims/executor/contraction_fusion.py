@@ -38,6 +38,7 @@ from ..ir.values import Value
 from .contraction import DEFAULT_TUNING, ContractionRecipe, ContractionTuning, plan_contraction
 from .fusion import FusedGroup, FusionContext
 from .multiply_accumulate import MultiplyAccumulateRecipe, plan_multiply_accumulate
+from .steps import SlotRef, Step
 from .threads import elementwise_in_parts
 
 # Reshapes (prims registered with `reshape=True`: the contiguous result of the contraction in
@@ -62,15 +63,23 @@ class _OperandSpec:
     labels: tuple[int, ...]
 
 
+# Stands for the contraction's result among an absorbed step's arguments (`_Epilogue.arguments`).
+RESULT = object()
+
+
 @attrs.frozen
 class _Epilogue:
-    """One step after the sum: a reshape to `shape` (`ufunc` None), or `ufunc(result, other)` in
-    place, `other` being the kernel's extra operand number `operand` or the number `number`."""
+    """One step after the sum: a reshape to `shape` (`ufunc` and `function` None),
+    `ufunc(result, other)` in place, `other` being the kernel's extra operand number `operand`
+    or the number `number`, or an absorbed elementwise step (`absorb_elementwise_steps`):
+    `function(*arguments, out=result)`, RESULT in `arguments` standing for the result."""
 
     shape: tuple[int, ...]
     ufunc: np.ufunc | None = None
     operand: int | None = None
     number: Any = None
+    function: Callable[..., Any] | None = None
+    arguments: tuple[Any, ...] = ()
 
 
 @attrs.frozen
@@ -105,9 +114,10 @@ class _PlannedCall:
     """A ContractionKernel call on operands of one layout: the recipe run into a fresh result
     (a sum of elementwise products where `multiply_accumulate.py` takes the contraction, else
     the matrix engine's), then the epilogue: on each output chunk when the recipe is chunked,
-    else once on the whole result."""
+    on each part of a product made in parts (in the part's own task), else once on the whole
+    result."""
 
-    __slots__ = ("a_shape", "b_shape", "out_shape", "recipe", "result_shape", "steps")
+    __slots__ = ("a_shape", "absorbed", "b_shape", "out_shape", "recipe", "result_shape", "steps")
 
     def __init__(self, kernel: ContractionKernel, a: np.ndarray, b: np.ndarray) -> None:
         (sa, sb) = kernel.operands
@@ -116,16 +126,21 @@ class _PlannedCall:
         self.out_shape = tuple(kernel.sizes[label] for label in kernel.out_labels)
         self.result_shape = kernel.epilogue[-1].shape if kernel.epilogue else self.out_shape
         dtype = DType.from_numpy(a.dtype)
-        # (ufunc, extra operand index or None, the number (of the result's dtype) when it is None)
-        self.steps: tuple[tuple[np.ufunc, int | None, Any], ...] = tuple(
-            (
-                step.ufunc,
-                step.operand,
-                number_as(step.number, dtype) if step.operand is None else None,
-            )
-            for step in kernel.epilogue
-            if step.ufunc is not None
-        )
+        # (kernel, extra operand index or None, the number (of the result's dtype) when it is
+        # None) for a ufunc with an operand; (function, None, its arguments) for an absorbed
+        # step (`absorbed` says which).
+        steps: list[tuple[Callable[..., Any], int | None, Any]] = []
+        absorbed: list[bool] = []
+        for step in kernel.epilogue:
+            if step.function is not None:
+                steps.append((step.function, None, step.arguments))
+                absorbed.append(True)
+            elif step.ufunc is not None:
+                number = number_as(step.number, dtype) if step.operand is None else None
+                steps.append((step.ufunc, step.operand, number))
+                absorbed.append(False)
+        self.steps = tuple(steps)
+        self.absorbed = tuple(absorbed)
         products = plan_multiply_accumulate(
             a.reshape(sa.shape),
             sa.labels,
@@ -167,39 +182,41 @@ class _PlannedCall:
             epilogue = self._chunk_epilogue(out, others) if self.steps else None
             self.recipe.run_into(a, b, out, epilogue)
             return result
-        if self.steps and self.recipe.levels:
+        if self.steps and (self.recipe.levels or self.recipe.part_indices is not None):
+            # on each chunk, or each part of a product made in parts, as it is finished
             self.recipe.run(a, b, out, self._chunk_epilogue(out, others))
             return result
         self.recipe.run(a, b, out)
-        for ufunc, operand, number in self.steps:  # in parts: the call's threads share them
-            if operand is None:
-                elementwise_in_parts(ufunc, out, number, out=out)
-            else:
-                other = others[operand]
-                other = other if other.ndim == 0 else other.reshape(self.out_shape)
-                elementwise_in_parts(ufunc, out, other, out=out)
+        self._chunk_epilogue(out, others)(())  # in parts: the call's threads share them
         return result
 
     def _chunk_epilogue(
         self, out: np.ndarray, others: tuple[np.ndarray, ...]
     ) -> Callable[[tuple[slice, ...]], None]:
-        steps: list[tuple[np.ufunc, Any]] = []
-        for ufunc, operand, number in self.steps:
-            other = number if operand is None else others[operand]
+        """The epilogue of `out`: `epilogue(index)` runs every step on out[index] in place;
+        `epilogue(())` on the whole of it, each step in parts."""
+        steps: list[tuple[Callable[..., Any], Any, bool]] = []
+        for (kernel, operand, extra), absorbed in zip(self.steps, self.absorbed):
+            if absorbed:
+                steps.append((kernel, extra, True))
+                continue
+            other = extra if operand is None else others[operand]
             if other.ndim:
                 other = other.reshape(self.out_shape)
-            steps.append((ufunc, other))
+            steps.append((kernel, other, False))
 
         def epilogue(index: tuple[slice, ...]) -> None:
-            if not index:  # the whole output at once: in parts, which the call's threads share
-                with np.errstate(all="ignore"):
-                    for ufunc, other in steps:
-                        elementwise_in_parts(ufunc, out, other, out=out)
-                return
-            part = out[index]
+            part = out[index] if index else out
             with np.errstate(all="ignore"):
-                for ufunc, other in steps:
-                    ufunc(part, other[index] if other.ndim else other, out=part)
+                for kernel, other, absorbed in steps:
+                    if absorbed:
+                        operands = [part if a is RESULT else a for a in other]
+                    else:
+                        operands = [part, other[index] if index and other.ndim else other]
+                    if index:
+                        kernel(*operands, out=part)
+                    else:  # the whole output at once: in parts, which the call's threads share
+                        elementwise_in_parts(kernel, *operands, out=part)
 
         return epilogue
 
@@ -327,3 +344,89 @@ def _chain_after(context: FusionContext, sum_index: int) -> list[int]:
         chain.append(current)
         current = _next_in_chain(context, current)
     return chain
+
+
+# -- elementwise steps absorbed into the epilogue -------------------------------------------------
+
+
+def absorb_elementwise_steps(steps: list[Step], output_slots: Sequence[int]) -> list[Step]:
+    """The steps with each elementwise step that only transforms a contraction's result (a
+    ReLU6's clamp or a ReLU after a convolution or a linear layer) run as the last step of the
+    contraction's epilogue: on each output chunk or part, in place while it is in cache, and in
+    the same parallel region, instead of as one more pass over memory and one more region.
+
+    A step is absorbed when it is elementwise and takes `out=`, reads the contraction's result
+    once (which dies there and is no graph output) and otherwise only numbers (or 0-dim
+    arrays), may write its result over that operand (a ufunc, or `Step.out_operands`), and its
+    result has the contraction result's shape and dtype. Each element is computed by the same kernel from the
+    same operand element, so results are the unfused steps' bits. Needs the slots' last uses
+    (`Step.free_after`)."""
+    outputs = set(output_slots)
+    result: list[Step] = []
+    for step in steps:
+        previous = result[-1] if result else None
+        if previous is not None and _absorbs(previous, step, outputs):
+            result[-1] = _absorbed(previous, step)
+        else:
+            result.append(step)
+    return result
+
+
+def _absorbs(step: Step, following: Step, outputs: set[int]) -> bool:
+    kernel = step.kernel
+    if type(kernel) is not ContractionKernel or len(step.out_slots) != 1:
+        return False
+    slot = step.out_slots[0]
+    if (
+        not following.elementwise
+        or not following.takes_out
+        or following.random
+        or following.relaxed_shape is not None
+        or len(following.out_slots) != 1
+        or following.reads() != [slot]
+        or slot not in following.free_after
+        or slot in outputs
+    ):
+        return False
+    position = next(i for i, a in enumerate(following.arguments) if type(a) is SlotRef)
+    function = following.kernel
+    in_place = isinstance(function, np.ufunc) and function.nout == 1
+    if not in_place and position not in following.out_operands:
+        return False
+    if any(i != position and not _is_scalar(a) for i, a in enumerate(following.arguments)):
+        return False
+    mine, theirs = step.out_metas[0], following.out_metas[0]
+    return bool(
+        getattr(mine, "shape", None) == getattr(theirs, "shape", None)
+        and getattr(mine, "dtype", None) == getattr(theirs, "dtype", None)
+    )
+
+
+def _is_scalar(argument: Any) -> bool:
+    """A number, or a 0-dim array (a clamp's bound): the same for every part of the result."""
+    if isinstance(argument, np.ndarray):
+        return argument.ndim == 0
+    return isinstance(argument, bool | int | float | complex | np.generic)
+
+
+def _absorbed(step: Step, following: Step) -> Step:
+    kernel = step.kernel
+    assert isinstance(kernel, ContractionKernel)  # _absorbs checked
+    arguments = tuple(RESULT if type(a) is SlotRef else a for a in following.arguments)
+    shape = tuple(following.out_metas[0].shape)
+    fused = ContractionKernel(
+        kernel.operands,
+        kernel.out_labels,
+        kernel.sizes,
+        (*kernel.epilogue, _Epilogue(shape, function=following.kernel, arguments=arguments)),
+        kernel.tuning,
+    )
+    dead = step.out_slots[0]
+    return attrs.evolve(
+        step,
+        nodes=step.nodes + following.nodes,
+        kernel=fused,
+        out_slots=following.out_slots,
+        out_metas=following.out_metas,
+        free_after=tuple(sorted({*step.free_after, *following.free_after} - {dead})),
+    )

@@ -8,10 +8,16 @@ The filled tensor may also be shared: one `full` read by several such scatters (
 subexpression elimination merges the equal fills of equal padded shapes), or a constant the
 plan starts from whose elements are all one value (a small `full` folded at plan time). Each
 scatter then makes its own filled array; the `full` node joins the first scatter's group.
+
+A large window (a padded activation: 4x96x112x112 float32 into 4x96x113x113 is 2 ms of one
+copy) is written in parts along its outer dims (`threads.chunks`, decided when the plan is
+made), which the call's threads share: each part one copy call, so a part is long enough to
+be worth the hand-off between threads.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +30,7 @@ from prims.registry import lookup
 from ..ir.values import Value
 from .fusion import FusedGroup, FusionContext
 from .specialize import basic_index
+from .threads import chunks, run_parts
 
 
 @attrs.frozen
@@ -45,6 +52,15 @@ class FilledScatter:
     # When the window is a box (`index` of unit steps): the basic indices of the parts of the
     # array outside it, which a given buffer's fill needs (the window is overwritten anyway).
     border: tuple[tuple[slice, ...], ...] | None = None
+    # The window's parts (`threads.chunks` of its shape, when `index` is set): each copied by
+    # one call, the parts shared by the call's threads; () copies it whole.
+    window_parts: tuple[tuple[Any, ...], ...] = ()
+
+    def _fill_border(self, out: np.ndarray) -> None:
+        assert self.border is not None  # the caller checked
+        value = 0 if self.zeros else self._element()
+        for part in self.border:
+            out[part] = value
 
     def _element(self) -> np.ndarray:
         if not self._converted:
@@ -53,17 +69,28 @@ class FilledScatter:
         return self._converted[0]
 
     def __call__(self, src: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        border: Callable[[], None] | None = None
         if out is None:
             out = np.zeros(self.shape, self.dtype) if self.zeros else self.fill()
         elif self.border is not None:  # a padding: only the border needs the fill
-            value = 0 if self.zeros else self._element()
-            for part in self.border:
-                out[part] = value
+            border = functools.partial(self._fill_border, out)
         elif self.zeros:
             out.fill(0)
         elif out.size:  # the full kernel's own conversion of the fill value, made once
             out[...] = self._element()
         if self.index is not None:
+            window = out[self.index] if self.window_parts else None
+            if type(window) is np.ndarray and type(src) is np.ndarray and src.shape == window.shape:
+                # unsafe casting: what the whole assignment below does
+                copy = functools.partial(np.copyto, casting="unsafe")
+                parts = [
+                    functools.partial(copy, window[part], src[part]) for part in self.window_parts
+                ]
+                # The border is outside the window (a box): filled as one more part, first.
+                run_parts(parts if border is None else [border, *parts])
+                return out
+            if border is not None:
+                border()
             out[self.index] = src
         elif math.prod(self.size) > 0:
             np.lib.stride_tricks.as_strided(
@@ -110,8 +137,21 @@ def filled_scatter_rule(context: FusionContext, index: int) -> FusedGroup | None
     stride = tuple(node.kwargs["stride"])
     offset: int = node.kwargs["storage_offset"]
     window = basic_index(shape, size, stride, offset) if math.prod(size) > 0 else None
+    parts: tuple[tuple[Any, ...], ...] = ()
+    if window is not None:  # the window's shape, from a zero-strided view (no memory)
+        window_shape = np.broadcast_to(np.zeros((), dtype), shape)[window].shape
+        parts = chunks(window_shape, np.dtype(dtype).itemsize)
     group = FilledScatter(
-        fill, zeros, shape, dtype, window, size, stride, offset, border=_border(shape, window)
+        fill,
+        zeros,
+        shape,
+        dtype,
+        window,
+        size,
+        stride,
+        offset,
+        border=_border(shape, window),
+        window_parts=parts,
     )
     return FusedGroup(members, (src,), group, fresh_result=True, takes_out=True)
 

@@ -69,6 +69,9 @@ class FusedGroup:
     # The kernel is a plain elementwise NumPy function of its operands (Step.elementwise): the
     # threads may run it in parts or in a segment of row-wise steps.
     elementwise: bool = False
+    # The operands an elementwise kernel that is not a ufunc may be given as `out=`
+    # (Step.out_operands).
+    out_operands: tuple[int, ...] = ()
 
 
 FusionRule = Callable[[FusionContext, int], "FusedGroup | None"]

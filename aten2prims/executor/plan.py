@@ -16,7 +16,9 @@ Planning, in order:
    NumPy's broadcasting;
 5. elementwise chains (`chains.py`): runs of elementwise steps each reading the one before it,
    run as one step block by block, the intermediates in a cache-sized scratch block;
-6. the last use of every slot, so intermediates are released as soon as possible;
+6. the last use of every slot, so intermediates are released as soon as possible; then an
+   elementwise step that only transforms a contraction's result (a clamp, a ReLU) joins the
+   contraction's epilogue (`contraction_fusion.absorb_elementwise_steps`);
 7. buffer reuse (`inplace.py`): elementwise results written into operands that die there;
 8. parts (`threads.py`): large elementwise steps and reductions split into parts that a call's
    threads share;
@@ -48,7 +50,7 @@ from .arena import ArenaPool, plan_arena
 from .attention import fuse_attention
 from .chains import fuse_chains
 from .codegen import compile_steps
-from .contraction_fusion import ContractionFusion
+from .contraction_fusion import ContractionFusion, absorb_elementwise_steps
 from .control_flow import KERNELS as CONTROL_FLOW_KERNELS
 from .filled_scatter import filled_scatter_rule
 from .folding import fold_constants
@@ -173,6 +175,7 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     relax_broadcasts(steps, output_slots, meta_of)
     steps = fuse_chains(steps, output_slots, meta_of)
     _assign_last_uses(steps, output_slots)
+    steps = absorb_elementwise_steps(steps, output_slots)
     reuse_dying_operands(steps, output_slots, meta_of, set(input_slots.values()))
     split_steps(steps, meta_of)
     layout = plan_arena(steps, output_slots, meta_of, set(input_slots.values()))
@@ -221,6 +224,7 @@ def _steps(graph: Graph, slots: Slots, groups: dict[int, FusedGroup]) -> list[St
                     result_kind="fresh" if group.fresh_result else "view",
                     takes_out=group.takes_out,
                     elementwise=group.elementwise,
+                    out_operands=group.out_operands,
                 )
             )
         elif index not in claimed:

@@ -134,6 +134,7 @@ def bound_select_rule(context: FusionContext, index: int) -> FusedGroup | None:
                     fresh_result=True,
                     takes_out=True,
                     elementwise=True,
+                    out_operands=(0,),  # np.clip(x, low, high, out=x): element for element
                 )
     if not _exact(context, x, bound):
         return None
