@@ -1,5 +1,6 @@
-"""FFTs: `_fft_r2c` and `_fft_c2r` are the unnormalized `fft_r2c`/`fft_c2r` prims times the scale
-of ATen's fft_norm_mode."""
+"""FFTs: `_fft_r2c`, `_fft_c2c` (not Core ATen: torch.export keeps it,
+aten2prims.schema.EXTRA_ATEN_SCHEMAS) and `_fft_c2r` are the unnormalized `fft_r2c`/`fft_c2c`/
+`fft_c2r` prims times the scale of ATen's fft_norm_mode."""
 
 from __future__ import annotations
 
@@ -40,6 +41,16 @@ def _fft_normalized(x: Value, normalization: int, signal: int | SymExpr, op: str
 def _fft_r2c(self: Value, dim: Sequence[int], normalization: int, onesided: bool) -> Value:
     op = "aten._fft_r2c"
     transformed = prims.fft_r2c(self, dim=list(dim), onesided=onesided)
+    signal = math.prod(self.shape[canonical_dim(d, self.ndim)] for d in dim)
+    return _fft_normalized(transformed, normalization, signal, op)
+
+
+@register("aten._fft_c2c.default")
+def _fft_c2c(self: Value, dim: Sequence[int], normalization: int, forward: bool) -> Value:
+    """The scale is the normalization's whichever the direction: torch.fft's norm modes pick
+    the normalization (ifft's default "backward" asks 2, by 1/n) and `forward` the sign."""
+    op = "aten._fft_c2c"
+    transformed = prims.fft_c2c(self, dim=list(dim), forward=forward)
     signal = math.prod(self.shape[canonical_dim(d, self.ndim)] for d in dim)
     return _fft_normalized(transformed, normalization, signal, op)
 

@@ -440,6 +440,26 @@ def copysign(self: Any, other: Any) -> Value:
     return convert(prims.where(prims.signbit(b), prims.neg(magnitude), magnitude), result)
 
 
+# Conjugates: not Core ATen, but torch.export keeps them (ifft, hfft and ihfft of a real signal).
+
+
+@register("aten._conj.default")
+def _conj(self: Value) -> Value:
+    """torch's lazy conjugate, materialized (a functional graph has no conjugate bit). torch
+    asserts on a real input; so do we, with an error naming the op."""
+    if not self.dtype.is_complex:
+        raise DTypeError(f"aten._conj: expected a complex tensor, got {self.dtype.name}")
+    return prims.conj(self)
+
+
+@register("aten._conj_physical.default")
+def _conj_physical(self: Value) -> Value:
+    """The conjugate; of a tensor that is not complex, a copy of it (as torch)."""
+    if not self.dtype.is_complex:
+        return prims.clone(self, memory_format=None)
+    return prims.conj_physical(self)
+
+
 # `x << n`, `x >> n`: not Core ATen, but torch.export keeps them. Integers only (bool promotes
 # with the shift amount); torch's shifts give 0, or the sign for >>, when the amount is negative
 # or at least the bit width, as the prims do.

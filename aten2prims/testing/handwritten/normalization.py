@@ -8,7 +8,7 @@ single value per channel, empty normalized dims, every embedding-bag mode with o
 empty bags, include_last_offset, per_sample_weights, padding_idx, int32 indices, NaN/-inf/ties in
 max bags; the embedding gradient with repeated indices, scale_grad_by_freq and padding_idx, in
 every dtype; cdist with p in {0, 1, 2, 3.5, inf} on both of torch's p = 2 paths; pdist's edges;
-the three FFT normalization modes.
+the three FFT normalization modes (complex FFTs in both directions).
 
 Ops OpInfo reaches take a few cases per dtype, rotating through their list, so OpInfo's samples
 keep room in the fast budget; the others take every case, rotated so that the fast budget's
@@ -386,6 +386,25 @@ def _fft_r2c(dtype: DType) -> Iterator[AtenCall]:
     for index, (shape, dim, normalization, onesided) in enumerate(_rotating(dtype, _R2C, 2)):
         args = (random_tensor(shape, dtype, 210 + index), dim, normalization, onesided)
         yield AtenCall("aten._fft_r2c.default", args, {}, origin="handwritten")
+
+
+# (shape, dim, normalization, forward): every normalization, both directions (torch.fft's
+# default ifft asks 2 with forward False, norm="forward" fft 2 with forward True)
+_C2C: list[tuple[Any, ...]] = [
+    ((4, 6), [0, 1], 1, True),
+    ((3, 5), [1], 2, False),
+    ((2, 3, 4), [2, 0], 0, False),  # dims out of order
+    ((5, 7), [0], 2, True),
+]
+
+
+@handwritten("aten._fft_c2c.default", (DType.complex64, DType.complex128))
+def _fft_c2c(dtype: DType) -> Iterator[AtenCall]:
+    for index, (shape, dim, normalization, forward) in enumerate(_rotating(dtype, _C2C, 2)):
+        args = (random_tensor(shape, dtype, 230 + index), dim, normalization, forward)
+        yield AtenCall("aten._fft_c2c.default", args, {}, origin="handwritten")
+    transposed = random_tensor((6, 4), dtype, 236).t()  # not contiguous
+    yield AtenCall("aten._fft_c2c.default", (transposed, [1], 1, False), {}, origin="handwritten")
 
 
 # (shape, dim, normalization, last_dim_size)
