@@ -64,6 +64,15 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
     "aten._conj.default": "_conj(Tensor(a) self) -> Tensor(a)",
     "aten._conj_physical.default": "_conj_physical(Tensor self) -> Tensor",
     "aten.view_as_real.default": "view_as_real(Tensor(a) self) -> Tensor(a)",
+    # torch.fft.fftfreq / rfftfreq: the sample frequencies of a transform.
+    "aten.fft_fftfreq.default": (
+        "fft_fftfreq(int n, float d=1., *, ScalarType? dtype=None, Layout? layout=None, "
+        "Device? device=None, bool? pin_memory=None) -> Tensor"
+    ),
+    "aten.fft_rfftfreq.default": (
+        "fft_rfftfreq(int n, float d=1., *, ScalarType? dtype=None, Layout? layout=None, "
+        "Device? device=None, bool? pin_memory=None) -> Tensor"
+    ),
     # torch.masked_select: a data-dependent number of elements, like x[mask].
     "aten.masked_select.default": "masked_select(Tensor self, Tensor mask) -> Tensor",
     # torch.sort(x, stable=True) (our sort is always stable).
