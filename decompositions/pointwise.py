@@ -445,11 +445,11 @@ def copysign(self: Any, other: Any) -> Value:
 
 @register("aten._conj.default")
 def _conj(self: Value) -> Value:
-    """torch's lazy conjugate, materialized (a functional graph has no conjugate bit). torch
-    asserts on a real input; so do we, with an error naming the op."""
+    """torch's lazy conjugate, materialized (a functional graph has no conjugate bit), so the
+    prim is conj_physical. torch asserts on a real input; we refuse it, naming the op."""
     if not self.dtype.is_complex:
         raise DTypeError(f"aten._conj: expected a complex tensor, got {self.dtype.name}")
-    return prims.conj(self)
+    return prims.conj_physical(self)
 
 
 @register("aten._conj_physical.default")
