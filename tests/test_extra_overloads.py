@@ -7,6 +7,7 @@ tests/test_training.py)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,9 @@ from torch.export import Dim
 
 import aten2prims
 from aten2prims.backends.to_fx import to_fx
+from aten2prims.errors import DTypeError
 from aten2prims.frontends.torch_interop import to_numpy
+from aten2prims.ir import parse
 from aten2prims.ir.symbolic import is_symbolic
 from aten2prims.schema.registry import EXTRA_COMPUTING_OPS
 from aten2prims.testing.budgets import FAST_BUDGET, FULL_BUDGET
@@ -287,3 +290,26 @@ def test_exported_complex_transforms_match_torch(tmp_path: Path) -> None:
         assert mine.dtype == theirs.dtype and mine.shape == theirs.shape
         np.testing.assert_allclose(mine, theirs, rtol=1.3e-6, atol=1e-5)
         np.testing.assert_allclose(to_numpy(in_torch), theirs, rtol=1.3e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("node", "expected"),
+    [
+        ("%y: f32[3] = aten._conj.default(%x)", "aten._conj: expected a complex tensor"),
+        (
+            "%y: f32[3, 2] = aten.view_as_real.default(%x)",
+            "aten.view_as_real: expected a complex tensor",
+        ),
+        (
+            "%y: c64[3] = aten.fft_fftfreq.default(3, 1.0, dtype=c64)",
+            "aten.fft_fftfreq: dtype c64 is not supported",
+        ),
+    ],
+)
+def test_what_torch_refuses_is_refused_naming_the_op_and_node(node: str, expected: str) -> None:
+    """torch asserts on `_conj` of a real tensor, refuses `view_as_real` of one and has no
+    complex arange for fftfreq: each is a DTypeError naming the overload and the node."""
+    result = node.split(":")[1].split("=")[0].strip()
+    text = f"graph g(%x: f32[3]) -> ({result}):\n  {node}\n  return (%y)\n"
+    with pytest.raises(DTypeError, match=rf"lowering aten\..* -> %y: {re.escape(expected)}"):
+        aten2prims.lower(parse(text))
