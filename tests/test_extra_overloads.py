@@ -242,7 +242,8 @@ def test_exported_fnet_token_mixing_matches_torch(dynamic: bool, tmp_path: Path)
 
 class ComplexTransforms(torch.nn.Module):
     """Every torch.fft function whose export holds `_fft_c2c` or a conjugate, on a real and on
-    a complex signal, the imaginary part of a transposed transform, and sample frequencies."""
+    a complex signal, the imaginary part of a transposed transform, a spectrum's phase, and
+    sample frequencies."""
 
     def forward(self, x: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (
@@ -258,6 +259,7 @@ class ComplexTransforms(torch.nn.Module):
             torch.fft.hfft2(z),
             torch.fft.ihfftn(x),
             torch.fft.fft(z, dim=0).transpose(0, 2).imag,
+            torch.fft.rfft(x).angle(),
             torch.fft.fftfreq(7, 0.1),
             x * torch.fft.rfftfreq(10, 0.5),
         )
@@ -278,6 +280,7 @@ def test_exported_complex_transforms_match_torch(tmp_path: Path) -> None:
         "aten.view_as_real.default",
         "aten.fft_fftfreq.default",
         "aten.fft_rfftfreq.default",
+        "aten.angle.default",
     } <= kept
     graph = _run_saved(program, tmp_path / "transforms.pt2")
     ours = aten2prims.execute(graph, [to_numpy(t) for t in inputs], check=True)

@@ -64,6 +64,8 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
     "aten._conj.default": "_conj(Tensor(a) self) -> Tensor(a)",
     "aten._conj_physical.default": "_conj_physical(Tensor self) -> Tensor",
     "aten.view_as_real.default": "view_as_real(Tensor(a) self) -> Tensor(a)",
+    # The phase of a spectrum (torch.angle), beside the magnitude's abs.
+    "aten.angle.default": "angle(Tensor self) -> Tensor",
     # torch.fft.fftfreq / rfftfreq: the sample frequencies of a transform.
     "aten.fft_fftfreq.default": (
         "fft_fftfreq(int n, float d=1., *, ScalarType? dtype=None, Layout? layout=None, "

@@ -738,6 +738,22 @@ def _conj_physical(dtype: DType) -> Iterator[AtenCall]:
     yield _call("aten._conj_physical.default", values(dtype, (3, 2), seed=100).t())
 
 
+@handwritten("aten.angle.default", ALL)
+def _angle(dtype: DType) -> Iterator[AtenCall]:
+    """Signed zeros, infinities and NaN (on either part of a complex number), negative integers,
+    bool."""
+    import torch
+
+    if dtype.is_floating:
+        edges = [-0.0, 0.0, -2.5, 3.0, -math.inf, math.inf, math.nan]
+        yield _call("aten.angle.default", torch.tensor(edges, dtype=torch_dtype(dtype)))
+    elif dtype.is_complex:
+        parts = [-0.0, 0.0, -1.5, 2.0, -math.inf, math.inf, math.nan]
+        grid = torch.tensor([complex(re, im) for re in parts for im in parts])
+        yield _call("aten.angle.default", grid.to(torch_dtype(dtype)))
+    yield _call("aten.angle.default", values(dtype, (4, 5), seed=101))
+
+
 @handwritten("aten.round.decimals", FLOATS)
 def _round_decimals(dtype: DType) -> Iterator[AtenCall]:
     x = values(dtype, (6, 7), seed=93, low=-2000.0, high=2000.0)
