@@ -440,6 +440,43 @@ def copysign(self: Any, other: Any) -> Value:
     return convert(prims.where(prims.signbit(b), prims.neg(magnitude), magnitude), result)
 
 
+# Conjugates and the phase: not Core ATen, but torch.export keeps them (ifft, hfft and ihfft of a
+# real signal take conjugates).
+
+
+@register("aten._conj.default")
+def _conj(self: Value) -> Value:
+    """torch's lazy conjugate, materialized (a functional graph has no conjugate bit), so the
+    prim is conj_physical. torch asserts on a real input; we refuse it, naming the op."""
+    if not self.dtype.is_complex:
+        raise DTypeError(f"aten._conj: expected a complex tensor, got {self.dtype.name}")
+    return prims.conj_physical(self)
+
+
+@register("aten._conj_physical.default")
+def _conj_physical(self: Value) -> Value:
+    """The conjugate; of a tensor that is not complex, a copy of it (as torch)."""
+    if not self.dtype.is_complex:
+        return prims.clone(self, memory_format=None)
+    return prims.conj_physical(self)
+
+
+@register("aten.angle.default")
+def angle(self: Value) -> Value:
+    """Not Core ATen (torch.export keeps it: the phase of a spectrum). Of a complex element its
+    argument atan2(imag, real), in the real dtype; of a real one π where it is negative and 0
+    elsewhere (−0.0 and +inf too), NaN kept — integers and bool promoted to the default float."""
+    if self.dtype.is_complex:
+        return prims.atan2(prims.imag(self), prims.real(self))
+    return elementwise(_real_angle, self, kind=Kind.INT_TO_FLOAT)
+
+
+def _real_angle(x: Value) -> Value:
+    zero = full(list(x.shape), 0.0, x.dtype)
+    half_turn = full(list(x.shape), math.pi, x.dtype)
+    return prims.where(prims.ne(x, x), x, prims.where(prims.lt(x, zero), half_turn, zero))
+
+
 # `x << n`, `x >> n`: not Core ATen, but torch.export keeps them. Integers only (bool promotes
 # with the shift amount); torch's shifts give 0, or the sign for >>, when the amount is negative
 # or at least the bit width, as the prims do.

@@ -328,6 +328,21 @@ def diagonal(self: Value, offset: int, dim1: int, dim2: int) -> Value:
     )
 
 
+@register("aten.view_as_real.default")
+def view_as_real(self: Value) -> Value:
+    """Not Core ATen (torch.export keeps it: `z.real`, `z.imag` select from it). The real and
+    imaginary parts side by side in a new last dim of 2; the lowering gives the result the
+    layout the graph declares (torch's view: every stride doubled, then 1)."""
+    if not self.dtype.is_complex:
+        raise DTypeError(f"aten.view_as_real: expected a complex tensor, got {self.dtype.name}")
+    shape = [*self.shape, 1]
+    kept = list(range(self.ndim))
+    parts = [
+        prims.broadcast_in_dim(part, shape, kept) for part in (prims.real(self), prims.imag(self))
+    ]
+    return prims.cat(parts, dim=self.ndim)
+
+
 @register("aten.as_strided.default")
 def as_strided(
     self: Value, size: Sequence[int], stride: Sequence[int], storage_offset: int | None

@@ -92,7 +92,7 @@ FAMILIES: dict[str, list[tuple[str, str]]] = {
     "creation": [("full_like", "")],
     "random": [],
     "conversion": [("clone", ""), ("double", "")],
-    "fft": [("fft.rfft", ""), ("fft.irfft", "")],
+    "fft": [("fft.rfft", ""), ("fft.irfft", ""), ("fft.fft2", ""), ("fft.ifftn", "")],
 }
 # family -> its Core ATen overloads (every one of the 194 in exactly one family)
 OVERLOADS: dict[str, tuple[str, ...]] = {
@@ -381,7 +381,7 @@ MINIMUM: dict[str, int] = {
     "creation": 6,
     "random": 4,
     "conversion": 8,
-    "fft": 8,
+    "fft": 16,
 }
 
 # The dtypes an OpInfo runs in: the first it supports of the floating group and of the integer
@@ -814,20 +814,25 @@ def test_irfft_of_int32_lowered_dynamic_matches_the_float64_result_at_a_new_size
     assert torch.get_default_dtype() == torch.float32  # restored
 
 
-@pytest.mark.parametrize("transform", [torch.fft.rfft, torch.fft.irfft], ids=["rfft", "irfft"])
+@pytest.mark.parametrize(
+    "transform",
+    [torch.fft.rfft, torch.fft.irfft, torch.fft.fft, torch.fft.ifft],
+    ids=["rfft", "irfft", "fft", "ifft"],
+)
 def test_fft_ortho_over_a_dynamic_dim_runs_every_length_from_one_lowering(transform: Any) -> None:
     """norm="ortho" scales by 1/sqrt(n), n the transform length: over a dynamic dim a symbolic
     size, whose square root the graph computes when it runs (no check on the length). irfft's
     default n = 2 (m - 1) includes m = 2, where n // 2 + 1 = m: the halved dim is not sliced
-    then, nor decided on. At every length ours equals the static lowering's bits and torch's
-    result within float32 tolerances."""
+    then, nor decided on. fft and ifft take a complex signal (the non-core `_fft_c2c`). At every
+    length ours equals the static lowering's bits and torch's result within float32
+    tolerances."""
 
     class Transform(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return transform(x, dim=-1, norm="ortho")
 
     example = torch.linspace(-2.0, 3.0, 4 * 7).reshape(4, 7)
-    if transform is torch.fft.irfft:
+    if transform is not torch.fft.rfft:
         example = torch.complex(example, example.flip(1))
     program = torch.export.export(
         Transform(), (example,), dynamic_shapes=({0: Dim.AUTO, 1: Dim.AUTO},)

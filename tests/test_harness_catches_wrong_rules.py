@@ -21,6 +21,7 @@ from aten2prims.ir.dtypes import DType
 from aten2prims.ir.values import Value
 from aten2prims.testing.conformance import Verdict, check_op
 from decompositions.common import full, index_ramp, iota, scalar
+from decompositions.fft import _fft_c2c
 from decompositions.reductions import _running_extreme
 
 # Enough samples that each wrong rule meets an input it gets wrong (hand-written samples, which
@@ -231,6 +232,16 @@ def _geometric_of_half_the_p(self: Value, p: float, generator: Any) -> Value:
     return real.function(self, p / 2, generator)
 
 
+def _fft_c2c_backwards(self: Value, dim: Any, normalization: int, forward: bool) -> Value:
+    """A complex FFT in the other direction (the exponent's sign flipped), scaled as asked."""
+    return _fft_c2c(self, dim, normalization, not forward)
+
+
+def _fft_c2c_swapped_scales(self: Value, dim: Any, normalization: int, forward: bool) -> Value:
+    """A complex FFT scaled by 1/n where 1/sqrt(n) is asked, and by 1/sqrt(n) for 1/n."""
+    return _fft_c2c(self, dim, {0: 0, 1: 2, 2: 1}[normalization], forward)
+
+
 @attrs.frozen
 class WrongRule:
     name: str
@@ -409,6 +420,20 @@ WRONG_RULES = [
         _geometric_of_half_the_p,
         F32,
         "frequencies do not follow",
+    ),
+    WrongRule(
+        "_fft_c2c transforms in the other direction",
+        "aten._fft_c2c.default",
+        _fft_c2c_backwards,
+        (DType.complex64,),
+        "element.* outside rtol",
+    ),
+    WrongRule(
+        "_fft_c2c swaps the 1/n and 1/sqrt(n) scales",
+        "aten._fft_c2c.default",
+        _fft_c2c_swapped_scales,
+        (DType.complex64,),
+        "element.* outside rtol",
     ),
     WrongRule(
         "cummax reports the first of equal maxima",

@@ -289,3 +289,45 @@ def test_a_wrong_model_result_still_fails(name: str, cases: Callable[[str], Case
     flat[0] = flat[0] + perturbed.dtype.type(max(4 * torch_error, 1e-3 * (1 + abs(float(flat[0])))))
     verdict = judge_output(perturbed, expected[0], reference[0], what="output 0")
     assert not verdict, verdict.message
+
+
+class IntegerPromotions(nn.Module):
+    """Ops that make integer operands floating themselves, with no dtype in the graph to widen:
+    int / int, sigmoid of an int tensor, irfft of one."""
+
+    def forward(
+        self, counts: torch.Tensor, totals: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return counts / totals, torch.sigmoid(counts), torch.fft.irfft(counts, norm="ortho")
+
+
+def test_the_float64_run_promotes_integer_operands_to_float64(tmp_path: Path) -> None:
+    """The float64 run `check FILE` judges models against computes what an op promotes from
+    integers in float64 (torch's default dtype is float64 while it runs, and restored after),
+    not torch's float32 result again."""
+    counts = torch.tensor([[1, 2, 3, 700], [5, 6, 77, 8]], dtype=torch.int32)
+    totals = torch.tensor([3, 7, 11, 9], dtype=torch.int64)
+    program = torch.export.export(IntegerPromotions(), (counts, totals)).run_decompositions()
+    path = tmp_path / "ratios.pt2"
+    torch.export.save(program, path)
+    graph = aten2prims.load(path)
+    inputs = {"counts": to_numpy(counts), "totals": to_numpy(totals)}
+    assert [i.name for i in graph.user_inputs] == list(inputs)
+
+    expected = run_with_torch(path, graph, inputs)
+    reference = run_with_torch(path, graph, inputs, float64=True)
+    assert torch.get_default_dtype() == torch.float32
+    assert [e.dtype for e in expected] == [np.float32] * 3
+    assert [r.dtype for r in reference] == [np.float64] * 3
+    wide = counts.to(torch.float64)
+    exact = (
+        wide / totals.to(torch.float64),
+        torch.sigmoid(wide),
+        torch.fft.irfft(wide, norm="ortho"),
+    )
+    for mine, theirs in zip(reference, exact, strict=True):
+        np.testing.assert_array_equal(mine, theirs.numpy())
+    ours = aten2prims.execute(aten2prims.lower(graph), inputs)
+    for index, (o, e, r) in enumerate(zip(ours, expected, reference, strict=True)):
+        verdict = judge_output(o, e, r, what=f"output {index}")
+        assert verdict, verdict.message

@@ -55,6 +55,26 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
     "aten.digamma.default": "digamma(Tensor self) -> Tensor",
     "aten.i0.default": "i0(Tensor self) -> Tensor",
     "aten.cumprod.default": "cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
+    # Complex FFTs (torch.fft.fft/ifft of a complex tensor, fft2/fftn/ifftn/hfft2/ihfftn of any),
+    # the conjugates ifft/hfft/ihfft of a real signal take, and `.real`/`.imag` of a complex
+    # result (view_as_real, then a select).
+    "aten._fft_c2c.default": (
+        "_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"
+    ),
+    "aten._conj.default": "_conj(Tensor(a) self) -> Tensor(a)",
+    "aten._conj_physical.default": "_conj_physical(Tensor self) -> Tensor",
+    "aten.view_as_real.default": "view_as_real(Tensor(a) self) -> Tensor(a)",
+    # The phase of a spectrum (torch.angle), beside the magnitude's abs.
+    "aten.angle.default": "angle(Tensor self) -> Tensor",
+    # torch.fft.fftfreq / rfftfreq: the sample frequencies of a transform.
+    "aten.fft_fftfreq.default": (
+        "fft_fftfreq(int n, float d=1., *, ScalarType? dtype=None, Layout? layout=None, "
+        "Device? device=None, bool? pin_memory=None) -> Tensor"
+    ),
+    "aten.fft_rfftfreq.default": (
+        "fft_rfftfreq(int n, float d=1., *, ScalarType? dtype=None, Layout? layout=None, "
+        "Device? device=None, bool? pin_memory=None) -> Tensor"
+    ),
     # torch.masked_select: a data-dependent number of elements, like x[mask].
     "aten.masked_select.default": "masked_select(Tensor self, Tensor mask) -> Tensor",
     # torch.sort(x, stable=True) (our sort is always stable).

@@ -6,6 +6,7 @@ pickled entries of the archive, and an archive is untrusted input (SECURITY.md).
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from ..frontends.torch_interop import (
 from ..ir.dtypes import DType
 from ..ir.graph import Graph
 from ..ir.values import Value
+from .runner import float64_promotions
 
 
 def run_with_torch(
@@ -43,7 +45,14 @@ def interpret(graph: Graph, inputs: dict[str, Any], *, float64: bool = False) ->
     `float64`, the graph runs as the model would after `.double()` on float64 inputs: every
     floating input and weight is widened to float64 (complex to complex128), and so is every
     floating dtype argument (`_to_copy(x, dtype=torch.float16)`, `full(..., dtype=...)`) — the
-    reference deep models are judged against (`model_outputs`)."""
+    reference deep models are judged against (`model_outputs`). It runs under
+    `float64_promotions`, so that an integer operand an op makes floating (int / int, sigmoid
+    or an FFT of an int tensor) is computed in float64 too, as by the per-op reference."""
+    with float64_promotions() if float64 else contextlib.nullcontext():
+        return _interpret(graph, inputs, float64=float64)
+
+
+def _interpret(graph: Graph, inputs: dict[str, Any], *, float64: bool) -> list[Any]:
     import torch
 
     def widened(value: Any) -> Any:

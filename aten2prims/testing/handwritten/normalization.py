@@ -8,7 +8,8 @@ single value per channel, empty normalized dims, every embedding-bag mode with o
 empty bags, include_last_offset, per_sample_weights, padding_idx, int32 indices, NaN/-inf/ties in
 max bags; the embedding gradient with repeated indices, scale_grad_by_freq and padding_idx, in
 every dtype; cdist with p in {0, 1, 2, 3.5, inf} on both of torch's p = 2 paths; pdist's edges;
-the three FFT normalization modes.
+the three FFT normalization modes (complex FFTs in both directions); sample frequencies of every
+floating dtype, a spacing of 0 among them.
 
 Ops OpInfo reaches take a few cases per dtype, rotating through their list, so OpInfo's samples
 keep room in the fast budget; the others take every case, rotated so that the fast budget's
@@ -388,6 +389,25 @@ def _fft_r2c(dtype: DType) -> Iterator[AtenCall]:
         yield AtenCall("aten._fft_r2c.default", args, {}, origin="handwritten")
 
 
+# (shape, dim, normalization, forward): every normalization, both directions (torch.fft's
+# default ifft asks 2 with forward False, norm="forward" fft 2 with forward True)
+_C2C: list[tuple[Any, ...]] = [
+    ((4, 6), [0, 1], 1, True),
+    ((3, 5), [1], 2, False),
+    ((2, 3, 4), [2, 0], 0, False),  # dims out of order
+    ((5, 7), [0], 2, True),
+]
+
+
+@handwritten("aten._fft_c2c.default", (DType.complex64, DType.complex128))
+def _fft_c2c(dtype: DType) -> Iterator[AtenCall]:
+    for index, (shape, dim, normalization, forward) in enumerate(_rotating(dtype, _C2C, 2)):
+        args = (random_tensor(shape, dtype, 230 + index), dim, normalization, forward)
+        yield AtenCall("aten._fft_c2c.default", args, {}, origin="handwritten")
+    transposed = random_tensor((6, 4), dtype, 236).t()  # not contiguous
+    yield AtenCall("aten._fft_c2c.default", (transposed, [1], 1, False), {}, origin="handwritten")
+
+
 # (shape, dim, normalization, last_dim_size)
 _C2R: list[tuple[Any, ...]] = [
     ((4, 4), [0, 1], 1, 6),
@@ -402,3 +422,35 @@ def _fft_c2r(dtype: DType) -> Iterator[AtenCall]:
     for index, (shape, dim, normalization, last_dim_size) in enumerate(_rotating(dtype, _C2R, 2)):
         args = (random_tensor(shape, dtype, 220 + index), dim, normalization, last_dim_size)
         yield AtenCall("aten._fft_c2r.default", args, {}, origin="handwritten")
+
+
+# (n, d): even and odd n, n of 1 (only frequency 0), a negative spacing, a spacing of 0
+# (1/0: inf, and NaN at frequency 0), frequencies past the integers bfloat16 holds exactly
+_FREQUENCIES: list[tuple[int, float]] = [
+    (8, 1.0),
+    (7, 0.1),
+    (1, 0.3),
+    (13, -0.7),
+    (5, 0.0),
+    (1001, 2.5e-3),
+]
+
+
+@handwritten("aten.fft_fftfreq.default", FLOATS)
+def _fft_fftfreq(dtype: DType) -> Iterator[AtenCall]:
+    for n, d in _FREQUENCIES:
+        yield AtenCall(
+            "aten.fft_fftfreq.default", (n, d), {"dtype": torch_dtype(dtype)}, origin="handwritten"
+        )
+    if dtype is DType.float32:  # no dtype: the default, float32
+        yield AtenCall("aten.fft_fftfreq.default", (6, 0.5), {}, origin="handwritten")
+
+
+@handwritten("aten.fft_rfftfreq.default", FLOATS)
+def _fft_rfftfreq(dtype: DType) -> Iterator[AtenCall]:
+    for n, d in _FREQUENCIES:
+        yield AtenCall(
+            "aten.fft_rfftfreq.default", (n, d), {"dtype": torch_dtype(dtype)}, origin="handwritten"
+        )
+    if dtype is DType.float32:
+        yield AtenCall("aten.fft_rfftfreq.default", (6, 0.5), {}, origin="handwritten")

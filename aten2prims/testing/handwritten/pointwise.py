@@ -20,7 +20,7 @@ from typing import Any
 
 from ...ir.dtypes import DType
 from ..record import AtenCall
-from .common import ALL, FLOATS, INTS, torch_dtype
+from .common import ALL, COMPLEX, FLOATS, INTS, torch_dtype
 from .registry import handwritten
 
 REAL = tuple(d for d in DType if not d.is_complex)
@@ -722,6 +722,36 @@ for _op in (
     "aten.__rshift__.Tensor",
 ):
     handwritten(_op, _SHIFTED)(_shifts(_op))
+
+
+@handwritten("aten._conj.default", COMPLEX)
+def _conj(dtype: DType) -> Iterator[AtenCall]:
+    """OpInfo's FFT samples reach it on complex results of real signals only (ifft, hfft)."""
+    yield _call("aten._conj.default", values(dtype, (4, 5), seed=97))
+    yield _call("aten._conj.default", values(dtype, (), seed=98))
+
+
+@handwritten("aten._conj_physical.default", ALL)
+def _conj_physical(dtype: DType) -> Iterator[AtenCall]:
+    """Every dtype: of a tensor that is not complex, a copy."""
+    yield _call("aten._conj_physical.default", values(dtype, (4, 5), seed=99))
+    yield _call("aten._conj_physical.default", values(dtype, (3, 2), seed=100).t())
+
+
+@handwritten("aten.angle.default", ALL)
+def _angle(dtype: DType) -> Iterator[AtenCall]:
+    """Signed zeros, infinities and NaN (on either part of a complex number), negative integers,
+    bool."""
+    import torch
+
+    if dtype.is_floating:
+        edges = [-0.0, 0.0, -2.5, 3.0, -math.inf, math.inf, math.nan]
+        yield _call("aten.angle.default", torch.tensor(edges, dtype=torch_dtype(dtype)))
+    elif dtype.is_complex:
+        parts = [-0.0, 0.0, -1.5, 2.0, -math.inf, math.inf, math.nan]
+        grid = torch.tensor([complex(re, im) for re in parts for im in parts])
+        yield _call("aten.angle.default", grid.to(torch_dtype(dtype)))
+    yield _call("aten.angle.default", values(dtype, (4, 5), seed=101))
 
 
 @handwritten("aten.round.decimals", FLOATS)

@@ -153,6 +153,17 @@ def _diagonal(dtype: DType) -> Iterator[AtenCall]:
     return _calls("aten.diagonal.default", dtype, cases)
 
 
+@handwritten("aten.view_as_real.default", COMPLEX)
+def _view_as_real(dtype: DType) -> Iterator[AtenCall]:
+    """Non-core (`z.real`, `z.imag`); a transposed input and one at a storage offset, whose
+    results torch lays out with the strides doubled."""
+    op = "aten.view_as_real.default"
+    yield _call(op, _tensor((2, 3), dtype))
+    yield _call(op, _tensor((), dtype))
+    yield _call(op, _tensor((3, 4), dtype).t())
+    yield _call(op, _tensor((4, 3), dtype)[1:, 1])
+
+
 @handwritten("aten.as_strided.default", ALL)
 def _as_strided(dtype: DType) -> Iterator[AtenCall]:
     cases = [
