@@ -19,9 +19,10 @@ from aten2prims.cli import main
 from aten2prims.executor import plan as plan_module
 from aten2prims.executor import plan_for
 from aten2prims.executor.attention import AttentionKernel
+from aten2prims.executor.chains import ChainKernel
 from aten2prims.executor.contraction_fusion import ContractionKernel
-from aten2prims.executor.plan import Plan
 from aten2prims.executor.filled_scatter import FilledScatter
+from aten2prims.executor.plan import Plan
 from aten2prims.executor.segments import SegmentKernel
 from aten2prims.executor.threads import (
     PART_BYTES,
@@ -368,7 +369,9 @@ def test_a_product_in_parts_runs_its_epilogue_in_its_parts(size: int, aligned: b
 def test_a_clamp_after_a_convolution_runs_in_its_epilogue(inverted_residuals: tuple) -> None:
     """ReLU6 reads only its convolution's result: its clamp runs in the convolution's epilogue
     (on each chunk or part, in the same parallel region). SiLU and hardswish read theirs twice
-    (x * sigmoid(x), x * relu6(x + 3) / 6): their steps stay steps."""
+    (x * sigmoid(x), x * relu6(x + 3) / 6), as one elementwise chain (chains.py) whose one
+    operand is the convolution's result: the chain runs in the epilogue too, and none of their
+    steps is left outside (the values: test_inverted_residual_blocks_give_one_threads_bits)."""
     graph, inputs, _ = inverted_residuals
     aten2prims.execute(graph, inputs, threads=1)
     steps = plan_for(graph).steps
@@ -379,10 +382,14 @@ def test_a_clamp_after_a_convolution_runs_in_its_epilogue(inverted_residuals: tu
         for entry in step.kernel.epilogue
         if entry.function is not None
     ]
-    assert absorbed == [np.clip, np.clip], "the first block's expansion and depthwise ReLU6"
+    clamps = [function for function in absorbed if function is np.clip]
+    chains = [function for function in absorbed if isinstance(function, ChainKernel)]
+    assert len(clamps) == 2, "the first block's expansion and depthwise ReLU6"
+    assert len(chains) == 4, "SiLU and hardswish after the other blocks' two convolutions"
+    assert len(absorbed) == len(clamps) + len(chains)
     kernels = [getattr(step.kernel, "kernel", step.kernel) for step in steps]  # Parted's own
-    assert np.negative in kernels, "SiLU's sigmoid"
-    assert np.clip in kernels, "hardswish's relu6(x + 3)"
+    assert np.negative not in kernels, "SiLU's sigmoid runs in its chain"
+    assert np.clip not in kernels, "hardswish's relu6(x + 3) runs in its chain"
 
 
 @pytest.mark.parametrize("value", [0.0, 1.5])
