@@ -70,7 +70,9 @@ class _Segments:
     """A graph with data-dependent sizes cut before the first node that uses one (`index`):
     `prefix` runs as a static graph (None when that node is the first), the node's symbols are
     bound from the data, and `rest` runs specialized to them (`bound`: per binding, the least
-    recently used dropped first). `index` None: no size uses the symbols, `rest` is the graph
+    recently used dropped first). `index` is the node count when no node uses the symbols but
+    a scalar the graph computes is one (bound once the whole graph has run, for its range and
+    checks). `index` None: no size uses the symbols and none is computed, `rest` is the graph
     without them."""
 
     index: int | None
@@ -340,8 +342,10 @@ def _run_data_dependent(
     """Run a graph whose sizes still hold data-dependent (unbacked) symbols in segments: the
     nodes before the first one that uses such a symbol run as a static graph; that node's prim
     computes the symbol from its operands' data (`PrimDef.sizes_from_data`: nonzero's count),
-    checked against the symbol's range; the rest, specialized to the value, runs on. The cuts
-    and the specializations are cached (`_Segments`), so their plans are too."""
+    checked against the symbol's range; the rest, specialized to the value, runs on (a symbol
+    read from a scalar is bound from it, also when no node uses it: its range and checks are
+    checked). The cuts and the specializations are cached (`_Segments`), so their plans are
+    too."""
     if isinstance(inputs, Mapping):
         feed = dict(inputs)
     else:

@@ -144,8 +144,9 @@ def _lower(
         outputs = [GraphOutput(_output_value(o, mapping), o.kind, o.target) for o in graph.outputs]
 
     lowered = builder.finish(outputs, name=graph.name)
-    # A data-dependent symbol no scalar is is read from the prim computing it from its operands'
-    # data (nonzero's count): that node is its source, live while the symbol is used.
+    # A data-dependent symbol no scalar is is read from the node computing it from data
+    # (nonzero's count): declared its source, which the passes keep (dce.py) however its results
+    # are read.
     computed = _computed_from_data(lowered.nodes, graph.symbols)
     lowered.symbols = {
         name: attrs.evolve(declared, value=lowered_sources.get(name, computed.get(name)))
