@@ -17,9 +17,10 @@ import pytest
 import torch
 
 import aten2prims
-from aten2prims.errors import ShapeError
+from aten2prims.errors import ShapeError, VerificationError
 from aten2prims.ir import graph_difference, parse
 from aten2prims.ir.symbolic import evaluate
+from aten2prims.passes import eliminate_dead_code, optimize
 from aten2prims.passes.verify import verify
 from aten2prims.testing.compare import compare
 
@@ -542,3 +543,258 @@ def _saved_and_loaded(program: Any, name: str, tmp_path: Path) -> aten2prims.Gra
     path = tmp_path / f"{name}.pt2"
     torch.export.save(program, path)
     return aten2prims.load(path)
+
+
+# -- a producer read only through the size it decides ----------------------------------------
+
+
+class NonZeroCountFull(torch.nn.Module):
+    """nonzero read only through its count: zeros and new_ones of that length."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = torch.nonzero(x > 0)
+        return torch.zeros(idx.shape[0]) + 1, x.new_ones(idx.shape[0], 2)
+
+
+class NonZeroCountArange(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        idx = torch.nonzero(x > 0)
+        return torch.arange(idx.shape[0]) * 3
+
+
+class MaskCountZeros(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(x[x > 0].shape[0], 3)
+
+
+class MaskedSelectCountFull(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.full((torch.masked_select(x, y > 0.5).shape[0],), 7.0)
+
+
+class UniqueCountOnes(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ones(torch.unique(x[x > 0]).shape[0], dtype=torch.int64)
+
+
+class ItemCountArange(torch.nn.Module):
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        k = n.item()
+        torch._check(k >= 0)
+        torch._check(k <= 6)
+        return torch.arange(k, dtype=torch.float32) + x.sum()
+
+
+def _distinct_positives(count: int) -> torch.Tensor:
+    """Seven values, `count` distinct positive ones among them."""
+    x = -torch.ones(7)
+    x[:count] = torch.arange(1, count + 1, dtype=torch.float32)
+    return x
+
+
+# Each module and inputs making its data-dependent count (the first output's length) `n`.
+READ_BY_SIZE: dict[str, tuple[torch.nn.Module, Callable[[int], tuple[torch.Tensor, ...]]]] = {
+    "nonzero_full": (NonZeroCountFull(), lambda n: (_selecting((7,), n),)),
+    "nonzero_arange": (NonZeroCountArange(), lambda n: (_selecting((7,), n),)),
+    "mask_zeros": (MaskCountZeros(), lambda n: (_selecting((7,), n),)),
+    "masked_select_full": (
+        MaskedSelectCountFull(),
+        lambda n: (torch.randn(4), torch.tensor([0.9] * n + [0.1] * (4 - n))),
+    ),
+    "unique_ones": (UniqueCountOnes(), lambda n: (_distinct_positives(n),)),
+    "item_arange": (ItemCountArange(), lambda n: (torch.randn(6), torch.tensor(n))),
+}
+
+
+def _lowered_by_size(name: str, tmp_path: Path) -> tuple[torch.nn.Module, Any, aten2prims.Graph]:
+    module, at_count = READ_BY_SIZE[name]
+    program = torch.export.export(module, at_count(3)).run_decompositions()
+    return module, program, aten2prims.lower(_saved_and_loaded(program, name, tmp_path))
+
+
+@pytest.mark.parametrize("name", list(READ_BY_SIZE))
+def test_a_producer_read_only_through_its_size_binds_it_at_counts_0_1_and_several(
+    name: str, tmp_path: Path
+) -> None:
+    """`torch.zeros(torch.nonzero(m).shape[0])`: no tensor reads the nonzero, its count does.
+    The lowered graph declares each data-dependent symbol read from a node it keeps, and runs
+    as torch eager at every count."""
+    module, at_count = READ_BY_SIZE[name]
+    _, program, lowered = _lowered_by_size(name, tmp_path)
+    verify(lowered)
+    assert graph_difference(parse(str(lowered)), lowered) is None
+    computed = {result.name for node in lowered.nodes for result in node.results}
+    unbacked = [s for s in lowered.symbols.values() if not s.backed]
+    assert unbacked and all(s.value in computed for s in unbacked)
+    for n in (0, 1, 4):
+        inputs = at_count(n)
+        expected = _outputs(module(*inputs))
+        assert expected[0].shape[0] == n  # the data gave the count asked for
+        for accepted, theirs in zip(_outputs(program.module()(*inputs)), expected, strict=True):
+            assert torch.equal(accepted, theirs)
+        ours = aten2prims.execute(lowered, [t.numpy() for t in inputs], check=True)
+        for index, (mine, theirs) in enumerate(zip(ours, expected, strict=True)):
+            verdict = compare(mine, theirs.numpy(), what=f"{name}, count {n}, output {index}")
+            assert verdict, verdict.message
+
+
+class NonZeroCountRand(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.rand(torch.nonzero(x > 0).shape[0])
+
+
+def test_random_values_of_a_data_dependent_length_have_torchs_shape(tmp_path: Path) -> None:
+    module = NonZeroCountRand()
+    program = torch.export.export(module, (_selecting((7,), 3),)).run_decompositions()
+    lowered = aten2prims.lower(_saved_and_loaded(program, "rand", tmp_path))
+    for n in (0, 1, 5):
+        x = _selecting((7,), n)
+        expected = module(x)
+        (ours,) = aten2prims.execute(lowered, [x.numpy()], seed=n, check=True)
+        assert (ours.dtype, ours.shape) == (expected.numpy().dtype, tuple(expected.shape))
+        assert ((0 <= ours) & (ours < 1)).all()
+    assert len(set(ours.tolist())) == 5  # five draws, not one value repeated
+
+
+def test_a_kept_aten_producer_is_the_declared_source(tmp_path: Path) -> None:
+    """Partial lowering keeps `aten.nonzero`: torch's op decides its count, so the symbol is
+    read from it and the executor lowers it when it runs the graph."""
+    module, at_count = READ_BY_SIZE["nonzero_full"]
+    program = torch.export.export(module, at_count(3)).run_decompositions()
+    graph = _saved_and_loaded(program, "kept", tmp_path)
+    lowered = aten2prims.lower(graph, keep="aten.nonzero.default")
+    (source,) = [s.value for s in lowered.symbols.values() if not s.backed]
+    assert [n.op for n in lowered.nodes if source in {r.name for r in n.results}] == [
+        "aten.nonzero.default"
+    ]
+    for n in (0, 2):
+        ours = aten2prims.execute(lowered, [t.numpy() for t in at_count(n)], check=True)
+        for mine, theirs in zip(ours, module(*at_count(n)), strict=True):
+            np.testing.assert_array_equal(mine, theirs.numpy())
+
+
+def test_graph_passes_keep_the_node_a_symbol_is_read_from() -> None:
+    """Text IR run through the passes directly: DCE (alone and in `optimize`) keeps the nonzero
+    u0 is read from, though nothing reads its result."""
+    graph = parse(
+        "symbol u0 in [0, 6] unbacked from %nz\n"
+        "graph g(%x: f32[6]) -> (f32[u0]):\n"
+        "  %m: b8[6] = prims.gt(%x, 0.0)\n"
+        "  %nz: i64[u0, 1] = prims.nonzero(%m, count=sym(u0))\n"
+        "  %z: f32[u0] = prims.full(shape=[sym(u0)], fill_value=0.0, dtype=f32, "
+        'device=device("cpu"), requires_grad=False)\n'
+        "  return (%z)\n"
+    )
+    verify(graph)
+    for tidy in (eliminate_dead_code, optimize):
+        assert tidy(graph) is graph  # nothing is dead
+    x = torch.tensor([1.0, -1.0, 2.0, -3.0, 4.0, -5.0])
+    (ours,) = aten2prims.execute(graph, [x.numpy()], check=True)
+    np.testing.assert_array_equal(ours, torch.zeros(torch.nonzero(x > 0).shape[0]).numpy())
+    # Without its declared source the symbol is read from nowhere: the verifier says so.
+    orphan = parse(str(graph).replace("from %nz", "from %gone"))
+    with pytest.raises(VerificationError, match=r"symbol u0: declared read from %gone"):
+        verify(orphan)
+
+
+def test_a_merged_source_moves_the_symbols_read_from_it() -> None:
+    """CSE merges two `item()`s of one tensor: u1, read from the second, is read from the
+    first, which stays (the passes never leave a symbol read from a value gone)."""
+    graph = parse(
+        "symbol u0 in [0, 4] unbacked from %a\n"
+        "symbol u1 in [0, 4] unbacked from %b\n"
+        "graph g(%x: f32[4], %n: i64[]) -> (f32[u0], f32[u1]):\n"
+        "  %a: int = prims.item(%n)\n"
+        "  %b: int = prims.item(%n)\n"
+        "  %s: f32[u0] = prims.as_strided(%x, size=[sym(u0)], stride=[1], storage_offset=0)\n"
+        "  %t: f32[u1] = prims.as_strided(%x, size=[sym(u1)], stride=[1], storage_offset=0)\n"
+        "  return (%s, %t)\n"
+    )
+    tidied = optimize(graph)
+    assert [n.op for n in tidied.nodes].count("prims.item") == 1
+    assert {s.value for s in tidied.symbols.values()} == {"a"}
+    verify(tidied)
+    x = torch.arange(4.0)
+    for tried in (graph, tidied):
+        first, second = aten2prims.execute(tried, [x.numpy(), np.asarray(3)], check=True)
+        np.testing.assert_array_equal(first, x[:3].numpy())
+        np.testing.assert_array_equal(second, x[:3].numpy())
+
+
+# -- checks torch's program makes on a symbol nothing else reads -----------------------------
+
+
+class ItemChecked(torch.nn.Module):
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        k = n.item()
+        torch._check(k >= 0)
+        torch._check(k <= 5)
+        return x * 2
+
+
+class NonZeroChecked(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        torch._check(torch.nonzero(x > 0).shape[0] <= 5)
+        return x * 2
+
+
+class ItemCheckedEven(torch.nn.Module):
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        torch._check(n.item() % 2 == 0)
+        return x * 2
+
+
+class TolistCheckedSum(torch.nn.Module):
+    def forward(self, x: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+        a, b = sizes.tolist()
+        torch._check(a + b == 7)
+        return x * 2
+
+
+# module, inputs passing its torch._check, inputs failing it, how our run and to_fx's refuse
+CHECKED: dict[
+    str, tuple[torch.nn.Module, tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], str]
+] = {
+    "item_range": (
+        ItemChecked(),
+        (torch.randn(3), torch.tensor(5)),
+        (torch.randn(3), torch.tensor(6)),
+        r"data-dependent symbol u0 .*outside its range \[0, 5\]",
+    ),
+    "nonzero_range": (
+        NonZeroChecked(),
+        (_selecting((7,), 5),),
+        (_selecting((7,), 6),),
+        r"data-dependent symbol u0 .*outside its range \[0, 5\]",
+    ),
+    "item_even": (
+        ItemCheckedEven(),
+        (torch.randn(3), torch.tensor(4)),
+        (torch.randn(3), torch.tensor(3)),
+        r"lowered assuming \(u0%2\) == 0",
+    ),
+    "tolist_sum": (
+        TolistCheckedSum(),
+        (torch.randn(3), torch.tensor([3, 4])),
+        (torch.randn(3), torch.tensor([3, 5])),
+        r"lowered assuming u0 \+ u1 == 7",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CHECKED))
+def test_a_torch_check_on_symbols_nothing_else_reads_is_still_checked(
+    name: str, tmp_path: Path
+) -> None:
+    """`torch._check(k <= 5)` narrows u0's range to [0, 5], `torch._check(a + b == 7)` is a
+    check of the graph: torch's program asserts both though nothing else reads k, a or b, and so
+    does the lowered graph (binding the symbols checks their ranges and the checks on them)."""
+    module, passing, failing, refusal = CHECKED[name]
+    program = torch.export.export(module, passing).run_decompositions()
+    lowered = aten2prims.lower(_saved_and_loaded(program, f"checked_{name}", tmp_path))
+    (ours,) = aten2prims.execute(lowered, [t.numpy() for t in passing], check=True)
+    np.testing.assert_array_equal(ours, module(*passing).numpy())
+    with pytest.raises(RuntimeError, match="Runtime assertion failed"):
+        program.module()(*failing)
+    with pytest.raises(ShapeError, match=refusal):
+        aten2prims.execute(lowered, [t.numpy() for t in failing])

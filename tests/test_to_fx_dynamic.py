@@ -247,6 +247,33 @@ def test_tolist_driven_split_asserts_torch_checks_fact_in_torch(tmp_path: Path) 
         fx(x, torch.tensor([2, 3]))
 
 
+@pytest.mark.parametrize("name", list(data_dependent.READ_BY_SIZE))
+def test_a_producer_read_only_through_its_size_computes_it_in_torch(
+    name: str, tmp_path: Path
+) -> None:
+    """`torch.zeros(torch.nonzero(m).shape[0])`: the nonzero the count is read from is called
+    in torch, at counts 0, 1 and several."""
+    module, at_count = data_dependent.READ_BY_SIZE[name]
+    _, _, lowered = data_dependent._lowered_by_size(name, tmp_path)
+    fx = to_fx(lowered)
+    for n in (0, 1, 4):
+        expected = _matches_eager(module, lowered, fx, at_count(n), f"{name} count {n}")
+        assert expected[0].shape[0] == n
+
+
+@pytest.mark.parametrize("name", list(data_dependent.CHECKED))
+def test_a_torch_check_on_symbols_nothing_else_reads_is_asserted_in_torch(
+    name: str, tmp_path: Path
+) -> None:
+    module, passing, failing, refusal = data_dependent.CHECKED[name]
+    program = torch.export.export(module, passing)
+    fx = to_fx(aten2prims.lower(_saved(program, tmp_path, f"checked_{name}")))
+    (result,) = fx(*passing)
+    torch.testing.assert_close(result, module(*passing))
+    with pytest.raises(RuntimeError, match=refusal):
+        fx(*failing)
+
+
 # -- what is still refused ----------------------------------------------------------------------
 
 

@@ -43,9 +43,9 @@ from ..ir.symbolic import (
     SymBool,
     SymExpr,
     SymFloat,
+    bare_symbol,
     free_symbols,
     shape_env,
-    symbol,
 )
 from ..ir.values import ScalarMeta, TensorMeta, Value
 from ..schema.higher_order import NAMESPACE as HIGHER_ORDER
@@ -441,17 +441,6 @@ class _SymbolicSizes:
         self.pending = waiting
 
 
-def bare_symbol(size: Any) -> str | None:
-    """The name of the symbol `size` is exactly, else None."""
-    if type(size) is not SymExpr:
-        return None
-    names = free_symbols(size)
-    if len(names) != 1:
-        return None
-    (name,) = names
-    return name if size.same(symbol(name)) else None
-
-
 @attrs.frozen
 class _Scope:
     """What every graph of one conversion shares: the outermost graph's symbols and checks (a
@@ -621,6 +610,8 @@ def _symbols_read_from(result: Value, scope: _Scope, sizes: _SymbolicSizes) -> l
     """The data-dependent symbols that are the scalar `result` (`u0` of `x.item()`)."""
     if scope.nested and result.name in scope.root_values:
         return []  # the name is the enclosing graph's value's
+    if type(result.meta) is not ScalarMeta:
+        return []  # a tensor source (nonzero) gives its symbol as a dim, read off above
     return [
         name
         for name, declared in scope.symbols.items()

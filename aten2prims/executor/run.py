@@ -27,7 +27,7 @@ from prims.registry import lookup
 from ..errors import DTypeError, ExecutionError, ShapeError
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, InputKind
-from ..ir.symbolic import SymExpr, evaluate, free_symbols, symbol
+from ..ir.symbolic import bare_symbol, evaluate, free_symbols
 from ..ir.values import ScalarMeta, TensorMeta, Value
 from ..limits import nbytes, over_budget
 from ..passes.bind import bind_symbols, first_unbound, specialize, split_before
@@ -70,7 +70,9 @@ class _Segments:
     """A graph with data-dependent sizes cut before the first node that uses one (`index`):
     `prefix` runs as a static graph (None when that node is the first), the node's symbols are
     bound from the data, and `rest` runs specialized to them (`bound`: per binding, the least
-    recently used dropped first). `index` None: no size uses the symbols, `rest` is the graph
+    recently used dropped first). `index` is the node count when no node uses the symbols but
+    a scalar the graph computes is one (bound once the whole graph has run, for its range and
+    checks). `index` None: no size uses the symbols and none is computed, `rest` is the graph
     without them."""
 
     index: int | None
@@ -340,8 +342,10 @@ def _run_data_dependent(
     """Run a graph whose sizes still hold data-dependent (unbacked) symbols in segments: the
     nodes before the first one that uses such a symbol run as a static graph; that node's prim
     computes the symbol from its operands' data (`PrimDef.sizes_from_data`: nonzero's count),
-    checked against the symbol's range; the rest, specialized to the value, runs on. The cuts
-    and the specializations are cached (`_Segments`), so their plans are too."""
+    checked against the symbol's range; the rest, specialized to the value, runs on (a symbol
+    read from a scalar is bound from it, also when no node uses it: its range and checks are
+    checked). The cuts and the specializations are cached (`_Segments`), so their plans are
+    too."""
     if isinstance(inputs, Mapping):
         feed = dict(inputs)
     else:
@@ -354,7 +358,6 @@ def _run_data_dependent(
         if segments.index is None:  # only checks still name these symbols
             graph = segments.rest
             break
-        node = graph.nodes[segments.index]
         if segments.prefix is not None:
             produced = execute(
                 segments.prefix,
@@ -380,6 +383,12 @@ def _run_data_dependent(
                 )
             graph = _bound_rest(segments, binding)
             continue
+        if not graph.nodes:
+            raise ShapeError(
+                f"graph {graph.name}: symbol(s) {', '.join(sorted(graph.symbols))} are read "
+                "from no scalar the graph computes"
+            )
+        node = graph.nodes[0]  # the rest starts with the node using the symbol
         definition = lookup(node.op)
         if definition is None or definition.sizes_from_data is None:
             raise ShapeError(
@@ -394,7 +403,7 @@ def _run_data_dependent(
             if type(v) is Value
         ]
         for name, value in definition.sizes_from_data(*operands).items():
-            symbol_name = _bare_symbol(node.kwargs.get(name))
+            symbol_name = bare_symbol(node.kwargs.get(name))
             if symbol_name is None or symbol_name not in graph.symbols:
                 continue
             what = f"the {name} of {node.op} computing %{node.results[0].name}"
@@ -424,6 +433,12 @@ def _segments(graph: Graph) -> _Segments:
         if planned.segments is not None:
             return planned.segments
         index = first_unbound(graph)
+        computed = {r.name for node in graph.nodes for r in node.results}
+        if index is None and any(s.value in computed for s in graph.symbols.values()):
+            # No node uses these symbols, but a scalar the graph computes is one (`k =
+            # n.item()` under `torch._check(k <= 5)` alone): its range and checks are checked
+            # once the graph has run, as torch's program asserts them.
+            index = len(graph.nodes)
         if index is None:
             rest = graph.with_body(list(graph.inputs), list(graph.nodes), list(graph.outputs))
             rest.checks = [c for c in graph.checks if not free_symbols(c) & graph.symbols.keys()]
@@ -461,14 +476,6 @@ def _check_data_dependent(graph: Graph, name: str, value: int, what: str) -> Non
                 f"graph {graph.name} was lowered assuming {check}, which fails for "
                 f"{name} = {value} ({what})"
             )
-
-
-def _bare_symbol(size: Any) -> str | None:
-    names = free_symbols(size)
-    if type(size) is SymExpr and len(names) == 1:
-        (name,) = names
-        return name if size.same(symbol(name)) else None
-    return None
 
 
 def check_memory_budget(

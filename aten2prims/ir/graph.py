@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -166,10 +166,25 @@ class Graph:
         return bool(self.symbols)
 
     def with_body(
-        self, inputs: list[GraphInput], nodes: list[Node], outputs: list[GraphOutput]
+        self,
+        inputs: list[GraphInput],
+        nodes: list[Node],
+        outputs: list[GraphOutput],
+        replaced: Mapping[Value, Value] | None = None,
     ) -> Graph:
-        """A graph of the same name, symbols and checks over other inputs, nodes and outputs."""
-        return Graph(self.name, inputs, nodes, outputs, dict(self.symbols), list(self.checks))
+        """A graph of the same name, symbols and checks over other inputs, nodes and outputs.
+        `replaced` maps values of this graph to the values now computing them: a symbol read
+        from a replaced value is read from its replacement."""
+        symbols = dict(self.symbols)
+        if replaced:
+            by_name = {old.name: new.name for old, new in replaced.items()}
+            symbols = {
+                name: attrs.evolve(declared, value=by_name[declared.value])
+                if declared.value in by_name
+                else declared
+                for name, declared in symbols.items()
+            }
+        return Graph(self.name, inputs, nodes, outputs, symbols, list(self.checks))
 
     # -- queries ----------------------------------------------------------------------------
     @property

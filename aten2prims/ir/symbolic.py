@@ -243,6 +243,16 @@ def symbol(name: str) -> SymExpr:
     return SymExpr(((((("sym", name),)), 1),))
 
 
+def bare_symbol(size: Any) -> str | None:
+    """The name of the symbol `size` is exactly (`u0`, not `u0 + 1`), else None."""
+    if type(size) is not SymExpr or len(size.terms) != 1:
+        return None
+    monomial, coefficient = size.terms[0]
+    if coefficient == 1 and len(monomial) == 1 and monomial[0][0] == "sym":
+        return str(monomial[0][1])
+    return None
+
+
 def _terms(x: int | SymExpr) -> dict[Monomial, int]:
     if type(x) is SymExpr:
         return dict(x.terms)

@@ -16,7 +16,7 @@ from ..errors import ShapeError
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.layout import is_contiguous
 from ..ir.symbolic import (
-    SymExpr,
+    bare_symbol,
     evaluate,
     free_symbols,
     linear_unknown,
@@ -65,7 +65,7 @@ def bind_symbols(
                         f"{list(shape)}"
                     )
                 continue
-            name = _plain_symbol(size) if type(size) is SymExpr else None
+            name = bare_symbol(size)
             if name is not None and name not in binding:
                 binding[name] = int(actual)
                 origin[name] = f"{what}, dimension {dim} (shape {list(shape)})"
@@ -133,15 +133,6 @@ def _solve_linear_sizes(
             binding[name] = value
             origin[name] = f"{what}, dimension {dim} = {size} (size {actual})"
             progress = True
-
-
-def _plain_symbol(size: SymExpr) -> str | None:
-    """The symbol's name when the size is exactly one symbol."""
-    if len(size.terms) == 1:
-        monomial, coefficient = size.terms[0]
-        if coefficient == 1 and len(monomial) == 1 and monomial[0][0] == "sym":
-            return monomial[0][1]
-    return None
 
 
 def _describe(binding: Mapping[str, int], names: Any = None) -> str:
@@ -215,7 +206,14 @@ def specialize(graph: Graph, binding: Mapping[str, int]) -> Graph:
         for result in node.results
         for name in free_symbols(getattr(result.meta, "shape", ()))
     }
-    symbols = {n: s for n, s in graph.symbols.items() if n not in binding and n in used}
+    # A symbol read from a scalar a node computes stays even if nothing uses it: binding it
+    # checks its range (`torch._check(k <= 5)` on `k = n.item()` alone).
+    computed = {result.name for node in nodes for result in node.results}
+    symbols = {
+        n: s
+        for n, s in graph.symbols.items()
+        if n not in binding and (n in used or s.value in computed)
+    }
     return Graph(graph.name, inputs, nodes, outputs, symbols, checks)
 
 

@@ -294,7 +294,7 @@ def canonicalize(graph: Graph, rules: list[Rule] | None = None) -> Graph:
     if not changed:
         return graph
     outputs = [GraphOutput(replaced.get(o.value, o.value), o.kind, o.target) for o in graph.outputs]
-    return graph.with_body(list(graph.inputs), nodes, outputs)
+    return graph.with_body(list(graph.inputs), nodes, outputs, replaced)
 
 
 def _first_match(node: Node, rules: list[Rule], producers: dict[Value, Node]) -> Replacement | None:

@@ -32,7 +32,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
     if not replaced:
         return graph
     outputs = [GraphOutput(replaced.get(o.value, o.value), o.kind, o.target) for o in graph.outputs]
-    return graph.with_body(list(graph.inputs), nodes, outputs)
+    return graph.with_body(list(graph.inputs), nodes, outputs, replaced)
 
 
 def _key(node: Node) -> Any:

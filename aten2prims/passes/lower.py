@@ -30,7 +30,15 @@ from ..ir.building import collector_paused
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node, Provenance
 from ..ir.layout import required_length, same_significant_strides
-from ..ir.symbolic import ShapeEnv, number_kind, settled, shape_env, symbol
+from ..ir.symbolic import (
+    ShapeEnv,
+    Symbol,
+    bare_symbol,
+    number_kind,
+    settled,
+    shape_env,
+    symbol,
+)
 from ..ir.values import CPU, ScalarMeta, TensorMeta, UndefinedMeta, Value, map_values
 from ..schema.higher_order import NAMESPACE as HIGHER_ORDER
 from .dce import eliminate_dead_code
@@ -136,12 +144,40 @@ def _lower(
         outputs = [GraphOutput(_output_value(o, mapping), o.kind, o.target) for o in graph.outputs]
 
     lowered = builder.finish(outputs, name=graph.name)
+    # A data-dependent symbol no scalar is is read from the node computing it from data
+    # (nonzero's count): declared its source, which the passes keep (dce.py) however its results
+    # are read.
+    computed = _computed_from_data(lowered.nodes, graph.symbols)
     lowered.symbols = {
-        name: attrs.evolve(declared, value=lowered_sources.get(name))
+        name: attrs.evolve(declared, value=lowered_sources.get(name, computed.get(name)))
         for name, declared in graph.symbols.items()
     }
     lowered.checks = list(env.checks)
     return eliminate_dead_code(lowered) if dce else lowered
+
+
+def _computed_from_data(nodes: list[Node], symbols: dict[str, Symbol]) -> dict[str, str]:
+    """The unbacked symbols a node computes from its operands' data, each by the result of the
+    first node computing it: a prim that says it does (`PrimDef.sizes_from_data`: nonzero's
+    count, an attribute that is the bare symbol), or a node left unlowered whose result has the
+    symbol as a size (torch's op decides that size, as `aten.nonzero` kept does)."""
+    found: dict[str, str] = {}
+    for node in nodes:
+        definition = prims.lookup(node.op) if node.namespace == "prims" else None
+        if definition is not None:
+            if definition.sizes_from_data is None:
+                continue
+            computed = [bare_symbol(attribute) for attribute in node.kwargs.values()]
+        else:
+            computed = [
+                bare_symbol(size)
+                for result in node.results
+                for size in getattr(result.meta, "shape", ())
+            ]
+        for name in computed:
+            if name is not None and name in symbols and not symbols[name].backed:
+                found.setdefault(name, node.results[0].name)
+    return found
 
 
 def _all_nodes(graph: Graph) -> Iterator[Node]:

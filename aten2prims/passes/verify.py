@@ -39,6 +39,7 @@ def verify(
     graph: Graph, *, allow_unknown_ops: bool = False, allow_custom_ops: bool = False
 ) -> None:
     _check_symbols(graph)
+    _check_sources(graph)
     if not graph.symbols:
         _verify(graph, allow_unknown_ops, allow_custom_ops)
         return
@@ -46,6 +47,18 @@ def verify(
     # checks and the example values, adding no check of their own.
     with shape_env(ShapeEnv(dict(graph.symbols), list(graph.checks), recording=False)):
         _verify(graph, allow_unknown_ops, allow_custom_ops)
+
+
+def _check_sources(graph: Graph) -> None:
+    """The value each symbol is declared read from (`from %v`) is one the graph defines (a
+    nested graph's symbols are the enclosing graph's, read from its values: not checked)."""
+    defined = {value.name for value in graph.values()}
+    for name, declared in graph.symbols.items():
+        if declared.value is not None and declared.value not in defined:
+            raise VerificationError(
+                f"symbol {name}: declared read from %{declared.value}, which graph "
+                f"{graph.name} does not define"
+            )
 
 
 def _check_symbols(graph: Graph) -> None:
