@@ -137,7 +137,7 @@ def from_fx(obj: object, *, name: str = "graph") -> Graph:
 
 def to_fx(graph: Graph, *, adapt: bool = True) -> object:
     """A `torch.fx.GraphModule` whose nodes call `torch.ops.prims` (and `torch.ops.aten2prims` for
-    the four extension prims) computing a lowered graph in torch (imports torch). `adapt=False`
+    the extension prims) computing a lowered graph in torch (imports torch). `adapt=False`
     calls torch's prims exactly as the nodes state them, without the documented adapters for
     the cases where torch's prims differ (docs/pipeline.md)."""
     # Lazy: to_fx loads torch.

@@ -29,6 +29,7 @@ from aten2prims.promotion import (
     COMPLEX32,
     DEFAULT_FLOAT,
     PromotionKind,
+    broadcast,
     broadcast_shapes,
     broadcast_to,
     convert,
@@ -475,6 +476,43 @@ def _real_angle(x: Value) -> Value:
     zero = full(list(x.shape), 0.0, x.dtype)
     half_turn = full(list(x.shape), math.pi, x.dtype)
     return prims.where(prims.ne(x, x), x, prims.where(prims.lt(x, zero), half_turn, zero))
+
+
+# -- complex numbers from real parts (torch.complex, torch.polar): not Core ATen -------------------
+
+
+def _check_parts(op: str, first: Value, second: Value, *, half: str) -> None:
+    """torch does not promote the parts: both of one dtype, float32 or float64 (float16 is
+    refused for the reason `half` gives)."""
+    if first.dtype is not second.dtype:
+        raise DTypeError(
+            f"{op}: both parts must have one dtype (torch does not promote them), got "
+            f"{first.dtype.short} and {second.dtype.short}"
+        )
+    if first.dtype is DType.float16:
+        raise DTypeError(f"{op}: float16 parts are not supported ({half})")
+    check_dtype(op, first, frozenset({DType.float32, DType.float64}), "parts")
+
+
+@register("aten.complex.default")
+def complex_(real: Value, imag: Value) -> Value:
+    """Not Core ATen (torch.export keeps it). The parts broadcast together, then
+    `prims.complex` (ours: torch's prims cannot build a complex number from real parts)."""
+    _check_parts(
+        "aten.complex", real, imag, half="torch's result would be complex32, which we do not model"
+    )
+    return prims.complex(*broadcast(real, imag))
+
+
+@register("aten.polar.default")
+def polar(abs: Value, angle: Value) -> Value:
+    """Not Core ATen (torch.export keeps it). abs·cos(angle) + abs·sin(angle)·i, as torch's CPU
+    kernel computes each part in the parts' dtype."""
+    _check_parts("aten.polar", abs, angle, half="torch's CPU kernel refuses them")
+    magnitude, phase = broadcast(abs, angle)
+    return prims.complex(
+        prims.mul(magnitude, prims.cos(phase)), prims.mul(magnitude, prims.sin(phase))
+    )
 
 
 # `x << n`, `x >> n`: not Core ATen, but torch.export keeps them. Integers only (bool promotes

@@ -19,7 +19,14 @@ import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.layout import contiguous_strides, is_contiguous
-from aten2prims.ir.symbolic import is_literal_one, is_symbolic, same_size, settled, sym_max
+from aten2prims.ir.symbolic import (
+    is_literal_one,
+    is_symbolic,
+    mod,
+    same_size,
+    settled,
+    sym_max,
+)
 from aten2prims.ir.values import CPU, MemoryFormat, Value
 from aten2prims.promotion import DEFAULT_FLOAT, convert, result_type
 from prims.shape import format_strides
@@ -341,6 +348,39 @@ def view_as_real(self: Value) -> Value:
         prims.broadcast_in_dim(part, shape, kept) for part in (prims.real(self), prims.imag(self))
     ]
     return prims.cat(parts, dim=self.ndim)
+
+
+@register("aten.view_as_complex.default")
+def view_as_complex(self: Value) -> Value:
+    """Not Core ATen (torch.export keeps it: complex weights stored as pairs of reals, rotary
+    embeddings). The two halves of the last dim (of size 2) as the parts of `prims.complex`.
+    torch's result is a view sharing self's memory; in an exported graph a write through it is
+    functionalized into a new value (docs/decompositions.md), so a copy computes the same. torch
+    refuses what it cannot view, and so do we: the last stride must be 1, the storage offset and
+    the other strides even. Strides of size-1 dims are not checked: they address nothing, and
+    where our metas and torch's disagree it is on such strides only."""
+    op = "aten.view_as_complex"
+    if self.dtype is DType.float16:
+        raise DTypeError(f"{op}: float16 gives complex32, which aten2prims does not support")
+    if self.dtype not in (DType.float32, DType.float64):
+        raise DTypeError(f"{op}: expected a float32 or float64 tensor, got {self.dtype.short}")
+    if self.ndim == 0 or not settled(self.shape[-1] == 2):
+        raise ShapeError(f"{op}: expected a last dim of size 2, got shape {list(self.shape)}")
+    strides = self.strides
+    if not settled(strides[-1] == 1):
+        raise ShapeError(f"{op}: expected a last dim of stride 1, got strides {list(strides)}")
+    for size, stride in zip(self.shape[:-1], strides[:-1]):
+        if not settled(size == 1) and not settled(mod(stride, 2) == 0):
+            raise ShapeError(
+                f"{op}: expected even strides but for the last dim, got strides {list(strides)}"
+            )
+    if not settled(mod(self.storage_offset, 2) == 0):
+        raise ShapeError(f"{op}: expected an even storage offset, got {self.storage_offset}")
+    last = self.ndim - 1
+    real, imag = (
+        prims.squeeze(slice_in_dim(self, start, start + 1, 1, last), [last]) for start in (0, 1)
+    )
+    return prims.complex(real, imag)
 
 
 @register("aten.as_strided.default")

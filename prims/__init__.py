@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import (  # noqa: F401 - each module registers its prims
+    complex_parts,
     conversion,
     creation,
     elementwise,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -543,3 +544,191 @@ def test_what_torch_refuses_is_refused_naming_the_op_and_node(node: str, expecte
     text = f"graph g(%x: f32[3]) -> ({result}):\n  {node}\n  return (%y)\n"
     with pytest.raises(DTypeError, match=rf"lowering aten\..* -> %y: {re.escape(expected)}"):
         aten2prims.lower(parse(text))
+
+
+@pytest.mark.parametrize(
+    ("declared", "expected"),
+    [
+        ("f16[3, 2]", r"DTypeError.*aten\.view_as_complex: float16 gives complex32"),
+        ("bf16[3, 2]", r"DTypeError.*aten\.view_as_complex: expected a float32 or float64"),
+        ("f32[3, 3]", r"ShapeError.*aten\.view_as_complex: expected a last dim of size 2"),
+        ("f32[2, 2]{1, 2}", r"ShapeError.*expected a last dim of stride 1"),
+        ("f32[2, 2]{3, 1}", r"ShapeError.*expected even strides but for the last dim"),
+        ("f32[2, 2]{2, 1}+1", r"ShapeError.*expected an even storage offset, got 1"),
+    ],
+)
+def test_view_as_complex_refuses_what_torch_cannot_view(declared: str, expected: str) -> None:
+    """torch's refusals (its messages: a last dimension of size 2, with stride 1, a storage
+    offset and the other strides divisible by 2; half gives complex32, which we do not model;
+    bfloat16 it refuses), each naming the overload and the node."""
+    dtype = "c128" if declared.startswith("f64") else "c64"
+    text = (
+        f"graph g(%x: {declared}) -> ({dtype}[2]):\n"
+        f"  %y: {dtype}[2] = aten.view_as_complex.default(%x)\n  return (%y)\n"
+    )
+    with pytest.raises(Exception, match=r"lowering aten\.view_as_complex\.default.* -> %y") as info:
+        aten2prims.lower(parse(text))
+    assert re.search(expected, f"{type(info.value).__name__}: {info.value}"), info.value
+
+
+@pytest.mark.parametrize(
+    ("op", "real", "imag", "expected"),
+    [
+        ("complex", "f32", "f64", "both parts must have one dtype"),
+        ("polar", "f64", "f32", "both parts must have one dtype"),
+        (
+            "complex",
+            "f16",
+            "f16",
+            "float16 parts are not supported .torch's result would be complex32",
+        ),
+        ("polar", "f16", "f16", "float16 parts are not supported .torch's CPU kernel refuses"),
+        ("complex", "bf16", "bf16", "parts of dtype bf16 is not supported"),
+        ("polar", "i64", "i64", "parts of dtype i64 is not supported"),
+    ],
+)
+def test_complex_and_polar_refuse_what_torch_refuses(
+    op: str, real: str, imag: str, expected: str
+) -> None:
+    """torch promotes neither part, refuses bfloat16 and integers; float16 is complex32 for
+    torch.complex (which we do not model) and unimplemented in torch.polar."""
+    text = (
+        f"graph g(%a: {real}[3], %b: {imag}[3]) -> (c64[3]):\n"
+        f"  %y: c64[3] = aten.{op}.default(%a, %b)\n  return (%y)\n"
+    )
+    with pytest.raises(
+        DTypeError, match=rf"lowering aten\.{op}\.default.* -> %y: aten\.{op}: {expected}"
+    ):
+        aten2prims.lower(parse(text))
+
+
+class GlobalFilter(torch.nn.Module):
+    """GFNet's global filter layer: the tokens as an h x w grid, its 2-d real FFT times a learned
+    complex filter stored as pairs of reals (view_as_complex of a parameter), and back."""
+
+    def __init__(self, dim: int = 8, h: int = 6, w: int = 6) -> None:
+        super().__init__()
+        self.h, self.w = h, w
+        self.complex_weight = torch.nn.Parameter(torch.randn(h, w // 2 + 1, dim, 2) * 0.02)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, tokens, channels = x.shape
+        grid = x.view(batch, self.h, self.w, channels).to(torch.float32)
+        spectrum = torch.fft.rfft2(grid, dim=(1, 2), norm="ortho")
+        spectrum = spectrum * torch.view_as_complex(self.complex_weight)
+        grid = torch.fft.irfft2(spectrum, s=(self.h, self.w), dim=(1, 2), norm="ortho")
+        return grid.reshape(batch, tokens, channels)
+
+
+class Rotary(torch.nn.Module):
+    """A Llama-style rotary embedding: each head's pairs of features as complex numbers
+    (view_as_complex of the reshaped queries and keys), times the rotations of their positions
+    (torch.polar for the queries, torch.complex of cos and sin for the keys), back to pairs of
+    reals with view_as_real."""
+
+    inverse_frequencies: torch.Tensor
+
+    def __init__(self, head_dim: int = 8, theta: float = 10000.0) -> None:
+        super().__init__()
+        exponents = torch.arange(0, head_dim, 2).float() / head_dim
+        self.register_buffer("inverse_frequencies", 1.0 / theta**exponents)
+
+    def forward(self, xq: torch.Tensor, xk: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        length = xq.shape[1]
+        positions = torch.arange(length, dtype=torch.float32)
+        angles = torch.outer(positions, self.inverse_frequencies)[None, :, None, :]
+        rotate_q = torch.polar(torch.ones_like(angles), angles)
+        rotate_k = torch.complex(torch.cos(angles), torch.sin(angles))
+        q = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+        k = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+        q_out = torch.view_as_real(q * rotate_q).flatten(3)
+        k_out = torch.view_as_real(k * rotate_k).flatten(3)
+        return q_out.type_as(xq), k_out.type_as(xk)
+
+
+def _check_exported(
+    model: torch.nn.Module,
+    examples: tuple[torch.Tensor, ...],
+    shapes: Any,
+    kept: set[str],
+    runs: Sequence[tuple[torch.Tensor, ...]],
+    path: Path,
+) -> None:
+    """Saved, loaded, lowered, run on each input set against eager, and traced back into torch
+    through to_fx."""
+    program = torch.export.export(model, examples, dynamic_shapes=shapes).run_decompositions()
+    targets = {str(node.target) for node in program.graph.nodes if node.op == "call_function"}
+    assert kept <= targets, targets
+    graph = _run_saved(program, path)
+    traced = to_fx(graph)
+    for inputs in runs:
+        ours = aten2prims.execute(graph, [to_numpy(t) for t in inputs], check=True)
+        with torch.no_grad():
+            expected = model(*inputs)
+            in_torch = traced(*inputs)
+        if isinstance(expected, torch.Tensor):
+            expected = (expected,)
+        for mine, back, theirs in zip(ours, in_torch, expected, strict=True):
+            theirs = to_numpy(theirs)
+            assert mine.dtype == theirs.dtype and mine.shape == theirs.shape
+            np.testing.assert_allclose(mine, theirs, rtol=1.3e-6, atol=1e-5)
+            np.testing.assert_allclose(to_numpy(back), theirs, rtol=1.3e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic_batch"])
+def test_exported_gfnet_global_filter_matches_torch(dynamic: bool, tmp_path: Path) -> None:
+    """The filter's grid is fixed by its weight, so the dynamic dim is the batch."""
+    torch.manual_seed(0)
+    model = GlobalFilter().eval()
+    generator = torch.Generator().manual_seed(1)
+    shapes = ({0: Dim("batch", min=1, max=16)},) if dynamic else None
+    runs = [
+        (torch.randn(batch, 36, 8, generator=generator),)
+        for batch in ((2, 1, 5) if dynamic else (2,))
+    ]
+    _check_exported(
+        model, runs[0], shapes, {"aten.view_as_complex.default"}, runs, tmp_path / "gfnet.pt2"
+    )
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic_sequence"])
+def test_exported_rotary_embedding_matches_torch(dynamic: bool, tmp_path: Path) -> None:
+    model = Rotary().eval()
+    generator = torch.Generator().manual_seed(2)
+    sequence = Dim("sequence", min=2, max=64)
+    shapes = ({1: sequence}, {1: sequence}) if dynamic else None
+    runs = [
+        (
+            torch.randn(2, length, 3, 8, generator=generator),
+            torch.randn(2, length, 3, 8, generator=generator),
+        )
+        for length in ((10, 3, 17) if dynamic else (10,))
+    ]
+    kept = {"aten.view_as_complex.default", "aten.polar.default", "aten.complex.default"}
+    _check_exported(model, runs[0], shapes, kept, runs, tmp_path / "rotary.pt2")
+
+
+class WriteThroughComplexView(torch.nn.Module):
+    """A write through view_as_complex's view, seen in the real tensor it views."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.clone()
+        torch.view_as_complex(x).mul_(2j)
+        return x
+
+
+def test_a_write_through_the_complex_view_is_functionalized(tmp_path: Path) -> None:
+    """torch's view_as_complex shares its input's memory, but export functionalizes the write:
+    the graph holds view_as_real of the product, so a copy computes the same."""
+    x = torch.randn(4, 3, 2)
+    program = torch.export.export(WriteThroughComplexView(), (x,)).run_decompositions()
+    targets = [str(n.target) for n in program.graph.nodes if n.op == "call_function"]
+    assert targets == [
+        "aten.clone.default",
+        "aten.view_as_complex.default",
+        "aten.mul.Tensor",
+        "aten.view_as_real.default",
+    ]
+    graph = _run_saved(program, tmp_path / "write.pt2")
+    (ours,) = aten2prims.execute(graph, [to_numpy(x)], check=True)
+    np.testing.assert_allclose(ours, to_numpy(WriteThroughComplexView()(x)), rtol=1.3e-6)

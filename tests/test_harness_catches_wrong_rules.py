@@ -19,8 +19,9 @@ import prims
 from aten2prims import default_rules
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.values import Value
+from aten2prims.promotion import broadcast
 from aten2prims.testing.conformance import Verdict, check_op
-from decompositions.common import full, index_ramp, iota, scalar
+from decompositions.common import full, index_ramp, iota, scalar, slice_in_dim
 from decompositions.fft import _fft_c2c
 from decompositions.reductions import _running_extreme
 
@@ -242,6 +243,33 @@ def _fft_c2c_swapped_scales(self: Value, dim: Any, normalization: int, forward: 
     return _fft_c2c(self, dim, {0: 0, 1: 2, 2: 1}[normalization], forward)
 
 
+def _view_as_complex_swapped(self: Value) -> Value:
+    """The pair's first element as the imaginary part and its second as the real part."""
+    last = self.ndim - 1
+    first, second = (
+        prims.squeeze(slice_in_dim(self, start, start + 1, 1, last), [last]) for start in (0, 1)
+    )
+    return prims.complex(second, first)
+
+
+def _complex_by_arithmetic(real: Value, imag: Value) -> Value:
+    """real + imag·1j in complex arithmetic: an infinite part makes the other one NaN."""
+    real, imag = broadcast(real, imag)
+    as_complex = real.dtype.to_complex
+    return prims.add(
+        prims.convert_element_type(real, as_complex),
+        prims.mul(prims.convert_element_type(imag, as_complex), 1j),
+    )
+
+
+def _polar_of_swapped_functions(abs: Value, angle: Value) -> Value:
+    """abs·sin(angle) + abs·cos(angle)·i: the angle measured from the imaginary axis."""
+    magnitude, phase = broadcast(abs, angle)
+    return prims.complex(
+        prims.mul(magnitude, prims.sin(phase)), prims.mul(magnitude, prims.cos(phase))
+    )
+
+
 @attrs.frozen
 class WrongRule:
     name: str
@@ -434,6 +462,27 @@ WRONG_RULES = [
         _fft_c2c_swapped_scales,
         (DType.complex64,),
         "element.* outside rtol",
+    ),
+    WrongRule(
+        "view_as_complex swaps the real and imaginary parts",
+        "aten.view_as_complex.default",
+        _view_as_complex_swapped,
+        F32,
+        "element.* (differ|outside rtol)",
+    ),
+    WrongRule(
+        "complex built as real + imag * 1j (NaN beside an infinite part)",
+        "aten.complex.default",
+        _complex_by_arithmetic,
+        F32,
+        "element.* (differ|outside rtol)",
+    ),
+    WrongRule(
+        "polar with cos and sin swapped",
+        "aten.polar.default",
+        _polar_of_swapped_functions,
+        F32,
+        "element.* (differ|outside rtol)",
     ),
     WrongRule(
         "cummax reports the first of equal maxima",

@@ -1,5 +1,5 @@
-"""The extension prims of prims/indexing.py (gather_nd, scatter_nd, sort, nonzero): kernel
-semantics against torch 2.13, bounds errors, meta rules — and, through whole aten graphs, that an
+"""The extension prims of prims/indexing.py (gather_nd, scatter_nd, sort, nonzero) and
+prims/complex_parts.py (complex): kernel semantics against torch 2.13, bounds errors, meta rules — and, through whole aten graphs, that an
 out-of-range index makes execution raise without reading or writing out of bounds."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from aten2prims.testing.record import AtenCall
 from aten2prims.testing.runner import build_graph, torch_outputs
 from prims.registry import PRIMS, lookup
 
-EXTENSIONS = ("gather_nd", "scatter_nd", "sort", "nonzero")
+EXTENSIONS = ("gather_nd", "scatter_nd", "sort", "nonzero", "complex")
 ORDERED = tuple(d for d in DTYPES if not d.is_complex)
 i64 = DType.int64
 f32 = DType.float32
@@ -41,6 +41,46 @@ def _index(values: list | np.ndarray, dtype: type = np.int64) -> np.ndarray:
 def test_extension_prims_are_marked_and_documented() -> None:
     for name in EXTENSIONS:
         assert PRIMS[name].extension and PRIMS[name].implemented and PRIMS[name].doc
+
+
+# -- complex ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [DType.float32, DType.float64], ids=str)
+def test_complex_matches_torch_complex_bit_for_bit(dtype: DType) -> None:
+    """Every pair of special parts (an infinite part leaves the other one as it is) and random
+    transposed parts; a 0-dim part joins any shape."""
+    parts = np.array([0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, np.nan], dtype=dtype.numpy)
+    real, imag = (np.ascontiguousarray(a) for a in np.meshgrid(parts, parts))
+    rng = rng_for("complex", dtype)
+    cases = [
+        (real, imag),
+        (random_array((4, 3), dtype, rng).T, random_array((4, 3), dtype, rng).T),
+        (random_array((2, 5), dtype, rng), np.asarray(-0.0, dtype=dtype.numpy)),
+    ]
+    for first, second in cases:
+        (ours,) = run_prim("complex", first, second)
+        theirs = torch.complex(to_torch(first), to_torch(second))
+        assert_bitwise(ours, to_numpy(theirs))
+
+
+def test_complex_meta_gives_the_complex_dtype_and_refuses_what_torch_refuses() -> None:
+    f64 = DType.float64
+    assert ours_meta("complex", TensorMeta((2, 3), f64), TensorMeta((2, 3), f64)) == TensorMeta(
+        (2, 3), DType.complex128
+    )
+    assert ours_meta("complex", TensorMeta((2, 3), f32), TensorMeta((), f32)).dtype is (
+        DType.complex64
+    )
+    with pytest.raises(DTypeError, match="complex32"):
+        ours_meta("complex", TensorMeta((2,), DType.float16), TensorMeta((2,), DType.float16))
+    for dtype in (DType.bfloat16, DType.int64, DType.complex64):
+        with pytest.raises(DTypeError, match="not supported|expected"):
+            ours_meta("complex", TensorMeta((2,), dtype), TensorMeta((2,), dtype))
+    with pytest.raises(DTypeError, match="different dtypes"):
+        ours_meta("complex", TensorMeta((2,), f32), TensorMeta((2,), DType.float64))
+    with pytest.raises(ShapeError, match="different shapes"):
+        ours_meta("complex", TensorMeta((2,), f32), TensorMeta((3,), f32))
 
 
 # -- gather_nd --------------------------------------------------------------------------------------------

@@ -241,6 +241,22 @@ def test_extension_ops_are_registered_once_with_fake_kernels() -> None:
         assert positions.dtype == torch.int64 and values.shape == (3, 4)
 
 
+def test_extension_complex_is_torch_complex() -> None:
+    extension_ops.register()
+    real = torch.tensor([1.0, float("inf"), float("nan")])
+    imag = torch.tensor([float("inf"), -0.0, 2.0])
+    ours = torch.ops.aten2prims.complex(real, imag)
+    assert ours.dtype == torch.complex64
+    parts = torch.view_as_real(ours)
+    assert torch.equal(parts[:, 0].nan_to_num(7.0), real.nan_to_num(7.0))
+    assert torch.equal(parts[:, 1].nan_to_num(7.0), imag.nan_to_num(7.0))
+    with pytest.raises(ValueError, match="one dtype"):
+        torch.ops.aten2prims.complex(real, imag.double())
+    with torch._subclasses.FakeTensorMode():
+        fake = torch.ops.aten2prims.complex(torch.empty(3, 1).double(), torch.empty(4).double())
+        assert fake.shape == (3, 4) and fake.dtype == torch.complex128
+
+
 def test_extension_ops_refuse_out_of_range_indices_as_ours_do() -> None:
     extension_ops.register()
     with pytest.raises(ValueError, match="index 4 is out of bounds for dimension 1 with size 4"):

@@ -1,4 +1,4 @@
-"""The four extension prims (`gather_nd`, `scatter_nd`, `sort`, `nonzero`; docs/prims.md) as torch
+"""The extension prims (`gather_nd`, `scatter_nd`, `sort`, `nonzero`, `complex`; docs/prims.md) as torch
 library ops `torch.ops.aten2prims.<name>`, so that a prims graph handed back to torch can call
 them. Each has a CPU implementation written with torch ops and a fake kernel for tracing.
 `register()` defines them once per process; torch is imported only when it is called."""
@@ -18,6 +18,7 @@ SCHEMAS: dict[str, str] = {
     # Without a count, the data decide it (the result's first size is then data-dependent: how
     # to_fx hands back a graph whose count is an unbacked symbol).
     "nonzero": "(Tensor a, SymInt? count=None) -> Tensor",
+    "complex": "(Tensor real, Tensor imag) -> Tensor",
 }
 
 _registered = False
@@ -26,7 +27,7 @@ _library: Any = None
 
 
 def register() -> None:
-    """Define `torch.ops.aten2prims.{gather_nd, scatter_nd, sort, nonzero}` (idempotent)."""
+    """Define `torch.ops.aten2prims.{gather_nd, scatter_nd, sort, nonzero, complex}` (idempotent)."""
     global _registered, _library
     if _registered:
         return
@@ -43,6 +44,7 @@ def register() -> None:
         "scatter_nd": (_scatter_nd, _scatter_nd_fake),
         "sort": (_sort, _sort_fake),
         "nonzero": (_nonzero, _nonzero_fake),
+        "complex": (_complex, _complex_fake),
     }
     for name, schema in SCHEMAS.items():
         _library.define(name + schema)
@@ -151,3 +153,27 @@ def _nonzero_fake(a: Any, count: Any = None) -> Any:
     if count is None:
         count = torch.library.get_ctx().new_dynamic_size()
     return a.new_empty((count, a.dim()), dtype=torch.int64)
+
+
+def _check_parts(real: Any, imag: Any) -> None:
+    import torch
+
+    if real.dtype != imag.dtype or real.dtype not in (torch.float32, torch.float64):
+        raise ValueError(
+            f"aten2prims.complex: expected float32 or float64 parts of one dtype, got {real.dtype} and {imag.dtype}"
+        )
+
+
+def _complex(real: Any, imag: Any) -> Any:
+    import torch
+
+    _check_parts(real, imag)
+    return torch.complex(real, imag)
+
+
+def _complex_fake(real: Any, imag: Any) -> Any:
+    import torch
+
+    _check_parts(real, imag)
+    dtype = torch.complex64 if real.dtype == torch.float32 else torch.complex128
+    return real.new_empty(tuple(torch.broadcast_shapes(real.shape, imag.shape)), dtype=dtype)

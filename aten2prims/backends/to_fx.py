@@ -1,5 +1,5 @@
 """A lowered graph handed back to torch: `to_fx(graph)` builds a `torch.fx.GraphModule` whose nodes
-call `torch.ops.prims.<name>` (and `torch.ops.aten2prims.<name>` for our four extension prims), so
+call `torch.ops.prims.<name>` (and `torch.ops.aten2prims.<name>` for our extension prims), so
 a prims graph can run in torch, be inspected with fx tools, or be compiled further.
 
 - Every graph input without stored data becomes a placeholder, in graph order (user inputs first

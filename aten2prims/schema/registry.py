@@ -64,6 +64,12 @@ EXTRA_ATEN_SCHEMAS: dict[str, str] = {
     "aten._conj.default": "_conj(Tensor(a) self) -> Tensor(a)",
     "aten._conj_physical.default": "_conj_physical(Tensor self) -> Tensor",
     "aten.view_as_real.default": "view_as_real(Tensor(a) self) -> Tensor(a)",
+    # Complex numbers built from real parts (the prims.complex extension): view_as_complex
+    # (a spectral filter's complex weights, rotary embeddings' pairs of reals), torch.complex
+    # and torch.polar.
+    "aten.view_as_complex.default": "view_as_complex(Tensor(a) self) -> Tensor(a)",
+    "aten.complex.default": "complex(Tensor real, Tensor imag) -> Tensor",
+    "aten.polar.default": "polar(Tensor abs, Tensor angle) -> Tensor",
     # The phase of a spectrum (torch.angle), beside the magnitude's abs.
     "aten.angle.default": "angle(Tensor self) -> Tensor",
     # torch.fft.fftfreq / rfftfreq: the sample frequencies of a transform.

@@ -754,6 +754,41 @@ def _angle(dtype: DType) -> Iterator[AtenCall]:
     yield _call("aten.angle.default", values(dtype, (4, 5), seed=101))
 
 
+_PARTS = (DType.float32, DType.float64)  # torch.complex/polar: no promotion, no bfloat16
+
+
+@handwritten("aten.complex.default", _PARTS)
+def _complex(dtype: DType) -> Iterator[AtenCall]:
+    """Non-core. Every pair of special parts (each part kept as it is: inf + nan·i stays so),
+    broadcast parts, a 0-dim part and a transposed one."""
+    import torch
+
+    op = "aten.complex.default"
+    parts = [-0.0, 0.0, -1.5, 2.0, -math.inf, math.inf, math.nan]
+    column = torch.tensor(parts, dtype=torch_dtype(dtype))
+    yield _call(op, column[:, None], column[None, :])
+    yield _call(op, values(dtype, (3, 4), seed=102), values(dtype, (3, 4), seed=103))
+    yield _call(op, values(dtype, (3, 4), seed=104), torch.tensor(0.5, dtype=torch_dtype(dtype)))
+    yield _call(op, values(dtype, (4, 3), seed=105).t(), values(dtype, (1, 4), seed=106))
+
+
+@handwritten("aten.polar.default", _PARTS)
+def _polar(dtype: DType) -> Iterator[AtenCall]:
+    """Non-core. Magnitudes (zero, negative, infinite and NaN ones too) and angles of several
+    turns, broadcast against each other."""
+    import torch
+
+    op = "aten.polar.default"
+    magnitudes = torch.tensor([0.0, 1.0, 2.5, -1.0, math.inf, math.nan], dtype=torch_dtype(dtype))
+    angles = torch.tensor([0.0, -0.0, 0.5, -2.0, math.pi, 7.0, math.nan], dtype=torch_dtype(dtype))
+    yield _call(op, magnitudes[:, None], angles[None, :])
+    yield _call(
+        op,
+        values(dtype, (3, 4), seed=107, low=0.0, high=5.0, specials=False),
+        values(dtype, (3, 4), seed=108, low=-20.0, high=20.0, specials=False),
+    )
+
+
 @handwritten("aten.round.decimals", FLOATS)
 def _round_decimals(dtype: DType) -> Iterator[AtenCall]:
     x = values(dtype, (6, 7), seed=93, low=-2000.0, high=2000.0)

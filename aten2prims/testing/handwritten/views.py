@@ -164,6 +164,26 @@ def _view_as_real(dtype: DType) -> Iterator[AtenCall]:
     yield _call(op, _tensor((4, 3), dtype)[1:, 1])
 
 
+@handwritten("aten.view_as_complex.default", (DType.float32, DType.float64))
+def _view_as_complex(dtype: DType) -> Iterator[AtenCall]:
+    """Non-core (complex weights stored as pairs of reals, rotary embeddings); every layout torch
+    can view: sliced, stepped and transposed outer dims, a broadcast dim (stride 0), an even
+    storage offset, one pair (a 0-dim result), no pairs; and infinite and NaN parts."""
+    import torch
+
+    op = "aten.view_as_complex.default"
+    yield _call(op, _tensor((4, 3, 2), dtype))
+    yield _call(op, _tensor((2,), dtype))
+    yield _call(op, _tensor((3, 4, 2), dtype)[:, 1:])
+    yield _call(op, _tensor((3, 5, 2), dtype)[:, ::2])
+    yield _call(op, _tensor((2, 3, 2), dtype).transpose(0, 1))
+    yield _call(op, _tensor((3, 1, 2), dtype).expand(3, 4, 2))
+    yield _call(op, _tensor((3, 0, 2), dtype))
+    parts = [0.0, -0.0, math.inf, -math.inf, math.nan, 2.5]
+    pairs = torch.tensor([[re, im] for re in parts for im in parts], dtype=torch_dtype(dtype))
+    yield _call(op, pairs)
+
+
 @handwritten("aten.as_strided.default", ALL)
 def _as_strided(dtype: DType) -> Iterator[AtenCall]:
     cases = [
