@@ -42,6 +42,16 @@ def rng_for(*key: Any) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(repr(key).encode()))
 
 
+def bits_equal(ours: list[Any], expected: list[Any]) -> None:
+    """Same dtype, shape and bit patterns (NaN payloads aside: NaN where NaN), signed zeros too."""
+    assert len(ours) == len(expected)
+    for a, b in zip(ours, expected):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        nan = np.isnan(b) if b.dtype.kind == "f" else np.zeros(b.shape, bool)
+        assert np.array_equal(np.isnan(a) if a.dtype.kind == "f" else nan, nan)
+        assert np.array_equal(a[~nan].view(np.uint8), b[~nan].view(np.uint8))
+
+
 def _float_values(n: int, rng: np.random.Generator, *, special: bool, scale: float) -> np.ndarray:
     values = rng.uniform(-scale, scale, n)
     if special and n >= 4:

@@ -7,7 +7,6 @@ chains it does not know to the unfused steps."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import math
 import sys
 from collections.abc import Callable, Iterator
@@ -28,22 +27,10 @@ from aten2prims.executor.reference import run_reference
 from aten2prims.frontends.torch_interop import to_numpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from _benchmark_modules import load_benchmark
 from models import build as build_zoo
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load(name: str, path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-suite = _load("suite", ROOT / "benchmarks" / "suite.py")
+suite = load_benchmark("suite", "suite.py")
 
 
 @contextlib.contextmanager

@@ -6,15 +6,14 @@ rule); and the benchmark script runs end to end on one model. No timings are ass
 from __future__ import annotations
 
 import copy
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
+from _benchmark_modules import load_benchmark
 from torch.utils._pytree import tree_leaves
 
 import aten2prims
@@ -22,18 +21,8 @@ import aten2prims
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load(name: str, path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-suite = _load("suite", ROOT / "benchmarks" / "suite.py")
-bench = _load("bench_models", ROOT / "benchmarks" / "models.py")
+suite = load_benchmark("suite", "suite.py")
+bench = load_benchmark("bench_models", "models.py")
 NAMES = [spec.name for spec in suite.SPECS] + [suite.RESNET18.name]
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from prims_testing import bits_equal
 
 import aten2prims
 import prims
@@ -47,16 +48,6 @@ def chain_ops(graph: Graph) -> list[list[str]]:
         for step in plan_for(graph).steps
         if chain_kernel(step) is not None
     ]
-
-
-def bits_equal(ours: list[Any], expected: list[Any]) -> None:
-    """Same dtype, shape and bit patterns (NaN where NaN), signed zeros too."""
-    assert len(ours) == len(expected)
-    for a, b in zip(ours, expected):
-        assert a.dtype == b.dtype and a.shape == b.shape
-        nan = np.isnan(b) if b.dtype.kind == "f" else np.zeros(b.shape, bool)
-        assert np.array_equal(np.isnan(a) if a.dtype.kind == "f" else nan, nan)
-        assert np.array_equal(a[~nan].view(np.uint8), b[~nan].view(np.uint8))
 
 
 def same_at_every_thread_count(graph: Graph, inputs: dict[str, np.ndarray]) -> list[Any]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from prims_testing import bits_equal
 
 import aten2prims
 import prims
@@ -637,7 +638,7 @@ def test_shared_and_folded_fills_scatter_in_one_step(fill: Any, dtype: DType, si
     inputs = {"x": _values(dtype, (2, 3), 1), "y": _values(dtype, (2, 3), 2)}
     expected = run_reference(graph, inputs)
     for _ in range(2):  # the second call writes into the arena's buffers again
-        _bits_equal(aten2prims.execute(graph, inputs), expected)
+        bits_equal(aten2prims.execute(graph, inputs), expected)
 
     def also_read(x: Value) -> tuple[Value, ...]:
         base = prims.full([300, 300], fill, dtype=dtype, device=CPU, requires_grad=False)
@@ -646,7 +647,7 @@ def test_shared_and_folded_fills_scatter_in_one_step(fill: Any, dtype: DType, si
     graph = build({"x": ((2, 3), dtype)}, also_read)
     assert FilledScatter not in [type(step.kernel) for step in plan_for(graph).steps]
     one = {"x": inputs["x"]}
-    _bits_equal(aten2prims.execute(graph, one), run_reference(graph, one))
+    bits_equal(aten2prims.execute(graph, one), run_reference(graph, one))
 
 
 @pytest.mark.parametrize(
@@ -675,17 +676,7 @@ def test_filled_scatter_into_a_used_buffer_fills_only_the_border(
     x = _values(DType.float32, tuple(size), 1)
     (expected,) = run_reference(graph, {"x": x})
     used = np.full(shape, np.nan, np.float32)
-    _bits_equal([step.kernel(x, out=used)], [expected])
-
-
-def _bits_equal(ours: list[Any], expected: list[Any]) -> None:
-    """Same dtype, shape and bit patterns (NaN payloads aside: NaN where NaN), signed zeros too."""
-    assert len(ours) == len(expected)
-    for a, b in zip(ours, expected):
-        assert a.dtype == b.dtype and a.shape == b.shape
-        nan = np.isnan(b) if b.dtype.kind == "f" else np.zeros(b.shape, bool)
-        assert np.array_equal(np.isnan(a) if a.dtype.kind == "f" else nan, nan)
-        assert np.array_equal(a[~nan].view(np.uint8), b[~nan].view(np.uint8))
+    bits_equal([step.kernel(x, out=used)], [expected])
 
 
 SELECT_DTYPES = [DType.float32, DType.float64, DType.float16, DType.bfloat16, DType.int32]
@@ -719,7 +710,7 @@ def test_selections_without_where_are_the_kernels(dtype: DType) -> None:
 
     graph = build({"x": ((7, 9), dtype)}, body)
     inputs = {"x": _values(dtype, (7, 9), 3)}
-    _bits_equal(aten2prims.execute(graph, inputs), run_reference(graph, inputs))
+    bits_equal(aten2prims.execute(graph, inputs), run_reference(graph, inputs))
     kernels = [step.kernel for step in plan_for(graph).steps]
     assert any(isinstance(kernel, ZeroSelect) for kernel in kernels)
     if dtype in (DType.float32, DType.float64, DType.int32):
@@ -772,9 +763,9 @@ def test_zero_bounds_after_a_stored_shift_are_clips_when_it_holds_no_negative_ze
         kernels = [step.kernel for step in plan_for(graph).steps]
         assert (np.clip in kernels) == clipped
         assert any(isinstance(kernel, ZeroSelect) for kernel in kernels) != clipped
-        _bits_equal(aten2prims.execute(graph, {"x": x}), run_reference(graph, {"x": x}))
+        bits_equal(aten2prims.execute(graph, {"x": x}), run_reference(graph, {"x": x}))
         overriding = {"x": x, "beta": np.array([-0.0, 0.0, 2.0], np.float32)}
-        _bits_equal(aten2prims.execute(graph, overriding), run_reference(graph, overriding))
+        bits_equal(aten2prims.execute(graph, overriding), run_reference(graph, overriding))
         overridden = plan_for(graph, frozenset({"beta"}))
         assert np.clip not in [step.kernel for step in overridden.steps]
 
@@ -806,7 +797,7 @@ def test_zero_bounds_after_a_residual_sum_with_a_shifted_value_are_maximums() ->
     values = np.array([-0.0, 0.0, -0.25, 1.0], np.float32)
     x = np.tile(values[:, None], (1, 3))
     inputs = {"x": x, "r": -x, "s": np.full((4, 3), -0.0, np.float32)}
-    _bits_equal(aten2prims.execute(graph, inputs), run_reference(graph, inputs))
+    bits_equal(aten2prims.execute(graph, inputs), run_reference(graph, inputs))
 
 
 @pytest.mark.parametrize("dtype", [DType.float32, DType.int64, DType.bool, DType.bfloat16])
@@ -845,7 +836,7 @@ def test_erf_runs_its_direct_kernel_into_the_arena(dtype: DType) -> None:
     inputs = {"x": x, "row": x[1].copy()}
     expected = run_reference(graph, inputs)
     for threads in (1, 2):
-        _bits_equal(aten2prims.execute(graph, inputs, threads=threads), expected)
+        bits_equal(aten2prims.execute(graph, inputs, threads=threads), expected)
     erf_steps = [s for s in plan_for(graph).steps if s.node.op == "prims.erf"]
     assert len(erf_steps) == 2 and all(s.takes_out for s in erf_steps)
     # The first writes into its dying operand (x's scaled copy), the second into the arena.
@@ -876,7 +867,7 @@ def test_windows_and_scatters_of_permuted_layouts() -> None:
         "x": rng.standard_normal((2, 6, 4, 8)).astype(np.float32),
         "y": rng.standard_normal((4, 6)).astype(np.float32),
     }
-    _bits_equal(aten2prims.execute(graph, inputs), run_reference(graph, inputs))
+    bits_equal(aten2prims.execute(graph, inputs), run_reference(graph, inputs))
     plan = plan_for(graph)
     windows = [s for s in plan.steps if s.node.op == "prims.as_strided"]
     # Positions 0, 1, 4 and 5 of t's storage are no basic index: that window stays generic.
@@ -899,7 +890,7 @@ def test_selections_whose_predicate_is_false_everywhere(infinities: int) -> None
     expected = run_reference(graph, {"x": x})
     assert int(np.isnan(expected[0]).sum()) == infinities
     for threads in (1, 2):
-        _bits_equal(aten2prims.execute(graph, {"x": x}, threads=threads), expected)
+        bits_equal(aten2prims.execute(graph, {"x": x}, threads=threads), expected)
 
 
 def test_selections_write_into_their_dying_second_branch() -> None:
@@ -921,6 +912,6 @@ def test_selections_write_into_their_dying_second_branch() -> None:
     x[0, :3] = np.inf
     expected = run_reference(graph, {"x": x})
     for threads in (1, 2):
-        _bits_equal(aten2prims.execute(graph, {"x": x}, threads=threads), expected)
+        bits_equal(aten2prims.execute(graph, {"x": x}, threads=threads), expected)
     wheres = [s for s in plan_for(graph).steps if s.node.op == "prims.where"]
     assert [s.out_argument for s in wheres] == [2, None]
