@@ -8,6 +8,7 @@ and refuses a value outside the symbol's range with a ShapeError naming it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -542,3 +543,89 @@ def _saved_and_loaded(program: Any, name: str, tmp_path: Path) -> aten2prims.Gra
     path = tmp_path / f"{name}.pt2"
     torch.export.save(program, path)
     return aten2prims.load(path)
+
+
+class SplitByIndices(torch.nn.Module):
+    """tensor_split at a tensor of indices: each slice's bounds are values read from data, and
+    torch gives each slice a fresh unbacked size (and offset); a downstream op (`cat` of the
+    pieces, and a `new_ones` of each one's size) reads those sizes."""
+
+    def forward(self, x: torch.Tensor, indices: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        first, middle, last = torch.tensor_split(x, indices, 0)
+        ones = first.new_ones(middle.shape[0], last.shape[0])
+        return first * 2, middle + 1, last.sum(0), torch.cat([last, first]), ones
+
+
+# Indices into 7 rows: increasing, equal (an empty middle), unsorted (a slice whose end precedes
+# its start is empty), at and past the end, 0, and negative (counting from the end).
+SPLIT_INDICES = [[2, 5], [3, 3], [0, 0], [5, 2], [7, 7], [0, 7], [9, 12], [6, 30], [-2, 5], [-9, 3]]
+
+
+def test_tensor_split_by_an_index_tensor_matches_torch_at_every_index(tmp_path: Path) -> None:
+    """torch declares each slice's size a fresh unbacked symbol of the slice node; the lowering
+    identifies it with the rule's size of the slice, an expression of the indices read: one
+    lowering runs every split, with no run-time check on the indices (none is needed)."""
+    x = torch.randn(7, 3, generator=torch.Generator().manual_seed(0))
+    program = torch.export.export(SplitByIndices(), (x, torch.tensor([2, 5]))).run_decompositions()
+    graph = _saved_and_loaded(program, "split_by_indices", tmp_path)
+    declared = {s.name for s in graph.symbols.values() if not s.backed and s.value is not None}
+    lowered = aten2prims.lower(graph)
+    verify(lowered)
+    assert graph_difference(parse(str(lowered)), lowered) is None
+    # The slices' fresh sizes are replaced by their expressions of the two indices read.
+    fresh = declared - lowered.symbols.keys()
+    assert fresh and not any(re.search(rf"\b{f}\b", str(lowered)) for f in fresh)
+    assert lowered.checks == []
+    shapes = set()
+    for indices in SPLIT_INDICES:
+        split = torch.tensor(indices)
+        expected = SplitByIndices()(x, split)
+        for accepted, theirs in zip(program.module()(x, split), expected, strict=True):
+            assert torch.equal(accepted, theirs)  # torch's exported program runs it too
+        ours = aten2prims.execute(lowered, [x.numpy(), split.numpy()], check=True)
+        for index, (mine, theirs) in enumerate(zip(ours, expected, strict=True)):
+            verdict = compare(mine, theirs.numpy(), what=f"split at {indices}, output {index}")
+            assert verdict, verdict.message
+        shapes.add(tuple(tuple(t.shape) for t in expected))
+    assert len(shapes) == len(SPLIT_INDICES) - 1  # only [7, 7] and [9, 12] split alike
+
+
+def test_tensor_split_of_a_dynamic_input_matches_torch_at_several_sizes(tmp_path: Path) -> None:
+    """A dynamic number of rows and data-dependent split points in one graph."""
+    rows = torch.export.Dim("rows", min=2, max=64)
+    x = torch.randn(7, 3, generator=torch.Generator().manual_seed(1))
+    program = torch.export.export(
+        SplitByIndices(),
+        (x, torch.tensor([2, 5])),
+        dynamic_shapes={"x": {0: rows}, "indices": None},
+    ).run_decompositions()
+    lowered = aten2prims.lower(_saved_and_loaded(program, "split_dynamic", tmp_path))
+    for count, indices in [(2, [1, 1]), (7, [5, 2]), (30, [-4, 40]), (64, [10, 63])]:
+        x = torch.randn(count, 3, generator=torch.Generator().manual_seed(count))
+        split = torch.tensor(indices)
+        ours = aten2prims.execute(lowered, [x.numpy(), split.numpy()], check=True)
+        for index, (mine, theirs) in enumerate(zip(ours, SplitByIndices()(x, split), strict=True)):
+            verdict = compare(mine, theirs.numpy(), what=f"{count} rows at {indices}, {index}")
+            assert verdict, verdict.message
+
+
+class SliceAtValues(torch.nn.Module):
+    """Slices between bounds read with tolist(), along two dims, one with a step: torch gives
+    each a fresh unbacked size and offset, as for tensor_split."""
+
+    def forward(self, x: torch.Tensor, bounds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        start, end = bounds.tolist()
+        return x[start:end] + 1, x[:, start:end:2]
+
+
+def test_slices_at_bounds_read_from_data_match_torch_at_every_bound(tmp_path: Path) -> None:
+    x = torch.randn(7, 7, generator=torch.Generator().manual_seed(2))
+    program = torch.export.export(SliceAtValues(), (x, torch.tensor([1, 5]))).run_decompositions()
+    lowered = aten2prims.lower(_saved_and_loaded(program, "slice_at_values", tmp_path))
+    assert lowered.checks == []
+    for bounds in ([1, 5], [0, 7], [3, 1], [-3, 9], [6, 8], [2, 3], [-20, -1]):
+        split = torch.tensor(bounds)
+        ours = aten2prims.execute(lowered, [x.numpy(), split.numpy()], check=True)
+        for index, (mine, theirs) in enumerate(zip(ours, SliceAtValues()(x, split), strict=True)):
+            verdict = compare(mine, theirs.numpy(), what=f"bounds {bounds}, output {index}")
+            assert verdict, verdict.message
