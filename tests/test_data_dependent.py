@@ -569,6 +569,8 @@ def test_tensor_split_by_an_index_tensor_matches_torch_at_every_index(tmp_path: 
     program = torch.export.export(SplitByIndices(), (x, torch.tensor([2, 5]))).run_decompositions()
     graph = _saved_and_loaded(program, "split_by_indices", tmp_path)
     declared = {s.name for s in graph.symbols.values() if not s.backed and s.value is not None}
+    # from_fx reads the same graph from the live program
+    assert graph_difference(aten2prims.from_fx(program, name=graph.name), graph) is None
     lowered = aten2prims.lower(graph)
     verify(lowered)
     assert graph_difference(parse(str(lowered)), lowered) is None
@@ -629,3 +631,32 @@ def test_slices_at_bounds_read_from_data_match_torch_at_every_bound(tmp_path: Pa
         for index, (mine, theirs) in enumerate(zip(ours, SliceAtValues()(x, split), strict=True)):
             verdict = compare(mine, theirs.numpy(), what=f"bounds {bounds}, output {index}")
             assert verdict, verdict.message
+
+
+# A slice at a bound read from data, whose size the graph declares as a fresh unbacked symbol of
+# a narrower range than the slice's size can take.
+SLICE_OF_DECLARED_RANGE = """symbol u0 in [-inf, inf] unbacked from %n
+symbol u1 in [0, 3] unbacked
+graph g(%x: f32[10], %t: i64[]) -> (f32[u1]):
+  %n: int = aten._local_scalar_dense.default(%t)
+  %s: f32[u1] = aten.slice.Tensor(%x, 0, 0, %n)
+  return (%s)
+"""
+
+
+def test_a_fresh_size_identified_with_the_rules_keeps_its_declared_range() -> None:
+    """u1 becomes the slice's size computed from u0, and its range [0, 3] a run-time check of
+    that size: a slice longer than 3 is refused, naming the check; a range no value of the
+    expression meets is refused while lowering, naming the node and the symbol."""
+    lowered = aten2prims.lower(parse(SLICE_OF_DECLARED_RANGE))
+    assert "u1" not in lowered.symbols and len(lowered.checks) == 1
+    x = np.arange(10, dtype=np.float32)
+    for start, expected in [(2, x[:2]), (3, x[:3]), (0, x[:0]), (-8, x[:-8])]:
+        (ours,) = aten2prims.execute(lowered, [x, np.asarray(start)], check=True)
+        np.testing.assert_array_equal(ours, expected)
+    with pytest.raises(ShapeError, match=r"lowered assuming .* <= 3, which fails for u0 = 5"):
+        aten2prims.execute(lowered, [x, np.asarray(5)])
+    with pytest.raises(
+        ShapeError, match=r"aten.slice.Tensor -> %s: the graph declares the size u1 in \[11, 20\]"
+    ):
+        aten2prims.lower(parse(SLICE_OF_DECLARED_RANGE.replace("[0, 3]", "[11, 20]")))
