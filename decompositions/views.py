@@ -19,7 +19,14 @@ import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.layout import contiguous_strides, is_contiguous
-from aten2prims.ir.symbolic import is_literal_one, is_symbolic, same_size, settled
+from aten2prims.ir.symbolic import (
+    data_dependent,
+    is_literal_one,
+    is_symbolic,
+    same_size,
+    settled,
+    sym_max,
+)
 from aten2prims.ir.values import CPU, MemoryFormat, Value
 from aten2prims.promotion import DEFAULT_FLOAT, convert, result_type
 from prims.shape import format_strides
@@ -825,7 +832,9 @@ def _symbolic_arange(start: Any, end: Any, step: Any, dtype: DType | None) -> Va
     if dtype not in _ARANGE_DTYPES:
         raise DTypeError(f"aten.arange: dtype {dtype.short} is not supported")
     span = end - start if step > 0 else start - end
-    length = max(0, (span + abs(step) - 1) // abs(step))
+    count = (span + abs(step) - 1) // abs(step)
+    # A bound read from data has no example to decide the sign by: exact, as a max.
+    length: Any = sym_max(0, count) if data_dependent(count) else max(0, count)
     if dtype.is_integer:
         ramp = prims.iota(
             length, start=start, step=step, dtype=DType.int64, device=CPU, requires_grad=False

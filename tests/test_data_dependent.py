@@ -660,3 +660,24 @@ def test_a_fresh_size_identified_with_the_rules_keeps_its_declared_range() -> No
         ShapeError, match=r"aten.slice.Tensor -> %s: the graph declares the size u1 in \[11, 20\]"
     ):
         aten2prims.lower(parse(SLICE_OF_DECLARED_RANGE.replace("[0, 3]", "[11, 20]")))
+
+
+class ArangeToValue(torch.nn.Module):
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        return torch.arange(n.item()) + x.sum()
+
+
+def test_arange_to_a_value_read_from_data_runs_at_every_count(tmp_path: Path) -> None:
+    """arange's length from a value read from data is exact (no check that it is positive):
+    0 and 1 run, as in torch's exported program."""
+    x = torch.randn(3, generator=torch.Generator().manual_seed(3))
+    program = torch.export.export(ArangeToValue(), (x, torch.tensor(4))).run_decompositions()
+    lowered = aten2prims.lower(_saved_and_loaded(program, "arange_to_value", tmp_path))
+    assert lowered.checks == []
+    for n in (0, 1, 4, 9):
+        count = torch.tensor(n)
+        expected = ArangeToValue()(x, count)
+        assert torch.equal(program.module()(x, count), expected)
+        (ours,) = aten2prims.execute(lowered, [x.numpy(), count.numpy()], check=True)
+        verdict = compare(ours, expected.numpy(), what=f"arange({n})")
+        assert verdict, verdict.message
