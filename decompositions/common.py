@@ -18,7 +18,7 @@ import prims
 from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.layout import is_contiguous
-from aten2prims.ir.symbolic import SymBool, SymExpr, settled, sym_max
+from aten2prims.ir.symbolic import SymBool, SymExpr, data_dependent, settled, sym_max, sym_min
 from aten2prims.ir.values import CPU, MemoryFormat, ScalarMeta, Value
 from aten2prims.promotion import convert
 
@@ -161,16 +161,30 @@ def slice_bounds(
     op: str, start: int | None, end: int | None, step: int, size: int
 ) -> tuple[int, int]:
     """aten.slice's start/end: None means the whole dim, negatives count from the end, both clamp
-    to [0, size] and end never precedes start; the step must be positive."""
+    to [0, size] and end never precedes start; the step must be positive. Bounds read from data
+    (`.item()` values) are computed exactly, as min/max expressions, for every value: no example
+    stands for them, so no decision is taken on their sign or their order."""
     if step <= 0:
         raise ShapeError(f"{op}: step must be positive, got {step}")
     start = 0 if start is None else start
     end = size if end is None else end
+    if data_dependent((start, end)):
+        first: Any = sym_min(sym_max(_from_end(start, size), 0), size)
+        last: Any = sym_min(sym_max(_from_end(end, size), first), size)
+        return first, last
     start = start + size if start < 0 else start
     end = end + size if end < 0 else end
     start = min(max(start, 0), size)
     end = min(max(end, start), size)
     return start, end
+
+
+def _from_end(index: int, size: int) -> Any:
+    """index + size when index is negative, exactly: min(max(-index, 0), 1) is 1 for a negative
+    index and 0 otherwise."""
+    if settled(index < 0) is not None:
+        return index + size if index < 0 else index
+    return index + size * sym_min(sym_max(-index, 0), 1)
 
 
 def slice_in_dim(x: Value, start: int, stop: int, step: int, dim: int) -> Value:

@@ -8,6 +8,7 @@ and refuses a value outside the symbol's range with a ShapeError naming it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -798,3 +799,149 @@ def test_a_torch_check_on_symbols_nothing_else_reads_is_still_checked(
         program.module()(*failing)
     with pytest.raises(ShapeError, match=refusal):
         aten2prims.execute(lowered, [t.numpy() for t in failing])
+
+
+class SplitByIndices(torch.nn.Module):
+    """tensor_split at a tensor of indices: each slice's bounds are values read from data, and
+    torch gives each slice a fresh unbacked size (and offset); a downstream op (`cat` of the
+    pieces, and a `new_ones` of each one's size) reads those sizes."""
+
+    def forward(self, x: torch.Tensor, indices: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        first, middle, last = torch.tensor_split(x, indices, 0)
+        ones = first.new_ones(middle.shape[0], last.shape[0])
+        return first * 2, middle + 1, last.sum(0), torch.cat([last, first]), ones
+
+
+# Indices into 7 rows: increasing, equal (an empty middle), unsorted (a slice whose end precedes
+# its start is empty), at and past the end, 0, and negative (counting from the end).
+SPLIT_INDICES = [[2, 5], [3, 3], [0, 0], [5, 2], [7, 7], [0, 7], [9, 12], [6, 30], [-2, 5], [-9, 3]]
+
+
+def test_tensor_split_by_an_index_tensor_matches_torch_at_every_index(tmp_path: Path) -> None:
+    """torch declares each slice's size a fresh unbacked symbol of the slice node; the lowering
+    identifies it with the rule's size of the slice, an expression of the indices read: one
+    lowering runs every split, with no run-time check on the indices (none is needed)."""
+    x = torch.randn(7, 3, generator=torch.Generator().manual_seed(0))
+    program = torch.export.export(SplitByIndices(), (x, torch.tensor([2, 5]))).run_decompositions()
+    graph = _saved_and_loaded(program, "split_by_indices", tmp_path)
+    declared = {s.name for s in graph.symbols.values() if not s.backed and s.value is not None}
+    # from_fx reads the same graph from the live program
+    assert graph_difference(aten2prims.from_fx(program, name=graph.name), graph) is None
+    lowered = aten2prims.lower(graph)
+    verify(lowered)
+    assert graph_difference(parse(str(lowered)), lowered) is None
+    # The slices' fresh sizes are replaced by their expressions of the two indices read.
+    fresh = declared - lowered.symbols.keys()
+    assert fresh and not any(re.search(rf"\b{f}\b", str(lowered)) for f in fresh)
+    assert lowered.checks == []
+    shapes = set()
+    for indices in SPLIT_INDICES:
+        split = torch.tensor(indices)
+        expected = SplitByIndices()(x, split)
+        for accepted, theirs in zip(program.module()(x, split), expected, strict=True):
+            assert torch.equal(accepted, theirs)  # torch's exported program runs it too
+        ours = aten2prims.execute(lowered, [x.numpy(), split.numpy()], check=True)
+        for index, (mine, theirs) in enumerate(zip(ours, expected, strict=True)):
+            verdict = compare(mine, theirs.numpy(), what=f"split at {indices}, output {index}")
+            assert verdict, verdict.message
+        shapes.add(tuple(tuple(t.shape) for t in expected))
+    assert len(shapes) == len(SPLIT_INDICES) - 1  # only [7, 7] and [9, 12] split alike
+    # The lowered graph converted back to torch computes the slices' sizes from the indices too.
+    module = aten2prims.to_fx(lowered)
+    for indices in ([5, 2], [9, 12], [-2, 5]):
+        split = torch.tensor(indices)
+        for index, (mine, theirs) in enumerate(
+            zip(module(x, split), SplitByIndices()(x, split), strict=True)
+        ):
+            assert mine.shape == theirs.shape and torch.allclose(mine, theirs), (indices, index)
+
+
+def test_tensor_split_of_a_dynamic_input_matches_torch_at_several_sizes(tmp_path: Path) -> None:
+    """A dynamic number of rows and data-dependent split points in one graph."""
+    rows = torch.export.Dim("rows", min=2, max=64)
+    x = torch.randn(7, 3, generator=torch.Generator().manual_seed(1))
+    program = torch.export.export(
+        SplitByIndices(),
+        (x, torch.tensor([2, 5])),
+        dynamic_shapes={"x": {0: rows}, "indices": None},
+    ).run_decompositions()
+    lowered = aten2prims.lower(_saved_and_loaded(program, "split_dynamic", tmp_path))
+    for count, indices in [(2, [1, 1]), (7, [5, 2]), (30, [-4, 40]), (64, [10, 63])]:
+        x = torch.randn(count, 3, generator=torch.Generator().manual_seed(count))
+        split = torch.tensor(indices)
+        ours = aten2prims.execute(lowered, [x.numpy(), split.numpy()], check=True)
+        for index, (mine, theirs) in enumerate(zip(ours, SplitByIndices()(x, split), strict=True)):
+            verdict = compare(mine, theirs.numpy(), what=f"{count} rows at {indices}, {index}")
+            assert verdict, verdict.message
+
+
+class SliceAtValues(torch.nn.Module):
+    """Slices between bounds read with tolist(), along two dims, one with a step: torch gives
+    each a fresh unbacked size and offset, as for tensor_split."""
+
+    def forward(self, x: torch.Tensor, bounds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        start, end = bounds.tolist()
+        return x[start:end] + 1, x[:, start:end:2]
+
+
+def test_slices_at_bounds_read_from_data_match_torch_at_every_bound(tmp_path: Path) -> None:
+    x = torch.randn(7, 7, generator=torch.Generator().manual_seed(2))
+    program = torch.export.export(SliceAtValues(), (x, torch.tensor([1, 5]))).run_decompositions()
+    lowered = aten2prims.lower(_saved_and_loaded(program, "slice_at_values", tmp_path))
+    assert lowered.checks == []
+    for bounds in ([1, 5], [0, 7], [3, 1], [-3, 9], [6, 8], [2, 3], [-20, -1]):
+        split = torch.tensor(bounds)
+        ours = aten2prims.execute(lowered, [x.numpy(), split.numpy()], check=True)
+        for index, (mine, theirs) in enumerate(zip(ours, SliceAtValues()(x, split), strict=True)):
+            verdict = compare(mine, theirs.numpy(), what=f"bounds {bounds}, output {index}")
+            assert verdict, verdict.message
+
+
+# A slice at a bound read from data, whose size the graph declares as a fresh unbacked symbol of
+# a narrower range than the slice's size can take.
+SLICE_OF_DECLARED_RANGE = """symbol u0 in [-inf, inf] unbacked from %n
+symbol u1 in [0, 3] unbacked
+graph g(%x: f32[10], %t: i64[]) -> (f32[u1]):
+  %n: int = aten._local_scalar_dense.default(%t)
+  %s: f32[u1] = aten.slice.Tensor(%x, 0, 0, %n)
+  return (%s)
+"""
+
+
+def test_a_fresh_size_identified_with_the_rules_keeps_its_declared_range() -> None:
+    """u1 becomes the slice's size computed from u0, and its range [0, 3] a run-time check of
+    that size: a slice longer than 3 is refused, naming the check; a range no value of the
+    expression meets is refused while lowering, naming the node and the symbol."""
+    lowered = aten2prims.lower(parse(SLICE_OF_DECLARED_RANGE))
+    assert "u1" not in lowered.symbols and len(lowered.checks) == 1
+    x = np.arange(10, dtype=np.float32)
+    for start, expected in [(2, x[:2]), (3, x[:3]), (0, x[:0]), (-8, x[:-8])]:
+        (ours,) = aten2prims.execute(lowered, [x, np.asarray(start)], check=True)
+        np.testing.assert_array_equal(ours, expected)
+    with pytest.raises(ShapeError, match=r"lowered assuming .* <= 3, which fails for u0 = 5"):
+        aten2prims.execute(lowered, [x, np.asarray(5)])
+    with pytest.raises(
+        ShapeError, match=r"aten.slice.Tensor -> %s: the graph declares the size u1 in \[11, 20\]"
+    ):
+        aten2prims.lower(parse(SLICE_OF_DECLARED_RANGE.replace("[0, 3]", "[11, 20]")))
+
+
+class ArangeToValue(torch.nn.Module):
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        return torch.arange(n.item()) + x.sum()
+
+
+def test_arange_to_a_value_read_from_data_runs_at_every_count(tmp_path: Path) -> None:
+    """arange's length from a value read from data is exact (no check that it is positive):
+    0 and 1 run, as in torch's exported program."""
+    x = torch.randn(3, generator=torch.Generator().manual_seed(3))
+    program = torch.export.export(ArangeToValue(), (x, torch.tensor(4))).run_decompositions()
+    lowered = aten2prims.lower(_saved_and_loaded(program, "arange_to_value", tmp_path))
+    assert lowered.checks == []
+    for n in (0, 1, 4, 9):
+        count = torch.tensor(n)
+        expected = ArangeToValue()(x, count)
+        assert torch.equal(program.module()(x, count), expected)
+        (ours,) = aten2prims.execute(lowered, [x.numpy(), count.numpy()], check=True)
+        verdict = compare(ours, expected.numpy(), what=f"arange({n})")
+        assert verdict, verdict.message

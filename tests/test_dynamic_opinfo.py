@@ -353,9 +353,6 @@ KNOWN_GAPS: dict[str, str] = {
     # slice_scatter with an end past a shrunk dim: the rule assumes the end within the dim
     # rather than clamping it to the dim
     "slice_scatter": r"lowered assuming \d+ <= s\d+",
-    # tensor_split at tensor indices slices at data-dependent bounds: our size of the slice,
-    # max(0, u1 - u0), is not matched with the fresh unbacked symbol torch gives it
-    "tensor_split": r"the rule produced .* the graph says",
 }
 # family -> the fewest samples that must run dynamic, random ones included (what runs today)
 MINIMUM: dict[str, int] = {

@@ -1764,6 +1764,16 @@ def is_literal_one(x: Any) -> bool:
     return type(x) is int and x == 1
 
 
+def data_dependent(x: Any) -> bool:
+    """x (an expression, a condition or a tuple of them) uses a symbol the active env declares
+    unbacked: a value read from data, which no example size stands for."""
+    env = _ENV.get()
+    if env is None:
+        return False
+    symbols = env.symbols
+    return any(name in symbols and not symbols[name].backed for name in free_symbols(x))
+
+
 def settled(condition: Any) -> bool | None:
     """A condition's answer when it is a bool, when the active env's ranges settle it or when it
     already holds as a check; None otherwise (nothing is recorded)."""

@@ -16,6 +16,7 @@ from ..errors import ShapeError
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node
 from ..ir.layout import is_contiguous
 from ..ir.symbolic import (
+    SymExpr,
     bare_symbol,
     evaluate,
     free_symbols,
@@ -135,15 +136,16 @@ def _solve_linear_sizes(
             progress = True
 
 
-def _describe(binding: Mapping[str, int], names: Any = None) -> str:
+def _describe(binding: Mapping[str, int | SymExpr], names: Any = None) -> str:
     shown = sorted(binding if names is None else names)
     return ", ".join(f"{name} = {binding[name]}" for name in shown)
 
 
-def specialize(graph: Graph, binding: Mapping[str, int]) -> Graph:
+def specialize(graph: Graph, binding: Mapping[str, int | SymExpr]) -> Graph:
     """A static copy of the graph with every bound symbol replaced by its value (symbols left
-    unbound that the graph still uses stay, with their declarations). Input data is shared,
-    never copied."""
+    unbound that the graph still uses stay, with their declarations). A value may also be an
+    expression of other symbols (the lowering's identification of a fresh unbacked size with
+    its rule's expression). Input data is shared, never copied."""
     lookup = binding.__getitem__
 
     def resolve(name: str) -> Any:

@@ -6,6 +6,12 @@ name it came from (and the user's source location). The rule's results must have
 node's declared metas — a rule producing another dtype or shape is a bug, reported by op and node;
 a result laid out otherwise than declared (torch's kernels and torch's prims metas legitimately
 disagree, e.g. on a channels-last convolution) is copied into the declared layout.
+A size the graph declares as a fresh data-dependent (unbacked) symbol of the node being lowered
+(torch's size of a slice at `.item()` bounds) is identified with the rule's expression of it,
+when that expression reads only sizes known by then: the symbol is replaced by the expression in
+every later meta, operand and check (so the executor computes it from the values it reads), and
+the symbol's declared range becomes a run-time check of the expression unless the ranges settle
+it.
 The last value a rule makes for a result takes that result's name, so the lowered graph reads
 like the original one. An undefined result (the None of a backward op's masked result) is one
 the rule returns None for, and is not computed; its readers get None.
@@ -25,22 +31,40 @@ from decompositions import RULES, active_registry
 from decompositions.registry import lowering_node
 from prims.builder import Builder
 
-from ..errors import Error, LoweringError, ResultDTypeError, ResultShapeError, UnsupportedOpError
+from ..errors import (
+    Error,
+    LoweringError,
+    ResultDTypeError,
+    ResultShapeError,
+    ShapeError,
+    UnsupportedOpError,
+)
 from ..ir.building import collector_paused
 from ..ir.dtypes import DType
 from ..ir.graph import Graph, GraphInput, GraphOutput, Node, Provenance
 from ..ir.layout import required_length, same_significant_strides
 from ..ir.symbolic import (
+    INF,
     ShapeEnv,
     Symbol,
+    SymExpr,
+    assume,
     bare_symbol,
+    compare,
+    current_env,
+    format_expr,
+    free_symbols,
+    is_literal_one,
     number_kind,
+    same_size,
     settled,
     shape_env,
+    substitute,
     symbol,
 )
 from ..ir.values import CPU, ScalarMeta, TensorMeta, UndefinedMeta, Value, map_values
 from ..schema.higher_order import NAMESPACE as HIGHER_ORDER
+from .bind import specialize
 from .dce import eliminate_dead_code
 
 # Which aten nodes to leave as they are: overload names ("aten.mm.default"), shell-style
@@ -119,26 +143,42 @@ def _lower(
         if name is not None:
             lowered_sources[name] = graph_input.name
             mapping[graph_input.value] = symbol(name)
+    # Fresh unbacked symbols identified with a rule's expression: substituted from then on.
+    fresh = _fresh_symbols(graph)
+    bound: dict[str, int | SymExpr] = {}
+
+    def under_bound(operand: Any) -> Any:
+        return _under(operand, bound)
+
     with builder, active_registry(registry), shape_env(env):
-        for node in graph.nodes:
-            args = tuple(remap(a) for a in node.args)
-            kwargs = {name: remap(a) for name, a in node.kwargs.items()}
+        for index, node in enumerate(graph.nodes):
+            args = tuple(under_bound(remap(a)) for a in node.args)
+            kwargs = {name: under_bound(remap(a)) for name, a in node.kwargs.items()}
             rule = registry.get(node.op) if node.namespace != "prims" else None
             if node.namespace == HIGHER_ORDER:
                 # Control flow stays a node; each of its graphs is lowered to prims in turn.
                 args = tuple(
-                    _lower_nested(a, env, strict, kept, registry) if type(a) is Graph else a
+                    _lower_nested(_graph_under(a, bound), env, strict, kept, registry)
+                    if type(a) is Graph
+                    else a
                     for a in args
                 )
-                _copy_node(node, args, kwargs, builder, mapping)
+                _copy_node(node, args, kwargs, builder, mapping, bound)
             elif rule is None or kept(node):
-                _copy_node(node, args, kwargs, builder, mapping)
+                _copy_node(node, args, kwargs, builder, mapping, bound)
             else:
-                _expand(node, rule, args, kwargs, builder, mapping)
+                mine = {name for name, first in fresh.items() if first == index}
+                later = {name for name, first in fresh.items() if first > index}
+                _expand(node, rule, args, kwargs, builder, mapping, _Fresh(mine, later, bound))
             for result in node.results:
                 name = sources.get(result.name)
                 new = mapping.get(result)
-                if name is not None and type(new) is Value and type(new.meta) is ScalarMeta:
+                if (
+                    name is not None
+                    and name not in bound
+                    and type(new) is Value
+                    and type(new.meta) is ScalarMeta
+                ):
                     lowered_sources[name] = new.name
                     mapping[result] = symbol(name)
         outputs = [GraphOutput(_output_value(o, mapping), o.kind, o.target) for o in graph.outputs]
@@ -151,8 +191,9 @@ def _lower(
     lowered.symbols = {
         name: attrs.evolve(declared, value=lowered_sources.get(name, computed.get(name)))
         for name, declared in graph.symbols.items()
+        if name not in bound
     }
-    lowered.checks = list(env.checks)
+    lowered.checks = _checks_under(env.checks, bound, graph.name)
     return eliminate_dead_code(lowered) if dce else lowered
 
 
@@ -180,6 +221,118 @@ def _computed_from_data(nodes: list[Node], symbols: dict[str, Symbol]) -> dict[s
     return found
 
 
+def _fresh_symbols(graph: Graph) -> dict[str, int]:
+    """Each unbacked symbol that no input's meta mentions, with the index of the first node whose
+    results' metas do: the node torch made it for (a slice's size at data-dependent bounds)."""
+    unbacked = {name for name, declared in graph.symbols.items() if not declared.backed}
+    seen = free_symbols(tuple(_meta_sizes(i.value.meta) for i in graph.inputs)) & unbacked
+    first: dict[str, int] = {}
+    for index, node in enumerate(graph.nodes):
+        for result in node.results:
+            for name in free_symbols(_meta_sizes(result.meta)) & unbacked - seen:
+                first[name] = index
+                seen.add(name)
+    return first
+
+
+def _meta_sizes(meta: Any) -> tuple:
+    if type(meta) is not TensorMeta:
+        return ()
+    return (meta.shape, meta.strides, meta.storage_offset)
+
+
+@attrs.define(slots=True)
+class _Fresh:
+    """The fresh unbacked symbols of the node being lowered (`mine`), those of later nodes
+    (`later`: not known yet), and every symbol identified so far with a rule's expression
+    (`bound`, shared by the whole lowering)."""
+
+    mine: set[str]
+    later: set[str]
+    bound: dict[str, int | SymExpr]
+
+    def identify(self, node: Node, declared: Any, new: Any) -> None:
+        """Bind each of the node's fresh symbols that `declared` holds as a size or its offset
+        to what the rule computed there, when that reads only sizes known by then."""
+        if not self.mine or type(declared) is not TensorMeta:
+            return
+        if type(new) is not Value or type(new.meta) is not TensorMeta:
+            return
+        made = new.meta
+        if len(made.shape) != len(declared.shape):
+            return  # a rank mismatch: _check_result names it
+        for want, got in zip(declared.shape, made.shape):
+            self._identify_size(node, want, got)
+        # An offset is comparable only in the same layout (else the lowering copies the value
+        # into the declared one, whose offset is not the rule's); strides of dims of size 1 say
+        # nothing.
+        declared = _meta_under(declared, self.bound)
+        if all(
+            same_size(want, got) or is_literal_one(size)
+            for want, got, size in zip(declared.strides, made.strides, made.shape)
+        ):
+            self._identify_size(node, declared.storage_offset, made.storage_offset)
+
+    def _identify_size(self, node: Node, want: Any, got: Any) -> None:
+        name = bare_symbol(want)
+        if name is None or name not in self.mine or name in self.bound:
+            return
+        got = _under(got, self.bound)
+        if not same_size(want, got) and not free_symbols(got) & (self.mine | self.later):
+            self._bind(node, name, got)
+
+    def _bind(self, node: Node, name: str, value: int | SymExpr) -> None:
+        declared = current_env().symbols[name]
+        what = (
+            f"{_where(node)}: the graph declares the size {name} in "
+            f"[{declared.lower}, {declared.upper}], which the rule computes as {format_expr(value)}"
+        )
+        # The declared range still holds: a run-time check unless the ranges settle it.
+        if declared.lower != -INF:
+            assume(compare(">=", value, int(declared.lower)), what)
+        if declared.upper != INF:
+            assume(compare("<=", value, int(declared.upper)), what)
+        self.bound[name] = value
+
+
+def _under(operand: Any, bound: dict[str, int | SymExpr]) -> Any:
+    """The operand with every bound symbol replaced by its expression."""
+    if not bound or not free_symbols(operand) & bound.keys():
+        return operand
+    return substitute(operand, lambda name: bound[name] if name in bound else symbol(name))
+
+
+def _meta_under(meta: Any, bound: dict[str, int | SymExpr]) -> Any:
+    if type(meta) is not TensorMeta or not free_symbols(_meta_sizes(meta)) & bound.keys():
+        return meta
+    return TensorMeta(
+        _under(meta.shape, bound),
+        meta.dtype,
+        _under(meta.strides, bound),
+        _under(meta.storage_offset, bound),
+    )
+
+
+def _graph_under(subgraph: Graph, bound: dict[str, int | SymExpr]) -> Graph:
+    """A nested graph whose sizes use bound symbols, with their expressions instead."""
+    return specialize(subgraph, bound) if bound else subgraph
+
+
+def _checks_under(checks: list, bound: dict[str, int | SymExpr], name: str) -> list:
+    """The run-time checks with bound symbols replaced (one settled true is dropped)."""
+    kept: list = []
+    for check in checks:
+        value = _under(check, bound)
+        if value is False:
+            raise ShapeError(
+                f"graph {name}: the check {check} fails for every size once "
+                f"{', '.join(f'{n} = {format_expr(v)}' for n, v in bound.items())}"
+            )
+        if value is not True and value not in kept:
+            kept.append(value)
+    return kept
+
+
 def _all_nodes(graph: Graph) -> Iterator[Node]:
     """The graph's nodes and those of its nested graphs, at any depth."""
     for node in graph.nodes:
@@ -204,9 +357,14 @@ def _lower_nested(
 
 
 def _copy_node(
-    node: Node, args: tuple[Any, ...], kwargs: dict[str, Any], builder: Builder, mapping: dict
+    node: Node,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    builder: Builder,
+    mapping: dict,
+    bound: dict[str, int | SymExpr],
 ) -> None:
-    results = tuple(Value(r.name, r.meta) for r in node.results)
+    results = tuple(Value(r.name, _meta_under(r.meta, bound)) for r in node.results)
     builder.append(Node(node.op, args, kwargs, results, node.provenance))
     mapping.update(zip(node.results, results))
 
@@ -218,6 +376,7 @@ def _expand(
     kwargs: dict[str, Any],
     builder: Builder,
     mapping: dict,
+    fresh: _Fresh,
 ) -> None:
     first = node.results[0].name if node.results else None
     if node.provenance.origin_op is None:
@@ -237,10 +396,13 @@ def _expand(
             f"{_where(node)}: the rule failed: {type(error).__name__}: {error}"
         ) from error
     results = _as_results(node, produced)
+    declared = []
     for old, new in zip(node.results, results):
-        _check_result(node, old, new)
+        fresh.identify(node, old.meta, new)
+        declared.append(Value(old.name, _meta_under(old.meta, fresh.bound)))
+        _check_result(node, declared[-1], new)
     try:
-        results = tuple(_laid_out(old, new) for old, new in zip(node.results, results))
+        results = tuple(_laid_out(old, new) for old, new in zip(declared, results))
     except Error as error:
         raise _with_context(error, node) from error
     created = {value for new_node in builder.nodes[start:] for value in new_node.results}
