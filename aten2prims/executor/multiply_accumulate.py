@@ -42,9 +42,10 @@ every kernel position then reads one phase at an offset, so the products run ove
 contiguous runs again (the same merged rows, of the phase's width), as for stride 1. The copy
 is one pass over the chunk's input, made while it stays in cache.
 
-Chunks are independent (each writes its own part of the output, with its own buffers): they are
-shared among the call's threads (`threads.run_parts`), each computed the same way whatever the
-thread count.
+Chunks are independent (each writes its own part of the output, with its own buffers), but they
+run one after the other on the calling thread whatever the call's thread count: a chunk is a few
+short NumPy calls, and two threads making such calls hand the GIL to each other at nearly every
+call, which made two threads slower than one (docs/executor.md, "Threads").
 
 Summation order differs from a matrix product's over the whole im2col copy (gathered: BLAS's
 matrix-vector order over one channel's positions, fixed by the sizes; else a plain sum in
@@ -56,14 +57,11 @@ from __future__ import annotations
 
 import itertools
 import math
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
-
-from .threads import run_parts
 
 # At most this many reduced positions (a 9x9 kernel); more products run on the matrix engine.
 MAX_POSITIONS = 81
@@ -231,26 +229,13 @@ class MultiplyAccumulateRecipe:
             if self.phases is None:
                 source = source.transpose(order)
         shaped = out.reshape(self.out_view)
-        buffers: dict[int, tuple[np.ndarray, ...]] = {}
-
-        def chunk_task(outer: tuple[int, ...], start: int, stop: int) -> Callable[[], None]:
-            def run() -> None:
-                mine = buffers.get(threading.get_ident())
-                if mine is None:
-                    mine = buffers[threading.get_ident()] = self._buffers(out.dtype)
+        mine = self._buffers(out.dtype)
+        for outer in itertools.product(*map(range, self.outer_shape)):
+            for start in range(0, self.chunked, self.chunk):
+                stop = min(start + self.chunk, self.chunked)
                 self._chunk(source, other_view, shaped, mine, outer, start, stop)
                 if epilogue is not None:
                     epilogue(self._out_index(outer, start, stop))
-
-            return run
-
-        run_parts(
-            [
-                chunk_task(outer, start, min(start + self.chunk, self.chunked))
-                for outer in itertools.product(*map(range, self.outer_shape))
-                for start in range(0, self.chunked, self.chunk)
-            ]
-        )
 
     def _buffers(self, dtype: np.dtype) -> tuple[np.ndarray, ...]:
         """One thread's accumulator (rows x row_step per channel: the output's rows are then a
