@@ -137,12 +137,14 @@ def unary(
     opmath: bool = True,
     view: bool = False,
     doc: str = "",
+    operand: str = "self",
 ) -> None:
+    """`operand`: the operand's name in torch's schema of the prim (`self`, but `a` for conj)."""
     ELEMENTWISE[name] = ElementwiseSpec(name, 1, domain, kind)
     register(
-        f"{name}(Tensor self) -> Tensor",
-        meta=_with_names(_elementwise_meta(domain, kind), ("self",)),
-        kernel=_with_names(_elementwise_kernel(fn, kind, opmath=opmath), ("self",)),
+        f"{name}(Tensor {operand}) -> Tensor",
+        meta=_with_names(_elementwise_meta(domain, kind), (operand,)),
+        kernel=_with_names(_elementwise_kernel(fn, kind, opmath=opmath), (operand,)),
         view=view,
         doc=doc,
     )
@@ -644,6 +646,7 @@ unary(
     COMPLEX,
     np.conjugate,
     doc="torch's lazy conjugate view; a functional graph materializes it",
+    operand="a",
 )
 unary("real", COMPLEX, np.real, ResultKind.REAL, opmath=False, view=True)
 unary("imag", COMPLEX, np.imag, ResultKind.REAL, opmath=False, view=True)

@@ -28,6 +28,7 @@ from prims_testing import (
 )
 
 import prims
+from aten2prims.backends.to_fx import to_fx
 from aten2prims.errors import DTypeError, SchemaError, ShapeError
 from aten2prims.executor import execute
 from aten2prims.frontends.torch_interop import to_numpy, to_torch, torch_dtype
@@ -357,6 +358,29 @@ def test_every_torch_prim_is_registered() -> None:
     omitted = {n for n, d in PRIMS.items() if not d.implemented}
     assert omitted >= {"copy_to", "resize", "device_put"}
     assert all(PRIMS[n].omitted_reason for n in omitted)
+
+
+def test_every_torch_prim_names_its_arguments_as_torch() -> None:
+    """to_fx calls torch's prims with our schemas' argument names: they must be torch's (conj's
+    operand is `a` there, where every other unary prim's is `self`)."""
+    differing = {}
+    for name in TORCH_PRIMS:
+        theirs = [a.name for a in getattr(torch.ops.prims, name).default._schema.arguments]
+        ours = [a.name for a in PRIMS[name].schema.arguments]
+        if ours != theirs:
+            differing[name] = (ours, theirs)
+    assert differing == {}
+
+
+def test_conj_traces_back_to_torch() -> None:
+    """A prims graph holding conj runs in torch through to_fx (it failed on the operand's name)."""
+    graph = parse(
+        "graph g(%x: c64[3]) -> (c64[3]):\n  %y: c64[3] = prims.conj(%x)\n  return (%y)\n"
+    )
+    x = torch.randn(3, dtype=torch.complex64, generator=torch.Generator().manual_seed(0))
+    traced = to_fx(graph)(x)
+    (result,) = traced if isinstance(traced, (tuple, list)) else (traced,)
+    assert torch.equal(result.resolve_conj(), torch.conj_physical(x))
 
 
 MISC = [
