@@ -153,8 +153,8 @@ def library() -> Mkl | None:
 
 @contextlib.contextmanager
 def disabled() -> Iterator[None]:
-    """Within the block `library()` is None: kernels called and plans built inside it use
-    NumPy's routines (a plan records which it was built with)."""
+    """Within the block `library()` is None: kernels, which ask at each call, use NumPy's
+    routines (the tests compare both)."""
     global _disabled_depth
     _disabled_depth += 1
     try:
