@@ -218,6 +218,15 @@ def test_an_out_overlapping_an_operand_is_numpys(kernels: str) -> None:
     assert out.tobytes() == expected.tobytes()
 
 
+def test_a_read_only_out_is_refused_and_left_alone(kernels: str) -> None:
+    x, y = _random((70, 90)), _random((90, 700), seed=1)
+    out = np.full((70, 700), np.nan, np.float32)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        blas.matmul(x, y, out)
+    assert np.isnan(out).all()
+
+
 @pytest.mark.parametrize(
     ("x_shape", "y_shape"),
     [((0, 90), (90, 700)), ((70, 90), (90, 0)), ((70, 0), (0, 200)), ((0, 70, 90), (90, 700))],

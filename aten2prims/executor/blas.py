@@ -11,8 +11,8 @@ transposed) and a leading dimension from the other, and `out` is one of those to
 column-major `out` is made as the transposed product); batch dims may be broadcast (size 1 or
 stride 0) in either operand. The batch dims are merged where the three arrays' strides allow;
 the innermost merged batch dim is one strided batch call, any outer ones a loop. Everything
-else — other dtypes, other strides, `out` overlapping an operand, products too small for the
-call's overhead to pay — is np.matmul's.
+else — other dtypes, other strides, `out` read-only or overlapping an operand, products too
+small for the call's overhead to pay — is np.matmul's.
 
 Whether MKL is in use is asked at every call (`mkl.library()`), so `mkl.disabled()` switches
 every product back to NumPy. MKL runs sequentially (one thread per call) and, with its
@@ -98,6 +98,8 @@ def mkl_matmul(library: mkl.Mkl, x: np.ndarray, y: np.ndarray, out: np.ndarray) 
         return False
     # MKL's LP64 interface takes sizes and leading dimensions as 32-bit ints
     if max(m, n, k, x_layout[1], y_layout[1], out_layout[1], *(d[0] for d in dims)) > _INT_MAX:
+        return False
+    if not out.flags.writeable:  # np.matmul refuses it
         return False
     if np.may_share_memory(out, x) or np.may_share_memory(out, y):
         return False
