@@ -54,6 +54,7 @@ from prims.registry import lookup
 from ..errors import ExecutionError
 from ..ir.dtypes import DType
 from ..ir.values import TensorMeta
+from .blas import matmul
 from .contraction_fusion import ContractionKernel
 from .select import ZeroSelect
 from .steps import SlotRef, Step, describe_failure
@@ -190,7 +191,7 @@ class AttentionKernel:
         step = self.first
         try:
             scores = _view(buffers[0], self.buffers[0], (*shape, columns))
-            np.matmul(views[0][by_rows], views[1][by_batch], out=scores)
+            matmul(views[0][by_rows], views[1][by_batch], scores)
             for ufunc, operand, number in self.epilogue:
                 other = number if operand is None else _sliced(views[operand], by_rows)
                 ufunc(scores, other, out=scores)
@@ -225,7 +226,7 @@ class AttentionKernel:
                         instruction.kernel(*arguments, out=target)
                     values[instruction.result] = target
             step = self.second
-            np.matmul(values[self.probabilities], views[-1][by_batch], out=result[by_rows])
+            matmul(values[self.probabilities], views[-1][by_batch], result[by_rows])
         except Exception as error:  # name the step that failed
             raise ExecutionError(describe_failure(step, error)) from error
 

@@ -1,14 +1,14 @@
 """The contraction engine: the sum over some labels of the product of two arrays (an einsum of
-two operands), computed by BLAS-backed `np.matmul` calls so that the joint product (M·K·N for a
-matrix product, N·C_out·C_in·K·H·W for a convolution) is never materialized. NumPy only: which
-graphs lead here is `contraction_fusion.py`'s business.
+two operands), computed by matrix products (`blas.matmul`: MKL's gemm or NumPy's matmul) so that
+the joint product (M·K·N for a matrix product, N·C_out·C_in·K·H·W for a convolution) is never
+materialized. NumPy arrays only: which graphs lead here is `contraction_fusion.py`'s business.
 
 Every dimension of the joint product is a label (an index into `sizes`). An operand carries the
 labels of the dims it really indexes: a broadcast dimension (size 1, or a zero stride of an array
 that is already a broadcast view) does not index it. Labels then fall into batch (both operands,
 kept), free (one operand, kept), contracted (both, reduced) and lone-reduced (one operand,
 reduced: summed out of that operand first). The kept labels are split, in output order, into
-`batch-like | M | N` with M from one operand and N from the other, so `np.matmul` writes the
+`batch-like | M | N` with M from one operand and N from the other, so the product writes the
 output directly in its final layout (or, when another order allows much larger matrices, in that
 order, then copied into the output).
 
@@ -36,6 +36,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .blas import matmul
 from .threads import even_parts, run_parts
 
 
@@ -61,7 +62,8 @@ class ContractionTuning:
     # A float32 product X[M, K] @ Y[K, N] of row-major X and K-contiguous Y (a linear layer's
     # transposed weight) with at most `swap_rows` rows and at least twice as many columns runs as
     # (Y^T @ X^T)^T: OpenBLAS's sgemm is up to 2x faster with the long side first (measured,
-    # 8x256 @ 256x1024: 85-110 us against 165-230 us; from 256 rows on it gains nothing).
+    # 8x256 @ 256x1024: 85-110 us against 165-230 us; from 256 rows on it gains nothing). Only
+    # NumPy's products swap (blas.matmul): MKL runs either order alike, with no copy.
     swap_rows: int = 128
     # A transposing copy loops in Python over the destination's innermost axes of at most
     # `short_axis` entries, up to `short_axis_copies` copies (see _copy) ...
@@ -94,7 +96,7 @@ def contract(
     epilogue: Epilogue | None = None,
     tuning: ContractionTuning = DEFAULT_TUNING,
 ) -> np.ndarray:
-    """sum over the labels not in `out_labels` of a * b, as einsum would (with numpy's matmul
+    """sum over the labels not in `out_labels` of a * b, as einsum would (with blas.matmul
     for the products). Each operand dim carries a label (an index into `sizes`, distinct within
     the operand); `out_labels` may name labels neither operand has (the result is broadcast
     along them) and leaving out such a label multiplies the result by its size. The result, of
@@ -154,8 +156,8 @@ class ContractionRecipe:
     3. X and Y (a and b, or b and a: `x_is_a`) transposed into the unmerged views
        X[P..., M..., K...] and Y[P..., K..., N...] (`x_view`, `y_view`; P labels an operand
        lacks are size-1 axes), merged into matrices (`x_matrix`, `y_matrix`) and multiplied:
-       in one `np.matmul` when `levels` is empty (as (Y^T @ X^T)^T when `swapped`), else chunk
-       by chunk along `levels`;
+       in one `blas.matmul` when `levels` is empty (NumPy's as (Y^T @ X^T)^T when `swapped`),
+       else chunk by chunk along `levels`;
     4. the product lands in the output seen with its present labels only (`present_shape`:
        labels neither operand has are dropped), directly or, with `reorder`, through a buffer
        in another order copied into it chunk by chunk;
@@ -261,11 +263,7 @@ class ContractionRecipe:
         return copy_chunk
 
     def _matmul(self, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
-        if self.swapped:
-            transposed = np.matmul(y.swapaxes(-1, -2), x.swapaxes(-1, -2))
-            np.copyto(out, transposed.swapaxes(-1, -2))
-        else:
-            np.matmul(x, y, out=out)
+        matmul(x, y, out, swap_for_numpy=self.swapped)
 
     def _matmul_in_parts(
         self,
@@ -765,11 +763,11 @@ def _product_chunks(
         # Output chunks are views: only P and outer free axes are chunked, so this never copies.
         out_mat = np.reshape(target, _merged_shape(target.shape, np_, nm), copy=False)
         if all(starts[position] == 0 for position in summed):
-            np.matmul(x_mat, y_mat, out=out_mat)
+            matmul(x_mat, y_mat, out_mat)
         else:  # a later chunk of a contracted axis: accumulate
             if partial is None or partial.shape != out_mat.shape:
                 partial = np.empty(out_mat.shape, out.dtype)
-            np.matmul(x_mat, y_mat, out=partial)
+            matmul(x_mat, y_mat, partial)
             np.add(out_mat, partial, out=out_mat)
         if epilogue is not None and all(
             starts[position] + levels[position].step >= levels[position].length

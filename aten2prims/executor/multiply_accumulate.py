@@ -63,6 +63,8 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .blas import matmul
+
 # At most this many reduced positions (a 9x9 kernel); more products run on the matrix engine.
 MAX_POSITIONS = 81
 # The full operand's smallest step along a kept label, in elements, at most this (a
@@ -283,7 +285,7 @@ class MultiplyAccumulateRecipe:
             gathered = buffers[1][:count]
             np.copyto(gathered.reshape(count, *self.reduced_shape, rows, columns), source[index])
             # A sum of -0.0 products is +0.0 here too: BLAS's accumulators start at +0.0.
-            np.matmul(other_view[index], gathered, out=shaped[index].reshape(count, 1, self.run))
+            matmul(other_view[index], gathered, shaped[index].reshape(count, 1, self.run))
             return
         accumulator = buffers[0][:count]
         total = accumulator[:, : self.run]
@@ -297,7 +299,7 @@ class MultiplyAccumulateRecipe:
                 operands = self._phase_operands(source[index], buffers[2][:count])
                 for number, operand in enumerate(operands):
                     gathered[:, number] = operand
-            np.matmul(other_view[index], gathered, out=total[:, None, :])
+            matmul(other_view[index], gathered, total[:, None, :])
         else:
             every_position = (slice(None),) * len(self.reduced_shape)
             other_block = other_view[every_position + index]
@@ -344,8 +346,8 @@ class MultiplyAccumulateRecipe:
             writeable=False,
         )
         partial = buffers[2][:count]
-        np.matmul(weights, matrices, out=partial.reshape(count, *copies.other_shape, 1, self.run))
-        np.matmul(buffers[3], partial[:, :, 0, :], out=total[:, None, :])
+        matmul(weights, matrices, partial.reshape(count, *copies.other_shape, 1, self.run))
+        matmul(buffers[3], partial[:, :, 0, :], total[:, None, :])
 
     def _phase_operands(self, image: np.ndarray, staging: np.ndarray) -> list[np.ndarray]:
         """The chunk's image (count, rows, columns) copied into its phase images; per kernel
