@@ -14,8 +14,11 @@ import numpy as np
 import pytest
 import scipy.special as special
 import torch
+from _model_checks import assert_like_torch
 
+import aten2prims
 import prims
+from aten2prims.frontends.fx import from_fx
 from aten2prims.testing.compare import compare
 from prims import mkl, vector_math
 from prims.vector_math import KERNELS, VectorFunction
@@ -272,3 +275,32 @@ def test_every_kernel_is_a_vector_function_named_after_its_prim() -> None:
     for name, kernel in KERNELS.items():
         assert isinstance(kernel, VectorFunction) and kernel.__name__ == name
         assert hasattr(prims, name), name
+
+
+class _GeluMlp(torch.nn.Module):
+    """A transformer's MLP block: layer norm, a linear layer, GELU, a linear layer, residual."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(96)
+        self.up = torch.nn.Linear(96, 384)
+        self.down = torch.nn.Linear(384, 96)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_a_gelu_model_against_torch(dtype: torch.dtype, kernels: str) -> None:
+    """An exported GELU MLP (its erf MKL's vector erf or NumPy's kernels) judged against torch
+    eager and the module's float64 run as tests/test_models.py judges models, at one and two
+    threads with the same bits."""
+    torch.manual_seed(0)
+    model = _GeluMlp().to(dtype).eval()
+    x = torch.randn(4, 56, 56, 96, dtype=dtype) * 2
+    program = torch.export.export(model, (x,)).run_decompositions()
+    graph = aten2prims.lower(from_fx(program))
+    ours = aten2prims.execute(graph, [x.numpy()], threads=1)
+    again = aten2prims.execute(graph, [x.numpy()], threads=2)
+    assert all(np.array_equal(a, b) for a, b in zip(ours, again, strict=True))
+    assert_like_torch(ours, model, (x,))
