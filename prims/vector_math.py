@@ -17,6 +17,9 @@ so those stay NumPy's (as do float32 exp, log, tanh, sin, cos, whose NumPy SIMD 
 at most 2x on ordinary values and float64 exp and log, which gain less than 1.15x). The
 functions kept cost at most NumPy's time on such operands, except float32 ndtri of zeros
 (1.07x), float64 sin of subnormals (2.1x) and float64 ndtri of subnormal probabilities (3.1x).
+VML's error mode "no error status" skips that slow path but gives wrong special values
+(exp(+inf) = NaN), and flush-to-zero alone does not skip it; the mode stays `VML_HIGH_ACCURACY`
+(errors ignored, status kept).
 
 A kernel `f(a, out=None)` decides at each call (never cached in a plan, so `mkl.disabled()`
 switches it back): VML when `mkl.library()` is not None and `a` is an array of a dtype its
