@@ -19,6 +19,7 @@ from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.values import TensorMeta
 
+from . import vector_math
 from .common import (
     ALL,
     BOOL,
@@ -34,7 +35,6 @@ from .common import (
     number_as,
     opmath_call,
 )
-from .erf_float32 import erf_float32
 from .registry import register
 
 
@@ -467,12 +467,10 @@ def rsqrt_of(a: np.ndarray) -> np.ndarray:
     return reciprocal_of(_sqrt(a))
 
 
-def erf_of(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """erf: float32 in vectorized passes (`erf_float32.py`, within 4 ulp), float64 by SciPy's
-    double-precision routine (float16/bfloat16 reach here upcast to float32)."""
-    if a.dtype == np.float32:
-        return erf_float32(a, out=out)
-    return special.erf(a, out=out)
+# MKL's vector erf when MKL is loaded (`vector_math.py`); without it float32 in vectorized
+# passes (`erf_float32.py`, within 4 ulp), float64 by SciPy's double-precision routine
+# (float16/bfloat16 reach here upcast to float32).
+erf_of = vector_math.erf
 
 
 def _complex_log1p(z: np.ndarray) -> np.ndarray:
@@ -489,12 +487,6 @@ def _complex_log1p(z: np.ndarray) -> np.ndarray:
 
 def _log1p(a: np.ndarray) -> np.ndarray:
     return _complex_log1p(a) if _is_complex(a) else np.log1p(a)
-
-
-def _erf_inv(a: np.ndarray) -> np.ndarray:
-    """erfinv keeping the sign of zero, as torch's does: scipy's erfinv(-0.0) is +0.0."""
-    result = special.erfinv(a)
-    return np.where(a == 0, a, result).astype(result.dtype, copy=False)
 
 
 def _lgamma(a: np.ndarray) -> np.ndarray:
@@ -595,10 +587,10 @@ FLOAT_COMPLEX_UNARY: dict[str, Callable[..., Any]] = {
     "acos": np.arccos,
     "acosh": np.arccosh,
     "asin": np.arcsin,
-    "asinh": np.arcsinh,
+    "asinh": vector_math.asinh,
     "atan": np.arctan,
     "atanh": np.arctanh,
-    "cos": np.cos,
+    "cos": vector_math.cos,
     "cosh": np.cosh,
     "exp": np.exp,
     "exp2": _exp2,
@@ -609,7 +601,7 @@ FLOAT_COMPLEX_UNARY: dict[str, Callable[..., Any]] = {
     "log2": np.log2,
     "reciprocal": reciprocal_of,
     "rsqrt": rsqrt_of,
-    "sin": np.sin,
+    "sin": vector_math.sin,
     "sinh": np.sinh,
     "sqrt": _sqrt,
     "tan": np.tan,
@@ -625,8 +617,8 @@ _FLOAT_UNARY: dict[str, Callable[..., Any]] = {
     "cbrt": np.cbrt,
     "digamma": special.psi,
     "erf": erf_of,
-    "erf_inv": _erf_inv,
-    "erfc": special.erfc,
+    "erf_inv": vector_math.erf_inv,
+    "erfc": vector_math.erfc,
     "lgamma": _lgamma,
 }
 for _name, _fn in _FLOAT_UNARY.items():
@@ -635,7 +627,7 @@ _F32_F64_UNARY: dict[str, Callable[..., Any]] = {
     "bessel_j0": special.j0,
     "bessel_j1": special.j1,
     "erfcx": special.erfcx,
-    "ndtri": special.ndtri,
+    "ndtri": vector_math.ndtri,
     "spherical_bessel_j0": _spherical_bessel_j0,
 }
 for _name, _fn in _F32_F64_UNARY.items():

@@ -1,5 +1,7 @@
 """erf of float32 values in a few vectorized NumPy passes instead of SciPy's per-element
-double-precision routine (about 12 ns per element: GELU's whole cost).
+double-precision routine (about 12 ns per element: GELU's whole cost). The prim's float32 erf
+when MKL is not loaded; with MKL, `vector_math.py` calls MKL's vector erf instead (one pass,
+within 1 ulp, 3.2x faster than these passes).
 
 erf(x) = tanh(g(x)) where g = atanh ∘ erf is odd and smooth, so g(x) ≈ x·P(x²) with P of degree
 6. P was fitted in float64 (weighted least squares iterated towards minimax, over 40,000 points of

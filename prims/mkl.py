@@ -38,6 +38,9 @@ TRANSPOSE = 112
 # High accuracy (at most 1 ulp), and no error callback or errno for domain errors: NaN and inf
 # come out as IEEE arithmetic gives them, as NumPy's do.
 VML_HIGH_ACCURACY = 0x2 | 0x100
+# Subnormal operands and results kept (flush-to-zero and denormals-are-zero off for the call),
+# whatever the caller's floating-point control word says: torch's CPU kernels keep them.
+VML_FTZDAZ_OFF = 0x00140000
 
 _int = ctypes.c_int
 _long = ctypes.c_longlong

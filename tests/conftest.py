@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import platform
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from prims import mkl
 
 settings.register_profile(
     "ci",
@@ -46,3 +50,18 @@ def opinfo_cache_dir(
     if cache is None:
         return str(tmp_path_factory.mktemp("aten2prims-opinfo"))
     return str(cache.mkdir("aten2prims-opinfo"))
+
+
+@pytest.fixture(params=["mkl", "numpy"])
+def kernels(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Runs a test twice: with MKL's kernels (prims/mkl.py; the test environment installs MKL
+    on x86-64) and within `mkl.disabled()`, with NumPy's."""
+    if request.param == "numpy":
+        with mkl.disabled():
+            yield "numpy"
+        return
+    if mkl.library() is None:
+        if platform.machine() == "x86_64":
+            pytest.fail(f"MKL is not available: {mkl.unavailable_reason}")
+        pytest.skip("the mkl package exists for x86-64 only")
+    yield "mkl"

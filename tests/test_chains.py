@@ -25,6 +25,7 @@ from aten2prims.frontends.fx import from_fx
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.graph import Graph
 from aten2prims.ir.values import TensorMeta, Value
+from prims import vector_math
 from prims.builder import Builder
 
 
@@ -86,6 +87,42 @@ def test_a_sigmoid_and_a_silu_run_as_one_chain(module: torch.nn.Module, ops: lis
         expected = module(x)
     ours = torch.from_numpy(aten2prims.execute(graph, [x.numpy()], threads=1)[0])
     torch.testing.assert_close(ours, expected, equal_nan=True)
+
+
+def test_a_gelu_runs_as_one_chain_with_its_erf(kernels: str) -> None:
+    """GELU as exported (x · 0.5 · (1 + erf(x / √2)), x == inf selected apart): the comparison,
+    then one chain of mul, erf, add, mul, mul, where; erf by MKL's vector math or by the
+    float32 passes, in blocks: the reference's bits at 1 to 3 threads, and torch's values."""
+    x = torch.randn(2, 64, 96, 96, generator=torch.Generator().manual_seed(3)) * 3
+    x[0, 0, 0, :6] = torch.tensor([math.inf, -math.inf, math.nan, -0.0, 1e-40, -1e-45])
+    graph = exported(torch.nn.GELU(), x)
+    assert chain_ops(graph) == [["mul", "erf", "add", "mul", "mul", "where"]]
+    (step,) = [s for s in plan_for(graph).steps if chain_kernel(s) is not None]
+    kernel = chain_kernel(step)
+    assert kernel is not None and kernel.links[1].kernel is vector_math.erf
+    same_at_every_thread_count(graph, {graph.user_inputs[0].name: x.numpy()})
+    with torch.no_grad():
+        expected = torch.nn.functional.gelu(x)
+    ours = torch.from_numpy(aten2prims.execute(graph, [x.numpy()], threads=1)[0])
+    torch.testing.assert_close(ours, expected, equal_nan=True)
+
+
+def test_a_chain_gives_the_bits_of_its_steps_in_blocks_of_any_size(kernels: str) -> None:
+    """erf (MKL's vector erf or NumPy's passes) after exp in a chain: the same bits whether the
+    chain runs in blocks of 1K, 64K or all elements, as its steps run whole."""
+
+    def body(x: Value) -> Value:
+        return prims.mul(prims.erf(prims.exp(prims.mul(x, 0.25))), x)
+
+    graph = build({"x": ((600, 1000), DType.float32)}, body)
+    x = (np.random.default_rng(4).standard_normal((600, 1000)) * 8).astype(np.float32)
+    expected = same_at_every_thread_count(graph, {"x": x})
+    (step,) = [s for s in plan_for(graph).steps if chain_kernel(s) is not None]
+    kernel = chain_kernel(step)
+    assert kernel is not None
+    for block in (1024, 1 << 16, x.size):
+        blocked = ChainKernel(kernel.links, kernel.dtype, block)
+        bits_equal([blocked(x)], expected)
 
 
 def test_a_hardswish_runs_as_one_chain_with_its_clamp() -> None:

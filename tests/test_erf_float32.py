@@ -1,7 +1,7 @@
-"""prims/erf_float32.py: erf of float32 values as tanh of an odd polynomial, against the
-correctly rounded erf (SciPy's in float64, rounded) and against torch 2.13's float32 erf, over
-the whole real line: subnormals, the core, the tails, ±inf, NaN, signed zeros; and its blocks,
-`out=` and broadcasting."""
+"""prims/erf_float32.py: erf of float32 values as tanh of an odd polynomial (prims' erf without
+MKL), against the correctly rounded erf (SciPy's in float64, rounded) and against torch 2.13's
+float32 erf, over the whole real line: subnormals, the core, the tails, ±inf, NaN, signed zeros;
+and its blocks, `out=` and broadcasting. The prims' erf kernel with MKL and without."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import scipy.special as special
 import torch
 
 from aten2prims.testing.compare import compare
+from prims import mkl
 from prims.elementwise import erf_of
 from prims.erf_float32 import BLOCK, erf_float32
 
@@ -106,6 +107,22 @@ def test_blocks_out_and_broadcasting() -> None:
         erf_float32(x[:5], out=np.empty(6, np.float32))
 
 
-def test_float64_stays_scipys_erf() -> None:
-    x = _float32_line().astype(np.float64)[::97]
-    assert np.array_equal(erf_of(x), special.erf(x), equal_nan=True)
+def test_without_mkl_the_prims_erf_is_these_passes_and_scipys_float64_erf() -> None:
+    x = _float32_line()[::97]
+    with mkl.disabled():
+        assert np.array_equal(erf_of(x), erf_float32(x))
+        wide = x.astype(np.float64)
+        assert np.array_equal(erf_of(wide), special.erf(wide), equal_nan=True)
+
+
+def test_the_prims_erf_against_torch(kernels: str) -> None:
+    """prims' erf kernel, MKL's vector erf (within 1 ulp) or these passes (within 4): within
+    torch's tolerance of torch.erf, or closer to the float64 erf than it."""
+    x = _float32_line()
+    ours = erf_of(x)
+    errors = _ulp_errors(ours, x)
+    assert errors.max() <= (1.0 if kernels == "mkl" else MAX_ULP)
+    theirs = torch.erf(torch.from_numpy(x)).numpy()
+    reference = torch.erf(torch.from_numpy(x).double()).numpy()
+    result = compare(ours, theirs, reference=reference, what=f"erf float32 ({kernels})")
+    assert result, result.message

@@ -386,9 +386,10 @@ def _values(dtype: DType, shape: tuple[int, ...], seed: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("name", sorted(DIRECT_KERNELS))
-def test_direct_kernels_are_the_kernels(name: str) -> None:
+def test_direct_kernels_are_the_kernels(name: str, kernels: str) -> None:
     """Each direct kernel, numbers converted once, bit for bit against the prim's kernel on
-    every dtype it covers (arrays, 0-dim arrays, and number operands)."""
+    every dtype it covers (arrays, 0-dim arrays, and number operands), with MKL's vector math
+    and NumPy's."""
     kernel = PRIMS[name].kernel
     arity = ELEMENTWISE[name].arity
     compared = 0
@@ -818,10 +819,11 @@ def test_fills_agree_with_the_kernels(dtype: DType) -> None:
 
 
 @pytest.mark.parametrize("dtype", [DType.float32, DType.float64])
-def test_erf_runs_its_direct_kernel_into_the_arena(dtype: DType) -> None:
-    """erf (GELU's cost) calls prims.elementwise.erf_of directly, written part by part into its
-    dying operand or its arena buffer: bit for bit the node-by-node kernel's, whatever the
-    thread count, also on a broadcast operand left to NumPy's broadcasting."""
+def test_erf_runs_its_direct_kernel_into_the_arena(dtype: DType, kernels: str) -> None:
+    """erf (GELU's cost) calls prims.elementwise.erf_of directly (MKL's vector erf, or NumPy's
+    passes and SciPy), written part by part into its dying operand or its arena buffer: bit for
+    bit the node-by-node kernel's, whatever the thread count, also on a broadcast operand left
+    to NumPy's broadcasting."""
 
     # Below one block of an elementwise chain (chains.py), which would run mul, erf and add.
     def body(x: Value, row: Value) -> tuple[Value, ...]:

@@ -441,7 +441,8 @@ def pairs(names: Sequence[str], which: Callable[[str], list[DType]]) -> list[Any
 
 
 @pytest.mark.parametrize(("name", "dtype"), pairs(UNARY, domain))
-def test_unary(name: str, dtype: DType) -> None:
+def test_unary(name: str, dtype: DType, kernels: str) -> None:
+    """Every unary prim against torch, with MKL's vector math and with NumPy's kernels."""
     rng = rng_for(name, dtype)
     for label, shape, layout in CASES:
         x = array(dtype, shape, rng, layout)

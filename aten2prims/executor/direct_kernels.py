@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from prims import vector_math
 from prims.common import BOOL, COMPLEX, F32_F64, INTS
 from prims.elementwise import (
     FLOAT_COMPLEX_UNARY,
-    erf_of,
     isfinite_of,
     reciprocal_of,
     rsqrt_of,
@@ -62,21 +62,27 @@ DIRECT_KERNELS: dict[str, tuple[Callable[..., Any], frozenset[DType]]] = {
     "reciprocal": (reciprocal_of, F32_F64 | COMPLEX),
     "rsqrt": (rsqrt_of, F32_F64 | COMPLEX),
     "sqrt": (np.sqrt, F32_F64 | COMPLEX),
-    # The float/complex unary prims whose kernel is one ufunc: that ufunc, where NumPy's dtype
-    # is the prim's (no float16/bfloat16 opmath).
+    # The float/complex unary prims whose kernel is one ufunc or one vector_math kernel (MKL's
+    # vector math or NumPy's, chosen at each call): that function, where NumPy's dtype is the
+    # prim's (no float16/bfloat16 opmath).
     **{
         name: (function, F32_F64 | COMPLEX)
         for name, function in FLOAT_COMPLEX_UNARY.items()
-        if isinstance(function, np.ufunc)
+        if isinstance(function, np.ufunc | vector_math.VectorFunction)
     },
-    "erf": (erf_of, F32_F64),
+    # The float-only prims of vector_math (erf, erfc, erf_inv, ndtri).
+    **{
+        name: (function, F32_F64)
+        for name, function in vector_math.KERNELS.items()
+        if name not in FLOAT_COMPLEX_UNARY
+    },
     "where": (np.where, STANDARD),
 }
 
-# Direct kernels that are not ufuncs but take `out=` as one does (a C-contiguous array of the
-# result's shape and dtype, written with the result, which is returned; it may be an operand
-# itself, element for element: buffer reuse writes into a dying operand).
-TAKE_OUT: frozenset[Callable[..., Any]] = frozenset({erf_of})
+# Direct kernels that are not ufuncs but take `out=` as one does (an array of the result's shape
+# and dtype, written with the result, which is returned; it may be an operand itself, element
+# for element: buffer reuse writes into a dying operand).
+TAKE_OUT: frozenset[Callable[..., Any]] = frozenset(vector_math.KERNELS.values())
 
 
 def takes_out(function: Callable[..., Any]) -> bool:
