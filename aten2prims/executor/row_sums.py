@@ -66,7 +66,9 @@ class RowSums:
             except ValueError:  # the rows are not one strided matrix: no copy for it
                 rows = None
             if rows is not None and rows.strides[1] == inp.itemsize:
-                return np.matmul(rows, self.ones).reshape(kept)
+                result = np.empty(kept, inp.dtype)  # an array of its own, not a view
+                np.matmul(rows, self.ones, out=result.reshape(-1))
+                return result
         return self.fallback(inp, dims, output_dtype)
 
 
