@@ -91,6 +91,8 @@ def step_kind(step: Any) -> tuple[str, str]:
             engine = "chunked (im2col)" if recipe.levels else "matmul"
             return f"contraction: {engine}", f"x{recipe.x_matrix} y{recipe.y_matrix}{epilogue}"
         return "contraction: ?", ""
+    if len(step.nodes) == 1 and op in REDUCTIONS:  # its kernel may be a plan's (row_sums.py)
+        return "reduction", ""
     module = type(kernel).__module__ or ""
     if module.startswith("aten2prims.executor.") and type(kernel).__name__ not in (
         "function",

@@ -145,3 +145,63 @@ def test_check_mode_runs_without_the_arena_and_agrees(models: dict) -> None:
     graph, inputs, _ = models["cnn"]
     checked = aten2prims.execute(graph, inputs, check=True)
     assert checked[0].tobytes() == aten2prims.execute(graph, inputs, threads=1)[0].tobytes()
+
+
+def _scale_and_shift(view: bool) -> Any:
+    """x * alpha + beta per channel (a batch norm's eval form), returned as is or reshaped."""
+    import prims
+    from aten2prims.ir.dtypes import DType
+    from aten2prims.ir.values import TensorMeta
+    from prims.builder import Builder
+
+    with Builder("g") as builder:
+        x = builder.add_input("x", TensorMeta((8, 16, 32, 32), DType.float32))
+        alpha = builder.add_input("alpha", TensorMeta((16,), DType.float32))
+        beta = builder.add_input("beta", TensorMeta((16,), DType.float32))
+        shape = [8, 16, 32, 32]
+        scaled = prims.mul(x, prims.broadcast_in_dim(alpha, shape, [1]))
+        result = prims.add(scaled, prims.broadcast_in_dim(beta, shape, [1]))
+        return builder.finish([prims.reshape(result, [8, 16, 1024]) if view else result])
+
+
+def test_an_output_chain_of_whole_arrays_is_the_outputs_array() -> None:
+    """An output written in place into a chain of whole arrays (x * alpha, then + beta in place)
+    is that chain's array: its first step makes a new array, outside the arena, and the last
+    step writes in place instead of reading one buffer and writing another. Each call returns a
+    new array, never one an earlier call returned, with the node-by-node kernels' bits."""
+    from aten2prims.executor.reference import run_reference
+
+    graph = _scale_and_shift(view=False)
+    steps = plan_for(graph).steps
+    mul = next(s for s in steps if s.node.op == "prims.mul")
+    add = next(s for s in steps if s.node.op == "prims.add")
+    assert add.out_argument == 0 and mul.out_buffer is None and add.out_buffer is None
+    rng = np.random.default_rng(0)
+    inputs = {
+        "x": rng.standard_normal((8, 16, 32, 32)).astype(np.float32),
+        "alpha": rng.standard_normal(16).astype(np.float32),
+        "beta": rng.standard_normal(16).astype(np.float32),
+    }
+    (first,) = aten2prims.execute(graph, inputs)
+    kept = first.copy()
+    assert first.base is None and first.flags.writeable
+    (expected,) = run_reference(graph, inputs)
+    assert first.tobytes() == expected.tobytes()
+    (second,) = aten2prims.execute(graph, {**inputs, "x": -inputs["x"]})
+    assert second is not first and not np.shares_memory(first, second)
+    assert first.tobytes() == kept.tobytes()
+
+
+def test_an_output_viewing_an_in_place_chain_gets_an_array_of_its_own() -> None:
+    """Where the output is a view (a reshape) of the chain's array, the chain stays in the arena
+    and the last step writes a new array, which the reshape views."""
+    graph = _scale_and_shift(view=True)
+    steps = plan_for(graph).steps
+    add = next(s for s in steps if s.node.op == "prims.add")
+    mul = next(s for s in steps if s.node.op == "prims.mul")
+    assert add.out_argument is None and mul.out_buffer is not None
+    x = np.ones((8, 16, 32, 32), np.float32)
+    (result,) = aten2prims.execute(
+        graph, {"x": x, "alpha": np.full(16, 2, np.float32), "beta": np.ones(16, np.float32)}
+    )
+    assert result.shape == (8, 16, 1024) and np.all(result == 3)

@@ -7,6 +7,7 @@ and dtype and shape exact."""
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from aten2prims.passes.canonicalize import (
     identity_view,
     lossless,
     reshape_round_trip,
+    rows_not_all_negative_infinity,
     transpose_chain,
 )
 from aten2prims.passes.verify import verify
@@ -316,6 +318,48 @@ def test_copies_are_kept() -> None:
     assert canonicalize(graph) is graph
 
 
+def test_rows_not_all_negative_infinity() -> None:
+    """The safe softmax's check for rows of -inf alone, any(logical_not(eq(x, -inf))), is the
+    row maximum the softmax already took compared with -inf: bit for bit the same rows, NaN rows,
+    rows of -inf and -inf mixed with numbers included; without that maximum in the graph, or for
+    another bound, the rule does not fire."""
+
+    def body(x: Value) -> tuple[Value, ...]:
+        peak = prims.amax(x, [1])
+        masked = prims.eq(prims.eq(x, -math.inf), False)
+        return prims.sub(x, prims.broadcast_in_dim(peak, [6, 5], [0])), prims.amax(masked, [1])
+
+    graph = build({"x": ((6, 5), DType.float32)}, body)
+    rewritten = check_rule(rows_not_all_negative_infinity, graph)
+    live = eliminate_dead_code(rewritten)
+    assert ops(live).count("amax") == 1 and "eq" not in ops(live) and "ne" in ops(live)
+    inf, nan = math.inf, math.nan
+    x = np.array(
+        [
+            [-inf] * 5,
+            [-inf, -inf, 1.0, -inf, -inf],
+            [nan, -inf, -inf, -inf, -inf],
+            [nan] * 5,
+            [inf, -inf, 0.0, -0.0, 2.0],
+            [1.0, 2.0, 3.0, 4.0, 5.0],
+        ],
+        np.float32,
+    )
+    expected = run_reference(graph, {"x": x})
+    assert expected[1].tolist() == [False, True, True, True, True, True]
+    assert_bit_identical(run_reference(live, {"x": x}), expected)
+
+    def without_the_maximum(x: Value) -> Value:
+        return prims.amax(prims.eq(prims.eq(x, -math.inf), False), [1])
+
+    def another_bound(x: Value) -> tuple[Value, ...]:
+        return prims.amax(x, [1]), prims.amax(prims.eq(prims.eq(x, math.inf), False), [1])
+
+    for other in (without_the_maximum, another_bound):
+        graph = build({"x": ((6, 5), DType.float32)}, other)
+        assert canonicalize(graph, [rows_not_all_negative_infinity]) is graph
+
+
 def test_every_rule_is_tested() -> None:
     tested = {
         "identity_convert",
@@ -327,6 +371,7 @@ def test_every_rule_is_tested() -> None:
         "identity_view",
         "reshape_round_trip",
         "constant_where_branch",
+        "rows_not_all_negative_infinity",
     }
     assert {rule.__name__ for rule in RULES} == tested
 

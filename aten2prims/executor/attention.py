@@ -20,10 +20,11 @@ block's rows of the output. The blocks are the parts of one parallel region (thr
 
 Every element is computed as the unfused steps compute it: the row-wise steps are the same
 kernels on slices along dims nothing is reduced over (a reduction over the last dim reduces each
-row alone, whatever rows are around it), and each block's product is BLAS over whole rows of
-both operands. Only the products may round differently from one BLAS call over all heads (BLAS
-may block a larger product differently); the blocks are decided when the plan is made, never by
-the thread count, so the results are bit for bit the same on any number of threads.
+row alone), and each block's product is BLAS over whole rows of both operands. Only BLAS may
+round differently from one call over all heads: a larger product may be blocked differently,
+and a row sum (a product with ones, row_sums.py) may take a row in another group of rows. The
+blocks are decided when the plan is made, never by the thread count, so the results are bit for
+bit the same on any number of threads.
 
 Values are seen in one canonical layout: every value of the chain holds its elements in the
 row-major order of [g, row, column] (g the flattened batch and head index) or, for per-row

@@ -57,6 +57,7 @@ from .folding import fold_constants
 from .fusion import FusedGroup, FusionRule, find_groups
 from .gather import orthogonal_gather_rule
 from .inplace import reuse_dying_operands
+from .row_sums import row_sums
 from .segments import Segment, find_segments, segmented
 from .select import bound_select_rule
 from .specialize import relax_broadcasts, specialized
@@ -132,7 +133,7 @@ def node_step(node: Node, slots: Slots) -> Step:
         result_kind, elementwise = special.result.value, special.elementwise
         takes_out, out_operands = special.takes_out, special.out_operands
     else:
-        kernel = definition.kernel_for(node.args)
+        kernel = row_sums(node) or definition.kernel_for(node.args)
         operands = definition.bind(node.args, node.kwargs)
     arguments = slots.arguments(operands)
     out_slots = tuple(slots.assign(result) for result in node.results)

@@ -32,6 +32,10 @@ from ..ir.values import Value
 from .direct_kernels import direct_kernel
 from .fusion import FusedGroup, FusionContext
 
+# The elements of a block whose negated predicate one selection makes at a time (ZeroSelect):
+# 64 KiB of bools, in L2 while the block's product reads them.
+NEGATION_BLOCK = 1 << 16
+
 # Integer dtypes of the floats' widths (bit patterns multiplied by 0 or 1).
 _BITS: dict[int, np.dtype[Any]] = {
     2: np.dtype(np.int16),
@@ -59,6 +63,8 @@ class ZeroSelect:
     def __call__(
         self, predicate: np.ndarray, value: np.ndarray, out: np.ndarray | None = None
     ) -> np.ndarray:
+        if self.bits is not None and not self.keep_when:
+            return self._dropping(predicate, value, out)
         keep = predicate if self.keep_when else np.logical_not(predicate)
         if self.bits is None:
             return np.multiply(value, keep, dtype=self.dtype, out=out)
@@ -66,6 +72,39 @@ class ZeroSelect:
         if out is None:
             out = np.empty(np.broadcast_shapes(keep.shape, value.shape), self.dtype)
         np.multiply(value.view(self.bits), keep, out=out.view(self.bits), dtype=self.bits)
+        return out
+
+    def _dropping(
+        self, predicate: np.ndarray, value: np.ndarray, out: np.ndarray | None
+    ) -> np.ndarray:
+        """A float value's bits times the predicate's negation. Where the operands and the
+        result are whole arrays of one shape, block by block (`NEGATION_BLOCK` elements): the
+        negation of a block is a small scratch array rather than a temporary of the result's
+        size (a quarter of a float32 result's bytes) made at every call."""
+        bits = self.bits
+        assert bits is not None  # only called for floats
+        if out is None:
+            out = np.empty(np.broadcast_shapes(predicate.shape, value.shape), self.dtype)
+        size = out.size
+        if (
+            size <= NEGATION_BLOCK
+            or predicate.shape != out.shape
+            or value.shape != out.shape
+            or not (
+                predicate.flags.c_contiguous and value.flags.c_contiguous and out.flags.c_contiguous
+            )
+        ):
+            keep = np.logical_not(predicate)
+            np.multiply(value.view(bits), keep, out=out.view(bits), dtype=bits)
+            return out
+        flat_predicate = predicate.reshape(-1)
+        flat_value = value.reshape(-1).view(bits)
+        flat_out = out.reshape(-1).view(bits)
+        scratch = np.empty(NEGATION_BLOCK, np.bool_)
+        for start in range(0, size, NEGATION_BLOCK):
+            stop = min(start + NEGATION_BLOCK, size)
+            keep = np.logical_not(flat_predicate[start:stop], out=scratch[: stop - start])
+            np.multiply(flat_value[start:stop], keep, out=flat_out[start:stop], dtype=bits)
         return out
 
 

@@ -408,7 +408,7 @@ def _reduction_parts(step: Any, meta: TensorMeta, operand: Any) -> ReducedParted
     length = meta.shape[axis]
     bounds = tuple((i * length // count, (i + 1) * length // count) for i in range(count))
     return ReducedParted(
-        definition.kernel, axis, kept[axis], bounds, meta.shape, np.dtype(meta.dtype.numpy)
+        step.kernel, axis, kept[axis], bounds, meta.shape, np.dtype(meta.dtype.numpy)
     )
 
 

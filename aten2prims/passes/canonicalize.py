@@ -14,7 +14,9 @@ Every rule keeps results bit-identical (tests/test_passes.py checks each on real
 - a chain of reshaping views (`squeeze`, `split_dim`, `collapse_view`, `broadcast_in_dim` that
   only inserts size-1 dims) that ends in the shape it started from is its first operand;
 - a `where` branch that is a `full`/`full_like` of the result's dtype holding its fill value
-  exactly is that value, as a number operand.
+  exactly is that value, as a number operand;
+- whether a row holds anything but -inf (`any(x != -inf)`) is its maximum `!= -inf` where the
+  graph already takes that maximum (a safe softmax's).
 
 Copies that change no value (`clone`, `reshape` to the same shape) are kept on purpose: the
 graph asked for a row-major layout there (torch's `.contiguous()`), and the windows and reshapes
@@ -229,6 +231,51 @@ def constant_where_branch(node: Node, producers: dict[Value, Node]) -> Replaceme
     return Node(node.op, tuple(args), dict(node.kwargs), node.results, node.provenance)
 
 
+def rows_not_all_negative_infinity(node: Node, producers: dict[Value, Node]) -> Replacement | None:
+    """`any(x != -inf)` over some dims of a floating x — as torch's `logical_not(eq(x, -inf))`
+    lowers and reduces it, `amax(eq(eq(x, -inf), False), dims)` — where the graph already computes
+    `amax(x, dims)`: that maximum `!= -inf`. A row holds an element other than -inf exactly when
+    its maximum is not -inf (a NaN makes both true: the maximum of a row with a NaN is NaN), and
+    the reduction has elements (amax needs them). The safe softmax of scaled_dot_product_attention
+    asks which rows are all -inf right after its softmax took their maxima: two comparisons and a
+    reduction over the scores become one comparison per row."""
+    if node.op != "prims.amax" or node.results[0].dtype is not DType.bool:
+        return None
+    negation = _producer(node.args[0], producers)
+    if negation is None or negation.op != "prims.eq" or negation.args[1] is not False:
+        return None
+    comparison = _producer(negation.args[0], producers)
+    if comparison is None or comparison.op != "prims.eq":
+        return None
+    x, bound = comparison.args
+    if (
+        type(x) is not Value
+        or not x.is_tensor
+        or not x.dtype.is_floating
+        or type(bound) is not float
+        or bound != -math.inf
+    ):
+        return None
+    maximum = next(
+        (
+            other.results[0]
+            for other in producers.values()
+            if other.op == "prims.amax"
+            and other.args == (x,)
+            and other.kwargs == node.kwargs
+            and other.results[0].shape == node.results[0].shape
+        ),
+        None,
+    )
+    if maximum is None:
+        return None
+    return Node("prims.ne", (maximum, bound), {}, node.results, node.provenance)
+
+
+def _producer(value: Any, producers: dict[Value, Node]) -> Node | None:
+    return producers.get(value) if type(value) is Value else None
+
+
 def _held_exactly(value: Any, dtype: DType) -> bool:
     """`value` is a real Python number (of a kind `dtype` takes as a number operand) that
     `dtype` holds exactly, signed zeros included."""
@@ -254,6 +301,7 @@ RULES: list[Rule] = [
     identity_view,
     reshape_round_trip,
     constant_where_branch,
+    rows_not_all_negative_infinity,
 ]
 
 # A node rewritten this many times in a row is left as it is (a guard; rules only shrink chains).
