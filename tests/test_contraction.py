@@ -940,8 +940,8 @@ def test_depthwise_chunks_on_threads_give_one_threads_bits(
 ) -> None:
     """The chunks of a depthwise product (gathered runs or shifted copies; strided: windows or
     phase images) run on the calling thread, and with MKL the parts of its batched axpys
-    (stride 1) are shared among the call's threads: every thread count gives the bits of
-    one."""
+    (strided: over phase images) are shared among the call's threads: every thread count
+    gives the bits of one."""
     if use_mkl and mkl.library() is None:
         pytest.skip(mkl.unavailable_reason)
     monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", 512)
@@ -972,9 +972,9 @@ def _assert_depthwise_thread_counts_agree(monkeypatch: pytest.MonkeyPatch) -> No
         (recipe,) = contraction_recipes(graph)
         assert recipe.chunk < recipe.chunked or recipe.outer_shape
         assert (recipe.copies is not None) == (copies > 0)
-        assert (recipe.axpy is not None) == (stride == 1)
-        if recipe.axpy is not None:
-            assert len(recipe.axpy.parts) == 3 * 8, "one channel's 13 x 14 floats per part"
+        assert recipe.axpy is not None
+        assert (recipe.axpy.phases is not None) == (stride == 2)
+        assert len(recipe.axpy.parts) == 3 * 8, "one channel per part (of 1 KiB)"
         for threads in (2, 3):
             many = execute(graph, inputs, threads=threads)
             assert [o.tobytes() for o in many] == [o.tobytes() for o in one], (stride, windows)
@@ -984,14 +984,17 @@ needs_mkl = pytest.mark.skipif(
     mkl.library() is None, reason=f"MKL is not available: {mkl.unavailable_reason}"
 )
 
-# (N, C, spatial..., kernel, padding, dilation)
+# (N, C, spatial...), kernel, stride, padding, dilation
 AXPY_CASES = [
-    ((2, 5, 12, 12), (3, 3), (1, 1), (1, 1)),  # merged rows
-    ((2, 6, 9, 11), (7, 7), (3, 3), (1, 1)),  # ConvNeXt's kernel (shifted copies without MKL)
-    ((1, 4, 10, 13), (5, 5), (4, 4), (2, 2)),  # dilated
-    ((2, 3, 9, 9), (3, 3), (0, 0), (1, 1)),  # no padding
-    ((2, 6, 17), (3,), (1,), (1,)),  # 1-d: one run per channel
-    ((1, 4, 5, 6, 7), (3, 3, 3), (1, 1, 1), (1, 1, 1)),  # 3-d
+    ((2, 5, 12, 12), (3, 3), (1, 1), (1, 1), (1, 1)),  # merged rows
+    ((2, 6, 9, 11), (7, 7), (1, 1), (3, 3), (1, 1)),  # ConvNeXt's (shifted copies without MKL)
+    ((1, 4, 10, 13), (5, 5), (1, 1), (4, 4), (2, 2)),  # dilated
+    ((2, 3, 9, 9), (3, 3), (1, 1), (0, 0), (1, 1)),  # no padding
+    ((2, 6, 17), (3,), (1,), (1,), (1,)),  # 1-d: one run per channel
+    ((1, 4, 5, 6, 7), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1)),  # 3-d
+    ((2, 5, 15, 17), (3, 3), (2, 2), (1, 1), (1, 1)),  # strided: phase images
+    ((1, 4, 16, 13), (5, 5), (2, 2), (2, 2), (1, 1)),  # EfficientNet's strided 5x5
+    ((1, 3, 10, 11), (3, 3), (3, 2), (1, 1), (1, 1)),  # strides of 3 and 2
 ]
 
 
@@ -1001,10 +1004,11 @@ AXPY_CASES = [
 def test_depthwise_products_as_batched_axpys(
     case: tuple[tuple[int, ...], ...], dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With MKL, a stride-1 depthwise product runs as MKL's batched axpys, part by part (small
-    parts here): it agrees with the NumPy chunks (MKL disabled), with the unfused products and
-    with torch, NaN and inf included; a channel of -0.0 inputs sums to +0.0, as torch's does."""
-    shape, kernel, padding, dilation = case
+    """With MKL, a depthwise product runs as MKL's batched axpys, part by part (small parts
+    here; strided: over phase images): it agrees with the NumPy chunks (MKL disabled), with the
+    unfused products and with torch, NaN and inf included; a channel of -0.0 inputs sums to
+    +0.0, as torch's does."""
+    shape, kernel, stride, padding, dilation = case
     monkeypatch.setattr(multiply_accumulate, "AXPY_PART_BYTES", 256)
     channels = shape[1]
     x = randn(*shape, dtype=dtype)
@@ -1016,7 +1020,7 @@ def test_depthwise_products_as_batched_axpys(
         x,
         weight,
         None,
-        [1] * len(kernel),
+        list(stride),
         list(padding),
         list(dilation),
         False,
@@ -1027,6 +1031,7 @@ def test_depthwise_products_as_batched_axpys(
     (recipe,) = contraction_recipes(graph)
     assert isinstance(recipe, MultiplyAccumulateRecipe)
     assert recipe.axpy is not None and len(recipe.axpy.parts) > shape[0]
+    assert (recipe.axpy.phases is not None) == (max(stride) > 1)
     assert_agree(fused, unfused, "unfused execution")
     last = fused[0][:, -1]
     assert not np.signbit(last).any() and not last.any(), "-0.0 products sum to +0.0"

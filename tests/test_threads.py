@@ -326,9 +326,9 @@ def inverted_residuals(tmp_path_factory: pytest.TempPathFactory) -> tuple:
 def test_inverted_residual_blocks_give_one_threads_bits(
     inverted_residuals: tuple, use_mkl: bool
 ) -> None:
-    """With MKL the depthwise convolutions of stride 1 run as batched axpys in parts shared by
-    the threads; without it, as NumPy chunks on the calling thread. Either way every thread
-    count gives one thread's bits."""
+    """With MKL the depthwise convolutions run as batched axpys (the strided one over phase
+    images) in parts shared by the threads; without it, as NumPy chunks on the calling thread.
+    Either way every thread count gives one thread's bits."""
     if use_mkl and mkl.library() is None:
         pytest.skip(mkl.unavailable_reason)
     graph, inputs, (model, tensors) = inverted_residuals
@@ -348,8 +348,9 @@ def test_inverted_residual_blocks_give_one_threads_bits(
             if isinstance(recipe, MultiplyAccumulateRecipe)
         ]
         assert len(depthwise) == 3
-        assert sum(recipe.axpy is not None for recipe in depthwise) == 2, "the stride-1 ones"
-        assert all(len(r.axpy.parts) >= 4 for r in depthwise if r.axpy is not None)
+        assert all(recipe.axpy is not None for recipe in depthwise)
+        assert [recipe.axpy.phases is not None for recipe in depthwise] == [False, True, False]
+        assert all(len(recipe.axpy.parts) >= 4 for recipe in depthwise)
 
 
 def test_a_large_padding_is_written_in_parts(inverted_residuals: tuple) -> None:
