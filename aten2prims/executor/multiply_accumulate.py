@@ -50,11 +50,11 @@ call, which made two threads slower than one (docs/executor.md, "Threads").
 With MKL (`prims/mkl.py`, asked at each call) a product with a per-channel kernel (every
 depthwise convolution) runs instead as **batched axpys** (`_Axpy`): `y += w * x` per channel
 and kernel position, x read from the operand in place (no gathered copy; a strided operand
-from the part's phase images, copied first, as above), y a run of the thread's accumulator. The output is cut, when the plan is made,
-into parts of about AXPY_PART_BYTES of accumulator (ranges of channels of one outer index); a
-part is one MKL call for all its channels and positions (ctypes releases the GIL for all of
-it), then the copy into the output and the epilogue while the part is in L2, so the parts are
-shared among the call's threads. MKL skips an axpy whose weight is zero (where 0 * inf must be
+from the part's phase images, copied first, as above), y a run of the thread's accumulator.
+The output is cut, when the plan is made, into parts of about AXPY_PART_BYTES of accumulator
+(ranges of channels of one outer index); a part is one MKL call for all its channels and
+positions (ctypes releases the GIL for all of it), then the copy into the output and the
+epilogue while the part is in L2, so the parts are shared among the call's threads. MKL skips an axpy whose weight is zero (where 0 * inf must be
 NaN): a kernel holding a zero runs as the chunks above. Each channel's sum is a plain sum in
 order of the kernel positions from +0.0 (so -0.0 products sum to +0.0).
 
@@ -699,12 +699,12 @@ def _axpy(
     phases: _Phases | None,
 ) -> _Axpy | None:
     """The batched axpys of a product whose other operand is constant along the output's
-    runs: each run of `row_label`'s rows (merged: the full operand steps a whole number m of
-    column steps per row, m at least the columns, as for the merged runs above; a strided
-    operand then reads every s-th element) or one row; the parts split the leading dims (the
-    last one into ranges) by AXPY_PART_BYTES of accumulator (and phase images). With `phases`
-    the runs are the phase images' merged rows, as for the chunks. None when the operand steps
-    backwards or its rows cannot be merged so."""
+    runs: each run `row_label`'s rows merged (the full operand steps a whole number m of
+    column steps per row, m at least the columns, as for the merged runs above) or one row;
+    the parts split the leading dims (the last one into ranges) by AXPY_PART_BYTES of
+    accumulator (and phase images). With `phases` (a strided operand) the runs are the phase
+    images' merged rows, as for the chunks. None when the operand steps backwards or its rows
+    cannot be merged so."""
     if phases is not None:
         assert row_label is not None  # phases need output rows
         return _phase_axpy(sizes, leading_sizes, row_label, column_label, itemsize, phases)
