@@ -79,6 +79,15 @@ class Mkl:
             + [_pointer, _int, _long, _int],
         )
 
+    def axpy_batch(self, float_type: type) -> Callable[..., None]:
+        """cblas_saxpy_batch (c_float) or cblas_daxpy_batch (c_double), the group interface:
+        (n, alpha, x, incx, y, incy, group_count, group_size), each but group_count an array
+        with one entry per group (x and y: one pointer per problem). Each problem is
+        y += alpha * x; a problem whose alpha is zero is skipped (BLAS's quick return), so its
+        y does not become NaN where x is inf or NaN."""
+        name = "cblas_saxpy_batch" if float_type is ctypes.c_float else "cblas_daxpy_batch"
+        return _prototyped(self.handle, name, [_pointer] * 6 + [_int, _pointer])
+
     def vector_function(self, name: str) -> Callable[..., None]:
         """A VML function with an explicit mode, `vms<Name>` / `vmd<Name>` (e.g. "vmsErf"):
         (n, a, y, mode) for one operand, (n, a, b, y, mode) for two; n is a 64-bit count."""

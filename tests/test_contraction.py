@@ -37,6 +37,7 @@ from aten2prims.passes.lower import lower
 from aten2prims.testing.compare import compare
 from aten2prims.testing.record import AtenCall
 from aten2prims.testing.runner import build_graph, judge_outputs, run_call, torch_outputs
+from prims import mkl
 from prims.builder import Builder
 
 
@@ -933,12 +934,24 @@ def test_depthwise_convolutions_of_other_ranks_run_as_products(
     assert outcome.passed, outcome.message
 
 
-def test_depthwise_chunks_on_threads_give_one_threads_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("use_mkl", [True, False])
+def test_depthwise_chunks_on_threads_give_one_threads_bits(
+    use_mkl: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The chunks of a depthwise product (gathered runs or shifted copies; strided: windows or
-    phase images) are shared among the call's threads: every thread count gives the bits of
-    one."""
+    phase images) run on the calling thread, and with MKL the parts of its batched axpys
+    (strided: over phase images) are shared among the call's threads: every thread count
+    gives the bits of one."""
+    if use_mkl and mkl.library() is None:
+        pytest.skip(mkl.unavailable_reason)
     monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", 512)
     monkeypatch.setattr(multiply_accumulate, "GATHER_BYTES", 4096)
+    monkeypatch.setattr(multiply_accumulate, "AXPY_PART_BYTES", 1024)
+    with contextlib.nullcontext() if use_mkl else mkl.disabled():
+        _assert_depthwise_thread_counts_agree(monkeypatch)
+
+
+def _assert_depthwise_thread_counts_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     # Runs, shifted copies (forced), strided windows, phase images.
     for stride, windows, copies in ((1, 12, 0.0), (1, 12, math.inf), (2, 12, 0.0), (2, 0, 0.0)):
         monkeypatch.setattr(multiply_accumulate, "WINDOW_MAX_POSITIONS", windows)
@@ -959,6 +972,91 @@ def test_depthwise_chunks_on_threads_give_one_threads_bits(monkeypatch: pytest.M
         (recipe,) = contraction_recipes(graph)
         assert recipe.chunk < recipe.chunked or recipe.outer_shape
         assert (recipe.copies is not None) == (copies > 0)
+        assert recipe.axpy is not None
+        assert (recipe.axpy.phases is not None) == (stride == 2)
+        assert len(recipe.axpy.parts) == 3 * 8, "one channel per part (of 1 KiB)"
         for threads in (2, 3):
             many = execute(graph, inputs, threads=threads)
             assert [o.tobytes() for o in many] == [o.tobytes() for o in one], (stride, windows)
+
+
+needs_mkl = pytest.mark.skipif(
+    mkl.library() is None, reason=f"MKL is not available: {mkl.unavailable_reason}"
+)
+
+# (N, C, spatial...), kernel, stride, padding, dilation
+AXPY_CASES = [
+    ((2, 5, 12, 12), (3, 3), (1, 1), (1, 1), (1, 1)),  # merged rows
+    ((2, 6, 9, 11), (7, 7), (1, 1), (3, 3), (1, 1)),  # ConvNeXt's (shifted copies without MKL)
+    ((1, 4, 10, 13), (5, 5), (1, 1), (4, 4), (2, 2)),  # dilated
+    ((2, 3, 9, 9), (3, 3), (1, 1), (0, 0), (1, 1)),  # no padding
+    ((2, 6, 17), (3,), (1,), (1,), (1,)),  # 1-d: one run per channel
+    ((1, 4, 5, 6, 7), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1)),  # 3-d
+    ((2, 5, 15, 17), (3, 3), (2, 2), (1, 1), (1, 1)),  # strided: phase images
+    ((1, 4, 16, 13), (5, 5), (2, 2), (2, 2), (1, 1)),  # EfficientNet's strided 5x5
+    ((1, 3, 10, 11), (3, 3), (3, 2), (1, 1), (1, 1)),  # strides of 3 and 2
+]
+
+
+@needs_mkl
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", AXPY_CASES)
+def test_depthwise_products_as_batched_axpys(
+    case: tuple[tuple[int, ...], ...], dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With MKL, a depthwise product runs as MKL's batched axpys, part by part (small parts
+    here; strided: over phase images): it agrees with the NumPy chunks (MKL disabled), with the
+    unfused products and with torch, NaN and inf included; a channel of -0.0 inputs sums to
+    +0.0, as torch's does."""
+    shape, kernel, stride, padding, dilation = case
+    monkeypatch.setattr(multiply_accumulate, "AXPY_PART_BYTES", 256)
+    channels = shape[1]
+    x = randn(*shape, dtype=dtype)
+    x[0, 0].view(-1)[:2] = torch.tensor([float("nan"), float("inf")], dtype=dtype)
+    x[:, -1] = -0.0
+    weight = randn(channels, 1, *kernel, dtype=dtype, seed=1).abs() + 0.5  # no zero weight
+    graph, inputs, call = lowered_call(
+        "aten.convolution.default",
+        x,
+        weight,
+        None,
+        list(stride),
+        list(padding),
+        list(dilation),
+        False,
+        [0] * len(kernel),
+        channels,
+    )
+    fused, unfused = run_both_ways(graph, inputs)
+    (recipe,) = contraction_recipes(graph)
+    assert isinstance(recipe, MultiplyAccumulateRecipe)
+    assert recipe.axpy is not None and len(recipe.axpy.parts) > shape[0]
+    assert (recipe.axpy.phases is not None) == (max(stride) > 1)
+    assert_agree(fused, unfused, "unfused execution")
+    last = fused[0][:, -1]
+    assert not np.signbit(last).any() and not last.any(), "-0.0 products sum to +0.0"
+    with mkl.disabled():
+        twin = Graph(graph.name, list(graph.inputs), list(graph.nodes), list(graph.outputs))
+        numpy_chunks = execute(twin, inputs, check=True)
+    assert_agree(fused, numpy_chunks, "the NumPy chunks")
+    outcome = run_call(call)
+    assert outcome.passed, outcome.message
+
+
+@needs_mkl
+def test_a_zero_weight_takes_the_numpy_chunks() -> None:
+    """MKL's axpy skips a problem whose weight is zero (BLAS's quick return), where 0 * inf must
+    be NaN: a kernel holding a zero runs as the NumPy chunks, which torch agrees with."""
+    x = randn(1, 3, 6, 6)
+    x[0, 1, 2, 3] = float("inf")
+    weight = randn(3, 1, 3, 3, seed=1).abs() + 0.5
+    weight[1, 0, 1, 1] = 0.0  # the centre tap: reads the inf at (2, 3) itself
+    graph, inputs, call = lowered_call(
+        "aten.convolution.default", x, weight, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 3
+    )
+    (result,) = execute(graph, inputs)
+    (recipe,) = contraction_recipes(graph)
+    assert recipe.axpy is not None
+    assert np.isnan(result[0, 1, 2, 3]), "0 * inf"
+    outcome = run_call(call)
+    assert outcome.passed, outcome.message

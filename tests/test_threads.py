@@ -4,6 +4,7 @@ real models, and torch agrees with them."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from aten2prims.executor.attention import AttentionKernel
 from aten2prims.executor.chains import ChainKernel
 from aten2prims.executor.contraction_fusion import ContractionKernel
 from aten2prims.executor.filled_scatter import FilledScatter
+from aten2prims.executor.multiply_accumulate import MultiplyAccumulateRecipe
 from aten2prims.executor.plan import Plan
 from aten2prims.executor.segments import SegmentKernel
 from aten2prims.executor.threads import (
@@ -34,6 +36,7 @@ from aten2prims.executor.threads import (
 )
 from aten2prims.frontends.torch_interop import to_numpy
 from aten2prims.ir import DType, TensorMeta
+from prims import mkl
 from prims.builder import Builder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -320,14 +323,35 @@ def inverted_residuals(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     return aten2prims.lower(aten2prims.load(path)), [to_numpy(t) for t in inputs], (model, inputs)
 
 
-def test_inverted_residual_blocks_give_one_threads_bits(inverted_residuals: tuple) -> None:
+@pytest.mark.parametrize("use_mkl", [True, False])
+def test_inverted_residual_blocks_give_one_threads_bits(
+    inverted_residuals: tuple, use_mkl: bool
+) -> None:
+    """With MKL the depthwise convolutions run as batched axpys (the strided one over phase
+    images) in parts shared by the threads; without it, as NumPy chunks on the calling thread.
+    Either way every thread count gives one thread's bits."""
+    if use_mkl and mkl.library() is None:
+        pytest.skip(mkl.unavailable_reason)
     graph, inputs, (model, tensors) = inverted_residuals
-    one = aten2prims.execute(graph, inputs, threads=1)
-    assert_like_torch(one, model, tensors)
-    for threads in (2, 3, 4):
-        for _ in range(2):
-            many = aten2prims.execute(graph, inputs, threads=threads)
-            assert [o.tobytes() for o in many] == [o.tobytes() for o in one], threads
+    with contextlib.nullcontext() if use_mkl else mkl.disabled():
+        one = aten2prims.execute(graph, inputs, threads=1)
+        assert_like_torch(one, model, tensors)
+        for threads in (2, 3, 4):
+            for _ in range(2):
+                many = aten2prims.execute(graph, inputs, threads=threads)
+                assert [o.tobytes() for o in many] == [o.tobytes() for o in one], threads
+    if use_mkl:
+        depthwise = [
+            recipe
+            for step in plan_for(graph).steps
+            if isinstance(step.kernel, ContractionKernel)
+            for recipe in step.kernel.recipes()
+            if isinstance(recipe, MultiplyAccumulateRecipe)
+        ]
+        assert len(depthwise) == 3
+        assert all(recipe.axpy is not None for recipe in depthwise)
+        assert [recipe.axpy.phases is not None for recipe in depthwise] == [False, True, False]
+        assert all(len(recipe.axpy.parts) >= 4 for recipe in depthwise)
 
 
 def test_a_large_padding_is_written_in_parts(inverted_residuals: tuple) -> None:

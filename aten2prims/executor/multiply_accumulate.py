@@ -47,6 +47,17 @@ run one after the other on the calling thread whatever the call's thread count: 
 short NumPy calls, and two threads making such calls hand the GIL to each other at nearly every
 call, which made two threads slower than one (docs/executor.md, "Threads").
 
+With MKL (`prims/mkl.py`, asked at each call) a product with a per-channel kernel (every
+depthwise convolution) runs instead as **batched axpys** (`_Axpy`): `y += w * x` per channel
+and kernel position, x read from the operand in place (no gathered copy; a strided operand
+from the part's phase images, copied first, as above), y a run of the thread's accumulator.
+The output is cut, when the plan is made, into parts of about AXPY_PART_BYTES of accumulator
+(ranges of channels of one outer index); a part is one MKL call for all its channels and
+positions (ctypes releases the GIL for all of it), then the copy into the output and the
+epilogue while the part is in L2, so the parts are shared among the call's threads. MKL skips an axpy whose weight is zero (where 0 * inf must be
+NaN): a kernel holding a zero runs as the chunks above. Each channel's sum is a plain sum in
+order of the kernel positions from +0.0 (so -0.0 products sum to +0.0).
+
 Summation order differs from a matrix product's over the whole im2col copy (gathered: BLAS's
 matrix-vector order over one channel's positions, fixed by the sizes; else a plain sum in
 row-major order of the positions), within the rounding of any order; a sum of -0.0 products is
@@ -55,15 +66,20 @@ row-major order of the positions), within the rounding of any order; a sum of -0
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import math
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
 
+from prims import mkl
+
 from .blas import matmul
+from .threads import run_parts
 
 # At most this many reduced positions (a 9x9 kernel); more products run on the matrix engine.
 MAX_POSITIONS = 81
@@ -97,6 +113,10 @@ WINDOW_MAX_POSITIONS = 12
 # 0.44-0.56), 5x5 ones 1.11-1.25 at 0.63-0.66 but 0.95 at 0.72 (7x7 images), 3x3 ones 0.69-0.95
 # (1.0-1.1).
 COPIES_MAX_TRAFFIC = 0.7
+# With MKL, a part of a depthwise product (`_Axpy`) accumulates about this many bytes of its
+# output's runs: one batched axpy call, then the copy into the output and the epilogue while
+# the part is in L2.
+AXPY_PART_BYTES = 1 << 20
 
 Epilogue = Callable[[tuple[slice, ...]], None]
 
@@ -130,6 +150,28 @@ class _Copies:
     step: int
     other_shape: tuple[int, ...]
     other_steps: tuple[int, ...]
+
+
+@attrs.frozen
+class _Axpy:
+    """A product with a per-channel kernel as one axpy per channel and kernel position
+    (`y += w * x`, x the full operand's run read in place, `step` elements apart, from
+    `offsets[position]` bytes after the channel's first element), with MKL: each part's axpys
+    (`parts`: outer index, first and last chunked index; fixed by the plan) in one call of
+    MKL's batched axpy into the thread's accumulator, laid as (channels, rows x `row_step`),
+    then copied into the output (padding columns dropped) and the epilogue run on it. A
+    strided operand (`phases`) is first copied, part by part, into the thread's phase images,
+    which the axpys then read as contiguous runs (stride 1)."""
+
+    step: int
+    row_step: int
+    run: int
+    parts: tuple[tuple[tuple[int, ...], int, int], ...]
+    # Per part: its problems' x offsets (bytes from the full operand's first element, or from
+    # the phase images') and y offsets (bytes from the accumulator's), channel by channel,
+    # position by position; their lengths and x steps (MKL_INT); made when the plan is.
+    tables: tuple[tuple[np.ndarray, ...], ...] = attrs.field(eq=False, repr=False)
+    phases: _Phases | None = None
 
 
 @attrs.frozen
@@ -169,6 +211,8 @@ class MultiplyAccumulateRecipe:
     # Gathered runs as shifted copies (the weights then ordered (other positions..., 1, copied
     # positions)).
     copies: _Copies | None = None
+    # With MKL: the parts of the product as batched axpys (else the chunks above run).
+    axpy: _Axpy | None = None
 
     def run_into(
         self, a: np.ndarray, b: np.ndarray, out: np.ndarray, epilogue: Epilogue | None = None
@@ -211,6 +255,10 @@ class MultiplyAccumulateRecipe:
                 (*self.full_strides[: outer_count + 1], phases.row_bytes, full.itemsize),
                 writeable=False,
             )
+        if self.axpy is not None:
+            library = mkl.library()  # asked at each call: mkl.disabled() means NumPy
+            if library is not None and self._run_axpy(library, full, other_view, out, epilogue):
+                return
         if self.copies is not None:
             # Every channel's weights as rows (outer..., chunked, other positions..., 1, copied
             # positions).
@@ -238,6 +286,80 @@ class MultiplyAccumulateRecipe:
                 self._chunk(source, other_view, shaped, mine, outer, start, stop)
                 if epilogue is not None:
                     epilogue(self._out_index(outer, start, stop))
+
+    def _run_axpy(
+        self,
+        library: mkl.Mkl,
+        full: np.ndarray,
+        other_view: np.ndarray,
+        out: np.ndarray,
+        epilogue: Epilogue | None,
+    ) -> bool:
+        """The product as batched axpys, part by part on the call's threads (each part one
+        MKL call, which releases the GIL for all of it); False (nothing done) when a weight is
+        zero: MKL's axpy skips it, where 0 * inf must be NaN."""
+        assert self.axpy is not None
+        axpy = self.axpy
+        weights = np.ascontiguousarray(other_view[..., 0]).reshape(
+            *self.outer_shape, self.chunked, -1
+        )
+        if not weights.all():
+            return False
+        function = library.axpy_batch(ctypes.c_float if out.itemsize == 4 else ctypes.c_double)
+        shaped = out.reshape(self.out_view)
+        rows, columns = self.out_view[-2:]
+        base = full.ctypes.data
+        phases = axpy.phases
+        if phases is not None:
+            image = np.lib.stride_tricks.as_strided(
+                full,
+                (*self.outer_shape, self.chunked, phases.rows, phases.columns),
+                (*self.full_strides[: len(self.outer_shape) + 1], phases.row_bytes, full.itemsize),
+                writeable=False,
+            )
+
+        def part(number: int) -> Callable[[], None]:
+            def run() -> None:
+                outer, start, stop = axpy.parts[number]
+                x_offsets, y_offsets, lengths, steps, ones = axpy.tables[number]
+                count = stop - start
+                x_base = base
+                if phases is not None:
+                    staging = _kept(
+                        "phases",
+                        count * math.prod(phases.steps) * math.prod(phases.shape),
+                        out.dtype,
+                    )
+                    chunk: tuple[Any, ...] = (*outer, slice(start, stop))
+                    self._copy_phases(phases, image[chunk], staging)
+                    x_base = staging.ctypes.data
+                accumulator = _kept("accumulator", count * rows * axpy.row_step, out.dtype)
+                # +0.0 to start from: a sum whose every product is -0.0 is +0.0, as from
+                # BLAS's and torch's accumulators.
+                accumulator.fill(0)
+                x = x_offsets + x_base
+                y = y_offsets + accumulator.ctypes.data
+                alpha = weights[outer][start:stop]  # (count, positions), C-contiguous
+                function(
+                    lengths.ctypes.data,
+                    alpha.ctypes.data,
+                    x.ctypes.data,
+                    steps.ctypes.data,
+                    y.ctypes.data,
+                    ones.ctypes.data,
+                    len(x),
+                    ones.ctypes.data,
+                )
+                laid = accumulator.reshape(count, rows, axpy.row_step)[:, :, :columns]
+                index: tuple[Any, ...] = (*outer, slice(start, stop))
+                np.copyto(shaped[index], laid)
+                if epilogue is not None:
+                    epilogue(self._out_index(outer, start, stop))
+
+            return run
+
+        run_parts([part(number) for number in range(len(axpy.parts))])
+        return True
 
     def _buffers(self, dtype: np.dtype) -> tuple[np.ndarray, ...]:
         """One thread's accumulator (rows x row_step per channel: the output's rows are then a
@@ -349,6 +471,18 @@ class MultiplyAccumulateRecipe:
         matmul(weights, matrices, partial.reshape(count, *copies.other_shape, 1, self.run))
         matmul(buffers[3], partial[:, :, 0, :], total[:, None, :])
 
+    @staticmethod
+    def _copy_phases(phases: _Phases, image: np.ndarray, staging: np.ndarray) -> None:
+        """The chunk's image (count, rows, columns) copied into flat phase images (count,
+        steps[0], steps[1], phase rows x phase columns). The positions no copy writes (past an
+        image's edge) feed only dropped outputs."""
+        row_step, column_step = phases.steps
+        images = staging.reshape(image.shape[0], row_step, column_step, *phases.shape)
+        for phase_row in range(row_step):
+            for phase_column in range(column_step):
+                part = image[:, phase_row::row_step, phase_column::column_step]
+                images[:, phase_row, phase_column, : part.shape[1], : part.shape[2]] = part
+
     def _phase_operands(self, image: np.ndarray, staging: np.ndarray) -> list[np.ndarray]:
         """The chunk's image (count, rows, columns) copied into its phase images; per kernel
         position, the run it reads from them."""
@@ -375,6 +509,28 @@ class MultiplyAccumulateRecipe:
             else:
                 index.append(slice(outer[role], outer[role] + 1))
         return tuple(index)
+
+
+# Accumulators and phase images of up to this many bytes are kept by each thread between calls.
+KEPT_BYTES = 16 << 20
+_KEPT = threading.local()
+
+
+def _kept(key: str, length: int, dtype: np.dtype) -> np.ndarray:
+    """`length` uninitialized elements of the thread's kept buffer `key`, 64-byte aligned (the
+    same alignment on every thread, so MKL takes the same code path whichever thread runs a
+    part)."""
+    size = length * dtype.itemsize
+    kept = getattr(_KEPT, "buffers", None)
+    if kept is None:
+        kept = _KEPT.buffers = {}
+    buffer = kept.get(key)
+    if buffer is None or buffer.nbytes < size + 64:
+        buffer = np.empty(size + 64, np.uint8)
+        if size <= KEPT_BYTES:
+            kept[key] = buffer
+    start = -buffer.ctypes.data % 64
+    return buffer[start : start + size].view(dtype)
 
 
 def plan_multiply_accumulate(
@@ -462,6 +618,7 @@ def plan_multiply_accumulate(
     gathered_row = math.prod(reduced_shape) * run * itemsize  # one channel's gathered runs
     gathered = other_run == 1 and gathered_row <= GATHER_MAX_BYTES
     window_strides = None
+    strided_phases = phases
     if gathered and phases is not None and math.prod(reduced_shape) <= WINDOW_MAX_POSITIONS:
         assert row_label is not None  # phases need output rows
         window_strides = (
@@ -483,6 +640,21 @@ def plan_multiply_accumulate(
         copied_row = reduced_shape[copies.axis] * copies.length
         chunk_row = (copied_row + math.prod(copies.other_shape) * run) * itemsize
         chunk = max(1, min(chunked, GATHER_BYTES // chunk_row))
+    axpy = None
+    # A strided operand is read through phase images: axpys reading every s-th element of
+    # merged rows (s times the positions) ran 1.6x slower than the gathered windows.
+    if other_run == 1 and (row_label is None or row_label in leading or other_step[row_label] == 0):
+        axpy = _axpy(
+            full_step,
+            sizes,
+            full_leading,
+            leading_sizes,
+            None if row_label is None or row_label in leading else row_label,
+            inner_label,
+            reduced,
+            itemsize,
+            strided_phases,
+        )
     # Every label the output lacks a dim for (size 1) is absent from both views; the output
     # itself is C-contiguous, so its row-major view (outer..., chunked, rows, columns) is a
     # reshape.
@@ -512,7 +684,144 @@ def plan_multiply_accumulate(
         gathered=gathered,
         window_strides=window_strides,
         copies=copies,
+        axpy=axpy,
     )
+
+
+def _axpy(
+    full_step: dict[int, int],
+    sizes: Sequence[int],
+    leading_steps: Sequence[int],
+    leading_sizes: Sequence[int],
+    row_label: int | None,
+    column_label: int,
+    reduced: Sequence[int],
+    itemsize: int,
+    phases: _Phases | None,
+) -> _Axpy | None:
+    """The batched axpys of a product whose other operand is constant along the output's
+    runs: each run `row_label`'s rows merged (the full operand steps a whole number m of
+    column steps per row, m at least the columns, as for the merged runs above) or one row;
+    the parts split the leading dims (the last one into ranges) by AXPY_PART_BYTES of
+    accumulator (and phase images). With `phases` (a strided operand) the runs are the phase
+    images' merged rows, as for the chunks. None when the operand steps backwards or its rows
+    cannot be merged so."""
+    if phases is not None:
+        assert row_label is not None  # phases need output rows
+        return _phase_axpy(sizes, leading_sizes, row_label, column_label, itemsize, phases)
+    column_step = full_step[column_label]
+    steps = [column_step, *leading_steps, *(full_step[label] for label in reduced)]
+    if column_step <= 0 or min(steps) < 0:
+        return None
+    columns = sizes[column_label]
+    rows, row_step = 1, columns
+    if row_label is not None:
+        rows = sizes[row_label]
+        if full_step[row_label] % column_step:
+            return None
+        row_step = full_step[row_label] // column_step
+        length = (rows - 1) * row_step + columns
+        if row_step < columns or length > MAX_MERGE_WASTE * rows * columns:
+            return None
+    run = (rows - 1) * row_step + columns
+    offsets = np.array(
+        [
+            sum(i * full_step[label] for i, label in zip(position, reduced))
+            for position in itertools.product(*(range(sizes[label]) for label in reduced))
+        ],
+        np.int64,
+    )
+    return _axpy_parts(
+        leading_steps,
+        leading_sizes,
+        offsets,
+        column_step // itemsize,
+        rows,
+        row_step,
+        run,
+        itemsize,
+    )
+
+
+def _phase_axpy(
+    sizes: Sequence[int],
+    leading_sizes: Sequence[int],
+    row_label: int,
+    column_label: int,
+    itemsize: int,
+    phases: _Phases,
+) -> _Axpy:
+    """The batched axpys over a part's phase images (count, steps..., shape...): each kernel
+    position reads its phase from its offset on, the output's rows merged at the phase
+    images' width."""
+    image = math.prod(phases.shape)
+    row_step = phases.shape[1]
+    rows, columns = sizes[row_label], sizes[column_label]
+    offsets = np.array(
+        [
+            ((row * phases.steps[1] + column) * image + offset) * itemsize
+            for row, column, offset in phases.taps
+        ],
+        np.int64,
+    )
+    channel = math.prod(phases.steps) * image * itemsize
+    leading_steps = [0] * (len(leading_sizes) - 1) + [channel]  # from each part's own images
+    axpy = _axpy_parts(
+        leading_steps,
+        leading_sizes,
+        offsets,
+        1,
+        rows,
+        row_step,
+        (rows - 1) * row_step + columns,
+        itemsize,
+        extra=channel,
+    )
+    return attrs.evolve(axpy, phases=phases)
+
+
+def _axpy_parts(
+    leading_steps: Sequence[int],
+    leading_sizes: Sequence[int],
+    offsets: np.ndarray,
+    step: int,
+    rows: int,
+    row_step: int,
+    run: int,
+    itemsize: int,
+    extra: int = 0,
+) -> _Axpy:
+    """The parts (ranges of the last leading dim per index of the others, about
+    AXPY_PART_BYTES of accumulator plus `extra` bytes per channel) and their tables. With
+    `extra` (phase images) the x offsets start at each part's own first channel."""
+    *outer_steps, chunk_step = leading_steps
+    *outer_shape, chunked = leading_sizes
+    per_part = max(1, AXPY_PART_BYTES // (rows * row_step * itemsize + extra))
+    pieces = -(-chunked // per_part)
+    bounds = [(i * chunked // pieces, (i + 1) * chunked // pieces) for i in range(pieces)]
+    parts = []
+    tables = []
+    for outer in itertools.product(*map(range, outer_shape)):
+        origin = sum(i * step for i, step in zip(outer, outer_steps))
+        for start, stop in bounds:
+            channels = np.arange(start, stop, dtype=np.int64)[:, None]
+            first = start if extra else 0
+            x_offsets = (origin + (channels - first) * chunk_step + offsets).ravel()
+            y_offsets = np.repeat(
+                (channels[:, 0] - start) * (rows * row_step * itemsize), len(offsets)
+            )
+            count = len(x_offsets)
+            tables.append(
+                (
+                    x_offsets,
+                    y_offsets,
+                    np.full(count, run, np.int32),
+                    np.full(count, step, np.int32),
+                    np.ones(count, np.int32),
+                )
+            )
+            parts.append((outer, start, stop))
+    return _Axpy(step, row_step, run, tuple(parts), tuple(tables))
 
 
 def _copies(
