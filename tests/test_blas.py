@@ -146,6 +146,40 @@ def test_products_in_layouts_mkl_takes(case: str, kernels: str) -> None:
         assert out.tobytes() == np.matmul(x, y).tobytes()
 
 
+@pytest.mark.parametrize(
+    "case", ["row-major", "padded rows", "out transposed", "batched", "too small"]
+)
+def test_accumulating_products_add_to_out(case: str, kernels: str) -> None:
+    """With `accumulate`, out += x @ y: MKL's gemm with beta = 1 where it takes the product,
+    else NumPy's product added to out."""
+    if case == "too small":
+        x, y, layout = _random((16, 32)), _random((32, 16), seed=1), "row-major"
+    else:
+        x, y, layout = MKL_CASES[case]()
+    shape = (*np.broadcast_shapes(x.shape[:-2], y.shape[:-2]), x.shape[-2], y.shape[-1])
+    out = _out(shape, x.dtype, layout)
+    start = _random(shape, x.dtype, seed=2)
+    np.copyto(out, start)
+    blas.matmul(x, y, out, accumulate=True)
+    # within the bound of _assert_product plus the rounding of the sum
+    exact = start.astype(np.float64) + np.matmul(x.astype(np.float64), y.astype(np.float64))
+    magnitude = np.abs(start).astype(np.float64) + np.matmul(
+        np.abs(x).astype(np.float64), np.abs(y).astype(np.float64)
+    )
+    bound = (x.shape[-1] + 2) * np.finfo(x.dtype).eps * magnitude
+    assert (np.abs(out.astype(np.float64) - exact) <= bound).all()
+    library = mkl.library()
+    if kernels == "numpy" or case == "too small":
+        assert library is None or not blas.mkl_matmul(library, x, y, out.copy(), accumulate=True)
+        assert out.tobytes() == (start + np.matmul(x, y)).tobytes()
+    else:
+        assert library is not None
+        again = _out(shape, x.dtype, layout)
+        np.copyto(again, start)
+        assert blas.mkl_matmul(library, x, y, again, accumulate=True)
+        assert again.tobytes() == out.tobytes()
+
+
 # Products MKL does not take for their layout or dtype (np.matmul's, in both modes).
 NUMPY_CASES: dict[str, Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]]] = {
     "no unit stride": lambda: (

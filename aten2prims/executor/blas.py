@@ -56,22 +56,41 @@ _functions: dict[np.dtype, _Functions] = {}
 _functions_library: list[mkl.Mkl] = []
 
 
-def matmul(x: np.ndarray, y: np.ndarray, out: np.ndarray, *, swap_for_numpy: bool = False) -> None:
+def matmul(
+    x: np.ndarray,
+    y: np.ndarray,
+    out: np.ndarray,
+    *,
+    swap_for_numpy: bool = False,
+    accumulate: bool = False,
+) -> None:
     """out[...] = x @ y, as `np.matmul(x, y, out=out)` computes it (x and y of at least 2 dims,
     batch dims broadcast); by MKL's gemm when MKL is in use and the layouts allow it. With
     `swap_for_numpy`, NumPy makes it as (y^T @ x^T)^T: OpenBLAS is faster with the long side
-    first on some shapes (the contraction engine's `swap_rows`); MKL takes either order alike."""
+    first on some shapes (the contraction engine's `swap_rows`); MKL takes either order alike.
+    With `accumulate`, out += x @ y instead: MKL's gemm adds the product to out as it makes it
+    (beta = 1), NumPy makes it in a temporary array and adds that."""
     library = mkl.library()
-    if library is not None and mkl_matmul(library, x, y, out):
+    if library is not None and mkl_matmul(library, x, y, out, accumulate=accumulate):
         return
-    if swap_for_numpy:
+    if accumulate:
+        np.add(out, np.matmul(x, y), out=out)
+    elif swap_for_numpy:
         np.copyto(out, np.matmul(y.swapaxes(-1, -2), x.swapaxes(-1, -2)).swapaxes(-1, -2))
     else:
         np.matmul(x, y, out=out)
 
 
-def mkl_matmul(library: mkl.Mkl, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> bool:
-    """The product by MKL, or False (nothing written) when its size or layout is not MKL's."""
+def mkl_in_use() -> bool:
+    """Whether products of MKL's dtypes, sizes and layouts are MKL's now (asked per call)."""
+    return mkl.library() is not None
+
+
+def mkl_matmul(
+    library: mkl.Mkl, x: np.ndarray, y: np.ndarray, out: np.ndarray, *, accumulate: bool = False
+) -> bool:
+    """The product by MKL (added to out's values with `accumulate`), or False (nothing
+    written) when its size or layout is not MKL's."""
     if x.ndim < 2 or y.ndim < 2:
         return False
     m, k = x.shape[-2:]
@@ -115,6 +134,7 @@ def mkl_matmul(library: mkl.Mkl, x: np.ndarray, y: np.ndarray, out: np.ndarray) 
         dims = [(size, y_step, x_step, out_step) for size, x_step, y_step, out_step in dims]
     (x_transpose, x_leading), (y_transpose, y_leading) = x_layout, y_layout
     out_leading = out_layout[1]
+    beta = 1.0 if accumulate else 0.0
     if not dims:
         functions.gemm(
             mkl.ROW_MAJOR,
@@ -128,7 +148,7 @@ def mkl_matmul(library: mkl.Mkl, x: np.ndarray, y: np.ndarray, out: np.ndarray) 
             x_leading,
             y_address,
             y_leading,
-            0.0,
+            beta,
             out_address,
             out_leading,
         )
@@ -155,7 +175,7 @@ def mkl_matmul(library: mkl.Mkl, x: np.ndarray, y: np.ndarray, out: np.ndarray) 
             y_at,
             y_leading,
             y_step // itemsize,
-            0.0,
+            beta,
             out_at,
             out_leading,
             out_step // itemsize,
