@@ -37,7 +37,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .blas import MKL_MIN_CALL_MACS, matmul, mkl_in_use
+from .blas import MKL_MIN_CALL_MACS, matmul, matmul_sum, mkl_in_use
 from .threads import even_parts, run_parts
 
 
@@ -851,7 +851,7 @@ def _shifted_product(
             x_index = tuple(i if size > 1 else 0 for i, size in zip(position, xv.shape[:np_]))
             y_index = tuple(i if size > 1 else 0 for i, size in zip(position, yv.shape[:np_]))
             x_at: tuple[Any, ...] = (slice(None), *x_index)
-            x_slices = packed[x_at]  # [S, M, R]
+            x_slices = packed[x_at].reshape((*shifted.s_shape, m, shifted.rows))  # [S..., M, R]
             # Y at this P index and band start (its other axes at 0), seen as [S..., R, columns]
             y_at: tuple[Any, ...] = (
                 *y_index,
@@ -867,8 +867,7 @@ def _shifted_product(
             )
             scratch = _kept_buffer("shifted out", (m, shifted.columns), out.dtype)
             product = scratch[:, :columns]
-            for number, s_index in enumerate(np.ndindex(*shifted.s_shape)):
-                matmul(x_slices[number], windows[s_index], product, accumulate=number > 0)
+            matmul_sum(x_slices, windows, product, len(shifted.s_shape))
             index = (*(slice(i, i + 1) for i in position), *(slice(None),) * nm, slice(start, stop))
             target = out[index]
             np.copyto(
