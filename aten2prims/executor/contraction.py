@@ -898,8 +898,8 @@ def _shifted_product(
 
 
 def _row_major_strides(shape: tuple[int, ...], last: int) -> tuple[int, ...]:
-    """Strides of `shape` laid out row-major with `last` bytes between the inner axis's
-    neighbours' outer steps (the merged axis's stride split back)."""
+    """The byte strides of a row-major array of `shape` whose innermost axis steps `last`
+    bytes (the scratch's merged M axis split back into the output's M axes)."""
     strides: list[int] = []
     step = last
     for size in reversed(shape):
