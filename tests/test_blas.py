@@ -146,6 +146,70 @@ def test_products_in_layouts_mkl_takes(case: str, kernels: str) -> None:
         assert out.tobytes() == np.matmul(x, y).tobytes()
 
 
+@pytest.mark.parametrize(
+    "case", ["row-major", "padded rows", "out transposed", "batched", "too small"]
+)
+def test_accumulating_products_add_to_out(case: str, kernels: str) -> None:
+    """With `accumulate`, out += x @ y: MKL's gemm with beta = 1 where it takes the product,
+    else NumPy's product added to out."""
+    if case == "too small":
+        x, y, layout = _random((16, 32)), _random((32, 16), seed=1), "row-major"
+    else:
+        x, y, layout = MKL_CASES[case]()
+    shape = (*np.broadcast_shapes(x.shape[:-2], y.shape[:-2]), x.shape[-2], y.shape[-1])
+    out = _out(shape, x.dtype, layout)
+    start = _random(shape, x.dtype, seed=2)
+    np.copyto(out, start)
+    blas.matmul(x, y, out, accumulate=True)
+    # within the bound of _assert_product plus the rounding of the sum
+    exact = start.astype(np.float64) + np.matmul(x.astype(np.float64), y.astype(np.float64))
+    magnitude = np.abs(start).astype(np.float64) + np.matmul(
+        np.abs(x).astype(np.float64), np.abs(y).astype(np.float64)
+    )
+    bound = (x.shape[-1] + 2) * np.finfo(x.dtype).eps * magnitude
+    assert (np.abs(out.astype(np.float64) - exact) <= bound).all()
+    library = mkl.library()
+    if kernels == "numpy" or case == "too small":
+        assert library is None or not blas.mkl_matmul(library, x, y, out.copy(), accumulate=True)
+        assert out.tobytes() == (start + np.matmul(x, y)).tobytes()
+    else:
+        assert library is not None
+        again = _out(shape, x.dtype, layout)
+        np.copyto(again, start)
+        assert blas.mkl_matmul(library, x, y, again, accumulate=True)
+        assert again.tobytes() == out.tobytes()
+
+
+@pytest.mark.parametrize("size", ["large", "too small"])
+def test_summed_products_are_accumulating_products(size: str, kernels: str) -> None:
+    """matmul_sum(x, y, out, 2) over x [3, 2, M, K] and overlapping shifted views y [3, 2, K, N]
+    of one array (a convolution's kernel offsets) is out = x[0, 0] @ y[0, 0], then out +=
+    each other product in order: the bits of those `matmul` calls, within the rounding bound
+    of the whole sum."""
+    m, k, n = (70, 90, 700) if size == "large" else (8, 16, 24)
+    x = _random((3, 2, m, k))
+    memory = _random((k, n + 40), seed=1)
+    y = np.lib.stride_tricks.as_strided(
+        memory, (3, 2, k, n), (12 * 4, 4, memory.strides[0], 4), writeable=False
+    )
+    out = np.full((m, n), np.nan, np.float32)
+    library = mkl.library()
+    if library is not None:  # MKL makes the large ones
+        assert blas.mkl_matmul(library, x[0, 0], y[0, 0], out.copy()) == (size == "large")
+    blas.matmul_sum(x, y, out, 2)
+    expected = np.full((m, n), np.nan, np.float32)
+    for number, position in enumerate(np.ndindex(3, 2)):
+        blas.matmul(x[position], y[position], expected, accumulate=number > 0)
+    assert out.tobytes() == expected.tobytes()
+    wide_x, wide_y = x.astype(np.float64), y.astype(np.float64)
+    exact = np.einsum("abmk,abkn->mn", wide_x, wide_y)
+    magnitude = np.einsum("abmk,abkn->mn", np.abs(wide_x), np.abs(wide_y))
+    assert (np.abs(out - exact) <= (6 * k + 6) * np.finfo(np.float32).eps * magnitude).all()
+    empty = np.full((m, n), np.nan, np.float32)
+    blas.matmul_sum(x[:0], y[:0], empty, 2)
+    assert empty.tobytes() == np.zeros_like(empty).tobytes()
+
+
 # Products MKL does not take for their layout or dtype (np.matmul's, in both modes).
 NUMPY_CASES: dict[str, Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]]] = {
     "no unit stride": lambda: (

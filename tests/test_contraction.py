@@ -1060,3 +1060,84 @@ def test_a_zero_weight_takes_the_numpy_chunks() -> None:
     assert np.isnan(result[0, 1, 2, 3]), "0 * inf"
     outcome = run_call(call)
     assert outcome.passed, outcome.message
+
+
+# -- dense convolutions as shifted products -------------------------------------------------------
+
+# (N, C_in, C_out, spatial sizes, kernel, padding, dilation, groups, bias, dtype), each large
+# enough for the shifted products (ContractionTuning.shifted_min_columns, MKL's call size).
+SHIFTED = {
+    "odd sizes": (2, 96, 64, (30, 31), 3, 1, 1, 1, True, torch.float32),
+    "no padding": (4, 48, 160, (30, 23), 3, 0, 1, 1, False, torch.float32),
+    "5x5, padding 2": (1, 128, 96, (21, 40), 5, 2, 1, 1, True, torch.float32),
+    "dilated": (2, 64, 64, (33, 35), 3, 2, 2, 1, True, torch.float32),
+    "512 channels": (1, 512, 64, (26, 27), 3, 1, 1, 1, True, torch.float32),
+    "groups": (2, 128, 128, (40, 40), 3, 1, 1, 2, False, torch.float32),
+    "one image in bands": (1, 128, 256, (40, 28), 3, 1, 1, 1, True, torch.float32),
+    "1-d": (2, 64, 64, (2000,), 3, 1, 1, 1, True, torch.float32),
+    "3-d": (1, 48, 32, (12, 14, 15), 3, 1, 1, 1, False, torch.float32),
+    "float64": (2, 96, 64, (30, 31), 3, 1, 1, 1, True, torch.float64),
+}
+
+
+def _dense_convolution(case: str) -> tuple[Graph, dict[str, np.ndarray], AtenCall]:
+    n, c_in, c_out, spatial, kernel, padding, dilation, groups, bias, dtype = SHIFTED[case]
+    rank = len(spatial)
+    return lowered_call(
+        "aten.convolution.default",
+        randn(n, c_in, *spatial, dtype=dtype),
+        randn(c_out, c_in // groups, *(kernel,) * rank, dtype=dtype, seed=1),
+        randn(c_out, dtype=dtype, seed=2) if bias else None,
+        [1] * rank,
+        [padding] * rank,
+        [dilation] * rank,
+        False,
+        [0] * rank,
+        groups,
+    )
+
+
+@pytest.mark.parametrize("kernels", ["mkl", "numpy"])
+@pytest.mark.parametrize("case", SHIFTED)
+def test_dense_convolutions_run_as_shifted_products_and_match_torch(
+    case: str, kernels: str
+) -> None:
+    """A stride-1 convolution's windows are not copied: its products read the padded input
+    at each kernel offset and accumulate (MKL), or, through NumPy, the windows are copied
+    (im2col) as before; both match torch."""
+    graph, _, call = _dense_convolution(case)
+    with contextlib.nullcontext() if kernels == "mkl" else prims.mkl.disabled():
+        if kernels == "mkl":
+            assert prims.mkl.library() is not None, prims.mkl.unavailable_reason
+        outcome = run_call(call)
+        assert outcome.passed, outcome.message
+    graph, inputs, _ = _dense_convolution(case)
+    execute(graph, inputs)
+    (recipe,) = contraction_recipes(graph)
+    assert recipe.shifted is not None
+
+
+def test_small_dense_convolutions_copy_their_windows() -> None:
+    """Products of few columns (a 7x7 image) or few channels keep im2col's copies."""
+    for x, weight in (
+        (randn(2, 256, 7, 7), randn(256, 256, 3, 3, seed=1)),
+        (randn(1, 3, 64, 64), randn(16, 3, 3, 3, seed=1)),
+    ):
+        graph, inputs, _ = lowered_call(
+            "aten.convolution.default", x, weight, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1
+        )
+        execute(graph, inputs)
+        (recipe,) = contraction_recipes(graph)
+        assert recipe.shifted is None
+
+
+def test_shifted_products_on_threads_give_one_threads_bits() -> None:
+    """The shifted products' bands are shared among the call's threads: every thread count
+    gives one thread's bits."""
+    graph, inputs, _ = _dense_convolution("one image in bands")
+    one = execute(graph, inputs, threads=1)
+    (recipe,) = contraction_recipes(graph)
+    assert recipe.shifted is not None and len(recipe.shifted.bands) > 1  # bands per image
+    for threads in (2, 3, 4):
+        many = execute(graph, inputs, threads=threads)
+        assert [o.tobytes() for o in many] == [o.tobytes() for o in one], threads

@@ -1,6 +1,7 @@
 """The executor's matrix products: `matmul(x, y, out)`, np.matmul's result written into `out`,
 made by Intel oneMKL's gemm when MKL is in use (prims/mkl.py), else by np.matmul (NumPy's
-OpenBLAS).
+OpenBLAS); `matmul(..., accumulate=True)` adds the product to out, and `matmul_sum` sums
+products over leading axes into out (a convolution's shifted products, contraction.py).
 
 Why: MKL's float32 gemm measured 1.1-1.35x faster than NumPy's matmul on the shapes
 convolutions and linear layers make here (docs/executor.md#matrix-products-mkl-or-numpy).
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import math
 from collections.abc import Callable
 
 import attrs
@@ -56,112 +58,173 @@ _functions: dict[np.dtype, _Functions] = {}
 _functions_library: list[mkl.Mkl] = []
 
 
-def matmul(x: np.ndarray, y: np.ndarray, out: np.ndarray, *, swap_for_numpy: bool = False) -> None:
+def matmul(
+    x: np.ndarray,
+    y: np.ndarray,
+    out: np.ndarray,
+    *,
+    swap_for_numpy: bool = False,
+    accumulate: bool = False,
+) -> None:
     """out[...] = x @ y, as `np.matmul(x, y, out=out)` computes it (x and y of at least 2 dims,
     batch dims broadcast); by MKL's gemm when MKL is in use and the layouts allow it. With
     `swap_for_numpy`, NumPy makes it as (y^T @ x^T)^T: OpenBLAS is faster with the long side
-    first on some shapes (the contraction engine's `swap_rows`); MKL takes either order alike."""
+    first on some shapes (the contraction engine's `swap_rows`); MKL takes either order alike.
+    With `accumulate`, out += x @ y instead: MKL's gemm adds the product to out as it makes it
+    (beta = 1), NumPy makes it in a temporary array and adds that."""
     library = mkl.library()
-    if library is not None and mkl_matmul(library, x, y, out):
+    if library is not None and mkl_matmul(library, x, y, out, accumulate=accumulate):
         return
-    if swap_for_numpy:
+    if accumulate:
+        np.add(out, np.matmul(x, y), out=out)
+    elif swap_for_numpy:
         np.copyto(out, np.matmul(y.swapaxes(-1, -2), x.swapaxes(-1, -2)).swapaxes(-1, -2))
     else:
         np.matmul(x, y, out=out)
 
 
-def mkl_matmul(library: mkl.Mkl, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> bool:
-    """The product by MKL, or False (nothing written) when its size or layout is not MKL's."""
-    if x.ndim < 2 or y.ndim < 2:
+def mkl_in_use() -> bool:
+    """Whether products of MKL's dtypes, sizes and layouts are MKL's now (asked per call)."""
+    return mkl.library() is not None
+
+
+def mkl_matmul(
+    library: mkl.Mkl, x: np.ndarray, y: np.ndarray, out: np.ndarray, *, accumulate: bool = False
+) -> bool:
+    """The product by MKL (added to out's values with `accumulate`), or False (nothing
+    written) when its size or layout is not MKL's."""
+    call = _mkl_call(library, x, y, out)
+    if call is None:
         return False
+    call(x.ctypes.data, y.ctypes.data, out.ctypes.data, 1.0 if accumulate else 0.0)
+    return True
+
+
+def matmul_sum(x: np.ndarray, y: np.ndarray, out: np.ndarray, axes: int) -> None:
+    """out[...] = the sum over the `axes` leading axes S of x [*S, ..., M, K] and y
+    [*S, ..., K, N] (both of one S) of x[s] @ y[s], the products added in S's row-major order:
+    each an accumulating `matmul`, made by MKL at addresses computed from the strides (one
+    layout check for all of them; a convolution's shifted products are nine such calls)."""
+    shape = x.shape[:axes]
+    if math.prod(shape) == 0:
+        out.fill(0)
+        return
+    library = mkl.library()
+    call = None
+    if library is not None and not (np.may_share_memory(out, x) or np.may_share_memory(out, y)):
+        first = (0,) * axes
+        call = _mkl_call(library, x[first], y[first], out)
+    if call is None:
+        for number, position in enumerate(np.ndindex(*shape)):
+            matmul(x[position], y[position], out, accumulate=number > 0)
+        return
+    x_address, y_address, out_address = x.ctypes.data, y.ctypes.data, out.ctypes.data
+    for number, position in enumerate(np.ndindex(*shape)):
+        call(
+            x_address + sum(i * stride for i, stride in zip(position, x.strides)),
+            y_address + sum(i * stride for i, stride in zip(position, y.strides)),
+            out_address,
+            1.0 if number else 0.0,
+        )
+
+
+def _mkl_call(
+    library: mkl.Mkl, x: np.ndarray, y: np.ndarray, out: np.ndarray
+) -> Callable[[int, int, int, float], None] | None:
+    """MKL's product of arrays of x's, y's and out's layout, as a function of their addresses
+    and beta (out = x @ y + beta·out), or None when their size or layout is not MKL's."""
+    if x.ndim < 2 or y.ndim < 2:
+        return None
     m, k = x.shape[-2:]
     n = y.shape[-1]
     matrix_macs = m * n * k
     if matrix_macs < MKL_MIN_MATRIX_MACS or matrix_macs * (out.size // (m * n)) < MKL_MIN_CALL_MACS:
-        return False  # (an empty product, too)
+        return None  # (an empty product, too)
     dtype = out.dtype
     if x.dtype != dtype or y.dtype != dtype or dtype not in _FLOAT_TYPES:
-        return False
+        return None
     if y.shape[-2] != k or out.ndim != max(x.ndim, y.ndim) or out.shape[-2:] != (m, n):
-        return False
+        return None
     batch = out.shape[:-2]
     if not _broadcasts_to(x, batch) or not _broadcasts_to(y, batch):
-        return False
+        return None
     itemsize = dtype.itemsize
     x_layout = _matrix_layout(m, k, x.strides[-2], x.strides[-1], itemsize)
     y_layout = _matrix_layout(k, n, y.strides[-2], y.strides[-1], itemsize)
     out_layout = _matrix_layout(m, n, out.strides[-2], out.strides[-1], itemsize)
     if x_layout is None or y_layout is None or out_layout is None:
-        return False
+        return None
     dims = _batch_dims(batch, x, y, out)
     if dims is None:
-        return False
+        return None
     # MKL's LP64 interface takes sizes and leading dimensions as 32-bit ints
     if max(m, n, k, x_layout[1], y_layout[1], out_layout[1], *(d[0] for d in dims)) > _INT_MAX:
-        return False
+        return None
     if not out.flags.writeable:  # np.matmul refuses it
-        return False
+        return None
     if np.may_share_memory(out, x) or np.may_share_memory(out, y):
-        return False
-    x_address = x.ctypes.data
-    y_address = y.ctypes.data
-    out_address = out.ctypes.data
+        return None
     functions = _functions_for(library, dtype)
-    if out_layout[0] == mkl.TRANSPOSE:
+    swapped = out_layout[0] == mkl.TRANSPOSE
+    if swapped:
         # out^T (n x m, row-major) = y^T @ x^T
         m, n = n, m
-        x_address, y_address = y_address, x_address
         x_layout, y_layout = _flipped(y_layout), _flipped(x_layout)
         dims = [(size, y_step, x_step, out_step) for size, x_step, y_step, out_step in dims]
     (x_transpose, x_leading), (y_transpose, y_leading) = x_layout, y_layout
     out_leading = out_layout[1]
-    if not dims:
-        functions.gemm(
-            mkl.ROW_MAJOR,
-            x_transpose,
-            y_transpose,
-            m,
-            n,
-            k,
-            1.0,
-            x_address,
-            x_leading,
-            y_address,
-            y_leading,
-            0.0,
-            out_address,
-            out_leading,
-        )
-        return True
-    count, x_step, y_step, out_step = dims[-1]
-    outer = dims[:-1]
-    for position in itertools.product(*(range(size) for size, *_ in outer)):
-        x_at, y_at, out_at = x_address, y_address, out_address
-        for index, (_, x_outer, y_outer, out_outer) in zip(position, outer):
-            x_at += index * x_outer
-            y_at += index * y_outer
-            out_at += index * out_outer
-        functions.gemm_batch(
-            mkl.ROW_MAJOR,
-            x_transpose,
-            y_transpose,
-            m,
-            n,
-            k,
-            1.0,
-            x_at,
-            x_leading,
-            x_step // itemsize,
-            y_at,
-            y_leading,
-            y_step // itemsize,
-            0.0,
-            out_at,
-            out_leading,
-            out_step // itemsize,
-            count,
-        )
-    return True
+
+    def call(x_address: int, y_address: int, out_address: int, beta: float) -> None:
+        if swapped:
+            x_address, y_address = y_address, x_address
+        if not dims:
+            functions.gemm(
+                mkl.ROW_MAJOR,
+                x_transpose,
+                y_transpose,
+                m,
+                n,
+                k,
+                1.0,
+                x_address,
+                x_leading,
+                y_address,
+                y_leading,
+                beta,
+                out_address,
+                out_leading,
+            )
+            return
+        count, x_step, y_step, out_step = dims[-1]
+        outer = dims[:-1]
+        for position in itertools.product(*(range(size) for size, *_ in outer)):
+            x_at, y_at, out_at = x_address, y_address, out_address
+            for index, (_, x_outer, y_outer, out_outer) in zip(position, outer):
+                x_at += index * x_outer
+                y_at += index * y_outer
+                out_at += index * out_outer
+            functions.gemm_batch(
+                mkl.ROW_MAJOR,
+                x_transpose,
+                y_transpose,
+                m,
+                n,
+                k,
+                1.0,
+                x_at,
+                x_leading,
+                x_step // itemsize,
+                y_at,
+                y_leading,
+                y_step // itemsize,
+                beta,
+                out_at,
+                out_leading,
+                out_step // itemsize,
+                count,
+            )
+
+    return call
 
 
 def _functions_for(library: mkl.Mkl, dtype: np.dtype) -> _Functions:

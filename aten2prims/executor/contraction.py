@@ -18,7 +18,8 @@ chunk into one reused buffer of about `ContractionTuning.copy_chunk_bytes`, whic
 while BLAS reads it: chunks split batch-like labels (each chunk writes its slice of the output),
 then the copied operand's free labels (output rows), then contracted labels (chunks accumulate).
 An epilogue (a caller's function of an output part) runs on each finished output chunk while
-that is in cache.
+that is in cache. A copied operand that is a stride-1 convolution's windows is, while MKL is in
+use, not copied at all: its products read it at each kernel offset and accumulate (`_Shifted`).
 
 `plan_contraction` decides all of this from the operands' layout alone (shapes, strides, dtype)
 and returns a `ContractionRecipe`; `recipe.run` executes it on any operands of that layout.
@@ -36,7 +37,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .blas import matmul
+from .blas import MKL_MIN_CALL_MACS, matmul, matmul_sum, mkl_in_use
 from .threads import even_parts, run_parts
 
 
@@ -77,6 +78,15 @@ class ContractionTuning:
     part_macs: int = 1 << 23
     min_part_rows: int = 64
     max_parts: int = 4
+    # A convolution's shifted products (`_Shifted`) need at least this many (widened) output
+    # columns per product: below, MKL's per-call packing of the kernel slice costs more than
+    # the im2col copy it saves (8x256x14x14: 222 columns, 19 ms against im2col's 17; 8x128x28x28:
+    # 838 columns, 14.6 against 19).
+    shifted_min_columns: int = 512
+    # ... and are made in at least this many tasks (bands of an image, when the batch has fewer
+    # images) for the call's threads: each band costs its own calls (one 64x64 56x56 image in
+    # three bands took 2.42 ms against 2.05 in one, at one thread).
+    shifted_min_tasks: int = 2
 
 
 DEFAULT_TUNING = ContractionTuning()
@@ -147,6 +157,31 @@ class _Reorder:
 
 
 @attrs.frozen
+class _Shifted:
+    """A copied operand Y[P..., K..., N...] that is a sliding window (a stride-1 convolution's
+    input windows, dilated or not) computed without copying it: its contracted axes split into
+    R (the outer ones that merge into one row axis: the input channels) and S (the kernel
+    offsets). For each S index (`s_shape`, `s_strides`: Y's), Y is read as one matrix
+    [R, columns] whose columns are the N axes *widened* to the input's pitches (`pitches`, in
+    elements: the padded row length for the rows of an image), so an output band of N's outer
+    axis is one run of columns — the columns between rows (the padding's) are computed into
+    a scratch buffer and dropped. X, packed once per call as [S, P..., M, R] (`x_order`),
+    gives the matching [M, R] slice, and the products of all S indices accumulate into the
+    scratch (MKL's beta = 1), which is then copied into the output band: `bands` of N's outer
+    axis, each chunk (P index, band) one task of the call's threads."""
+
+    x_order: tuple[int, ...]
+    x_packed: tuple[int, ...]
+    s_shape: tuple[int, ...]
+    s_strides: tuple[int, ...]  # Y's byte strides along S
+    row_stride: int  # bytes between Y's merged R rows
+    rows: int  # the merged R length
+    pitches: tuple[int, ...]
+    bands: tuple[tuple[int, int], ...]  # each band's rows of N's outer axis
+    columns: int  # the widest band's columns
+
+
+@attrs.frozen
 class ContractionRecipe:
     """How one layout of operands is contracted, step by step:
 
@@ -203,6 +238,9 @@ class ContractionRecipe:
     broadcast_shape: tuple[int, ...] | None = None
     scale: int = 1
     epilogue_per_chunk: bool = True
+    # Y's windows as shifted products (`_Shifted`), taken instead of `levels` while MKL is in
+    # use (through NumPy the accumulating products measured slower than im2col's copies).
+    shifted: _Shifted | None = None
 
     def run(
         self, a: np.ndarray, b: np.ndarray, out: np.ndarray, epilogue: Epilogue | None = None
@@ -310,6 +348,17 @@ class ContractionRecipe:
         the transposed operands x and y (`out` holds the product's elements in row-major order),
         then `epilogue(index)` on each finished chunk `out[index]` (of `product_shape`) while it
         is still in cache."""
+        if self.shifted is not None and mkl_in_use():
+            _shifted_product(
+                x.reshape(self.x_view),
+                y.reshape(self.y_view),
+                out.reshape(self.product_shape),
+                self.batch_axes,
+                self.rows_axes,
+                self.shifted,
+                epilogue,
+            )
+            return
         if not self.levels:  # one call per part; numpy copies what it must
             x = x.reshape(self.x_matrix)
             y = y.reshape(self.y_matrix)
@@ -440,6 +489,7 @@ def plan_contraction(
     if not (with_epilogue and per_chunk) and reorder is None:
         out_bytes = 0
     levels = _chunk_levels(xv, yv, np_, nm, nk, x_copy, y_copy, out_bytes, tuning)
+    shifted = _shifted_plan(xv, yv, np_, nm, nk, tuning) if y_copy and not x_copy else None
     swapped = not levels and _swap_pays(np.reshape(xv, x_matrix), np.reshape(yv, y_matrix), tuning)
     out_matrix = _merged_shape(tuple(sizes[label] for label in layout.order), np_, nm)
     parts = None if levels else _product_parts(x_matrix, y_matrix, out_matrix, tuning)
@@ -480,6 +530,7 @@ def plan_contraction(
         broadcast_shape=broadcast_shape,
         scale=scale,
         epilogue_per_chunk=per_chunk,
+        shifted=shifted,
     )
 
 
@@ -695,7 +746,166 @@ def _arrange(
     return view.reshape([x.shape[axis_of[label]] if label in axis_of else 1 for label in p + rest])
 
 
+def _shifted_plan(
+    xv: np.ndarray, yv: np.ndarray, np_: int, nm: int, nk: int, tuning: ContractionTuning
+) -> _Shifted | None:
+    """Y's windows as shifted products (`_Shifted`), or None when Y is not such a window or
+    its products would be too small to pay: float32/float64, non-negative strides, N's inner
+    axis contiguous and each outer one a whole pitch at least as long as the widened axes
+    inside it (so output positions get distinct columns), R's rows at least a band's columns
+    apart, and every product of at least `shifted_min_columns` columns and MKL's call size."""
+    if yv.dtype not in (np.float32, np.float64) or xv.dtype != yv.dtype:
+        return None
+    itemsize = yv.itemsize
+    n_axes = list(range(np_ + nk, yv.ndim))
+    if not n_axes or nk < 2 or any(stride < 0 for stride in yv.strides):
+        return None
+    lengths = [yv.shape[axis] for axis in n_axes]
+    if yv.strides[n_axes[-1]] != itemsize and lengths[-1] > 1:
+        return None
+    pitches: list[int] = []
+    extent = 1  # the widened columns of the axes inside this one
+    for axis in reversed(n_axes):
+        stride, length = yv.strides[axis], yv.shape[axis]
+        pitch = stride // itemsize if length > 1 else extent
+        if stride % itemsize or pitch < extent:
+            return None
+        pitches.insert(0, pitch)
+        extent += (length - 1) * pitch
+    # R: the outermost contracted axes that merge into one; S: the rest (the kernel offsets)
+    k_axes = list(range(np_, np_ + nk))
+    r_count = 1
+    while r_count < nk and yv.strides[k_axes[r_count - 1]] == (
+        yv.strides[k_axes[r_count]] * yv.shape[k_axes[r_count]]
+    ):
+        r_count += 1
+    if r_count == nk:
+        return None  # Y merges: nothing to shift
+    r_axes, s_axes = k_axes[:r_count], k_axes[r_count:]
+    rows = math.prod(yv.shape[axis] for axis in r_axes)
+    m = math.prod(xv.shape[np_ : np_ + nm])
+    inner = extent - (lengths[0] - 1) * pitches[0]  # one row of N's outer axis, widened
+    # Each product needs `shifted_min_columns` columns and MKL's call size: at least `least`
+    # rows of N's outer axis per band.
+    least_columns = max(tuning.shifted_min_columns, -(-MKL_MIN_CALL_MACS // (m * rows)))
+    least = max(1, -(-(least_columns - inner) // pitches[0]) + 1)
+    if least > lengths[0]:
+        return None
+    # Bands of about `output_chunk_bytes`, and `shifted_min_tasks` tasks for the call's threads
+    # where the batch has fewer images (a batch of one image is cut in two), evened out.
+    images = math.prod(max(a, b) for a, b in zip(xv.shape[:np_], yv.shape[:np_]))
+    band = max(
+        least,
+        min(
+            tuning.output_chunk_bytes // (m * pitches[0] * itemsize),
+            -(-lengths[0] * images // tuning.shifted_min_tasks),
+        ),
+    )
+    count = lengths[0] // min(band, lengths[0])  # bands of at least `band` rows each
+    bands = tuple((i * lengths[0] // count, (i + 1) * lengths[0] // count) for i in range(count))
+    columns = (max(stop - start for start, stop in bands) - 1) * pitches[0] + inner
+    row_stride = yv.strides[r_axes[-1]]
+    if row_stride < columns * itemsize:
+        return None
+    s_shape = tuple(yv.shape[axis] for axis in s_axes)
+    # X [P..., M..., K...] packed as [S, P..., M, R]: the X axes of S, then the others in order
+    x_s_axes = [np_ + nm + (axis - np_) for axis in s_axes]
+    x_r_axes = [np_ + nm + (axis - np_) for axis in r_axes]
+    x_order = (*x_s_axes, *range(np_ + nm), *x_r_axes)
+    x_packed = (math.prod(s_shape), *xv.shape[:np_], m, rows)
+    s_strides = tuple(yv.strides[axis] for axis in s_axes)
+    return _Shifted(
+        x_order, x_packed, s_shape, s_strides, row_stride, rows, tuple(pitches), bands, columns
+    )
+
+
 # -- running a chunked product ------------------------------------------------------------------------
+
+
+def _shifted_product(
+    xv: np.ndarray,
+    yv: np.ndarray,
+    out: np.ndarray,
+    np_: int,
+    nm: int,
+    shifted: _Shifted,
+    epilogue: Epilogue | None,
+) -> None:
+    """out[P..., M..., N...] = sum over K of xv[P..., M..., K...] * yv[P..., K..., N...] by
+    shifted accumulating products (`_Shifted`), then `epilogue(index)` on each finished band."""
+    packed = _kept_buffer("shifted x", shifted.x_packed, xv.dtype)
+    np.copyto(
+        packed.reshape([xv.shape[axis] for axis in shifted.x_order]), xv.transpose(shifted.x_order)
+    )
+    itemsize = yv.itemsize
+    n_lengths = out.shape[np_ + nm :]
+    pitches = shifted.pitches
+    inner = 1 + sum((length - 1) * pitch for length, pitch in zip(n_lengths[1:], pitches[1:]))
+    m_shape = out.shape[np_ : np_ + nm]
+    m = math.prod(m_shape)
+    out_shape = out.shape[:np_]
+
+    def task(position: tuple[int, ...], start: int, stop: int) -> Callable[[], None]:
+        def run() -> None:
+            columns = (stop - start - 1) * pitches[0] + inner
+            x_index = tuple(i if size > 1 else 0 for i, size in zip(position, xv.shape[:np_]))
+            y_index = tuple(i if size > 1 else 0 for i, size in zip(position, yv.shape[:np_]))
+            x_at: tuple[Any, ...] = (slice(None), *x_index)
+            x_slices = packed[x_at].reshape((*shifted.s_shape, m, shifted.rows))  # [S..., M, R]
+            # Y at this P index and band start (its other axes at 0), seen as [S..., R, columns]
+            y_at: tuple[Any, ...] = (
+                *y_index,
+                *(slice(0, 1),) * (yv.ndim - np_ - len(n_lengths)),
+                slice(start, stop),
+            )
+            corner = yv[y_at]
+            windows = np.lib.stride_tricks.as_strided(
+                corner,
+                (*shifted.s_shape, shifted.rows, columns),
+                (*shifted.s_strides, shifted.row_stride, itemsize),
+                writeable=False,
+            )
+            scratch = _kept_buffer("shifted out", (m, shifted.columns), out.dtype)
+            product = scratch[:, :columns]
+            matmul_sum(x_slices, windows, product, len(shifted.s_shape))
+            index = (*(slice(i, i + 1) for i in position), *(slice(None),) * nm, slice(start, stop))
+            target = out[index]
+            np.copyto(
+                target,
+                np.lib.stride_tricks.as_strided(
+                    scratch,
+                    target.shape,
+                    (
+                        *(0 for _ in position),
+                        *_row_major_strides(m_shape, scratch.strides[0]),
+                        *(pitch * itemsize for pitch in pitches),
+                    ),
+                    writeable=False,
+                ),
+            )
+            if epilogue is not None:
+                epilogue(index)
+
+        return run
+
+    run_parts(
+        [
+            task(position, start, stop)
+            for position in itertools.product(*(range(size) for size in out_shape))
+            for start, stop in shifted.bands
+        ]
+    )
+
+
+def _row_major_strides(shape: tuple[int, ...], last: int) -> tuple[int, ...]:
+    """The byte strides of a row-major array of `shape` whose innermost axis steps `last`
+    bytes (the scratch's merged M axis split back into the output's M axes)."""
+    strides: list[int] = []
+    step = last
+    for size in reversed(shape):
+        strides.insert(0, step)
+        step *= size
+    return tuple(strides)
 
 
 def _chunked_product(
