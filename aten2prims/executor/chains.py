@@ -34,7 +34,8 @@ scratch (unless an operand shares the target's memory).
 The chain becomes one elementwise step at its last link (`ChainKernel`), whose operands are the
 links' other operands: it takes `out=`, may write into an operand that dies there
 (`Step.out_operands`, inplace.py), and is split into parts (threads.py) or rows of a segment
-(segments.py) as any elementwise step.
+(segments.py) as any elementwise step, unless a link makes many short NumPy calls (float32
+erf, `direct_kernels.SHORT_CALLS`): such a chain runs whole on the calling thread.
 """
 
 from __future__ import annotations
