@@ -1,7 +1,8 @@
 """Per-call memory traffic and thread scaling of the executor on the model suite.
 
     .venv/bin/python benchmarks/threads.py [--scale full|quick|tiny] [--only REGEX]
-                                           [--repeats N] [--threads N] [--estimate] [--dir DIR]
+                                           [--repeats N] [--threads N] [--estimate] [--regions]
+                                           [--dir DIR]
 
 For each model of `benchmarks/suite.py` (exported with `torch.export` and saved with
 `torch.export.save`, as `benchmarks/models.py` does) it runs a few warm-up calls,
@@ -22,6 +23,10 @@ speed-up two threads would reach with those parts shared as the executor shares 
 threads claim a region's parts in order; serial work stays whole), once with free hand-offs
 and once with the second thread starting each region `--handoff-us` late (waking a sleeping
 thread is not free: without that charge the estimate promised 1.87x where calls ran 1.0x).
+`--regions` shows where the two calls' wall times go: the parallel regions, grouped by the
+executor function that opened them (products in parts, segments, attention blocks, ...), each
+group's wall time per call at one and at `--threads` threads, and the time outside every
+region (the steps that run on the calling thread alone), the calls alternating in one process.
 `--dir` keeps the exported archives and inputs (under a subdirectory per scale, as
 `benchmarks/plan_profile.py --dir` does) and reuses them when they are there.
 """
@@ -144,17 +149,11 @@ def measure(path: Path, inputs: list[Any], threads: int, repeats: int) -> dict[s
 def estimate(path: Path, inputs: list[Any], repeats: int, handoff: float) -> float:
     """The two-thread speed-up a one-thread call's part timings allow (see the docstring)."""
     import aten2prims
-    from aten2prims import executor
     from aten2prims.executor import threads
 
     graph = aten2prims.lower(aten2prims.load(path))
     run_parts = threads.run_parts
-    # Every executor module that runs parts (each imports run_parts by name).
-    sharing = [threads] + [
-        module
-        for module in vars(executor).values()
-        if getattr(module, "run_parts", None) is run_parts and module is not threads
-    ]
+    sharing = _sharing_modules()
     saved = [0.0]
 
     def timed_parts(parts: Any) -> None:
@@ -195,6 +194,82 @@ def estimate(path: Path, inputs: list[Any], repeats: int, handoff: float) -> flo
     return statistics.median(ratios)
 
 
+def _sharing_modules() -> list[Any]:
+    """Every executor module that runs parts (each imports run_parts by name)."""
+    from aten2prims import executor
+    from aten2prims.executor import threads
+
+    return [threads] + [
+        module
+        for module in vars(executor).values()
+        if getattr(module, "run_parts", None) is threads.run_parts and module is not threads
+    ]
+
+
+def regions(path: Path, inputs: list[Any], threads: int, repeats: int) -> list[tuple[str, ...]]:
+    """Rows (group, regions per call, ms at 1 thread, ms at `threads`, speed-up): the wall time
+    of the parallel regions of a call by the function that opened them, and outside them."""
+    import aten2prims
+    from aten2prims.executor import threads as executor_threads
+
+    graph = aten2prims.lower(aten2prims.load(path))
+    for _ in range(3):
+        aten2prims.execute(graph, inputs, threads=1)
+        aten2prims.execute(graph, inputs, threads=threads)
+    run_parts = executor_threads.run_parts
+    opened: list[tuple[str, float]] = []
+
+    def timed_parts(parts: Any) -> None:
+        if len(parts) < 2:
+            run_parts(parts)
+            return
+        code = sys._getframe(1).f_code
+        start = time.perf_counter()
+        run_parts(parts)
+        opened.append((getattr(code, "co_qualname", code.co_name), time.perf_counter() - start))
+
+    sharing = _sharing_modules()
+    per_count: dict[int, list[dict[str, tuple[int, float]]]] = {1: [], threads: []}
+    for module in sharing:  # measurement only
+        module.run_parts = timed_parts
+    try:
+        for _ in range(repeats):
+            for count in (1, threads):
+                opened.clear()
+                start = time.perf_counter()
+                aten2prims.execute(graph, inputs, threads=count)
+                call = time.perf_counter() - start
+                groups: dict[str, tuple[int, float]] = {}
+                for name, spent in opened:
+                    number, total = groups.get(name, (0, 0.0))
+                    groups[name] = (number + 1, total + spent)
+                groups["(outside regions)"] = (0, call - sum(spent for _, spent in opened))
+                groups["(whole call)"] = (0, call)
+                per_count[count].append(groups)
+    finally:
+        for module in sharing:
+            module.run_parts = run_parts
+    names = sorted(
+        {name for calls in per_count.values() for call in calls for name in call},
+        key=lambda name: -statistics.median(call.get(name, (0, 0.0))[1] for call in per_count[1]),
+    )
+    rows = []
+    for name in names:
+        one = statistics.median(call.get(name, (0, 0.0))[1] for call in per_count[1])
+        many = statistics.median(call.get(name, (0, 0.0))[1] for call in per_count[threads])
+        number = per_count[1][0].get(name, (0, 0.0))[0]
+        rows.append(
+            (
+                name,
+                str(number) if number else "",
+                f"{one * 1e3:.2f}",
+                f"{many * 1e3:.2f}",
+                f"{one / many:.2f}x" if many else "",
+            )
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", choices=("full", "quick", "tiny"), default="full")
@@ -207,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=HANDOFF_US,
         help="what --estimate charges per parallel region for waking the second thread",
+    )
+    parser.add_argument(
+        "--regions", action="store_true", help="also the wall time per kind of parallel region"
     )
     parser.add_argument("--dir", default=None, help="keep (and reuse) the archives here")
     options = parser.parse_args(argv)
@@ -244,6 +322,15 @@ def main(argv: list[str] | None = None) -> int:
                     f"{'':12} 2-thread speed-up from part timings: {ideal:.2f}x with free "
                     f"hand-offs, {charged:.2f}x at {options.handoff_us:.0f} us per hand-off"
                 )
+            if options.regions:
+                print(
+                    f"{'':12} {'opened by':38} {'per call':>8} {'1 thread ms':>11} "
+                    f"{f'{options.threads} threads ms':>13} {'speed-up':>8}"
+                )
+                for group, number, one, many, gain in regions(
+                    path, inputs, options.threads, options.repeats
+                ):
+                    print(f"{'':12} {group[:38]:38} {number:>8} {one:>11} {many:>13} {gain:>8}")
     return 0
 
 

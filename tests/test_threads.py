@@ -444,3 +444,69 @@ def test_a_padding_in_parts_fills_its_border(value: float) -> None:
             (result,) = aten2prims.execute(graph, data, threads=threads)
             np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
             assert result.tobytes() == aten2prims.execute(graph, data, threads=1)[0].tobytes()
+
+
+def test_a_relu_after_a_linear_layer_runs_in_its_epilogue(tmp_path: Path) -> None:
+    """A ReLU whose input may hold -0.0 (a linear layer's) stays where(x < 0, 0, x): a
+    selection by the bits of x, which may write over x element for element. With its
+    comparison it is an elementwise chain reading only the product's result, so it runs in the
+    product's epilogue (on each chunk, in the product's parallel region) instead of as one
+    more region; every thread count gives one thread's bits, torch agrees."""
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU()).eval()
+    inputs = (torch.randn(8, 64, 256),)
+    path = tmp_path / "linear_relu.pt2"
+    torch.export.save(torch.export.export(model, inputs).run_decompositions(), path)
+    graph = aten2prims.lower(aten2prims.load(path))
+    data = [to_numpy(inputs[0])]
+    one = aten2prims.execute(graph, data, threads=1)
+    assert_like_torch(one, model, inputs)
+    for threads in (2, 3, 4):
+        many = aten2prims.execute(graph, data, threads=threads)
+        assert [o.tobytes() for o in many] == [o.tobytes() for o in one], threads
+    steps = plan_for(graph).steps
+    assert not [step.node.op for step in steps if step.elementwise], "no ReLU step of its own"
+    (product,) = [step.kernel for step in steps if isinstance(step.kernel, ContractionKernel)]
+    absorbed = [entry.function for entry in product.epilogue if entry.function is not None]
+    assert len(absorbed) == 1 and isinstance(absorbed[0], ChainKernel), product.epilogue
+
+
+def test_a_gelu_runs_whole_on_the_calling_thread(tmp_path: Path) -> None:
+    """float32 erf makes many short NumPy calls (its passes over blocks of 64K elements), and
+    two threads making such calls hand the GIL to each other at nearly every call: a GELU's
+    chain (8 MiB here) is neither split into parts nor a member of a segment, where a SiLU's
+    chain of the same size is. Every thread count gives one thread's bits, torch agrees."""
+    torch.manual_seed(4)
+    model, silu = torch.nn.GELU(), torch.nn.SiLU()
+    inputs = (torch.randn(8, 256, 1024),)
+    plans = []
+    for module in (model, silu):
+        path = tmp_path / "module.pt2"
+        torch.export.save(torch.export.export(module, inputs).run_decompositions(), path)
+        graph = aten2prims.lower(aten2prims.load(path))
+        one = aten2prims.execute(graph, [to_numpy(inputs[0])], threads=1)
+        assert_like_torch(one, module, inputs)
+        for threads in (2, 3, 4):
+            many = aten2prims.execute(graph, [to_numpy(inputs[0])], threads=threads)
+            assert [o.tobytes() for o in many] == [o.tobytes() for o in one], threads
+        plans.append(plan_for(graph))
+    gelu_plan, silu_plan = plans
+
+    def chains(plan: Plan) -> list[tuple[ChainKernel, bool]]:
+        """(chain kernel, shared between threads) of every chain of the plan's run."""
+        namespace = plan.run.function.__globals__  # type: ignore[attr-defined]  # codegen's
+        found = []
+        for kernel in namespace.values():
+            if isinstance(kernel, ChainKernel):
+                found.append((kernel, False))
+            elif isinstance(kernel, Parted) and isinstance(kernel.kernel, ChainKernel):
+                found.append((kernel.kernel, True))
+            elif isinstance(kernel, SegmentKernel):
+                found += [
+                    (m.kernel, True) for m in kernel.members if isinstance(m.kernel, ChainKernel)
+                ]
+        return found
+
+    gelu_chains, silu_chains = chains(gelu_plan), chains(silu_plan)
+    assert [(kernel.short_calls, shared) for kernel, shared in gelu_chains] == [(True, False)]
+    assert [(kernel.short_calls, shared) for kernel, shared in silu_chains] == [(False, True)]

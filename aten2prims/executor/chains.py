@@ -34,7 +34,8 @@ scratch (unless an operand shares the target's memory).
 The chain becomes one elementwise step at its last link (`ChainKernel`), whose operands are the
 links' other operands: it takes `out=`, may write into an operand that dies there
 (`Step.out_operands`, inplace.py), and is split into parts (threads.py) or rows of a segment
-(segments.py) as any elementwise step.
+(segments.py) as any elementwise step, unless a link makes many short NumPy calls (float32
+erf, `direct_kernels.SHORT_CALLS`): such a chain runs whole on the calling thread.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import attrs
 import numpy as np
 
 from ..ir.values import TensorMeta
+from .direct_kernels import makes_short_calls
 from .steps import SlotRef, Step
 from .threads import operand_part
 
@@ -103,6 +105,8 @@ class ChainKernel:
         # buffer: no scratch is touched (when no operand shares the target's memory).
         in_target = all(link.buffer == (dtype, 0) for link in links)
         self._in_target = _block_function(links, in_target=True) if in_target else None
+        # A link making many short calls (erf) makes the chain's parts GIL-bound: not shared.
+        self.short_calls = any(makes_short_calls(link.kernel) for link in links)
 
     @property
     def __name__(self) -> str:  # named in plan_profile's reports, as fused kernels are

@@ -85,6 +85,28 @@ DIRECT_KERNELS: dict[str, tuple[Callable[..., Any], frozenset[DType]]] = {
 TAKE_OUT: frozenset[Callable[..., Any]] = frozenset(vector_math.KERNELS.values())
 
 
+# Direct kernels that make many short NumPy calls on any operand (float32 erf without MKL:
+# sixteen passes over blocks of 64K elements, erf_float32.py). Two threads each making such
+# calls hand the GIL to each other at nearly every call, each hand-over tens of microseconds on
+# a VM whose idle cores halt: GELU's passes over 0.5 to 4.8M elements in four parts on two
+# threads took 0.94 to 1.31 times as long as whole on one. Their steps run whole, on the
+# calling thread (docs/executor.md#where-a-two-thread-call-goes). vector_math.erf is MKL's one
+# call or those passes, chosen at each call; a plan's scheduling cannot follow that choice, so
+# it counts as making short calls either way.
+SHORT_CALLS: frozenset[Callable[..., Any]] = frozenset({erf_of, vector_math.erf})
+
+
+def makes_short_calls(kernel: Any) -> bool:
+    """Whether a step's kernel works in many short NumPy calls (`SHORT_CALLS`, or a fused
+    kernel saying so through its `short_calls` attribute): not worth sharing between threads."""
+    if getattr(kernel, "short_calls", False):
+        return True
+    try:
+        return kernel in SHORT_CALLS
+    except TypeError:  # an unhashable kernel (a mutable attrs instance) is none of them
+        return False
+
+
 def takes_out(function: Callable[..., Any]) -> bool:
     """Whether a direct kernel writes its result into `out=` (single-output ufuncs and TAKE_OUT)."""
     if isinstance(function, np.ufunc):

@@ -1,7 +1,8 @@
 """Results written into dying operands: an elementwise ufunc step whose operand array dies at
 that step writes its result into it (`ufunc(a, b, out=a)`) instead of allocating a new array;
 so does an elementwise kernel that says which operands it may overwrite (`Step.out_operands`:
-a `where` into its second branch, whose copy it then skips).
+a `where` into its second branch, whose copy it then skips; a selection by a zero branch,
+`select.ZeroSelect`, into its value).
 Arrays of more than a few MB come from mmap and each fresh one pays its page faults (measured:
 the bilinear upsampling and group norm muls of the medium U-Net ran in half the time); chains
 such as a sigmoid (neg, exp, add, reciprocal) or a norm's scale and shift then work in one buffer.

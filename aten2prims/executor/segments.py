@@ -40,6 +40,7 @@ from prims.registry import lookup
 
 from ..errors import ExecutionError
 from ..ir.values import TensorMeta
+from .direct_kernels import makes_short_calls
 from .inplace import Memory
 from .steps import SlotRef, Step, describe_failure
 from .threads import Parted, ReducedParted, even_parts, run_parts
@@ -241,6 +242,8 @@ def _member(step: Step, rows: int, shapes: _Shapes) -> _Member | None:
     kernel = step.kernel
     if isinstance(kernel, Parted | ReducedParted):
         kernel = kernel.kernel
+    if makes_short_calls(kernel):  # GIL-bound parts: not shared (direct_kernels.py)
+        return None
     ndim = len(shape)
     definition = lookup(step.node.op)
     if step.elementwise:

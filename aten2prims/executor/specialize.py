@@ -86,8 +86,15 @@ def _elementwise(node: Node, name: str) -> Specialized | None:
     if name == "where":
         selection = zero_select(node)
         if selection is not None:
+            # The value's bits times the predicate, element for element: the value may be
+            # overwritten (inplace.py), and the selection may join a product's epilogue.
             return Specialized(
-                selection[0], selection[1], Result.FRESH, elementwise=True, takes_out=True
+                selection[0],
+                selection[1],
+                Result.FRESH,
+                elementwise=True,
+                takes_out=True,
+                out_operands=(1,),
             )
     operands = node.args[1:] if name == "where" else node.args
     tensors = [a for a in operands if type(a) is Value]

@@ -33,6 +33,7 @@ import threadpoolctl
 from prims.registry import lookup
 
 from ..ir.values import TensorMeta
+from .direct_kernels import makes_short_calls
 from .steps import SlotRef
 
 # The environment variable giving execute()'s default thread count.
@@ -414,8 +415,9 @@ def _reduction_parts(step: Any, meta: TensorMeta, operand: Any) -> ReducedParted
 
 def split_steps(steps: Sequence[Any], meta_of: dict[int, Any]) -> None:
     """Elementwise steps taking `out=` whose result is large enough to split run part by part
-    (`Parted`); a step without a buffer then allocates its result whole first. Reductions of a
-    large operand run part by part along a kept dim (`ReducedParted`) and then take `out=`."""
+    (`Parted`), unless their kernel makes many short NumPy calls (`makes_short_calls`); a step
+    without a buffer then allocates its result whole first. Reductions of a large operand run
+    part by part along a kept dim (`ReducedParted`) and then take `out=`."""
     for step in steps:
         if len(step.nodes) == 1 and len(step.out_slots) == 1 and not step.random:
             definition = lookup(step.node.op)
@@ -435,6 +437,8 @@ def split_steps(steps: Sequence[Any], meta_of: dict[int, Any]) -> None:
                     step.takes_out = True
                 continue
         if not (step.elementwise and step.takes_out and len(step.out_slots) == 1):
+            continue
+        if makes_short_calls(step.kernel):  # GIL-bound parts: run whole (direct_kernels.py)
             continue
         meta = meta_of[step.out_slots[0]]
         if type(meta) is not TensorMeta or not meta.shape:
