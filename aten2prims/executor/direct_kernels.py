@@ -93,7 +93,7 @@ TAKE_OUT: frozenset[Callable[..., Any]] = frozenset(vector_math.KERNELS.values()
 # calling thread (docs/executor.md#where-a-two-thread-call-goes). vector_math.erf is MKL's one
 # call or those passes, chosen at each call; a plan's scheduling cannot follow that choice, so
 # it counts as making short calls either way.
-SHORT_CALLS: frozenset[Callable[..., Any]] = frozenset({erf_of, vector_math.erf})
+SHORT_CALLS: frozenset[Callable[..., Any]] = frozenset({vector_math.erf})
 
 
 def makes_short_calls(kernel: Any) -> bool:
