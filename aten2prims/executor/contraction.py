@@ -38,6 +38,7 @@ import attrs
 import numpy as np
 
 from .blas import MKL_MIN_CALL_MACS, matmul, matmul_sum, mkl_in_use
+from .kept_buffers import kept_buffer
 from .threads import even_parts, run_parts
 
 
@@ -271,7 +272,7 @@ class ContractionRecipe:
         if self.reorder is None:
             self._product(x, y, target, epilogue if in_parts else inner)
         else:
-            ordered = _kept_buffer("ordered", self.reorder.ordered_shape, out.dtype)
+            ordered = kept_buffer("ordered", self.reorder.ordered_shape, out.dtype)
             copier = self._copier(ordered, target.reshape(self.present_shape), inner)
             self._product(x, y, ordered, copier)
         if self.broadcast_shape is not None:
@@ -833,7 +834,7 @@ def _shifted_product(
 ) -> None:
     """out[P..., M..., N...] = sum over K of xv[P..., M..., K...] * yv[P..., K..., N...] by
     shifted accumulating products (`_Shifted`), then `epilogue(index)` on each finished band."""
-    packed = _kept_buffer("shifted x", shifted.x_packed, xv.dtype)
+    packed = kept_buffer("shifted x", shifted.x_packed, xv.dtype)
     np.copyto(
         packed.reshape([xv.shape[axis] for axis in shifted.x_order]), xv.transpose(shifted.x_order)
     )
@@ -865,7 +866,7 @@ def _shifted_product(
                 (*shifted.s_strides, shifted.row_stride, itemsize),
                 writeable=False,
             )
-            scratch = _kept_buffer("shifted out", (m, shifted.columns), out.dtype)
+            scratch = kept_buffer("shifted out", (m, shifted.columns), out.dtype)
             product = scratch[:, :columns]
             matmul_sum(x_slices, windows, product, len(shifted.s_shape))
             index = (*(slice(i, i + 1) for i in position), *(slice(None),) * nm, slice(start, stop))
@@ -1078,37 +1079,12 @@ def _take(x: np.ndarray, axis: int | None, start: int, stop: int) -> np.ndarray:
     return x[tuple(index)]
 
 
-# Staging buffers of up to this many bytes are kept by each thread between products, so a
-# steady-state call of a plan allocates (and page-faults) none of them anew.
-KEPT_STAGING_BYTES = 16 << 20
-_STAGING = threading.local()
-
-
-def _kept_buffer(key: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """An uninitialized array of the thread's kept staging buffer `key` (or a new array, when
-    it would exceed KEPT_STAGING_BYTES)."""
-    kept = getattr(_STAGING, "buffers", None)
-    if kept is None:
-        kept = _STAGING.buffers = {}
-    size = math.prod(shape) * dtype.itemsize
-    buffer = kept.get(key)
-    if buffer is None or buffer.nbytes < size:
-        buffer = np.empty(size, np.uint8)
-        if size <= KEPT_STAGING_BYTES:
-            kept[key] = buffer
-    return buffer[:size].view(dtype).reshape(shape)
-
-
 class _Buffers:
     """One reusable staging buffer per operand for the chunk copies (kept by the thread for its
-    later products, up to KEPT_STAGING_BYTES each); an operand the chunking does not slice is
+    later products, up to kept_buffers.KEPT_BYTES each); an operand the chunking does not slice is
     merged (copied) once."""
 
     def __init__(self) -> None:
-        kept = getattr(_STAGING, "buffers", None)
-        if kept is None:
-            kept = _STAGING.buffers = {}
-        self._buffers: dict[str, np.ndarray] = kept
         self._last: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def merged(self, key: str, view: np.ndarray, np_: int, first: int) -> np.ndarray:
@@ -1119,12 +1095,7 @@ class _Buffers:
         try:
             matrix = np.reshape(view, shape, copy=False)
         except ValueError:
-            buffer = self._buffers.get(key)
-            if buffer is None or buffer.nbytes < view.nbytes:
-                buffer = np.empty(view.nbytes, np.uint8)
-                if buffer.nbytes <= KEPT_STAGING_BYTES:
-                    self._buffers[key] = buffer
-            staging = buffer[: view.nbytes].view(view.dtype).reshape(view.shape)
+            staging = kept_buffer(key, view.shape, view.dtype)
             np.copyto(staging, view)
             matrix = staging.reshape(shape)
         self._last[key] = (view, matrix)

@@ -69,7 +69,6 @@ from __future__ import annotations
 import ctypes
 import itertools
 import math
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -79,6 +78,7 @@ import numpy as np
 from prims import mkl
 
 from .blas import matmul
+from .kept_buffers import kept_buffer
 from .threads import run_parts
 
 # At most this many reduced positions (a 9x9 kernel); more products run on the matrix engine.
@@ -325,15 +325,15 @@ class MultiplyAccumulateRecipe:
                 count = stop - start
                 x_base = base
                 if phases is not None:
-                    staging = _kept(
+                    staging = kept_buffer(
                         "phases",
-                        count * math.prod(phases.steps) * math.prod(phases.shape),
+                        (count * math.prod(phases.steps) * math.prod(phases.shape),),
                         out.dtype,
                     )
                     chunk: tuple[Any, ...] = (*outer, slice(start, stop))
                     self._copy_phases(phases, image[chunk], staging)
                     x_base = staging.ctypes.data
-                accumulator = _kept("accumulator", count * rows * axpy.row_step, out.dtype)
+                accumulator = kept_buffer("accumulator", (count * rows * axpy.row_step,), out.dtype)
                 # +0.0 to start from: a sum whose every product is -0.0 is +0.0, as from
                 # BLAS's and torch's accumulators.
                 accumulator.fill(0)
@@ -509,28 +509,6 @@ class MultiplyAccumulateRecipe:
             else:
                 index.append(slice(outer[role], outer[role] + 1))
         return tuple(index)
-
-
-# Accumulators and phase images of up to this many bytes are kept by each thread between calls.
-KEPT_BYTES = 16 << 20
-_KEPT = threading.local()
-
-
-def _kept(key: str, length: int, dtype: np.dtype) -> np.ndarray:
-    """`length` uninitialized elements of the thread's kept buffer `key`, 64-byte aligned (the
-    same alignment on every thread, so MKL takes the same code path whichever thread runs a
-    part)."""
-    size = length * dtype.itemsize
-    kept = getattr(_KEPT, "buffers", None)
-    if kept is None:
-        kept = _KEPT.buffers = {}
-    buffer = kept.get(key)
-    if buffer is None or buffer.nbytes < size + 64:
-        buffer = np.empty(size + 64, np.uint8)
-        if size <= KEPT_BYTES:
-            kept[key] = buffer
-    start = -buffer.ctypes.data % 64
-    return buffer[start : start + size].view(dtype)
 
 
 def plan_multiply_accumulate(

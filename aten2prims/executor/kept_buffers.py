@@ -1,0 +1,37 @@
+"""Each thread's scratch buffers, kept by name between calls: staging copies, accumulators and
+phase images of the contraction engine (`contraction.py`, `multiply_accumulate.py`), so a
+steady-state call of a plan allocates (and page-faults) none of them anew.
+
+A buffer of up to KEPT_BYTES is kept by the thread that asked for it; a larger request gets a
+fresh array each time. Every array handed out starts on a 64-byte boundary, the same on every
+thread, so MKL takes the same code path whichever thread runs a part. A name is used by one
+kernel at a time on a thread (a kernel's buffers are dead when it returns), so two kernels on
+one thread share a name only if they never hold it at once.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+KEPT_BYTES = 16 << 20
+_ALIGNMENT = 64
+_KEPT = threading.local()
+
+
+def kept_buffer(key: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An uninitialized C-contiguous array of `shape` and `dtype` in this thread's buffer
+    `key`, 64-byte aligned."""
+    kept: dict[str, np.ndarray] | None = getattr(_KEPT, "buffers", None)
+    if kept is None:
+        kept = _KEPT.buffers = {}
+    size = math.prod(shape) * dtype.itemsize
+    buffer = kept.get(key)
+    if buffer is None or buffer.nbytes < size + _ALIGNMENT:
+        buffer = np.empty(size + _ALIGNMENT, np.uint8)
+        if size <= KEPT_BYTES:
+            kept[key] = buffer
+    start = -buffer.ctypes.data % _ALIGNMENT
+    return buffer[start : start + size].view(dtype).reshape(shape)
