@@ -4,8 +4,9 @@ package is installed (the `mkl` extra); NumPy's own kernels otherwise.
 Why: NumPy's wheels carry OpenBLAS, whose float32 products run 1.1-1.35x slower than MKL's on
 the shapes convolutions and linear layers make here, and NumPy has no vectorized erf (GELU's
 cost). MKL's VML computes erf and its kin in one pass, within 1 ulp in its high-accuracy
-mode (prims/vector_math.py uses it where it is faster). The library is called through `ctypes` on NumPy arrays' memory: ctypes
-releases the GIL for the call, so the executor's threads run MKL calls side by side.
+mode (prims/vector_math.py uses it where it is faster). The library is called through `ctypes`
+on NumPy arrays' memory: ctypes releases the GIL for the call, so the executor's threads run
+MKL calls side by side.
 
 MKL is loaded with its sequential threading layer (one thread per call: the executor splits
 work into parts itself, so results do not depend on the thread count) and with conditional
