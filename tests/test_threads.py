@@ -40,6 +40,7 @@ from prims import mkl
 from prims.builder import Builder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from _thread_checks import assert_one_threads_bits
 from models import build
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,10 +81,7 @@ def test_every_thread_count_gives_one_threads_bits(name: str, models: dict) -> N
     graph, inputs, expected = models[name]
     one = aten2prims.execute(graph, inputs, threads=1)
     np.testing.assert_allclose(one[0], expected, rtol=1e-4, atol=1e-4)
-    for threads in (2, 3, 4):
-        for _ in range(2):
-            many = aten2prims.execute(graph, inputs, threads=threads)
-            assert [o.tobytes() for o in many] == [o.tobytes() for o in one], threads
+    assert_one_threads_bits(graph, inputs, one, repeats=2)
 
 
 def test_large_steps_are_split_into_parts(models: dict) -> None:
@@ -336,10 +334,7 @@ def test_inverted_residual_blocks_give_one_threads_bits(
     with contextlib.nullcontext() if use_mkl else mkl.disabled():
         one = aten2prims.execute(graph, inputs, threads=1)
         assert_like_torch(one, model, tensors)
-        for threads in (2, 3, 4):
-            for _ in range(2):
-                many = aten2prims.execute(graph, inputs, threads=threads)
-                assert [o.tobytes() for o in many] == [o.tobytes() for o in one], threads
+        assert_one_threads_bits(graph, inputs, one, repeats=2)
     if use_mkl:
         depthwise = [
             recipe
@@ -387,9 +382,7 @@ def test_a_product_in_parts_runs_its_epilogue_in_its_parts(size: int, aligned: b
     (recipe,) = kernel.recipes()
     assert recipe.parts is not None and len(recipe.parts[1]) == 4
     assert (recipe.part_indices is not None) is aligned
-    for threads in (2, 3, 4):
-        many = aten2prims.execute(graph, data, threads=threads)
-        assert many[0].tobytes() == one[0].tobytes(), threads
+    assert_one_threads_bits(graph, data, one)
 
 
 def test_a_clamp_after_a_convolution_runs_in_its_epilogue(inverted_residuals: tuple) -> None:
@@ -461,9 +454,7 @@ def test_a_relu_after_a_linear_layer_runs_in_its_epilogue(tmp_path: Path) -> Non
     data = [to_numpy(inputs[0])]
     one = aten2prims.execute(graph, data, threads=1)
     assert_like_torch(one, model, inputs)
-    for threads in (2, 3, 4):
-        many = aten2prims.execute(graph, data, threads=threads)
-        assert [o.tobytes() for o in many] == [o.tobytes() for o in one], threads
+    assert_one_threads_bits(graph, data, one)
     steps = plan_for(graph).steps
     assert not [step.node.op for step in steps if step.elementwise], "no ReLU step of its own"
     (product,) = [step.kernel for step in steps if isinstance(step.kernel, ContractionKernel)]
@@ -486,9 +477,7 @@ def test_a_gelu_runs_whole_on_the_calling_thread(tmp_path: Path) -> None:
         graph = aten2prims.lower(aten2prims.load(path))
         one = aten2prims.execute(graph, [to_numpy(inputs[0])], threads=1)
         assert_like_torch(one, module, inputs)
-        for threads in (2, 3, 4):
-            many = aten2prims.execute(graph, [to_numpy(inputs[0])], threads=threads)
-            assert [o.tobytes() for o in many] == [o.tobytes() for o in one], threads
+        assert_one_threads_bits(graph, [to_numpy(inputs[0])], one)
         plans.append(plan_for(graph))
     gelu_plan, silu_plan = plans
 
