@@ -133,7 +133,36 @@ def environment_lines() -> list[str]:
     for variable in THREAD_VARIABLES:
         if variable in os.environ:
             lines.append(f"{variable}={os.environ[variable]} (each worker sets its own)")
-    return lines
+    return lines + kernel_lines()
+
+
+def kernel_lines() -> list[str]:
+    """The CPU, and whether ours runs MKL's kernels on it (prims/mkl.py decides per process;
+    the workers see the same environment and CPU)."""
+    from prims import mkl
+
+    model = next(
+        (
+            line.partition(":")[2].strip()
+            for line in _cpuinfo().splitlines()
+            if line.startswith("model name")
+        ),
+        "unknown model",
+    )
+    library = mkl.library()
+    return [
+        f"cpu: {model} ({mkl.cpu_vendor() or 'vendor unknown'})",
+        "ours' kernels: MKL's for large products, depthwise products and erf, NumPy's otherwise"
+        if library is not None
+        else f"ours' kernels: NumPy's (MKL not used: {mkl.unavailable_reason})",
+    ]
+
+
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def prepare(name: str, scale: str, directory: Path, ort: bool) -> dict[str, Any]:

@@ -11,6 +11,10 @@ from hypothesis import HealthCheck, settings
 
 from prims import mkl
 
+# MKL's kernels on every x86-64 CPU, not only Intel's (where `prims.mkl` uses them by default),
+# so both kernel paths are tested wherever the suite runs. Set before MKL's first load.
+os.environ.setdefault("ATEN2PRIMS_MKL", "1")
+
 settings.register_profile(
     "ci",
     max_examples=60,

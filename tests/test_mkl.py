@@ -48,6 +48,31 @@ def test_the_environment_variable_turns_it_off_for_the_process() -> None:
     assert output.strip() == "None ATEN2PRIMS_MKL=0"
 
 
+def test_the_cpu_vendor_is_read_from_cpuinfo() -> None:
+    amd = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n"
+    assert mkl.cpu_vendor(amd) == "AuthenticAMD"
+    assert mkl.cpu_vendor("vendor_id : GenuineIntel\n") == mkl.INTEL
+    assert mkl.cpu_vendor("processor : 0\n") == ""
+
+
+@needs_mkl
+@pytest.mark.parametrize("setting", [None, "1"])
+def test_by_default_only_intel_cpus_use_it_and_the_variable_forces_it(setting: str | None) -> None:
+    code = "from prims import mkl; print(mkl.library() is not None); print(mkl.unavailable_reason)"
+    environment = {k: v for k, v in os.environ.items() if k != "ATEN2PRIMS_MKL"}
+    if setting is not None:
+        environment["ATEN2PRIMS_MKL"] = setting
+    loaded, reason = subprocess.run(
+        [sys.executable, "-c", code], env=environment, capture_output=True, text=True, check=True
+    ).stdout.split("\n")[:2]
+    vendor = mkl.cpu_vendor()
+    if setting == "1" or vendor == mkl.INTEL:
+        assert loaded == "True"
+    else:
+        assert loaded == "False"
+        assert f"vendor is {vendor or 'unknown'}" in reason
+
+
 @needs_mkl
 def test_gemm_and_a_vector_function_compute_what_numpy_does() -> None:
     library = mkl.library()
