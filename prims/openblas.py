@@ -104,20 +104,21 @@ _disabled_depth = 0
 unavailable_reason = ""
 
 
-def _candidate_paths() -> list[Path]:
-    """NumPy's bundled OpenBLAS first (the wheel's `numpy.libs` directory beside the package),
-    then every OpenBLAS threadpoolctl finds loaded in the process (NumPy's, when built against
-    a system one)."""
-    paths: list[Path] = []
+def _bundled_paths() -> list[Path]:
+    """NumPy's bundled OpenBLAS: the wheel's `numpy.libs` directory beside the package."""
     libs = Path(numpy.__file__).resolve().parent.parent / "numpy.libs"
-    if libs.is_dir():
-        paths.extend(sorted(libs.glob("lib*openblas*.so*")))
-    for entry in threadpoolctl.threadpool_info():
-        if entry.get("internal_api") == "openblas" and entry.get("filepath"):
-            path = Path(entry["filepath"]).resolve()
-            if path not in paths:
-                paths.append(path)
-    return paths
+    return sorted(libs.glob("lib*openblas*.so*")) if libs.is_dir() else []
+
+
+def _loaded_paths() -> list[Path]:
+    """Every OpenBLAS threadpoolctl finds loaded in the process (NumPy's, when it was built
+    against a system one); asked only when NumPy bundles none (it scans the process's
+    libraries)."""
+    return [
+        Path(entry["filepath"]).resolve()
+        for entry in threadpoolctl.threadpool_info()
+        if entry.get("internal_api") == "openblas" and entry.get("filepath")
+    ]
 
 
 def _open(path: Path) -> OpenBlas | None:
@@ -144,10 +145,11 @@ def _load() -> OpenBlas | None:
     if os.environ.get("ATEN2PRIMS_OPENBLAS", "") == "0":
         unavailable_reason = "ATEN2PRIMS_OPENBLAS=0"
         return None
-    for path in _candidate_paths():
-        library = _open(path)
-        if library is not None:
-            return library
+    for paths in (_bundled_paths, _loaded_paths):
+        for path in paths():
+            library = _open(path)
+            if library is not None:
+                return library
     unavailable_reason = "no OpenBLAS with cblas gemm found beside NumPy or in the process"
     return None
 
