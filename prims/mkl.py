@@ -59,6 +59,8 @@ class Mkl:
 
     path: Path
     handle: ctypes.CDLL = attrs.field(repr=False)
+    # The largest size, leading dimension or stride its LP64 interface takes (32-bit ints)
+    max_int: int = (1 << 31) - 1
 
     def gemm(self, float_type: type) -> Callable[..., None]:
         """cblas_sgemm (float_type c_float) or cblas_dgemm (c_double): (layout, transa,

@@ -59,7 +59,9 @@ def opinfo_cache_dir(
 @pytest.fixture(params=["mkl", "numpy"])
 def kernels(request: pytest.FixtureRequest) -> Iterator[str]:
     """Runs a test twice: with MKL's kernels (prims/mkl.py; the test environment installs MKL
-    on x86-64) and within `mkl.disabled()`, with NumPy's."""
+    on x86-64) and within `mkl.disabled()`, with NumPy's (its OpenBLAS through ctypes making
+    the accumulating products, prims/openblas.py; tests/test_blas.py and the shifted-product
+    tests of tests/test_contraction.py also run np.matmul alone)."""
     if request.param == "numpy":
         with mkl.disabled():
             yield "numpy"

@@ -1,25 +1,30 @@
 """aten2prims/executor/blas.py: the executor's matrix products, by MKL's gemm when MKL is in use
-and the layout allows it, else by np.matmul; np.matmul's results either way (against a float64
-product, within the rounding-error bound of a float sum), in both modes."""
+and the layout allows it, else by np.matmul, with NumPy's own OpenBLAS through ctypes making the
+accumulating ones; np.matmul's results either way (against a float64 product, within the
+rounding-error bound of a float sum), in the three modes."""
 
 from __future__ import annotations
 
 import ast
+import ctypes
 import math
+import mmap
 import platform
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+import threadpoolctl
 import torch
 from _model_checks import assert_like_torch
 
 import aten2prims
 from aten2prims.executor import blas
 from aten2prims.frontends.torch_interop import to_numpy
-from prims import mkl
+from prims import mkl, openblas
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from models import build
@@ -27,11 +32,19 @@ from models import build
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(params=["mkl", "numpy"])
+@pytest.fixture(params=["mkl", "openblas", "numpy"])
 def kernels(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Each test runs with MKL's products and, inside `mkl.disabled()`, with NumPy's."""
-    if request.param == "numpy":
+    """Each test runs with MKL's products, inside `mkl.disabled()` with NumPy's (its OpenBLAS
+    through ctypes making the accumulating ones), and inside `openblas.disabled()` too with
+    np.matmul's only."""
+    if request.param == "openblas":
         with mkl.disabled():
+            assert openblas.library() is not None, openblas.unavailable_reason
+            yield "openblas"
+        return
+    if request.param == "numpy":
+        with mkl.disabled(), openblas.disabled():
+            assert blas.library() is None
             yield "numpy"
         return
     if platform.machine() != "x86_64":
@@ -79,11 +92,11 @@ def _assert_product(out: np.ndarray, x: np.ndarray, y: np.ndarray) -> None:
 
 
 def _assert_size(x: np.ndarray, y: np.ndarray) -> None:
-    """x @ y is large enough for MKL: only its layout decides."""
+    """x @ y is large enough for gemm through ctypes: only its layout decides."""
     matrix = x.shape[-2] * x.shape[-1] * y.shape[-1]
     batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
-    assert matrix >= blas.MKL_MIN_MATRIX_MACS
-    assert matrix * math.prod(batch) >= blas.MKL_MIN_CALL_MACS
+    assert matrix >= blas.GEMM_MIN_MATRIX_MACS
+    assert matrix * math.prod(batch) >= blas.GEMM_MIN_CALL_MACS
 
 
 # Layouts MKL takes: (x, y, out's layout), each of a size MKL takes (_assert_size).
@@ -135,27 +148,34 @@ def test_products_in_layouts_mkl_takes(case: str, kernels: str) -> None:
     blas.matmul(x, y, out)
     _assert_product(out, x, y)
     assert np.array_equal(x, x_before) and np.array_equal(y, y_before)
-    library = mkl.library()
+    library = blas.library()
     if kernels == "mkl":
-        assert library is not None
+        assert library is mkl.library() is not None
         again = _out(shape, x.dtype, layout)
-        assert blas.mkl_matmul(library, x, y, again)  # MKL took it: the same bits as matmul's
+        assert blas.gemm_matmul(library, x, y, again)  # MKL took it: the same bits as matmul's
         assert again.tobytes() == out.tobytes()
     else:
-        assert library is None
-        # np.matmul's own bits for an out of this layout (which BLAS call it makes, and so the
+        assert mkl.library() is None
+        # A product np.matmul can make is np.matmul's (OpenBLAS through ctypes is no faster):
+        # its own bits for an out of this layout (which BLAS call it makes, and so the
         # summation order, depends on out's layout: OpenBLAS's differ on some CPUs, AMD's)
         expected = _out(shape, x.dtype, layout)
         np.matmul(x, y, out=expected)
         assert out.tobytes() == expected.tobytes()
+    if kernels == "openblas":
+        assert library is openblas.library() is not None
+        # ... and OpenBLAS through ctypes takes the layout (as it does for accumulating ones)
+        again = _out(shape, x.dtype, layout)
+        assert blas.gemm_matmul(library, x, y, again)
+        _assert_product(again, x, y)
 
 
 @pytest.mark.parametrize(
     "case", ["row-major", "padded rows", "out transposed", "batched", "too small"]
 )
 def test_accumulating_products_add_to_out(case: str, kernels: str) -> None:
-    """With `accumulate`, out += x @ y: MKL's gemm with beta = 1 where it takes the product,
-    else NumPy's product added to out."""
+    """With `accumulate`, out += x @ y: gemm with beta = 1 (MKL's, else NumPy's OpenBLAS
+    through ctypes) where it takes the product, else NumPy's product added to out."""
     if case == "too small":
         x, y, layout = _random((16, 32)), _random((32, 16), seed=1), "row-major"
     else:
@@ -172,15 +192,16 @@ def test_accumulating_products_add_to_out(case: str, kernels: str) -> None:
     )
     bound = (x.shape[-1] + 2) * np.finfo(x.dtype).eps * magnitude
     assert (np.abs(out.astype(np.float64) - exact) <= bound).all()
-    library = mkl.library()
+    library = blas.library()
     if kernels == "numpy" or case == "too small":
-        assert library is None or not blas.mkl_matmul(library, x, y, out.copy(), accumulate=True)
+        assert library is None or not blas.gemm_matmul(library, x, y, out.copy(), accumulate=True)
         assert out.tobytes() == (start + np.matmul(x, y)).tobytes()
     else:
+        assert library is (mkl.library() if kernels == "mkl" else openblas.library())
         assert library is not None
         again = _out(shape, x.dtype, layout)
         np.copyto(again, start)
-        assert blas.mkl_matmul(library, x, y, again, accumulate=True)
+        assert blas.gemm_matmul(library, x, y, again, accumulate=True)
         assert again.tobytes() == out.tobytes()
 
 
@@ -197,9 +218,9 @@ def test_summed_products_are_accumulating_products(size: str, kernels: str) -> N
         memory, (3, 2, k, n), (12 * 4, 4, memory.strides[0], 4), writeable=False
     )
     out = np.full((m, n), np.nan, np.float32)
-    library = mkl.library()
-    if library is not None:  # MKL makes the large ones
-        assert blas.mkl_matmul(library, x[0, 0], y[0, 0], out.copy()) == (size == "large")
+    library = blas.library()
+    if library is not None:  # gemm through ctypes makes the large ones
+        assert blas.gemm_matmul(library, x[0, 0], y[0, 0], out.copy()) == (size == "large")
     blas.matmul_sum(x, y, out, 2)
     expected = np.full((m, n), np.nan, np.float32)
     for number, position in enumerate(np.ndindex(3, 2)):
@@ -214,7 +235,8 @@ def test_summed_products_are_accumulating_products(size: str, kernels: str) -> N
     assert empty.tobytes() == np.zeros_like(empty).tobytes()
 
 
-# Products MKL does not take for their layout or dtype (np.matmul's, in both modes).
+# Products gemm through ctypes does not take for their layout or dtype (np.matmul's, in every
+# mode).
 NUMPY_CASES: dict[str, Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]]] = {
     "no unit stride": lambda: (
         _random((140, 180))[::2, ::2],
@@ -265,9 +287,10 @@ def test_other_products_are_numpys(case: str, kernels: str) -> None:
     if case != "too small to pay":
         _assert_size(x, y)
     out.fill(0 if out.dtype.kind == "i" else np.nan)
-    library = mkl.library()
+    library = blas.library()
     if library is not None:
-        assert not blas.mkl_matmul(library, x, y, out)
+        assert not blas.gemm_matmul(library, x, y, out)
+        assert not blas.gemm_matmul(library, x, y, out, accumulate=True)
         assert (out == 0).all() if out.dtype.kind == "i" else np.isnan(out).all()  # untouched
     blas.matmul(x, y, out)
     assert out.tobytes() == np.matmul(x, y).astype(out.dtype).tobytes()
@@ -279,9 +302,9 @@ def test_an_out_overlapping_an_operand_is_numpys(kernels: str) -> None:
     out = memory[:, 50:]  # overlaps x's columns 50..249
     _assert_size(x, y)
     expected = np.matmul(x.copy(), y)
-    library = mkl.library()
+    library = blas.library()
     if library is not None:
-        assert not blas.mkl_matmul(library, x, y, out)
+        assert not blas.gemm_matmul(library, x, y, out)
     blas.matmul(x, y, out)
     assert out.tobytes() == expected.tobytes()
 
@@ -312,13 +335,13 @@ def test_the_numpy_swap_is_the_same_product(kernels: str) -> None:
     out = np.full((16, 1024), np.nan, np.float32)
     blas.matmul(x, y, out, swap_for_numpy=True)
     _assert_product(out, x, y)
-    if kernels == "numpy":
+    if kernels != "mkl":  # OpenBLAS's order through np.matmul, not ctypes
         assert out.tobytes() == np.ascontiguousarray(np.matmul(y.T, x.T).T).tobytes()
 
 
 def test_the_executor_makes_every_matrix_product_through_blas() -> None:
     """No module of the executor calls np.matmul (or @) but blas.py: every product can be
-    MKL's."""
+    gemm's through ctypes."""
     offenders = []
     for path in sorted((ROOT / "aten2prims" / "executor").glob("*.py")):
         if path.name == "blas.py":
@@ -362,3 +385,105 @@ def test_models_like_torch_with_one_threads_bits(name: str, kernels: str, tmp_pa
     for threads in (2, 3):
         many = aten2prims.execute(graph, arrays, threads=threads)
         assert [o.tobytes() for o in many] == [o.tobytes() for o in one], threads
+
+
+# -- NumPy's OpenBLAS through ctypes (prims/openblas.py) ----------------------------------------
+
+
+def _openblas() -> openblas.OpenBlas:
+    library = openblas.library()
+    assert library is not None, openblas.unavailable_reason
+    return library
+
+
+def test_leading_dimensions_beyond_32_bits_are_only_ilp64s() -> None:
+    """A leading dimension of 2**31 elements fits OpenBLAS's 64-bit ints (NumPy's ILP64 build)
+    and not MKL's LP64 32-bit ones: the call is planned for the one and refused for the other
+    (planned only: the operand is a view of reserved address space, never read)."""
+    library = _openblas()
+    assert ctypes.sizeof(library.integer) == 8 and library.max_int == (1 << 63) - 1
+    lead = 1 << 31
+    space = mmap.mmap(-1, (lead + 1024) * 4, prot=mmap.PROT_READ)  # read-only: not committed
+    try:
+        memory = np.frombuffer(space, np.float32)
+        # x [1024, 2], column-major: its two columns 2**31 elements apart
+        x = np.lib.stride_tricks.as_strided(memory, (1024, 2), (4, lead * 4), writeable=False)
+        y, out = _random((2, 2048)), np.empty((1024, 2048), np.float32)
+        assert blas._gemm_call(library, x, y, out) is not None
+        lp64 = mkl.Mkl(path=Path("unused"), handle=None)  # type: ignore[arg-type]  # never called
+        assert lp64.max_int == (1 << 31) - 1
+        assert blas._gemm_call(lp64, x, y, out) is None
+        del memory, x
+    finally:
+        space.close()
+
+
+@pytest.mark.parametrize("batch_call", ["strided batch", "a loop of gemm calls"])
+def test_openblas_batches(batch_call: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batched accumulating products through OpenBLAS's strided batch gemm, or, where the
+    library lacks it (OpenBLAS before 0.3.30), one gemm call per matrix: the same bits with
+    BLAS at one thread, as the executor holds it (at two, OpenBLAS splits a lone gemm among
+    its threads, and its bits change)."""
+    library = _openblas()
+    assert library.gemm_batch_strided(ctypes.c_float) is not None  # NumPy's 0.3.31 has it
+    x, y = _transposed((3, 4, 70, 90)), _random((4, 90, 700), seed=1)
+    start = _random((3, 4, 70, 700), seed=2)
+    expected = start + np.matmul(x, y)
+    with mkl.disabled(), threadpoolctl.threadpool_limits(1, user_api="blas"):
+        out = start.copy()
+        blas.matmul(x, y, out, accumulate=True)
+        if batch_call == "a loop of gemm calls":
+            monkeypatch.setattr(blas, "_functions", {})
+            monkeypatch.setattr(openblas.OpenBlas, "gemm_batch_strided", lambda self, t: None)
+        looped = start.copy()
+        assert blas.gemm_matmul(library, x, y, looped, accumulate=True)
+    assert looped.tobytes() == out.tobytes()
+    bound = 100 * np.finfo(np.float32).eps * (np.abs(start) + np.abs(x) @ np.abs(y))
+    assert (np.abs(out - expected) <= bound).all()
+
+
+def test_openblas_products_propagate_nan_and_overwrite_out() -> None:
+    """0 * inf is NaN and NaN operands give NaN, as np.matmul's; the first product of a sum
+    (beta = 0) overwrites out, NaN included, and does not read it."""
+    library = _openblas()
+    x, y = _random((70, 90)), _random((90, 700), seed=1)
+    x[3, :] = 0.0
+    y[:, 5] = np.inf
+    x[10, 7] = np.nan
+    out = np.full((70, 700), np.nan, np.float32)
+    assert blas.gemm_matmul(library, x, y, out)
+    expected = np.matmul(x, y)
+    assert np.array_equal(np.isnan(out), np.isnan(expected))
+    assert np.isnan(out[3, 5]) and np.isnan(out[10]).all()
+    finite = np.isfinite(expected)
+    assert np.array_equal(np.isfinite(out), finite)
+    added = np.zeros((70, 700), np.float32)
+    added[0, 0] = np.nan
+    assert blas.gemm_matmul(library, x, y, added, accumulate=True)
+    assert np.isnan(added[0, 0]) and np.array_equal(np.isnan(added[1:]), np.isnan(expected[1:]))
+
+
+def test_openblas_calls_from_threads_at_once_give_one_calls_bits() -> None:
+    """Two threads making OpenBLAS's accumulating products at once (ctypes releases the GIL),
+    with BLAS held at one thread as the executor holds it: each result has the bits of the
+    same sum made alone."""
+    library = _openblas()
+    x = _random((9, 64, 128))
+    memory = _random((128, 3000), seed=1)
+    y = np.lib.stride_tricks.as_strided(
+        memory, (9, 128, 2800), (20 * 4, memory.strides[0], 4), writeable=False
+    )
+    assert blas._gemm_call(library, x[0], y[0], np.empty((64, 2800), np.float32)) is not None
+    with mkl.disabled(), threadpoolctl.threadpool_limits(1, user_api="blas"):
+        alone = np.empty((64, 2800), np.float32)
+        blas.matmul_sum(x, y, alone, 1)
+        outs = [np.full((64, 2800), np.nan, np.float32) for _ in range(8)]
+        threads = [
+            threading.Thread(target=lambda o=o: [blas.matmul_sum(x, y, o, 1) for _ in range(3)])
+            for o in outs
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert all(o.tobytes() == alone.tobytes() for o in outs)

@@ -23,7 +23,7 @@ import torch
 from _thread_checks import assert_one_threads_bits
 
 import prims
-from aten2prims.executor import execute, multiply_accumulate, plan, plan_for
+from aten2prims.executor import blas, contraction, execute, multiply_accumulate, plan, plan_for
 from aten2prims.executor.contraction import DEFAULT_TUNING, contract, plan_contraction
 from aten2prims.executor.contraction_fusion import ContractionFusion, ContractionKernel
 from aten2prims.executor.fusion import FusionRule
@@ -1098,22 +1098,38 @@ def _dense_convolution(case: str) -> tuple[Graph, dict[str, np.ndarray], AtenCal
     )
 
 
-@pytest.mark.parametrize("kernels", ["mkl", "numpy"])
+@pytest.mark.parametrize("kernels", ["mkl", "openblas", "numpy"])
 @pytest.mark.parametrize("case", SHIFTED)
 def test_dense_convolutions_run_as_shifted_products_and_match_torch(
-    case: str, kernels: str
+    case: str, kernels: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A stride-1 convolution's windows are not copied: its products read the padded input
-    at each kernel offset and accumulate (MKL), or, through NumPy, the windows are copied
-    (im2col) as before; both match torch."""
+    at each kernel offset and accumulate (gemm's beta = 1: MKL's, or NumPy's OpenBLAS through
+    ctypes), or, with np.matmul only, the windows are copied (im2col) as before; all match
+    torch."""
     graph, _, call = _dense_convolution(case)
-    with contextlib.nullcontext() if kernels == "mkl" else prims.mkl.disabled():
-        if kernels == "mkl":
-            assert prims.mkl.library() is not None, prims.mkl.unavailable_reason
+    with contextlib.ExitStack() as stack:
+        if kernels != "mkl":
+            stack.enter_context(prims.mkl.disabled())
+        if kernels == "numpy":
+            stack.enter_context(prims.openblas.disabled())
+        library = blas.library()
+        assert library is {"mkl": prims.mkl.library(), "openblas": prims.openblas.library()}.get(
+            kernels
+        )
+        assert kernels == "numpy" or library is not None
         outcome = run_call(call)
         assert outcome.passed, outcome.message
-    graph, inputs, _ = _dense_convolution(case)
-    execute(graph, inputs)
+        graph, inputs, _ = _dense_convolution(case)
+        shifted_runs = []
+        run_shifted = contraction._shifted_product
+        monkeypatch.setattr(
+            contraction,
+            "_shifted_product",
+            lambda *args: shifted_runs.append(1) or run_shifted(*args),
+        )
+        execute(graph, inputs)
+        assert len(shifted_runs) == (0 if kernels == "numpy" else 1)
     (recipe,) = contraction_recipes(graph)
     assert recipe.shifted is not None
 

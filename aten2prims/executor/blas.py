@@ -1,24 +1,34 @@
 """The executor's matrix products: `matmul(x, y, out)`, np.matmul's result written into `out`,
-made by Intel oneMKL's gemm when MKL is in use (prims/mkl.py), else by np.matmul (NumPy's
-OpenBLAS); `matmul(..., accumulate=True)` adds the product to out, and `matmul_sum` sums
-products over leading axes into out (a convolution's shifted products, contraction.py).
+made by a BLAS gemm called through ctypes on the arrays' memory where the library in use
+(`library()`) takes it, else by np.matmul; `matmul(..., accumulate=True)` adds the product to
+out, and `matmul_sum` sums products over leading axes into out (a convolution's shifted
+products, contraction.py).
 
-Why: MKL's float32 gemm measured 1.1-1.35x faster than NumPy's matmul on the shapes
-convolutions and linear layers make here (docs/executor.md#matrix-products-mkl-or-numpy).
+The library: Intel oneMKL when it is in use (prims/mkl.py: installed, Intel CPU), which makes
+every product it takes — its float32 gemm measured 1.1-1.35x faster than NumPy's matmul on the
+shapes convolutions and linear layers make here (docs/executor.md#matrix-products-mkl-or-numpy);
+else NumPy's own OpenBLAS (prims/openblas.py), which makes the accumulating products only
+(gemm's beta = 1 adds the product into out as it is made, where np.matmul makes a temporary
+and adds it: what the shifted-product convolutions need); a product np.matmul can make in place
+stays np.matmul's, the same kernels at the same speed without ctypes' overhead. One call plan
+serves both libraries (their cblas interfaces differ only in the integers' size: MKL's LP64
+32-bit, NumPy's ILP64 OpenBLAS 64-bit).
 
-A product goes to MKL when its operands are float32 or float64 (all three of one dtype), each
-operand's matrix dims have a unit stride on one of them (row-major, or column-major: passed as
-transposed) and a leading dimension from the other, and `out` is one of those too (a
+A product is the library's when its operands are float32 or float64 (all three of one dtype),
+each operand's matrix dims have a unit stride on one of them (row-major, or column-major:
+passed as transposed) and a leading dimension from the other, and `out` is one of those too (a
 column-major `out` is made as the transposed product); batch dims may be broadcast (size 1 or
 stride 0) in either operand. The batch dims are merged where the three arrays' strides allow;
 the innermost merged batch dim is one strided batch call, any outer ones a loop. Everything
 else — other dtypes, other strides, `out` read-only or overlapping an operand, products too
 small for the call's overhead to pay — is np.matmul's.
 
-Whether MKL is in use is asked at every call (`mkl.library()`), so `mkl.disabled()` switches
-every product back to NumPy. MKL runs sequentially (one thread per call) and, with its
-reproducibility setting, gives the same bits for a product whatever the arrays' addresses; its
-bits differ from OpenBLAS's in the last places.
+The library is asked for at every call, so `mkl.disabled()` and `openblas.disabled()` switch
+products back. MKL runs sequentially (one thread per call) and, with its reproducibility
+setting, gives the same bits for a product whatever the arrays' addresses; OpenBLAS runs on the
+calling thread while the executor holds BLAS at one thread (threadpoolctl: the library loaded is
+the one NumPy runs). MKL's bits differ from OpenBLAS's in the last places, and a sum accumulated
+by gemm from np.matmul's product-then-add.
 """
 
 from __future__ import annotations
@@ -31,31 +41,53 @@ from collections.abc import Callable
 import attrs
 import numpy as np
 
-from prims import mkl
+from prims import mkl, openblas
 
-# Products MKL makes: matrices of at least MKL_MIN_MATRIX_MACS multiply-adds each (on smaller
-# ones OpenBLAS's kernels were faster: 64x64 @ 64x64 in 3.3 µs against MKL's 4.6), in a call of
-# at least MKL_MIN_CALL_MACS (MKL's call through ctypes costs about 7 µs more than NumPy's: a
-# single 128x64 @ 64x128 took 27 µs against NumPy's 19-22, four of them at once 75 against 84).
-MKL_MIN_MATRIX_MACS = 1 << 20
-MKL_MIN_CALL_MACS = 1 << 22
+# Products gemm makes through ctypes: matrices of at least GEMM_MIN_MATRIX_MACS multiply-adds
+# each, in a call of at least GEMM_MIN_CALL_MACS. MKL: on smaller ones OpenBLAS's kernels were
+# faster (64x64 @ 64x64 in 3.3 µs against MKL's 4.6), and MKL's call through ctypes costs about
+# 7 µs more than NumPy's (a single 128x64 @ 64x128 took 27 µs against NumPy's 19-22, four of
+# them at once 75 against 84). OpenBLAS (its accumulating products): planning the call and
+# passing it through ctypes costs about 8 µs, so a 128x64 @ 64x128 added into out took 22 µs
+# against np.matmul's product and add's 15 (AMD EPYC).
+GEMM_MIN_MATRIX_MACS = 1 << 20
+GEMM_MIN_CALL_MACS = 1 << 22
 
-_INT_MAX = (1 << 31) - 1
+# cblas.h's enumerations (the same in every CBLAS: MKL's and OpenBLAS's)
+ROW_MAJOR = 101
+NO_TRANSPOSE = 111
+TRANSPOSE = 112
+
 _FLOAT_TYPES = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
+
+Library = mkl.Mkl | openblas.OpenBlas
 
 
 @attrs.frozen
 class _Functions:
-    """One library's gemm and strided batch gemm for one dtype (prototyped once)."""
+    """One library's gemm and strided batch gemm (None: the library lacks it, a loop of gemm
+    calls instead) for one dtype (prototyped once)."""
 
     gemm: Callable[..., None]
-    gemm_batch: Callable[..., None]
+    gemm_batch: Callable[..., None] | None
 
 
-# The functions of the library last used, per dtype: `mkl.library()` returns one object for
-# the process, so this is filled once.
-_functions: dict[np.dtype, _Functions] = {}
-_functions_library: list[mkl.Mkl] = []
+# Each library's functions per dtype, keyed by the library object's id: `mkl.library()` and
+# `openblas.library()` each return one object for the process, so this is filled once.
+_functions: dict[tuple[int, np.dtype], _Functions] = {}
+
+
+def library() -> Library | None:
+    """The library making products through ctypes now: MKL when in use, else NumPy's OpenBLAS
+    when found, else None (np.matmul only). Asked at every call: `mkl.disabled()` and
+    `openblas.disabled()` switch it."""
+    return mkl.library() or openblas.library()
+
+
+def gemm_in_use() -> bool:
+    """Whether a gemm through ctypes (MKL's, or NumPy's OpenBLAS) makes the accumulating
+    products now: the shifted-product convolutions run only then (contraction.py)."""
+    return library() is not None
 
 
 def matmul(
@@ -67,14 +99,17 @@ def matmul(
     accumulate: bool = False,
 ) -> None:
     """out[...] = x @ y, as `np.matmul(x, y, out=out)` computes it (x and y of at least 2 dims,
-    batch dims broadcast); by MKL's gemm when MKL is in use and the layouts allow it. With
-    `swap_for_numpy`, NumPy makes it as (y^T @ x^T)^T: OpenBLAS is faster with the long side
-    first on some shapes (the contraction engine's `swap_rows`); MKL takes either order alike.
-    With `accumulate`, out += x @ y instead: MKL's gemm adds the product to out as it makes it
-    (beta = 1), NumPy makes it in a temporary array and adds that."""
-    library = mkl.library()
-    if library is not None and mkl_matmul(library, x, y, out, accumulate=accumulate):
-        return
+    batch dims broadcast); by a library's gemm through ctypes (`library()`) when its sizes and
+    layouts allow it — MKL any product, NumPy's OpenBLAS only accumulating ones (a plain one
+    through ctypes measured no faster than np.matmul, the same kernels). With `swap_for_numpy`, NumPy makes it as (y^T @ x^T)^T: OpenBLAS is faster
+    with the long side first on some shapes (the contraction engine's `swap_rows`), so such a
+    product is np.matmul's unless MKL (which takes either order alike) makes it. With
+    `accumulate`, out += x @ y instead: gemm adds the product to out as it makes it (beta = 1),
+    np.matmul makes it in a temporary array and adds that."""
+    provider = library()
+    if provider is not None and (accumulate or type(provider) is not openblas.OpenBlas):
+        if gemm_matmul(provider, x, y, out, accumulate=accumulate):
+            return
     if accumulate:
         np.add(out, np.matmul(x, y), out=out)
     elif swap_for_numpy:
@@ -83,17 +118,17 @@ def matmul(
         np.matmul(x, y, out=out)
 
 
-def mkl_in_use() -> bool:
-    """Whether products of MKL's dtypes, sizes and layouts are MKL's now (asked per call)."""
-    return mkl.library() is not None
-
-
-def mkl_matmul(
-    library: mkl.Mkl, x: np.ndarray, y: np.ndarray, out: np.ndarray, *, accumulate: bool = False
+def gemm_matmul(
+    library: Library,
+    x: np.ndarray,
+    y: np.ndarray,
+    out: np.ndarray,
+    *,
+    accumulate: bool = False,
 ) -> bool:
-    """The product by MKL (added to out's values with `accumulate`), or False (nothing
-    written) when its size or layout is not MKL's."""
-    call = _mkl_call(library, x, y, out)
+    """The product by the library's gemm (added to out's values with `accumulate`), or False
+    (nothing written) when its size or layout is not the library's."""
+    call = _gemm_call(library, x, y, out)
     if call is None:
         return False
     call(x.ctypes.data, y.ctypes.data, out.ctypes.data, 1.0 if accumulate else 0.0)
@@ -103,17 +138,17 @@ def mkl_matmul(
 def matmul_sum(x: np.ndarray, y: np.ndarray, out: np.ndarray, axes: int) -> None:
     """out[...] = the sum over the `axes` leading axes S of x [*S, ..., M, K] and y
     [*S, ..., K, N] (both of one S) of x[s] @ y[s], the products added in S's row-major order:
-    each an accumulating `matmul`, made by MKL at addresses computed from the strides (one
+    each an accumulating `matmul`, made by gemm at addresses computed from the strides (one
     layout check for all of them; a convolution's shifted products are nine such calls)."""
     shape = x.shape[:axes]
     if math.prod(shape) == 0:
         out.fill(0)
         return
-    library = mkl.library()
+    provider = library()
     call = None
-    if library is not None and not (np.may_share_memory(out, x) or np.may_share_memory(out, y)):
+    if provider is not None and not (np.may_share_memory(out, x) or np.may_share_memory(out, y)):
         first = (0,) * axes
-        call = _mkl_call(library, x[first], y[first], out)
+        call = _gemm_call(provider, x[first], y[first], out)
     if call is None:
         for number, position in enumerate(np.ndindex(*shape)):
             matmul(x[position], y[position], out, accumulate=number > 0)
@@ -128,17 +163,21 @@ def matmul_sum(x: np.ndarray, y: np.ndarray, out: np.ndarray, axes: int) -> None
         )
 
 
-def _mkl_call(
-    library: mkl.Mkl, x: np.ndarray, y: np.ndarray, out: np.ndarray
+def _gemm_call(
+    library: Library, x: np.ndarray, y: np.ndarray, out: np.ndarray
 ) -> Callable[[int, int, int, float], None] | None:
-    """MKL's product of arrays of x's, y's and out's layout, as a function of their addresses
-    and beta (out = x @ y + beta·out), or None when their size or layout is not MKL's."""
+    """The library's product of arrays of x's, y's and out's layout, as a function of their
+    addresses and beta (out = x @ y + beta·out), or None when their size or layout is not the
+    library's."""
     if x.ndim < 2 or y.ndim < 2:
         return None
     m, k = x.shape[-2:]
     n = y.shape[-1]
     matrix_macs = m * n * k
-    if matrix_macs < MKL_MIN_MATRIX_MACS or matrix_macs * (out.size // (m * n)) < MKL_MIN_CALL_MACS:
+    if (
+        matrix_macs < GEMM_MIN_MATRIX_MACS
+        or matrix_macs * (out.size // (m * n)) < GEMM_MIN_CALL_MACS
+    ):
         return None  # (an empty product, too)
     dtype = out.dtype
     if x.dtype != dtype or y.dtype != dtype or dtype not in _FLOAT_TYPES:
@@ -157,15 +196,19 @@ def _mkl_call(
     dims = _batch_dims(batch, x, y, out)
     if dims is None:
         return None
-    # MKL's LP64 interface takes sizes and leading dimensions as 32-bit ints
-    if max(m, n, k, x_layout[1], y_layout[1], out_layout[1], *(d[0] for d in dims)) > _INT_MAX:
+    # MKL's LP64 interface takes sizes, leading dimensions and strides as 32-bit ints, ILP64
+    # OpenBLAS's as 64-bit ones
+    largest = max(m, n, k, x_layout[1], y_layout[1], out_layout[1], *(d[0] for d in dims))
+    if dims:
+        largest = max(largest, *(abs(step) // itemsize for step in dims[-1][1:]))
+    if largest > library.max_int:
         return None
     if not out.flags.writeable:  # np.matmul refuses it
         return None
     if np.may_share_memory(out, x) or np.may_share_memory(out, y):
         return None
     functions = _functions_for(library, dtype)
-    swapped = out_layout[0] == mkl.TRANSPOSE
+    swapped = out_layout[0] == TRANSPOSE
     if swapped:
         # out^T (n x m, row-major) = y^T @ x^T
         m, n = n, m
@@ -173,27 +216,31 @@ def _mkl_call(
         dims = [(size, y_step, x_step, out_step) for size, x_step, y_step, out_step in dims]
     (x_transpose, x_leading), (y_transpose, y_leading) = x_layout, y_layout
     out_leading = out_layout[1]
+    gemm, gemm_batch = functions.gemm, functions.gemm_batch
+
+    def one(x_at: int, y_at: int, out_at: int, beta: float) -> None:
+        gemm(
+            ROW_MAJOR,
+            x_transpose,
+            y_transpose,
+            m,
+            n,
+            k,
+            1.0,
+            x_at,
+            x_leading,
+            y_at,
+            y_leading,
+            beta,
+            out_at,
+            out_leading,
+        )
 
     def call(x_address: int, y_address: int, out_address: int, beta: float) -> None:
         if swapped:
             x_address, y_address = y_address, x_address
         if not dims:
-            functions.gemm(
-                mkl.ROW_MAJOR,
-                x_transpose,
-                y_transpose,
-                m,
-                n,
-                k,
-                1.0,
-                x_address,
-                x_leading,
-                y_address,
-                y_leading,
-                beta,
-                out_address,
-                out_leading,
-            )
+            one(x_address, y_address, out_address, beta)
             return
         count, x_step, y_step, out_step = dims[-1]
         outer = dims[:-1]
@@ -203,8 +250,12 @@ def _mkl_call(
                 x_at += index * x_outer
                 y_at += index * y_outer
                 out_at += index * out_outer
-            functions.gemm_batch(
-                mkl.ROW_MAJOR,
+            if gemm_batch is None:
+                for i in range(count):
+                    one(x_at + i * x_step, y_at + i * y_step, out_at + i * out_step, beta)
+                continue
+            gemm_batch(
+                ROW_MAJOR,
                 x_transpose,
                 y_transpose,
                 m,
@@ -227,14 +278,12 @@ def _mkl_call(
     return call
 
 
-def _functions_for(library: mkl.Mkl, dtype: np.dtype) -> _Functions:
-    if not _functions_library or _functions_library[0] is not library:
-        _functions.clear()
-        _functions_library[:] = [library]
-    functions = _functions.get(dtype)
+def _functions_for(library: Library, dtype: np.dtype) -> _Functions:
+    key = (id(library), dtype)
+    functions = _functions.get(key)
     if functions is None:
         float_type = _FLOAT_TYPES[dtype]
-        functions = _functions[dtype] = _Functions(
+        functions = _functions[key] = _Functions(
             library.gemm(float_type), library.gemm_batch_strided(float_type)
         )
     return functions
@@ -256,18 +305,18 @@ def _matrix_layout(
     if column_stride == itemsize or columns == 1:
         step = row_stride if rows > 1 else max(1, columns) * itemsize
         if step % itemsize == 0 and step >= max(1, columns) * itemsize:
-            return mkl.NO_TRANSPOSE, step // itemsize
+            return NO_TRANSPOSE, step // itemsize
     if row_stride == itemsize or rows == 1:
         step = column_stride if columns > 1 else max(1, rows) * itemsize
         if step % itemsize == 0 and step >= max(1, rows) * itemsize:
-            return mkl.TRANSPOSE, step // itemsize
+            return TRANSPOSE, step // itemsize
     return None
 
 
 def _flipped(layout: tuple[int, int]) -> tuple[int, int]:
     """The layout of the transposed matrix (same memory)."""
     transpose, leading = layout
-    return (mkl.TRANSPOSE if transpose == mkl.NO_TRANSPOSE else mkl.NO_TRANSPOSE), leading
+    return (TRANSPOSE if transpose == NO_TRANSPOSE else NO_TRANSPOSE), leading
 
 
 def _batch_dims(

@@ -1,5 +1,5 @@
 """The contraction engine: the sum over some labels of the product of two arrays (an einsum of
-two operands), computed by matrix products (`blas.matmul`: MKL's gemm or NumPy's matmul) so that
+two operands), computed by matrix products (`blas.matmul`: MKL's gemm or NumPy's) so that
 the joint product (M·K·N for a matrix product, N·C_out·C_in·K·H·W for a convolution) is never
 materialized. NumPy arrays only: which graphs lead here is `contraction_fusion.py`'s business.
 
@@ -18,8 +18,9 @@ chunk into one reused buffer of about `ContractionTuning.copy_chunk_bytes`, whic
 while BLAS reads it: chunks split batch-like labels (each chunk writes its slice of the output),
 then the copied operand's free labels (output rows), then contracted labels (chunks accumulate).
 An epilogue (a caller's function of an output part) runs on each finished output chunk while
-that is in cache. A copied operand that is a stride-1 convolution's windows is, while MKL is in
-use, not copied at all: its products read it at each kernel offset and accumulate (`_Shifted`).
+that is in cache. A copied operand that is a stride-1 convolution's windows is, while a gemm
+through ctypes accumulates (`blas.gemm_in_use`: MKL's, or NumPy's OpenBLAS), not copied at all:
+its products read it at each kernel offset and accumulate (`_Shifted`).
 
 `plan_contraction` decides all of this from the operands' layout alone (shapes, strides, dtype)
 and returns a `ContractionRecipe`; `recipe.run` executes it on any operands of that layout.
@@ -37,7 +38,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .blas import MKL_MIN_CALL_MACS, matmul, matmul_sum, mkl_in_use
+from .blas import GEMM_MIN_CALL_MACS, gemm_in_use, matmul, matmul_sum
 from .kept_buffers import kept_buffer
 from .threads import even_parts, run_parts
 
@@ -82,7 +83,9 @@ class ContractionTuning:
     # A convolution's shifted products (`_Shifted`) need at least this many (widened) output
     # columns per product: below, MKL's per-call packing of the kernel slice costs more than
     # the im2col copy it saves (8x256x14x14: 222 columns, 19 ms against im2col's 17; 8x128x28x28:
-    # 838 columns, 14.6 against 19).
+    # 838 columns, 14.6 against 19). OpenBLAS (AMD EPYC) broke even from about 3M multiply-adds
+    # per product, as this and the call size ask (64 channels: 800 columns 1.14x faster than
+    # im2col, 512 0.91x).
     shifted_min_columns: int = 512
     # ... and are made in at least this many tasks (bands of an image, when the batch has fewer
     # images) for the call's threads: each band costs its own calls (one 64x64 56x56 image in
@@ -168,7 +171,7 @@ class _Shifted:
     axis is one run of columns — the columns between rows (the padding's) are computed into
     a scratch buffer and dropped. X, packed once per call as [S, P..., M, R] (`x_order`),
     gives the matching [M, R] slice, and the products of all S indices accumulate into the
-    scratch (MKL's beta = 1), which is then copied into the output band: `bands` of N's outer
+    scratch (gemm's beta = 1), which is then copied into the output band: `bands` of N's outer
     axis, each chunk (P index, band) one task of the call's threads."""
 
     x_order: tuple[int, ...]
@@ -239,8 +242,9 @@ class ContractionRecipe:
     broadcast_shape: tuple[int, ...] | None = None
     scale: int = 1
     epilogue_per_chunk: bool = True
-    # Y's windows as shifted products (`_Shifted`), taken instead of `levels` while MKL is in
-    # use (through NumPy the accumulating products measured slower than im2col's copies).
+    # Y's windows as shifted products (`_Shifted`), taken instead of `levels` while a gemm
+    # accumulates through ctypes (`blas.gemm_in_use`; through np.matmul's product and add they
+    # measured slower than im2col's copies).
     shifted: _Shifted | None = None
 
     def run(
@@ -349,7 +353,7 @@ class ContractionRecipe:
         the transposed operands x and y (`out` holds the product's elements in row-major order),
         then `epilogue(index)` on each finished chunk `out[index]` (of `product_shape`) while it
         is still in cache."""
-        if self.shifted is not None and mkl_in_use():
+        if self.shifted is not None and gemm_in_use():
             _shifted_product(
                 x.reshape(self.x_view),
                 y.reshape(self.y_view),
@@ -754,7 +758,7 @@ def _shifted_plan(
     its products would be too small to pay: float32/float64, non-negative strides, N's inner
     axis contiguous and each outer one a whole pitch at least as long as the widened axes
     inside it (so output positions get distinct columns), R's rows at least a band's columns
-    apart, and every product of at least `shifted_min_columns` columns and MKL's call size."""
+    apart, and every product of at least `shifted_min_columns` columns and gemm's call size."""
     if yv.dtype not in (np.float32, np.float64) or xv.dtype != yv.dtype:
         return None
     itemsize = yv.itemsize
@@ -786,9 +790,9 @@ def _shifted_plan(
     rows = math.prod(yv.shape[axis] for axis in r_axes)
     m = math.prod(xv.shape[np_ : np_ + nm])
     inner = extent - (lengths[0] - 1) * pitches[0]  # one row of N's outer axis, widened
-    # Each product needs `shifted_min_columns` columns and MKL's call size: at least `least`
+    # Each product needs `shifted_min_columns` columns and gemm's call size: at least `least`
     # rows of N's outer axis per band.
-    least_columns = max(tuning.shifted_min_columns, -(-MKL_MIN_CALL_MACS // (m * rows)))
+    least_columns = max(tuning.shifted_min_columns, -(-GEMM_MIN_CALL_MACS // (m * rows)))
     least = max(1, -(-(least_columns - inner) // pitches[0]) + 1)
     if least > lengths[0]:
         return None

@@ -1,0 +1,174 @@
+"""NumPy's own OpenBLAS called through `ctypes`: the matrix products the executor makes with
+capabilities `np.matmul` lacks — adding the product into the output as it is made (gemm's
+beta = 1), any leading dimension and transposed layouts read in place — when MKL is not in use
+(prims/mkl.py; `aten2prims/executor/blas.py` asks for MKL first, then for this).
+
+NumPy's wheels bundle OpenBLAS (`numpy.libs/libscipy_openblas64_-*.so`): an ILP64 build (64-bit
+sizes) whose symbols carry a prefix and a suffix (`scipy_cblas_sgemm64_`); a NumPy built
+against a system OpenBLAS names its library in threadpoolctl's report instead. The library is
+found in that order, loaded by its path — the dynamic loader hands back the copy NumPy already
+loaded, so threadpoolctl's thread limit (the executor holds BLAS at one thread during a call)
+governs these calls too — and its naming and integer size are read from the library itself
+(`openblas_get_config` says USE64BITINT for ILP64). ctypes releases the GIL for the call, so
+the executor's threads make products side by side (each call runs on its calling thread while
+BLAS is held at one thread).
+
+`library()` is None when no OpenBLAS is found or it lacks cblas gemm, when
+`ATEN2PRIMS_OPENBLAS=0` is set, and within `disabled()` (the tests and benchmarks compare it
+with `np.matmul`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import attrs
+import numpy
+import threadpoolctl
+
+_pointer = ctypes.c_void_p
+
+
+@attrs.frozen
+class OpenBlas:
+    """The loaded library, its symbols' naming and its integer type (c_longlong for ILP64)."""
+
+    path: Path
+    handle: ctypes.CDLL = attrs.field(repr=False)
+    prefix: str
+    suffix: str
+    integer: type
+    config: str
+
+    @property
+    def max_int(self) -> int:
+        """The largest size or leading dimension the library's integers hold."""
+        return (1 << (8 * ctypes.sizeof(self.integer) - 1)) - 1
+
+    def gemm(self, float_type: type) -> Callable[..., None]:
+        """cblas_sgemm (float_type c_float) or cblas_dgemm (c_double): (layout, transa,
+        transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); the enumerations are C ints, the
+        sizes the library's integers."""
+        name = "cblas_sgemm" if float_type is ctypes.c_float else "cblas_dgemm"
+        return _prototyped(
+            self._symbol(name),
+            [ctypes.c_int] * 3
+            + [self.integer] * 3
+            + [float_type, _pointer, self.integer, _pointer, self.integer, float_type]
+            + [_pointer, self.integer],
+        )
+
+    def gemm_batch_strided(self, float_type: type) -> Callable[..., None] | None:
+        """cblas_?gemm_batch_strided (MKL's argument order: layout, transa, transb, m, n, k,
+        alpha, a, lda, stridea, b, ldb, strideb, beta, c, ldc, stridec, batch_size), or None for
+        an OpenBLAS older than 0.3.30, which lacks it. scipy-openblas 0.3.31 exports it without
+        its prefix and suffix (left out of its renaming), so both names are tried; the symbol
+        is looked up in this library only."""
+        name = "cblas_" + ("s" if float_type is ctypes.c_float else "d") + "gemm_batch_strided"
+        for symbol in (self.prefix + name + self.suffix, name):
+            function = getattr(self.handle, symbol, None)
+            if function is not None:
+                integer = self.integer
+                return _prototyped(
+                    function,
+                    [ctypes.c_int] * 3
+                    + [integer] * 3
+                    + [float_type, _pointer, integer, integer, _pointer, integer, integer]
+                    + [float_type, _pointer, integer, integer, integer],
+                )
+        return None
+
+    def _symbol(self, name: str) -> Callable[..., None]:
+        function: Callable[..., None] = getattr(self.handle, self.prefix + name + self.suffix)
+        return function
+
+
+def _prototyped(function: Callable[..., None], argtypes: list) -> Callable[..., None]:
+    function.argtypes = argtypes  # type: ignore[attr-defined]  # a ctypes function pointer
+    function.restype = None  # type: ignore[attr-defined]  # a ctypes function pointer
+    return function
+
+
+# (prefix, suffix) of the namings OpenBLAS builds use: scipy-openblas's ILP64 and LP64 wheels,
+# an ILP64 build with the usual suffix, and a plain build.
+_NAMINGS = (("scipy_", "64_"), ("scipy_", ""), ("", "64_"), ("", ""))
+
+_lock = threading.Lock()
+_loaded: list[OpenBlas | None] = []  # empty until the first call of library()
+_disabled_depth = 0
+unavailable_reason = ""
+
+
+def _bundled_paths() -> list[Path]:
+    """NumPy's bundled OpenBLAS: the wheel's `numpy.libs` directory beside the package."""
+    libs = Path(numpy.__file__).resolve().parent.parent / "numpy.libs"
+    return sorted(libs.glob("lib*openblas*.so*")) if libs.is_dir() else []
+
+
+def _loaded_paths() -> list[Path]:
+    """Every OpenBLAS threadpoolctl finds loaded in the process (NumPy's, when it was built
+    against a system one); asked only when NumPy bundles none (it scans the process's
+    libraries)."""
+    return [
+        Path(entry["filepath"]).resolve()
+        for entry in threadpoolctl.threadpool_info()
+        if entry.get("internal_api") == "openblas" and entry.get("filepath")
+    ]
+
+
+def _open(path: Path) -> OpenBlas | None:
+    try:
+        handle = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+    except OSError:
+        return None
+    for prefix, suffix in _NAMINGS:
+        if not hasattr(handle, f"{prefix}cblas_sgemm{suffix}"):
+            continue
+        get_config = getattr(handle, f"{prefix}openblas_get_config{suffix}", None)
+        if get_config is None:
+            continue
+        get_config.argtypes = []
+        get_config.restype = ctypes.c_char_p
+        config = (get_config() or b"").decode(errors="replace")
+        integer = ctypes.c_longlong if "USE64BITINT" in config else ctypes.c_int
+        return OpenBlas(path, handle, prefix, suffix, integer, config)
+    return None
+
+
+def _load() -> OpenBlas | None:
+    global unavailable_reason
+    if os.environ.get("ATEN2PRIMS_OPENBLAS", "") == "0":
+        unavailable_reason = "ATEN2PRIMS_OPENBLAS=0"
+        return None
+    for paths in (_bundled_paths, _loaded_paths):
+        for path in paths():
+            library = _open(path)
+            if library is not None:
+                return library
+    unavailable_reason = "no OpenBLAS with cblas gemm found beside NumPy or in the process"
+    return None
+
+
+def library() -> OpenBlas | None:
+    """NumPy's OpenBLAS if products should call it now, else None (see the module's docstring)."""
+    if not _loaded:
+        with _lock:
+            if not _loaded:
+                _loaded.append(_load())
+    return None if _disabled_depth else _loaded[0]
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Within the block `library()` is None: products not made by MKL are np.matmul's."""
+    global _disabled_depth
+    _disabled_depth += 1
+    try:
+        yield
+    finally:
+        _disabled_depth -= 1
