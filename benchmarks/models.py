@@ -137,8 +137,8 @@ def environment_lines() -> list[str]:
 
 
 def kernel_lines() -> list[str]:
-    """The CPU, and whether ours runs MKL's kernels on it (prims/mkl.py decides per process;
-    the workers see the same environment and CPU)."""
+    """The CPU, and which kernels ours runs on it (prims/mkl.py and prims/openblas.py decide
+    per process; the workers see the same environment and CPU)."""
     from prims import mkl
 
     model = next(
@@ -149,13 +149,18 @@ def kernel_lines() -> list[str]:
         ),
         "unknown model",
     )
-    library = mkl.library()
-    return [
-        f"cpu: {model} ({mkl.cpu_vendor() or 'vendor unknown'})",
-        "ours' kernels: MKL's for large products, depthwise products and erf, NumPy's otherwise"
-        if library is not None
-        else f"ours' kernels: NumPy's (MKL not used: {mkl.unavailable_reason})",
-    ]
+    from prims import openblas
+
+    if mkl.library() is not None:
+        kernels = "MKL's for large products, depthwise products and erf, NumPy's otherwise"
+    else:
+        blas = openblas.library()
+        kernels = f"NumPy's (MKL not used: {mkl.unavailable_reason}); " + (
+            f"accumulating products through {blas.path.name} (ctypes)"
+            if blas is not None
+            else f"no OpenBLAS through ctypes: {openblas.unavailable_reason}"
+        )
+    return [f"cpu: {model} ({mkl.cpu_vendor() or 'vendor unknown'})", f"ours' kernels: {kernels}"]
 
 
 def _cpuinfo() -> str:
