@@ -13,7 +13,7 @@ import contextlib
 import itertools
 import math
 import tracemalloc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -940,9 +940,8 @@ def test_depthwise_chunks_on_threads_give_one_threads_bits(
     use_mkl: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The chunks of a depthwise product (gathered runs or shifted copies; strided: windows or
-    phase images) run on the calling thread, and with MKL the parts of its batched axpys
-    (strided: over phase images) are shared among the call's threads: every thread count
-    gives the bits of one."""
+    phase images), and with MKL the parts of its batched axpys (strided: over phase images),
+    are shared among the call's threads: every thread count gives the bits of one."""
     if use_mkl and mkl.library() is None:
         pytest.skip(mkl.unavailable_reason)
     monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", 512)
@@ -953,6 +952,14 @@ def test_depthwise_chunks_on_threads_give_one_threads_bits(
 
 
 def _assert_depthwise_thread_counts_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    regions: list[int] = []
+    shared = multiply_accumulate.run_parts
+
+    def counted(parts: list[Callable[[], None]]) -> None:
+        regions.append(len(parts))
+        shared(parts)
+
+    monkeypatch.setattr(multiply_accumulate, "run_parts", counted)
     # Runs, shifted copies (forced), strided windows, phase images.
     for stride, windows, copies in ((1, 12, 0.0), (1, 12, math.inf), (2, 12, 0.0), (2, 0, 0.0)):
         monkeypatch.setattr(multiply_accumulate, "WINDOW_MAX_POSITIONS", windows)
@@ -976,9 +983,12 @@ def _assert_depthwise_thread_counts_agree(monkeypatch: pytest.MonkeyPatch) -> No
         assert recipe.axpy is not None
         assert (recipe.axpy.phases is not None) == (stride == 2)
         assert len(recipe.axpy.parts) == 3 * 8, "one channel per part (of 1 KiB)"
+        regions.clear()
         for threads in (2, 3):
             many = execute(graph, inputs, threads=threads)
             assert [o.tobytes() for o in many] == [o.tobytes() for o in one], (stride, windows)
+        # Each call hands its chunks (or parts) to the threads as one region of several.
+        assert len(regions) == 2 and min(regions) > 1, regions
 
 
 needs_mkl = pytest.mark.skipif(

@@ -11,19 +11,23 @@ copy of the whole input (one column per output channel: BLAS at its slowest, on 
 larger than any cache).
 
 When B is constant along the run (a per-channel kernel), a chunk of channels is **gathered**:
-its runs A[r] for every r are copied into one buffer (channel, r, run) that stays in a core's L2
-cache, in one NumPy call, and one matrix-vector product per channel (weights (1, r) times the
+its runs A[r] for every r are copied into one buffer (channel, r, run) of a few MiB (in L2 and
+L3), in one NumPy call, and one matrix-vector product per channel (weights (1, r) times the
 buffer, BLAS) sums them. That is a copy and a read per kernel position where a multiply and an
 add per position (`out += A[r] * B[r]`, the fallback when B varies along the run or one
 channel's buffer would be too large) make two passes that each write: 1.3-2.8x faster on
 ConvNeXt's and EfficientNet's layers.
 
 With a kernel of several reduced labels (rows and columns) over contiguous runs, the runs of
-every kernel column are one shifted copy of the image (`_Copies`): the kernel rows are offsets
-into it, which BLAS reads as matrices in place (lda = the copy's length). A 7x7 kernel then
-copies 7 shifted images rather than 49 runs, at the cost of one partial sum per kernel row
-(written, then summed by a second matrix-vector product): chosen where that moves fewer
-elements (7x7 and most 5x5 layers, 1.1-1.4x faster; not 3x3).
+every kernel column are one shifted copy of the image (`_Copies`), and the kernel rows offsets
+into it. One matrix product per channel (its kernel as a (rows, columns) matrix times its
+copies, BLAS) makes every kernel row's sum over the whole copies at once, and a matrix-vector
+product by ones sums those partial sums, each read from its kernel row's offset on (a skewed
+view: BLAS reads it as a matrix whose lda is the partial sums' length plus the offset). A 7x7
+kernel then copies 7 shifted images rather than 49 runs and reads them once: chosen where the
+copies and partial sums move fewer elements than the runs (7x7 and most 5x5 layers; not 3x3).
+With a matrix-vector product per kernel row instead (reading the copies once per row) that was
+1.1-1.4x faster than the runs; the matrix product is 1.2-1.4x faster again.
 
 Runs are made long by merging the two innermost output dims when the full operand steps the
 outer one by a whole number `m` of inner steps, `m` at least the inner length (an image row and
@@ -42,10 +46,12 @@ every kernel position then reads one phase at an offset, so the products run ove
 contiguous runs again (the same merged rows, of the phase's width), as for stride 1. The copy
 is one pass over the chunk's input, made while it stays in cache.
 
-Chunks are independent (each writes its own part of the output, with its own buffers), but they
-run one after the other on the calling thread whatever the call's thread count: a chunk is a few
-short NumPy calls, and two threads making such calls hand the GIL to each other at nearly every
-call, which made two threads slower than one (docs/executor.md, "Threads").
+Chunks are independent (each writes its own part of the output, with the running thread's
+buffers), and the call's threads share them (`run_parts`): a chunk of GATHER_BYTES is a few
+NumPy calls of 100 µs and more (copy, products, copy into the output, epilogue), each releasing
+the GIL for all of it. (Chunks of 1 MiB, a few calls of 5-50 µs each, had made two threads
+slower than one: the threads handed the GIL to each other at nearly every call;
+docs/executor.md, "Threads".)
 
 With MKL (`prims/mkl.py`, asked at each call) a product with a per-channel kernel (every
 depthwise convolution) runs instead as **batched axpys** (`_Axpy`): `y += w * x` per channel
@@ -96,11 +102,14 @@ MAX_MERGE_WASTE = 4.0
 # with 3x3 and 7x7 kernels: 4-18 channels a chunk ran up to 3x faster than whole tensors); with
 # phases, the chunk's phase images hold about this many.
 CHUNK_BYTES = 256 << 10
-# A gathered chunk's buffer (channels x positions x run) holds about this many bytes: half a
-# core's L2 cache (measured on ConvNeXt's 7x7 and EfficientNet's 5x5 layers at batch 4:
-# 1 MiB fastest, 256 KiB up to 1.7x and 2 MiB up to 1.5x slower). One channel's buffer may
-# hold up to GATHER_MAX_BYTES; larger ones (huge images) run as multiply-adds.
-GATHER_BYTES = 1 << 20
+# A gathered chunk's buffer (channels x positions x run; shifted copies and their partial sums)
+# holds about this many bytes. Measured at batch 4 with NumPy's kernels on an AMD EPYC (1 MiB
+# of L2 per core, 32 MiB of L3), one thread, against 1 MiB: 4 MiB 1.1-1.25x faster on 3x3,
+# 5x5 and 7x7 layers (fewer chunks, fewer calls), 16 MiB 1.1-1.8x slower; and the longer
+# calls let two threads share the chunks. (On an older Intel machine 1 MiB had been fastest,
+# 256 KiB up to 1.7x and 2 MiB up to 1.5x slower.) One channel's buffer may hold up to
+# GATHER_MAX_BYTES; larger ones (huge images) run as multiply-adds.
+GATHER_BYTES = 4 << 20
 GATHER_MAX_BYTES = 4 << 20
 # A strided full operand with at most this many reduced positions gathers its windows directly
 # (strided reads of the output's positions, no phase images and no padding columns): measured at
@@ -279,13 +288,23 @@ class MultiplyAccumulateRecipe:
             if self.phases is None:
                 source = source.transpose(order)
         shaped = out.reshape(self.out_view)
-        mine = self._buffers(out.dtype)
-        for outer in itertools.product(*map(range, self.outer_shape)):
-            for start in range(0, self.chunked, self.chunk):
+
+        def chunk(outer: tuple[int, ...], start: int) -> Callable[[], None]:
+            def run() -> None:
                 stop = min(start + self.chunk, self.chunked)
-                self._chunk(source, other_view, shaped, mine, outer, start, stop)
+                buffers = self._buffers(out.dtype)
+                self._chunk(source, other_view, shaped, buffers, outer, start, stop)
                 if epilogue is not None:
                     epilogue(self._out_index(outer, start, stop))
+
+            return run
+
+        chunks = [
+            chunk(outer, start)
+            for outer in itertools.product(*map(range, self.outer_shape))
+            for start in range(0, self.chunked, self.chunk)
+        ]
+        run_parts(chunks)
 
     def _run_axpy(
         self,
@@ -362,29 +381,33 @@ class MultiplyAccumulateRecipe:
         return True
 
     def _buffers(self, dtype: np.dtype) -> tuple[np.ndarray, ...]:
-        """One thread's accumulator (rows x row_step per channel: the output's rows are then a
-        reshape of it), then its product (multiply-adds) or gathered runs (gathered), then
-        (with phases) its phase images. The phase images start as zeros: the positions no copy
-        writes (past an image's edge) feed only dropped outputs, and zeros never make them slow
-        (subnormal) arithmetic."""
-        accumulator = np.empty((self.chunk, self.out_view[-2] * self.row_step), dtype)
+        """The running thread's accumulator (rows x row_step per channel: the output's rows are
+        then a reshape of it), then its product (multiply-adds) or gathered runs (gathered) or
+        shifted copies and their partial sums (copies), then (with phases) its phase images.
+        The phase images are zeroed: the positions no copy writes (past an image's edge) feed
+        only dropped outputs, and zeros never make them slow (subnormal) arithmetic."""
+        accumulator = kept_buffer(
+            "accumulator", (self.chunk, self.out_view[-2] * self.row_step), dtype
+        )
         if self.copies is not None:
-            copied = self.reduced_shape[self.copies.axis]
-            others = math.prod(self.copies.other_shape)
+            copies = self.copies
+            copied = self.reduced_shape[copies.axis]
+            others = math.prod(copies.other_shape)
             return (
                 accumulator,
-                np.empty((self.chunk, copied, self.copies.length), dtype),
-                np.empty((self.chunk, others, 1, self.run), dtype),
-                np.ones((1, others), dtype),
+                kept_buffer("copies", (self.chunk, copied, copies.length), dtype),
+                kept_buffer("partial", (self.chunk, others, copies.length), dtype),
             )
         if self.gathered:
-            work = np.empty((self.chunk, math.prod(self.reduced_shape), self.run), dtype)
+            work_shape: tuple[int, ...] = (self.chunk, math.prod(self.reduced_shape), self.run)
         else:
-            work = np.empty((self.chunk, self.run), dtype)
+            work_shape = (self.chunk, self.run)
+        work = kept_buffer("gathered", work_shape, dtype)
         if self.phases is None:
             return accumulator, work
         rows, columns = self.phases.shape
-        staging = np.zeros((self.chunk, *self.phases.steps, rows, columns), dtype)
+        staging = kept_buffer("phases", (self.chunk, *self.phases.steps, rows, columns), dtype)
+        staging.fill(0)
         return accumulator, work, staging
 
     def _chunk(
@@ -451,25 +474,37 @@ class MultiplyAccumulateRecipe:
         buffers: tuple[np.ndarray, ...],
         total: np.ndarray,
     ) -> None:
-        """The chunk's shifted copies (count, copied positions, length), one matrix-vector
-        product per channel and other position (its weights' row times the copies read from
-        that position's offset on), then per channel the sum over the other positions (a
-        matrix-vector product by ones)."""
+        """The chunk's shifted copies (count, copied positions, length), one matrix product per
+        channel (its weights as a matrix (other positions, copied positions) times its copies:
+        every other position's sum over the whole copies), then per channel the sum over the
+        other positions, each read from its offset on (a matrix-vector product by ones over a
+        skewed view of those sums; with several other labels, one per position of the leading
+        ones, added in row-major order)."""
         assert self.copies is not None
         copies = self.copies
         count = total.shape[0]
         copied = buffers[1][:count]
         np.copyto(copied, source)
-        itemsize = copied.itemsize
-        matrices = np.lib.stride_tricks.as_strided(
-            copied,
-            (count, *copies.other_shape, copied.shape[1], self.run),
-            (copied.strides[0], *copies.other_steps, copies.length * itemsize, itemsize),
+        partial = buffers[2][:count]
+        matmul(weights.reshape(count, partial.shape[1], copied.shape[1]), copied, partial)
+        itemsize = partial.itemsize
+        # Other position (o_1, ..., o_m) starts at row o of the sums plus its offset.
+        skewed_strides = []
+        row = partial.strides[1]
+        for size, step in zip(reversed(copies.other_shape), reversed(copies.other_steps)):
+            skewed_strides.append(row + step)
+            row *= size
+        skewed = np.lib.stride_tricks.as_strided(
+            partial,
+            (count, *copies.other_shape, self.run),
+            (partial.strides[0], *reversed(skewed_strides), itemsize),
             writeable=False,
         )
-        partial = buffers[2][:count]
-        matmul(weights, matrices, partial.reshape(count, *copies.other_shape, 1, self.run))
-        matmul(buffers[3], partial[:, :, 0, :], total[:, None, :])
+        ones = np.ones((1, copies.other_shape[-1]), total.dtype)
+        leading = itertools.product(*map(range, copies.other_shape[:-1]))
+        for number, position in enumerate(leading):
+            index: tuple[Any, ...] = (slice(None), *position)
+            matmul(ones, skewed[index], total[:, None, :], accumulate=number > 0)
 
     @staticmethod
     def _copy_phases(phases: _Phases, image: np.ndarray, staging: np.ndarray) -> None:
@@ -615,8 +650,9 @@ def plan_multiply_accumulate(
     if gathered and phases is None and window_strides is None:
         copies = _copies(full_step, reduced, reduced_shape, inner_label, run, itemsize)
     if copies is not None:
-        copied_row = reduced_shape[copies.axis] * copies.length
-        chunk_row = (copied_row + math.prod(copies.other_shape) * run) * itemsize
+        # A channel's copies and the partial sums of its other positions.
+        chunk_row = (reduced_shape[copies.axis] + math.prod(copies.other_shape)) * copies.length
+        chunk_row *= itemsize
         chunk = max(1, min(chunked, GATHER_BYTES // chunk_row))
     axpy = None
     # A strided operand is read through phase images: axpys reading every s-th element of
