@@ -1,7 +1,7 @@
 """Elementwise special functions computed by Intel oneMKL's vector math (VML) when MKL is loaded
 (`prims/mkl.py`), by NumPy or SciPy otherwise: erf above all (GELU's cost).
 
-Why: NumPy has no vectorized erf (our float32 erf, `erf_float32.py`, makes 16 passes), SciPy's
+Why: NumPy has no vectorized erf (our float32 erf, `erf_float32.py`, makes 15 passes), SciPy's
 float64 erf, erfc, erfinv and ndtri run about 12 ns per element and NumPy's float64 sin and cos
 15 ns, while VML computes each in one vectorized pass, within 1 ulp in its high-accuracy mode.
 Measured at one thread (process CPU time, 1M and 64K elements, VML against the NumPy/SciPy

@@ -11,15 +11,17 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from _thread_checks import assert_one_threads_bits
 from prims_testing import bits_equal
 
 import aten2prims
 import prims
 from aten2prims.executor import plan_for
-from aten2prims.executor.chains import WHOLE_BYTES, ChainKernel
+from aten2prims.executor.chains import CHAIN_BYTES, ChainKernel
+from aten2prims.executor.contraction_fusion import ContractionKernel
 from aten2prims.executor.reference import run_reference
 from aten2prims.executor.segments import SegmentKernel
-from aten2prims.executor.steps import SlotRef, Step
+from aten2prims.executor.steps import Step
 from aten2prims.executor.threads import Parted
 from aten2prims.frontends.fx import from_fx
 from aten2prims.ir.dtypes import DType
@@ -96,15 +98,47 @@ def test_a_gelu_runs_as_one_chain_with_its_erf(kernels: str) -> None:
     x = torch.randn(2, 64, 96, 96, generator=torch.Generator().manual_seed(3)) * 3
     x[0, 0, 0, :6] = torch.tensor([math.inf, -math.inf, math.nan, -0.0, 1e-40, -1e-45])
     graph = exported(torch.nn.GELU(), x)
-    assert chain_ops(graph) == [["mul", "erf", "add", "mul", "mul", "where"]]
+    # `x == inf`, read by the selection alone, is a side link: its booleans stay in a block.
+    assert chain_ops(graph) == [["eq", "mul", "erf", "add", "mul", "mul", "where"]]
     (step,) = [s for s in plan_for(graph).steps if chain_kernel(s) is not None]
     kernel = chain_kernel(step)
-    assert kernel is not None and kernel.links[1].kernel is vector_math.erf
-    same_at_every_thread_count(graph, {graph.user_inputs[0].name: x.numpy()})
+    assert kernel is not None and kernel.links[2].kernel is vector_math.erf
+    assert [link.side for link in kernel.links] == [True] + [False] * 6
+    (expected,) = same_at_every_thread_count(graph, {graph.user_inputs[0].name: x.numpy()})
+    # In blocks of any size, and over a transposed operand (blocks along the leading dims).
+    for block in (1000, 1 << 16):
+        blocked = ChainKernel(kernel.links, kernel.dtype, block)
+        with np.errstate(all="ignore"):  # -inf · 0 gives NaN, as in execute()
+            whole, swapped = blocked(x.numpy()), blocked(x.numpy().transpose(0, 1, 3, 2))
+        bits_equal([whole], [expected])
+        bits_equal([swapped], [expected.transpose(0, 1, 3, 2)])
     with torch.no_grad():
         expected = torch.nn.functional.gelu(x)
     ours = torch.from_numpy(aten2prims.execute(graph, [x.numpy()], threads=1)[0])
     torch.testing.assert_close(ours, expected, equal_nan=True)
+
+
+def test_a_gelu_after_a_linear_layer_stays_out_of_its_epilogue() -> None:
+    """With its comparison a side link, GELU's chain reads only the linear layer's result, as a
+    ReLU's does; but its float32 erf makes many short calls (direct_kernels.SHORT_CALLS), so it
+    runs as a step of its own, whole, not on the product's chunks. Every thread count gives one
+    thread's bits (the product's are BLAS's, not the reference's), torch's values within
+    tolerance."""
+    torch.manual_seed(2)
+    model = torch.nn.Sequential(torch.nn.Linear(192, 768), torch.nn.GELU())
+    x = torch.randn(4, 198, 192)
+    graph = exported(model, x)
+    assert chain_ops(graph) == [["eq", "mul", "erf", "add", "mul", "mul", "where"]]
+    steps = plan_for(graph).steps
+    (product,) = [s.kernel for s in steps if isinstance(s.kernel, ContractionKernel)]
+    assert not [entry for entry in product.epilogue if entry.function is not None]
+    (step,) = [s for s in steps if chain_kernel(s) is not None]
+    assert step.kernel.short_calls and not isinstance(step.kernel, Parted)
+    one = aten2prims.execute(graph, [x.numpy()], threads=1)
+    assert_one_threads_bits(graph, [x.numpy()], one)
+    with torch.no_grad():
+        expected = model(x)
+    torch.testing.assert_close(torch.from_numpy(one[0]), expected)
 
 
 def test_a_chain_gives_the_bits_of_its_steps_in_blocks_of_any_size(kernels: str) -> None:
@@ -160,8 +194,10 @@ def test_a_chain_writes_into_its_dying_operand() -> None:
 def test_a_link_reading_two_results_joins_one_chain() -> None:
     """where(x == inf, nan, x · 2) then neg: the where reads the comparison's and the product's
     results, each read by nothing else; it joins the chain of the first (eq, where, neg) and
-    the product runs as a step of its own before it. The where reads the previous link as its
-    predicate (another dtype) and writes into a scratch block of its own."""
+    the product, computed from the chain's operand x alone, is a side link run first in each
+    block. The where reads the previous link as its predicate (another dtype) and writes into a
+    scratch block of its own. In the second chain the where's branch t is read twice (once
+    transposed): a step of its own."""
 
     def body(x: Value) -> tuple[Value, ...]:
         first = prims.neg(prims.where(prims.eq(x, math.inf), math.nan, prims.mul(x, 2.0)))
@@ -173,10 +209,11 @@ def test_a_link_reading_two_results_joins_one_chain() -> None:
     x = np.random.default_rng(3).standard_normal((600, 600)).astype(np.float32)
     x[0, :3] = np.inf
     same_at_every_thread_count(graph, {"x": x})
-    assert chain_ops(graph) == [["eq", "where", "neg"], ["gt", "where", "neg"]]
+    assert chain_ops(graph) == [["mul", "eq", "where", "neg"], ["gt", "where", "neg"]]
     first, second = [s for s in plan_for(graph).steps if chain_kernel(s) is not None]
-    assert first.out_argument is not None, "over the dying x · 2 (its where's second branch)"
-    assert first.arguments[first.out_argument] != SlotRef(0), "not over the input x"
+    kernel = chain_kernel(first)
+    assert kernel is not None and [link.side for link in kernel.links] == [True] + [False] * 3
+    assert first.out_argument is None, "not over the input x, its one operand"
     assert second.out_argument is None, "not over t: its other branch reads t transposed"
 
 
@@ -221,7 +258,7 @@ def test_broadcast_operands_and_small_results_are_left_to_single_steps() -> None
     same_at_every_thread_count(graph, inputs)
     assert chain_ops(graph) == [], "the broadcast operands keep every mul a step of its own"
 
-    elements = WHOLE_BYTES // 4
+    elements = CHAIN_BYTES // 4
 
     def small(x: Value) -> Value:
         return prims.neg(prims.exp(x))

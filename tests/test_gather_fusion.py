@@ -55,6 +55,13 @@ CASES: dict[
     "only ramps": ((3, 4), [(None, (0,)), (None, (1,))], (3, 4)),
     # One element per batch position (nanmedian's pick per row): each slice is 0-dim.
     "one element per row": ((3, 5), [(None, (0,)), ((3,), (0,))], (3,)),
+    # Index sources stretching size-1 dims (BERT's token-type ids: one row for every sequence).
+    "a stretched index": ((3, 10), [((1, 5), (0, 1)), (None, (2,))], (4, 5, 10)),
+    "a stretched index over a batch dim": (
+        (2, 3, 20),
+        [(None, (0,)), (None, (1,)), ((1, 4, 1), (0, 2, 3))],
+        (2, 3, 4, 5),
+    ),
 }
 
 
@@ -84,8 +91,15 @@ def test_fused_gathers_agree_with_the_kernel(name: str) -> None:
     (kernel,) = _gathers(graph)
     assert bool(kernel.batch_sizes) == (
         name
-        in ("grid sampling", "batch dim in the middle", "two batch dims", "one element per row")
+        in (
+            "grid sampling",
+            "batch dim in the middle",
+            "two batch dims",
+            "one element per row",
+            "a stretched index over a batch dim",
+        )
     )
+    assert bool(kernel.stretched) == name.startswith("a stretched index")
     expected = run_reference(graph, inputs)
     assert_same(aten2prims.execute(graph, inputs), expected)
     assert_same(aten2prims.execute(graph, inputs, check=True), expected)

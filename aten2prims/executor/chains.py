@@ -5,13 +5,17 @@ NumPy makes one pass over memory per ufunc. A SiLU (`x · sigmoid(x)`: neg, exp,
 mul) or a hardswish (add, clamp, mul, div) is a chain of such steps in which every result but
 the last is read only by the next step. Run whole, each step reads and writes the whole
 tensor, from L3 or memory once it exceeds a core's L2. Run block by block, every step of the
-chain is applied to one block of elements (256 KiB of the widest dtype) before the next block
+chain is applied to one block of elements (1 MiB of the widest dtype) before the next block
 is touched: the intermediates live in that block of the result or in a per-thread scratch
-block, and only the external operands are read and only the last result is written in full. Measured at one thread (process
-CPU time, medians of 9, the exported modules): SiLU of 4.8M float32 elements 15.8 ms as steps,
-10.6 / 9.7 / 8.6 / 8.7 ms in blocks of 64 / 128 / 256 / 512 KiB; hardswish of 1.2M 2.35 ms,
-0.97 ms in 256 KiB blocks; GELU of 0.6M (its erf blocked already) 2.77 ms, 3.46 / 2.61 ms
-in 64 / 256 KiB blocks.
+block, and only the external operands are read and only the last result is written in full.
+Measured at one thread (process CPU time, medians of 9, the exported modules) on an earlier
+machine: SiLU of 4.8M float32 elements 15.8 ms as steps, 10.6 / 9.7 / 8.6 / 8.7 ms in blocks of
+64 / 128 / 256 / 512 KiB; hardswish of 1.2M 2.35 ms, 0.97 ms in 256 KiB blocks. On the AMD
+EPYC (Zen 4: 1 MiB of L2 per core, 32 MiB of L3; NumPy's kernels) 1 MiB blocks beat 256 KiB
+ones: GELU of 0.5M / 0.6M / 1.2M / 2.4M / 4.8M elements 0.99 / 1.30 / 2.97 / 5.41 / 11.3 ms in
+256 KiB blocks, 0.86 / 1.05 / 2.62 / 4.79 / 11.0 ms in 1 MiB blocks with results up to 4 MiB
+as one block (its erf still runs its passes in blocks of 64K elements, erf_float32.py), SiLU
+of 4.8M 11.3 → 10.5 ms: NumPy's cost per call now outweighs streaming from L3.
 
 Each element is computed by the same kernels from the same operand elements as when the steps
 run whole (elementwise kernels; blocks are slices along leading dims, the innermost dims whole,
@@ -26,11 +30,17 @@ A chain is a run of steps found in the plan's step list (after specialization an
 - every link after the first reads the previous link's result, which nothing else reads (nor
   is it a graph output), and has the same result shape;
 - a chain has at least two links and a result of more than 1 MiB (a smaller one stays in L2
-  as whole steps; in DeiT-tiny's attention, comparisons of 470 KB chained ran slower).
-A result of at most 1 MiB given to the kernel (a part of a segment or of a split step) is one
-block. When every link has the result's dtype and may write over the previous link's result,
-the links work in the target block itself, as the steps did in their buffer, and touch no
-scratch (unless an operand shares the target's memory).
+  as whole steps; in DeiT-tiny's attention, comparisons of 470 KB chained ran slower);
+- a step whose result a link reads besides the previous link's, read by nothing else, of the
+  result's shape and computed from values that exist before the chain (GELU's `x == inf`,
+  read by its selection) is a side link: it runs first in each block, into a scratch block of
+  its own, instead of writing a full buffer the chain reads again (GELU over 0.6M elements:
+  the comparison's pass of 0.035 ms and its booleans' buffer).
+A result of at most 4 MiB given to the kernel (a part of a segment or of a split step, or a
+whole result) is one block. When every link but the side links has the result's dtype and may
+write over the previous link's result, those links work in the target block itself, as the
+steps did in their buffer, and touch no scratch (unless an operand shares the target's
+memory).
 The chain becomes one elementwise step at its last link (`ChainKernel`), whose operands are the
 links' other operands: it takes `out=`, may write into an operand that dies there
 (`Step.out_operands`, inplace.py), and is split into parts (threads.py) or rows of a segment
@@ -53,29 +63,35 @@ from .direct_kernels import makes_short_calls
 from .steps import SlotRef, Step
 from .threads import operand_part
 
-# Bytes of the widest dtype of a chain per block: a block's operands, its scratch and its result
-# stay in a core's L2 cache (64K float32 elements measured fastest; see the module doc).
-BLOCK_BYTES = 1 << 18
-# A result of at most this many bytes (of the widest dtype) is one block: it stays in L2 whole,
-# and a kernel blocked itself (erf) pays its own per-call cost once (GELU in DeiT-tiny's
-# segments, parts of 600 KB, ran slower in blocks of 256 KiB); a chain's result is larger.
-WHOLE_BYTES = 1 << 20
+# Bytes of the widest dtype of a chain per block (see the module doc: on the AMD EPYC, NumPy's
+# cost per call outweighs streaming from L3 below 1 MiB).
+BLOCK_BYTES = 1 << 20
+# A result of at most this many bytes (of the widest dtype) is one block: a kernel blocked itself
+# (erf) pays its own per-call cost once (GELU of 0.6M elements, 2.4 MB, 1.05-1.1x faster as one
+# block than in 1 MiB blocks).
+WHOLE_BYTES = 1 << 22
+# A chain's result holds more than this many bytes: a smaller one stays in L2 as whole steps (in
+# DeiT-tiny's attention, comparisons of 470 KB chained ran slower).
+CHAIN_BYTES = 1 << 20
 
-# How a link's argument is found in a block: an operand of the chain, the previous link's result
-# or a literal.
-_OPERAND, _PREVIOUS, _LITERAL = 0, 1, 2
+# How a link's argument is found in a block: an operand of the chain, the previous link's result,
+# a literal or a side link's result (payload: that link's number).
+_OPERAND, _PREVIOUS, _LITERAL, _SIDE = 0, 1, 2, 3
 
 
 @attrs.frozen
 class _Link:
     """One step of a chain: `kernel(*arguments, out=...)`, each argument (kind, payload): kind
-    _OPERAND (payload: the chain operand's number), _PREVIOUS (the previous link's result) or
-    _LITERAL (payload: the value). `buffer`: the scratch block (dtype, number) it writes into
-    (the last link writes the chain's result)."""
+    _OPERAND (payload: the chain operand's number), _PREVIOUS (the previous link's result),
+    _LITERAL (payload: the value) or _SIDE (payload: a side link's number). `buffer`: the scratch
+    block (dtype, number) it writes into (the last link writes the chain's result). A side link
+    (`side`) reads only the chain's operands and literals; its result, in a scratch block of its
+    own, is read by one later link."""
 
     kernel: Callable[..., Any]
     arguments: tuple[tuple[int, Any], ...]
     buffer: tuple[np.dtype, int]
+    side: bool = False
 
 
 class _Scratch(threading.local):
@@ -87,6 +103,7 @@ class _Scratch(threading.local):
 
 
 _SCRATCH = _Scratch()
+_NONE = np.empty(0, np.uint8)  # the scratch entry of a link working in the target
 
 
 class ChainKernel:
@@ -98,12 +115,12 @@ class ChainKernel:
         self.links = links
         self.dtype = dtype
         self.block = block  # elements per block
-        self.whole = block * (WHOLE_BYTES // BLOCK_BYTES)  # elements run as one block
+        self.whole = max(block, block * WHOLE_BYTES // BLOCK_BYTES)  # elements run as one block
         self._block = _block_function(links, in_target=False)
         # A chain whose every link has the result's dtype and may write over the previous
         # result may instead work in the target block itself, as the steps did in their
         # buffer: no scratch is touched (when no operand shares the target's memory).
-        in_target = all(link.buffer == (dtype, 0) for link in links)
+        in_target = all(link.buffer == (dtype, 0) for link in links if not link.side)
         self._in_target = _block_function(links, in_target=True) if in_target else None
         # A link making many short calls (erf) makes the chain's parts GIL-bound: not shared.
         self.short_calls = any(makes_short_calls(link.kernel) for link in links)
@@ -125,7 +142,7 @@ class ChainKernel:
             type(o) is np.ndarray and np.may_share_memory(o, out) for o in operands
         ):
             run = self._in_target
-        scratch = self._scratch() if run is self._block else []
+        scratch = self._scratch(block, in_target=run is not self._block)
         if out.flags.c_contiguous and all(
             type(o) is not np.ndarray or o.ndim == 0 or (o.shape == shape and o.flags.c_contiguous)
             for o in operands
@@ -156,18 +173,26 @@ class ChainKernel:
             for start in range(0, shape[axis], rows):
                 index = (*position, slice(start, start + rows))
                 part = out[index]
-                views = [buffer[: part.size].reshape(part.shape) for buffer in scratch]
+                views = [
+                    buffer[: part.size].reshape(part.shape) if buffer.size else buffer
+                    for buffer in scratch
+                ]
                 run([operand_part(o, index, ndim) for o in operands], part, views)
         return out
 
-    def _scratch(self) -> list[np.ndarray]:
-        """This thread's scratch block of every link but the last (flat, `block` elements)."""
+    def _scratch(self, size: int, in_target: bool) -> list[np.ndarray]:
+        """This thread's scratch block (flat, at least `size` elements) of every link but the
+        last, by link number; working in the target, only side links write into one (the
+        others' entries are an empty stand-in)."""
         blocks = _SCRATCH.blocks
         found = []
         for link in self.links[:-1]:
+            if in_target and not link.side:
+                found.append(_NONE)
+                continue
             scratch = blocks.get(link.buffer)
-            if scratch is None or scratch.size < self.whole:
-                scratch = blocks[link.buffer] = np.empty(self.whole, link.buffer[0])
+            if scratch is None or scratch.size < size:
+                scratch = blocks[link.buffer] = np.empty(size, link.buffer[0])
             found.append(scratch)
         return found
 
@@ -188,12 +213,16 @@ def _block_function(links: Sequence[_Link], in_target: bool) -> Callable[..., No
                 arguments.append(f"p[{payload}]")
             elif kind == _PREVIOUS:
                 arguments.append(previous)
+            elif kind == _SIDE:
+                arguments.append(f"views[{payload}]")
             else:
                 namespace[f"c{number}_{position}"] = payload
                 arguments.append(f"c{number}_{position}")
         last = number == len(links) - 1
-        previous = "target" if last or in_target else f"views[{number}]"
-        lines.append(f"    k{number}({', '.join(arguments)}, out={previous})")
+        written = "target" if last or (in_target and not link.side) else f"views[{number}]"
+        lines.append(f"    k{number}({', '.join(arguments)}, out={written})")
+        if not link.side:
+            previous = written
     exec(compile("\n".join(lines) + "\n", "<aten2prims chain>", "exec"), namespace)
     function: Callable[..., None] = namespace["block"]
     return function
@@ -250,7 +279,8 @@ def fuse_chains(
     relaxed = {
         step.out_slots[0]: step.relaxed_shape for step in steps if step.relaxed_shape is not None
     }
-    chains: dict[int, list[int]] = {}  # by the index of the chain's last link
+    producer = {slot: index for index, step in enumerate(steps) for slot in step.out_slots}
+    chains: dict[int, tuple[list[int], list[int]]] = {}  # by the index of the last link
     in_chain: set[int] = set()
     for index, step in enumerate(steps):
         if index in in_chain:
@@ -269,37 +299,93 @@ def fuse_chains(
             if next_meta is None or next_meta.shape != meta.shape:
                 break
             members.append(following[0])
-        itemsize = max(meta_of[steps[i].out_slots[0]].dtype.itemsize for i in members)
-        if len(members) >= 2 and math.prod(meta.shape) * itemsize > WHOLE_BYTES:
-            chains[members[-1]] = members
-            in_chain.update(members)
+        sides = _side_links(steps, members, meta.shape, producer, readers, outputs, in_chain)
+        sides = [i for i in sides if _linkable(steps[i], meta_of, relaxed) is not None]
+        linked = members + sides
+        itemsize = max(meta_of[steps[i].out_slots[0]].dtype.itemsize for i in linked)
+        if len(members) >= 2 and math.prod(meta.shape) * itemsize > CHAIN_BYTES:
+            chains[members[-1]] = (members, sides)
+            in_chain.update(linked)
     if not chains:
         return steps
     result: list[Step] = []
     for index, step in enumerate(steps):
         if index in chains:
-            result.append(_chain_step([steps[i] for i in chains[index]], meta_of))
+            members, sides = chains[index]
+            result.append(
+                _chain_step([steps[i] for i in members], [steps[i] for i in sides], meta_of)
+            )
         elif index not in in_chain:
             result.append(step)
     return result
 
 
-def _chain_step(links: Sequence[Step], meta_of: dict[int, Any]) -> Step:
-    """One step running `links` (a chain) block by block."""
+def _side_links(
+    steps: list[Step],
+    members: list[int],
+    shape: tuple[int, ...],
+    producer: dict[int, int],
+    readers: dict[int, list[int]],
+    outputs: set[int],
+    taken: set[int],
+) -> list[int]:
+    """Steps a chain's link reads besides the previous link's result that can run inside the
+    chain, block by block (GELU's `x == inf` read by its selection): each of the result's shape,
+    read by that link alone and not a graph output, reading no result of the chain's links or
+    of another side link (only values computed before the chain). Their results then stay in a
+    scratch block instead of a full buffer written and read again (`_linkable` is checked by the
+    caller)."""
+    inside = {steps[i].out_slots[0] for i in members}
+    sides: list[int] = []
+    for number, index in enumerate(members):
+        previous = steps[members[number - 1]].out_slots[0] if number else None
+        for argument in steps[index].arguments:
+            if type(argument) is not SlotRef or int(argument) in (previous, None):
+                continue
+            slot = int(argument)
+            found = producer.get(slot)
+            if (
+                found is None
+                or found in taken
+                or found in members
+                or found in sides
+                or slot in outputs
+                or readers.get(slot) != [index]
+            ):
+                continue
+            side = steps[found]
+            if len(side.out_slots) != 1 or any(
+                type(a) is SlotRef and (int(a) in inside or producer.get(int(a)) in sides)
+                for a in side.arguments
+            ):
+                continue
+            if getattr(side.out_metas[0], "shape", None) != shape:
+                continue
+            sides.append(found)
+    return sides
+
+
+def _chain_step(links: Sequence[Step], sides: Sequence[Step], meta_of: dict[int, Any]) -> Step:
+    """One step running `links` (a chain) block by block, `sides` (side links) first in each
+    block."""
     operands: list[int] = []  # slots of the chain's operands, in order of first use
     built: list[_Link] = []
+    side_number: dict[int, int] = {}  # a side link's result slot -> its link number
     previous_slot: int | None = None
     previous_buffer: tuple[np.dtype, int] | None = None
     # Per operand: the positions at which the last link reads it (for Step.out_operands).
     last = links[-1]
     itemsize = 1
-    for link in links:
+    for number, link in enumerate([*sides, *links]):
+        side = number < len(sides)
         arguments: list[tuple[int, Any]] = []
         reads_previous: list[int] = []
         for position, argument in enumerate(link.arguments):
             if type(argument) is SlotRef and int(argument) == previous_slot:
                 arguments.append((_PREVIOUS, None))
                 reads_previous.append(position)
+            elif type(argument) is SlotRef and int(argument) in side_number:
+                arguments.append((_SIDE, side_number[int(argument)]))
             elif type(argument) is SlotRef:
                 slot = int(argument)
                 if slot not in operands:
@@ -310,6 +396,10 @@ def _chain_step(links: Sequence[Step], meta_of: dict[int, Any]) -> Step:
         meta = meta_of[link.out_slots[0]]
         dtype = np.dtype(meta.dtype.numpy)
         itemsize = max(itemsize, dtype.itemsize)
+        if side:  # a block of its own, apart from the main links' two per dtype
+            side_number[link.out_slots[0]] = number
+            built.append(_Link(link.kernel, tuple(arguments), (dtype, 2 + number), side=True))
+            continue
         # Over the previous result's block when the kernel may write over every position it
         # reads it at (a ufunc, or the positions it names); else into the other block.
         if (
@@ -341,7 +431,7 @@ def _chain_step(links: Sequence[Step], meta_of: dict[int, Any]) -> Step:
         tuple(built), np.dtype(result_meta.dtype.numpy), max(1, BLOCK_BYTES // itemsize)
     )
     return Step(
-        tuple(node for link in links for node in link.nodes),
+        tuple(node for link in [*sides, *links] for node in link.nodes),
         kernel,
         tuple(SlotRef(slot) for slot in operands),
         (last.out_slots[0],),

@@ -86,7 +86,7 @@ TAKE_OUT: frozenset[Callable[..., Any]] = frozenset(vector_math.KERNELS.values()
 
 
 # Direct kernels that make many short NumPy calls on any operand (float32 erf without MKL:
-# sixteen passes over blocks of 64K elements, erf_float32.py). Two threads each making such
+# fifteen passes over blocks of 64K elements, erf_float32.py). Two threads each making such
 # calls hand the GIL to each other at nearly every call, each hand-over tens of microseconds on
 # a VM whose idle cores halt: GELU's passes over 0.5 to 4.8M elements in four parts on two
 # threads took 0.94 to 1.31 times as long as whole on one. Their steps run whole, on the
