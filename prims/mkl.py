@@ -28,11 +28,12 @@ import contextlib
 import ctypes
 import importlib.metadata
 import os
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
+
+from prims.optional_library import OptionalLibrary
 
 # MKL's enumerations (mkl_types.h, mkl_vml_defines.h, mkl_cbwr.h).
 _THREADING_SEQUENTIAL = 1
@@ -113,9 +114,6 @@ def _prototyped(handle: ctypes.CDLL, name: str, argtypes: list) -> Callable[...,
     return function
 
 
-_lock = threading.Lock()
-_loaded: list[Mkl | None] = []  # empty until the first call of library()
-_disabled_depth = 0
 unavailable_reason = ""
 
 
@@ -191,20 +189,15 @@ def _load() -> Mkl | None:
 
 def library() -> Mkl | None:
     """MKL if kernels should use it now, else None (see the module's docstring for when)."""
-    if not _loaded:
-        with _lock:
-            if not _loaded:
-                _loaded.append(_load())
-    return None if _disabled_depth else _loaded[0]
+    return _library.get()
 
 
 @contextlib.contextmanager
 def disabled() -> Iterator[None]:
     """Within the block `library()` is None: kernels, which ask at each call, use NumPy's
     routines (the tests compare both)."""
-    global _disabled_depth
-    _disabled_depth += 1
-    try:
+    with _library.disabled():
         yield
-    finally:
-        _disabled_depth -= 1
+
+
+_library = OptionalLibrary(_load)

@@ -23,13 +23,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
 import numpy
 import threadpoolctl
+
+from prims.optional_library import OptionalLibrary
 
 _pointer = ctypes.c_void_p
 
@@ -98,9 +99,6 @@ def _prototyped(function: Callable[..., None], argtypes: list) -> Callable[..., 
 # an ILP64 build with the usual suffix, and a plain build.
 _NAMINGS = (("scipy_", "64_"), ("scipy_", ""), ("", "64_"), ("", ""))
 
-_lock = threading.Lock()
-_loaded: list[OpenBlas | None] = []  # empty until the first call of library()
-_disabled_depth = 0
 unavailable_reason = ""
 
 
@@ -156,19 +154,14 @@ def _load() -> OpenBlas | None:
 
 def library() -> OpenBlas | None:
     """NumPy's OpenBLAS if products should call it now, else None (see the module's docstring)."""
-    if not _loaded:
-        with _lock:
-            if not _loaded:
-                _loaded.append(_load())
-    return None if _disabled_depth else _loaded[0]
+    return _library.get()
 
 
 @contextlib.contextmanager
 def disabled() -> Iterator[None]:
     """Within the block `library()` is None: products not made by MKL are np.matmul's."""
-    global _disabled_depth
-    _disabled_depth += 1
-    try:
+    with _library.disabled():
         yield
-    finally:
-        _disabled_depth -= 1
+
+
+_library = OptionalLibrary(_load)
