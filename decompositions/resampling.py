@@ -28,6 +28,7 @@ from .common import (
     full,
     index_ramp,
     iota,
+    row_major,
     row_major_strides,
     row_major_window,
     scalar,
@@ -68,15 +69,6 @@ def _quotient(numerator: Any, denominator: Any, dtype: DType) -> Any:
         kind = dtype.numpy.type
         return float(kind(numerator) / kind(denominator))
     return prims.div(scalar(numerator, dtype), scalar(denominator, dtype))
-
-
-def _gather_plane(x: Value, flat: Value, dims: Sequence[int], shape: Sequence[int]) -> Value:
-    """A tensor of `shape` = [*lead, *positions] holding x[*lead, p] for x = [*lead, H, W] seen as
-    [*lead, H·W]: p = flat (int64 positions row · W + column) broadcast to `shape` along `dims`.
-    One gather, indexed by the lead dims and the flat position only."""
-    plane = prims.collapse_view(x, x.ndim - 2, x.ndim - 1)
-    lead = [index_ramp(shape, d) for d in range(x.ndim - 2)]
-    return prims.gather_nd(plane, [*lead, prims.broadcast_in_dim(flat, list(shape), list(dims))])
 
 
 def _separable_gather(x: Value, indices: Sequence[Value]) -> Value:
@@ -331,6 +323,10 @@ def upsample_bilinear2d(
 BILINEAR, NEAREST, BICUBIC = 0, 1, 2
 ZEROS, BORDER, REFLECTION = 0, 1, 2
 CUBIC_A = -0.75  # the cubic convolution constant ATen's grid sampler uses
+# Grid sampling reads a channels-last copy of the input from this many channels on (measured on
+# 8×C×56² bilinear sampling: channels-last 0.75x the time at 32 channels, 1.04-1.21x at 4-16;
+# docs/design.md).
+CHANNELS_LAST_MIN = 32
 
 
 @attrs.frozen
@@ -383,26 +379,91 @@ class GridAxis:
         return prims.bitwise_and(prims.gt(coordinate, -1.0), prims.lt(coordinate, float(self.size)))
 
 
+@attrs.frozen
+class _Position:
+    """Integral source coordinates along one axis as int64 indices, and (zeros padding) whether
+    each lies inside the input; outside positions hold index 0."""
+
+    index: Value
+    inside: Value | None
+
+
 class _Sampler:
     """Reads input[n, c, y, x] at integral float coordinates y, x of shape [N, H', W'], giving
-    [N, C, H', W'] with zeros where a coordinate lies outside the input."""
+    [N, C, H', W'] (`result`) with zeros where a coordinate lies outside the input.
+
+    Under zeros padding the reads go to the input with one row of zeros appended, seen flat: an
+    outside position reads a zero, as ATen's masked gather gives 0, so the gathered values need
+    no select of their own (one copy of the input instead of a select per read). Coordinates
+    that border or reflection padding clamped into the input need no test (`bounded`).
+
+    `channels_last`: the reads go to a channels-last copy [N, H·W, C]
+    (the zero row appended in the same copy): a read then copies C contiguous values per
+    position, where the [N, C, H·W] planes copy one value per channel and position; the blend
+    runs channels-last and its sum is copied back to [N, C, H', W'] (docs/design.md)."""
 
     def __init__(
-        self, values: Value, rows: GridAxis, columns: GridAxis, positions: Sequence[int]
+        self,
+        values: Value,
+        rows: GridAxis,
+        columns: GridAxis,
+        positions: Sequence[int],
+        outside: bool,
+        channels_last: bool,
     ) -> None:
-        self.values = values
+        batch, channels, height, width = values.shape
         self.rows, self.columns = rows, columns
-        self.shape = [*values.shape[:2], *positions]
+        self.width, self.outside_index = width, height * width  # the appended zero row
+        self.channels_last = channels_last
+        if self.channels_last:
+            image = prims.transpose(values, [0, 2, 3, 1])  # [N, H, W, C]
+            zero = full([batch, 1, width, channels], 0, values.dtype)
+            self.plane = prims.collapse_view(prims.cat([image, zero], 1), 1, 2)
+            self.shape = [batch, *positions, channels]
+            self.spread_dims, self.channel_dim = [0, 1, 2], 3
+        else:
+            if outside:
+                values = prims.cat([values, full([batch, channels, 1, width], 0, values.dtype)], 2)
+            self.plane = prims.collapse_view(values, 2, 3)
+            self.shape = [batch, channels, *positions]
+            self.spread_dims, self.channel_dim = [0, 2, 3], 1
 
     def _spread(self, x: Value) -> Value:
-        return prims.broadcast_in_dim(x, self.shape, [0, 2, 3])
+        return prims.broadcast_in_dim(x, self.shape, self.spread_dims)
 
-    def read(self, y: Value, x: Value) -> Value:
-        inside = prims.bitwise_and(self.rows.inside(y), self.columns.inside(x))
-        row, column = (convert(prims.where(inside, c, 0.0), DType.int64) for c in (y, x))
-        flat = prims.add(prims.mul(row, self.values.shape[3]), column)
-        values = _gather_plane(self.values, flat, [0, 2, 3], self.shape)
-        return prims.where(self._spread(inside), values, 0.0)
+    def result(self, blended: Value) -> Value:
+        """The blend of reads (of `self.shape`) as the op's [N, C, H', W'] result."""
+        if self.channels_last:
+            return row_major(prims.transpose(blended, [0, 3, 1, 2]))
+        return blended
+
+    def position(self, axis: GridAxis, coordinate: Value, bounded: bool) -> _Position:
+        """Converted once per coordinate, shared by every read at it (bilinear's corners share
+        rows and columns two by two, bicubic's 16 taps four rows and four columns). `bounded`:
+        the coordinate is known to lie in [0, size - 1] (clamped by the padding)."""
+        if bounded:
+            return _Position(convert(coordinate, DType.int64), None)
+        inside = axis.inside(coordinate)
+        return _Position(convert(prims.where(inside, coordinate, 0.0), DType.int64), inside)
+
+    def row(self, y: Value, bounded: bool) -> _Position:
+        return self.position(self.rows, y, bounded)
+
+    def column(self, x: Value, bounded: bool) -> _Position:
+        return self.position(self.columns, x, bounded)
+
+    def read(self, row: _Position, column: _Position) -> Value:
+        flat = prims.add(prims.mul(row.index, self.width), column.index)
+        masks = [p.inside for p in (row, column) if p.inside is not None]
+        if masks:
+            inside = masks[0] if len(masks) == 1 else prims.bitwise_and(masks[0], masks[1])
+            flat = prims.where(inside, flat, self.outside_index)
+        # The plane's axes: batch, channels and the flat position, in the plane's order.
+        batch, channel = index_ramp(self.shape, 0), index_ramp(self.shape, self.channel_dim)
+        position = prims.broadcast_in_dim(flat, self.shape, self.spread_dims)
+        if self.channels_last:
+            return prims.gather_nd(self.plane, [batch, position, channel])
+        return prims.gather_nd(self.plane, [batch, channel, position])
 
     def weighted(self, value: Value, weight: Value) -> Value:
         return prims.mul(value, self._spread(weight))
@@ -461,21 +522,36 @@ def grid_sampler_2d(
     rows, columns = (GridAxis(n, padding_mode, align_corners, input.dtype) for n in (height, width))
     strides = row_major_strides(grid.shape)[:3]
     gx, gy = (row_major_window(grid, [batch, *positions], list(strides), k) for k in (0, 1))
-    sampler = _Sampler(input, rows, columns, positions)
+    # Padded coordinates lie in the input except under zeros padding; bilinear's east and south
+    # neighbours (floor + 1) may lie one past its end under every padding.
+    clamped = padding_mode != ZEROS
+    outside = interpolation_mode == BILINEAR or not clamped
+    # Several reads (bilinear 4, bicubic 16) of many channels pay for the channels-last copies;
+    # nearest's one read does not (measured in docs/design.md).
+    channels_last = channels >= CHANNELS_LAST_MIN and interpolation_mode != NEAREST
+    sampler = _Sampler(input, rows, columns, positions, outside, channels_last)
     if interpolation_mode == BICUBIC:
-        return _bicubic(sampler, columns.unnormalize(gx), rows.unnormalize(gy))
+        return sampler.result(
+            _bicubic(sampler, columns.unnormalize(gx), rows.unnormalize(gy), clamped)
+        )
     x, y = columns.pad(columns.unnormalize(gx)), rows.pad(rows.unnormalize(gy))
     if interpolation_mode == NEAREST:
-        return sampler.read(prims.round(y), prims.round(x))
-    return _bilinear(sampler, x, y)
+        return sampler.result(
+            sampler.read(
+                sampler.row(prims.round(y), clamped), sampler.column(prims.round(x), clamped)
+            )
+        )
+    return sampler.result(_bilinear(sampler, x, y, clamped))
 
 
-def _bilinear(sampler: _Sampler, x: Value, y: Value) -> Value:
+def _bilinear(sampler: _Sampler, x: Value, y: Value, clamped: bool) -> Value:
     """The four neighbours weighted by the opposite rectangles: nw·v + ne·v + sw·v + se·v."""
     west, north = prims.floor(x), prims.floor(y)
     east, south = prims.add(west, 1.0), prims.add(north, 1.0)
     to_west, to_north = prims.sub(x, west), prims.sub(y, north)
     to_east, to_south = prims.sub(1.0, to_west), prims.sub(1.0, to_north)
+    north, south = sampler.row(north, clamped), sampler.row(south, False)
+    west, east = sampler.column(west, clamped), sampler.column(east, False)
     corners = [
         (north, west, prims.mul(to_south, to_east)),
         (north, east, prims.mul(to_south, to_west)),
@@ -485,14 +561,16 @@ def _bilinear(sampler: _Sampler, x: Value, y: Value) -> Value:
     return sequential_sum([sampler.weighted(sampler.read(r, c), w) for r, c, w in corners])
 
 
-def _bicubic(sampler: _Sampler, x: Value, y: Value) -> Value:
+def _bicubic(sampler: _Sampler, x: Value, y: Value, clamped: bool) -> Value:
     """Σ_i cy[i] · (Σ_j cx[j] · input[pad(y0 - 1 + i), pad(x0 - 1 + j)])."""
     x0, y0 = prims.floor(x), prims.floor(y)
     cx, cy = _cubic_coefficients(prims.sub(x, x0)), _cubic_coefficients(prims.sub(y, y0))
-    columns = [sampler.columns.pad(prims.add(x0, float(j - 1))) for j in range(4)]
+    columns = [
+        sampler.column(sampler.columns.pad(prims.add(x0, float(j - 1))), clamped) for j in range(4)
+    ]
     lines = []
     for i in range(4):
-        row = sampler.rows.pad(prims.add(y0, float(i - 1)))
+        row = sampler.row(sampler.rows.pad(prims.add(y0, float(i - 1))), clamped)
         lines.append(
             sequential_sum(
                 [sampler.weighted(sampler.read(row, columns[j]), cx[j]) for j in range(4)]

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _thread_checks import assert_one_threads_bits
 from test_executor import assert_same, build
 
 import aten2prims
@@ -155,8 +156,13 @@ def test_columns_are_taken_before_rows() -> None:
             "aten.grid_sampler_2d.default",
             lambda t: (t.randn(2, 3, 5, 7), t.rand(2, 4, 6, 2) * 2.2 - 1.1, 0, 0, False),
         ),
+        # 32 channels: the reads of a channels-last copy (decompositions/resampling.py)
+        (
+            "aten.grid_sampler_2d.default",
+            lambda t: (t.randn(2, 32, 5, 7), t.rand(2, 4, 6, 2) * 2.2 - 1.1, 2, 0, False),
+        ),
     ],
-    ids=["nearest", "bilinear", "grid"],
+    ids=["nearest", "bilinear", "grid", "grid channels-last"],
 )
 def test_resampling_gathers_are_fused(call: tuple[str, Any]) -> None:
     import torch
@@ -167,4 +173,6 @@ def test_resampling_gathers_are_fused(call: tuple[str, Any]) -> None:
     gathers = [node for node in graph.nodes if node.op == "prims.gather_nd"]
     assert gathers and len(_gathers(graph)) == len(gathers)
     expected = run_reference(graph, inputs)
-    assert_same(aten2prims.execute(graph, inputs), expected)
+    one = aten2prims.execute(graph, inputs, threads=1)
+    assert_same(one, expected)
+    assert_one_threads_bits(graph, inputs, one)

@@ -272,6 +272,12 @@ def _grid_sampler_2d_samples(dtype: DType) -> Iterator[AtenCall]:
     modes = [(i, p, a) for i in (2, 1, 0) for p in (2, 1, 0) for a in (False, True)]
     for interpolation, padding, align in _turn(modes, dtype, FLOATS, 3)[:3]:
         yield _call(op, x, grid, interpolation, padding, align)
+    # 32 channels: bilinear and bicubic read a channels-last copy of the input from 32 channels
+    # on (decompositions/resampling.py), nearest the planes.
+    wide = _tensor((2, 32, 5, 6), dtype)
+    blends = [(i, p, a) for i in (0, 2) for p in (0, 1, 2) for a in (False, True)]
+    for interpolation, padding, align in _turn(blends, dtype, FLOATS, 3)[:3]:
+        yield _call(op, wide, grid, interpolation, padding, align)
 
 
 # -- adaptive max pooling (non-core overloads torch.export keeps) ----------------------------------------
