@@ -654,18 +654,21 @@ def test_shared_and_folded_fills_scatter_in_one_step(fill: Any, dtype: DType, si
 @pytest.mark.parametrize(
     ("size", "stride", "offset", "bordered"),
     [
-        ([2, 3, 4], [30, 6, 1], 7, True),  # a padding box: rows 1-3, columns 1-4 of each plane
-        ([2, 1, 4], [30, 6, 1], 8, True),  # a window dim of size 1 (a new axis)
-        ([3, 2], [6, 2], 1, False),  # columns stepping 2: the whole buffer is filled
-        ([5, 6], [6, 1], 30, True),  # the window is the second plane whole
+        # a padding box (rows 1-32, columns 1-34 of each plane): 11% of the buffer outside
+        ([2, 32, 34], [1224, 36, 1], 37, True),
+        ([2, 1, 32, 34], [1224, 36, 36, 1], 37, True),  # a window dim of size 1 (a new axis)
+        ([2, 16, 18], [1224, 36, 1], 37, False),  # a wide border (77%): the whole is filled
+        ([32, 17], [36, 2], 37, False),  # columns stepping 2: the whole buffer is filled
+        ([34, 36], [36, 1], 1224, False),  # the window is the second plane whole (50% outside)
     ],
 )
-def test_filled_scatter_into_a_used_buffer_fills_only_the_border(
+def test_filled_scatter_into_a_used_buffer_fills_only_a_thin_border(
     size: list[int], stride: list[int], offset: int, bordered: bool
 ) -> None:
     """Written into a buffer holding other values (an arena's), a padding fills only the parts
-    outside its window when that is a box, and gives exactly the kernels' result."""
-    shape = (2, 5, 6)
+    outside its window when that is a box and they are at most BORDER_MAX_FRACTION of the
+    buffer (else the whole buffer), and gives exactly the kernels' result."""
+    shape = (2, 34, 36)
 
     def body(x: Value) -> Value:
         base = prims.full(list(shape), -0.0, dtype=DType.float32, device=CPU, requires_grad=False)

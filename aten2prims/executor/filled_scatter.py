@@ -32,6 +32,16 @@ from .fusion import FusedGroup, FusionContext
 from .specialize import basic_index
 from .threads import chunks, run_parts
 
+# A buffer that holds other values (an arena's) has only the border around a box window filled
+# when the border is at most this fraction of its elements; a wider border is filled with the
+# rest, in one pass. The border's side columns are short runs (a padding's width, one run per
+# image row), so their fill costs more per element than a whole fill streaming through memory.
+# Measured at batch 4 (NumPy's kernels, AMD EPYC, one thread, fill plus window copy, border /
+# whole): 96x112² padded by 1 (3% border) 1.85 / 2.03 ms, 144x56² by 1 (7%) 0.29 / 0.36;
+# 96x56² by 3 (18%) 0.43 / 0.35, 192x28² by 3 (32%) 0.38 / 0.23, 768x7² by 3 (71%) 0.39 / 0.19,
+# 240x28² by 2 (23%) 0.37 / 0.22.
+BORDER_MAX_FRACTION = 0.125
+
 
 @attrs.frozen
 class FilledScatter:
@@ -214,6 +224,8 @@ def _border(shape: tuple[int, ...], window: tuple[Any, ...] | None) -> tuple[Any
         else:
             return None
     box += [(0, length) for length in shape[len(box) :]]
+    if math.prod(shape) - math.prod(b - a for a, b in box) > BORDER_MAX_FRACTION * math.prod(shape):
+        return None  # a wide border: one fill of the whole array is faster
     parts: list[tuple[slice, ...]] = []
     for axis, ((start, stop), length) in enumerate(zip(box, shape)):
         inside = tuple(slice(a, b) for a, b in box[:axis])
