@@ -88,7 +88,7 @@ def test_every_thread_count_gives_one_threads_bits(name: str, models: dict) -> N
     assert_one_threads_bits(graph, inputs, one, repeats=2)
 
 
-def test_large_steps_are_split_into_parts(models: dict) -> None:
+def test_large_steps_are_split_into_parts(models: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """The models above do run in parts: elementwise steps, reductions, chunked convolutions
     and matrix products. (A convolution's recipes are made at its first call: one call first,
     so the test does not depend on another having run.)"""
@@ -122,7 +122,9 @@ def test_large_steps_are_split_into_parts(models: dict) -> None:
     transformer = plan_for(models["transformer"][0])
     attention = [step.kernel for step in transformer.steps if type(step.kernel) is AttentionKernel]
     assert attention and all(len(kernel.parts) >= 2 for kernel in attention), "blocks as parts"
-    # Unfused, the attention's scores are large steps of their own.
+    # Unfused, the attention's scores are large steps of their own (of 2-4 MiB here: split in
+    # parts of 1 MiB).
+    monkeypatch.setattr(threads_module, "PART_BYTES", 1 << 20)
     unfused = _unfused_attention_plan(models["transformer"][0])
     assert any(type(step.kernel) is Parted for step in unfused.steps)
     assert any(type(step.kernel) is ReducedParted for step in unfused.steps), "softmax"

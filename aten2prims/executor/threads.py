@@ -44,8 +44,9 @@ from .steps import SlotRef
 # The environment variable giving execute()'s default thread count.
 THREADS_VARIABLE = "ATEN2PRIMS_NUM_THREADS"
 # A part holds at least this many bytes (of the result; of the operand, for a reduction):
-# handing a part to another thread costs tens of microseconds (docs/executor.md#threads).
-PART_BYTES = 1 << 20
+# handing a part to another thread costs 25-130 microseconds (docs/executor.md#threads; with
+# 1 MiB, the zoo's CNN ran 1.2x slower at two threads on an AMD EPYC).
+PART_BYTES = 2 << 20
 # At most this many parts per step (each part costs a few microseconds of Python).
 MAX_PARTS = 4
 
