@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import prims
 from aten2prims.cli import main
 from aten2prims.executor import plan as plan_module
 from aten2prims.executor import plan_for
+from aten2prims.executor import threads as threads_module
 from aten2prims.executor.attention import AttentionKernel
 from aten2prims.executor.chains import ChainKernel
 from aten2prims.executor.contraction_fusion import ContractionKernel
@@ -33,6 +35,8 @@ from aten2prims.executor.threads import (
     Parted,
     ReducedParted,
     default_threads,
+    run_parts,
+    running_with,
 )
 from aten2prims.frontends.torch_interop import to_numpy
 from aten2prims.ir import DType, TensorMeta
@@ -84,7 +88,7 @@ def test_every_thread_count_gives_one_threads_bits(name: str, models: dict) -> N
     assert_one_threads_bits(graph, inputs, one, repeats=2)
 
 
-def test_large_steps_are_split_into_parts(models: dict) -> None:
+def test_large_steps_are_split_into_parts(models: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """The models above do run in parts: elementwise steps, reductions, chunked convolutions
     and matrix products. (A convolution's recipes are made at its first call: one call first,
     so the test does not depend on another having run.)"""
@@ -118,7 +122,9 @@ def test_large_steps_are_split_into_parts(models: dict) -> None:
     transformer = plan_for(models["transformer"][0])
     attention = [step.kernel for step in transformer.steps if type(step.kernel) is AttentionKernel]
     assert attention and all(len(kernel.parts) >= 2 for kernel in attention), "blocks as parts"
-    # Unfused, the attention's scores are large steps of their own.
+    # Unfused, the attention's scores are large steps of their own (of 2-4 MiB here: split in
+    # parts of 1 MiB).
+    monkeypatch.setattr(threads_module, "PART_BYTES", 1 << 20)
     unfused = _unfused_attention_plan(models["transformer"][0])
     assert any(type(step.kernel) is Parted for step in unfused.steps)
     assert any(type(step.kernel) is ReducedParted for step in unfused.steps), "softmax"
@@ -143,6 +149,30 @@ def test_blas_threads_are_restored_after_a_call(models: dict) -> None:
             if info["user_api"] == "blas"
         )
     assert [info["num_threads"] for info in threadpoolctl.threadpool_info()] == before
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+def test_workers_run_on_cpus_other_than_the_callers() -> None:
+    allowed = os.sched_getaffinity(0)
+    caller = min(threads_module.CPUS)
+    ran_on: list[int] = []
+    os.sched_setaffinity(0, {caller})
+    try:
+        with running_with(3):
+            run_parts([lambda: ran_on.append(caller), lambda: None, lambda: None])
+            workers = threads_module._CALL.workers
+            assert workers is not None
+            masks = [os.sched_getaffinity(native_id) for native_id in workers.native_ids]
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert threads_module.CURRENT_CPU is not None, "glibc's sched_getcpu is found"
+    assert workers.away_from == caller
+    others = sorted(threads_module.CPUS - {caller})
+    if others:  # a CPU each, none the caller's
+        assert masks == [{others[i % len(others)]} for i in range(len(masks))]
+    else:  # one CPU: nowhere else to go
+        assert all(mask == {caller} for mask in masks)
+    assert ran_on == [caller]
 
 
 def test_the_default_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

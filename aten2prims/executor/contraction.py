@@ -1007,7 +1007,9 @@ def _chunk_levels(
     order: the batch-like (P) axes, outermost first; then the free axes of the copied operand (Y's
     when nothing is copied) in output order, an inner one only once the outer ones are down to
     single indices (so output chunks stay views), keeping at least `min_chunk_columns` output
-    columns; then, for copies only, the contracted axes (chunks accumulate)."""
+    columns; then, for copies only, the contracted axes (chunks accumulate). The chunks of an
+    output axis are of one size, an even number of them (so they may be under
+    `min_chunk_columns`: 768 columns are two chunks of 384)."""
     copy = x_copy + y_copy
     if copy <= tuning.copy_chunk_bytes and out_bytes <= tuning.output_chunk_bytes:
         return []
@@ -1036,6 +1038,12 @@ def _chunk_levels(
         if roles[2] is not None and out_bytes > tuning.output_chunk_bytes:
             step = min(step, int(tuning.output_chunk_bytes * length // out_bytes))
         step = min(length, max(1, step, minimum))
+        if step < length and roles[2] is not None:
+            # Chunks of one size, an even number of them: each is a task of the call's threads
+            # (768 columns in steps of 512 were tasks of 512 and 256 columns: at two threads the
+            # caller's took twice the worker's).
+            count = -(-length // step)
+            step = -(-length // (count + count % 2))
         if step < length:
             levels.append(_Level(*roles, length, step))
             copy = copy * step // length if shares_copy else copy

@@ -12,11 +12,16 @@ BLAS is held at one thread during a call (through threadpoolctl; restored afterw
 products are split into parts by the plan instead, so a product is always computed by the same
 one-thread code, and no BLAS thread pool spins beside ours (measured: BLAS at two threads beside
 our parts took half again as much CPU time on the transformer).
+
+A region first restricts the workers to CPUs other than the one the caller runs on (when that
+changed since the last region; `_Workers.place`): left to itself, Linux woke a worker on the
+caller's CPU while the other one idled, and the parts of a region ran one after another.
 """
 
 from __future__ import annotations
 
 import _thread
+import ctypes
 import functools
 import itertools
 import math
@@ -39,8 +44,9 @@ from .steps import SlotRef
 # The environment variable giving execute()'s default thread count.
 THREADS_VARIABLE = "ATEN2PRIMS_NUM_THREADS"
 # A part holds at least this many bytes (of the result; of the operand, for a reduction):
-# handing a part to another thread costs tens of microseconds (docs/executor.md#threads).
-PART_BYTES = 1 << 20
+# handing a part to another thread costs 25-130 microseconds (docs/executor.md#threads; with
+# 1 MiB, the zoo's CNN ran 1.2x slower at two threads on an AMD EPYC).
+PART_BYTES = 2 << 20
 # At most this many parts per step (each part costs a few microseconds of Python).
 MAX_PARTS = 4
 
@@ -100,10 +106,31 @@ class _Workers:
 
     def __init__(self, count: int) -> None:
         self.queues: list[queue.SimpleQueue[_Region]] = [queue.SimpleQueue() for _ in range(count)]
+        self.native_ids: list[int] = []
+        # The caller's CPU the workers were last placed away from (`place`; -1: not yet).
+        self.away_from = -1
         for number, inbox in enumerate(self.queues):
-            threading.Thread(
+            thread = threading.Thread(
                 target=_serve, args=(inbox,), name=f"aten2prims-{number}", daemon=True
-            ).start()
+            )
+            thread.start()
+            self.native_ids.append(thread.native_id or 0)
+
+    def place(self, cpu: int) -> None:
+        """The workers restricted to the process's CPUs (`CPUS`) other than `cpu` (the one the
+        caller runs on); among those the scheduler still chooses, so a worker can leave a busy
+        CPU. Left to Linux, a woken worker was put on the caller's CPU while the other one
+        idled, and the two took turns there: a region's parts ran one after another
+        (docs/executor.md#threads)."""
+        self.away_from = cpu
+        others = CPUS - {cpu}
+        if not others:  # one CPU: nowhere else to go
+            return
+        try:
+            for native_id in self.native_ids:
+                os.sched_setaffinity(native_id, others)
+        except OSError:  # a CPU gone meanwhile: the workers stay where they may run
+            pass
 
 
 def _serve(inbox: queue.SimpleQueue[_Region]) -> None:
@@ -179,6 +206,26 @@ class _Blas:
 BLAS = _Blas()
 
 
+def _cpu_query() -> Callable[[], int] | None:
+    """libc's sched_getcpu (the CPU the calling thread runs on), or None without it."""
+    if not hasattr(os, "sched_setaffinity"):  # not on Linux
+        return None
+    try:
+        function = ctypes.CDLL(None).sched_getcpu
+    except (AttributeError, OSError):  # a C library without it
+        return None
+    function.argtypes = []
+    function.restype = ctypes.c_int
+    return function
+
+
+# The CPU the calling thread runs on (None: unknown here, and the workers are never placed).
+CURRENT_CPU = _cpu_query()
+# The CPUs the process may run on when this module is loaded (a worker inherits the mask of
+# the thread creating it, perhaps a caller held to one CPU).
+CPUS: frozenset[int] = frozenset(os.sched_getaffinity(0) if CURRENT_CPU is not None else ())
+
+
 @contextmanager
 def running_with(threads: int) -> Iterator[None]:
     """The calling thread's steps run their parts on `threads` threads, BLAS on one."""
@@ -203,6 +250,11 @@ def run_parts(parts: Sequence[Callable[[], None]]) -> None:
         for part in parts:
             part()
         return
+    query = CURRENT_CPU
+    if query is not None:
+        cpu = query()
+        if cpu != workers.away_from:
+            workers.place(cpu)
     region = _Region(parts, np.geterr())
     for inbox in workers.queues[: len(parts) - 1]:
         inbox.put(region)
