@@ -35,7 +35,8 @@ import attrs
 
 from prims.optional_library import OptionalLibrary
 
-# MKL's enumerations (mkl_types.h, mkl_vml_defines.h, mkl_cbwr.h).
+# MKL's enumerations (mkl_types.h, mkl_vml_defines.h, mkl_cbwr.h); ROW_MAJOR, NO_TRANSPOSE and
+# TRANSPOSE are cblas.h's, the same in every CBLAS (executor/blas.py passes them to OpenBLAS too).
 _THREADING_SEQUENTIAL = 1
 _CBWR_AUTO = 2
 _CBWR_SUCCESS = 0
@@ -62,6 +63,9 @@ class Mkl:
     handle: ctypes.CDLL = attrs.field(repr=False)
     # The largest size, leading dimension or stride its LP64 interface takes (32-bit ints)
     max_int: int = (1 << 31) - 1
+    # Whether it makes plain products (out = x @ y) too, not only accumulating ones: MKL's gemm
+    # is faster than NumPy's OpenBLAS on the Intel CPUs it is used on.
+    plain_products: bool = True
 
     def gemm(self, float_type: type) -> Callable[..., None]:
         """cblas_sgemm (float_type c_float) or cblas_dgemm (c_double): (layout, transa,

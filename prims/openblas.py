@@ -45,6 +45,9 @@ class OpenBlas:
     suffix: str
     integer: type
     config: str
+    # Whether it makes plain products (out = x @ y) too: no, only accumulating ones — a plain
+    # product through ctypes measured no faster than np.matmul, which calls the same kernels.
+    plain_products: bool = False
 
     @property
     def max_int(self) -> int:

@@ -42,6 +42,7 @@ import attrs
 import numpy as np
 
 from prims import mkl, openblas
+from prims.mkl import NO_TRANSPOSE, ROW_MAJOR, TRANSPOSE  # cblas.h's, OpenBLAS's too
 
 # Products gemm makes through ctypes: matrices of at least GEMM_MIN_MATRIX_MACS multiply-adds
 # each, in a call of at least GEMM_MIN_CALL_MACS. MKL: on smaller ones OpenBLAS's kernels were
@@ -52,11 +53,6 @@ from prims import mkl, openblas
 # against np.matmul's product and add's 15 (AMD EPYC).
 GEMM_MIN_MATRIX_MACS = 1 << 20
 GEMM_MIN_CALL_MACS = 1 << 22
-
-# cblas.h's enumerations (the same in every CBLAS: MKL's and OpenBLAS's)
-ROW_MAJOR = 101
-NO_TRANSPOSE = 111
-TRANSPOSE = 112
 
 _FLOAT_TYPES = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 
@@ -107,7 +103,7 @@ def matmul(
     `accumulate`, out += x @ y instead: gemm adds the product to out as it makes it (beta = 1),
     np.matmul makes it in a temporary array and adds that."""
     provider = library()
-    if provider is not None and (accumulate or type(provider) is not openblas.OpenBlas):
+    if provider is not None and (accumulate or provider.plain_products):
         if gemm_matmul(provider, x, y, out, accumulate=accumulate):
             return
     if accumulate:
