@@ -42,7 +42,6 @@ another dim, a transpose inside the chain.
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -57,6 +56,7 @@ from ..ir.dtypes import DType
 from ..ir.values import TensorMeta
 from .blas import matmul
 from .contraction_fusion import ContractionKernel
+from .kept_buffers import kept_buffer
 from .select import ZeroSelect
 from .steps import SlotRef, Step, describe_failure
 from .threads import run_parts
@@ -237,21 +237,17 @@ def _view(buffer: np.ndarray, kind: _Buffer, shape: tuple[int, ...]) -> np.ndarr
     return buffer[: math.prod(shape) * kind.dtype.itemsize].view(kind.dtype).reshape(shape)
 
 
-# Each thread's block buffers (bytes), shared by every chain it runs: a thread runs one block
-# at a time, and keeps its buffers between calls (a steady-state call allocates none).
-_KEPT = threading.local()
-
-
 def _thread_buffers(sizes: tuple[int, ...]) -> list[np.ndarray]:
-    kept: list[np.ndarray] | None = getattr(_KEPT, "buffers", None)
-    if kept is None:
-        kept = _KEPT.buffers = []
-    while len(kept) < len(sizes):
-        kept.append(np.empty(0, np.uint8))
-    for index, size in enumerate(sizes):
-        if kept[index].nbytes < size:
-            kept[index] = np.empty(size, np.uint8)
-    return kept
+    """This thread's block buffers (bytes), shared by every attention step it runs: a thread
+    runs one block at a time, and keeps its buffers between calls (a steady-state call
+    allocates none)."""
+    return [
+        kept_buffer(f"attention block {number}", (size,), _BYTE)
+        for number, size in enumerate(sizes)
+    ]
+
+
+_BYTE = np.dtype(np.uint8)
 
 
 def _zero_rows(

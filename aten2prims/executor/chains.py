@@ -51,7 +51,6 @@ erf, `direct_kernels.SHORT_CALLS`): such a chain runs whole on the calling threa
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -60,6 +59,7 @@ import numpy as np
 
 from ..ir.values import TensorMeta
 from .direct_kernels import makes_short_calls
+from .kept_buffers import kept_buffer
 from .steps import SlotRef, Step
 from .threads import operand_part
 
@@ -94,15 +94,6 @@ class _Link:
     side: bool = False
 
 
-class _Scratch(threading.local):
-    """Each thread's scratch blocks, by (dtype, number) (a call's threads may run parts of one
-    chain at once)."""
-
-    def __init__(self) -> None:
-        self.blocks: dict[tuple[np.dtype, int], np.ndarray] = {}
-
-
-_SCRATCH = _Scratch()
 _NONE = np.empty(0, np.uint8)  # the scratch entry of a link working in the target
 
 
@@ -184,16 +175,13 @@ class ChainKernel:
         """This thread's scratch block (flat, at least `size` elements) of every link but the
         last, by link number; working in the target, only side links write into one (the
         others' entries are an empty stand-in)."""
-        blocks = _SCRATCH.blocks
         found = []
         for link in self.links[:-1]:
             if in_target and not link.side:
                 found.append(_NONE)
                 continue
-            scratch = blocks.get(link.buffer)
-            if scratch is None or scratch.size < size:
-                scratch = blocks[link.buffer] = np.empty(size, link.buffer[0])
-            found.append(scratch)
+            dtype, number = link.buffer  # the thread's kept buffer, by (dtype, number)
+            found.append(kept_buffer(f"chain block {dtype} {number}", (size,), dtype))
         return found
 
 
