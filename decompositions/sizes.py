@@ -1,5 +1,6 @@
 """Arithmetic on sizes (`x.shape[0] * 2`, `x.shape[2] * 1.5`, `h / w` in a graph exported with
-dynamic shapes).
+dynamic shapes), and the checks torch.export records: on sizes (`_assert_scalar`) and on data
+(`_assert_async`, lowered to `prims.check`).
 
 The operands are ints, floats, symbolic sizes and float expressions over them
 (`aten2prims.ir.symbolic`); each rule computes the result with Python's own operators, so a
@@ -11,8 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import prims
 from aten2prims.errors import ShapeError
+from aten2prims.ir.dtypes import DType
 from aten2prims.ir.symbolic import assume, is_symbolic, rounded, to_float
+from aten2prims.promotion import convert_number
 
 from .registry import register
 
@@ -130,6 +134,20 @@ def floor_float(a: Any) -> Any:
 @register("aten.ceil.float")
 def ceil_float(a: Any) -> Any:
     return rounded("ceil", a)
+
+
+@register("aten._assert_async.msg")
+def assert_async_msg(self: Any, assert_msg: str) -> tuple[()]:
+    """A condition on the data (one_hot's class range): checked when the graph runs, raising
+    `assert_msg` when the one element of `self` is zero (false)."""
+    condition = self if self.dtype is DType.bool else prims.ne(self, convert_number(0, self.dtype))
+    prims.check(condition, assert_msg)
+    return ()
+
+
+@register("aten._assert_async.default")
+def assert_async(self: Any) -> tuple[()]:
+    return assert_async_msg(self, "Expected Tensor with single nonzero value, but got zero")
 
 
 @register("aten._assert_scalar.default")

@@ -1,11 +1,12 @@
-"""Scalar-valued and two-result prims: item, maximum_value, minimum_value, frexp."""
+"""Scalar-valued, two-result and result-less prims: item, maximum_value, minimum_value, frexp,
+check."""
 
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
 
-from aten2prims.errors import ShapeError
+from aten2prims.errors import DTypeError, ShapeError
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.layout import preserved_strides
 from aten2prims.ir.values import ScalarMeta, TensorMeta, Value
@@ -107,4 +108,35 @@ register(
     meta=_frexp_meta,
     kernel=_frexp_kernel,
     doc="self = mantissa * 2**exponent with 0.5 <= |mantissa| < 1; inf and NaN keep exponent 0",
+)
+
+
+# -- check ---------------------------------------------------------------------------------------------
+
+
+def _check_meta(condition: Value, message: str) -> tuple[()]:
+    check_tensor(condition, "condition")
+    if condition.dtype is not DType.bool:
+        raise DTypeError(f"condition must be a bool tensor, got {condition.dtype}")
+    if condition.numel != 1:
+        raise ShapeError(
+            f"a condition of shape {list(condition.shape)} has {condition.numel} elements; "
+            "check needs exactly one"
+        )
+    return ()
+
+
+def _check_kernel(condition: np.ndarray, message: str) -> tuple[()]:
+    if not condition.reshape(()).item():
+        raise AssertionError(message)
+    return ()
+
+
+register(
+    "check(Tensor condition, str message) -> ()",
+    meta=_check_meta,
+    kernel=_check_kernel,
+    doc="raises `message` when the one element of `condition` is false (torch's _assert_async); "
+    "no result",
+    extension=True,
 )

@@ -1,4 +1,5 @@
-"""The extension prims (`gather_nd`, `scatter_nd`, `sort`, `nonzero`, `complex`; docs/prims.md) as torch
+"""The extension prims (`gather_nd`, `scatter_nd`, `sort`, `nonzero`, `complex`, `check`;
+docs/prims.md) as torch
 library ops `torch.ops.aten2prims.<name>`, so that a prims graph handed back to torch can call
 them. Each has a CPU implementation written with torch ops and a fake kernel for tracing.
 `register()` defines them once per process; torch is imported only when it is called."""
@@ -19,6 +20,7 @@ SCHEMAS: dict[str, str] = {
     # to_fx hands back a graph whose count is an unbacked symbol).
     "nonzero": "(Tensor a, SymInt? count=None) -> Tensor",
     "complex": "(Tensor real, Tensor imag) -> Tensor",
+    "check": "(Tensor condition, str message) -> ()",
 }
 
 _registered = False
@@ -27,7 +29,8 @@ _library: Any = None
 
 
 def register() -> None:
-    """Define `torch.ops.aten2prims.{gather_nd, scatter_nd, sort, nonzero, complex}` (idempotent)."""
+    """Define `torch.ops.aten2prims.{gather_nd, scatter_nd, sort, nonzero, complex, check}`
+    (idempotent)."""
     global _registered, _library
     if _registered:
         return
@@ -45,12 +48,15 @@ def register() -> None:
         "sort": (_sort, _sort_fake),
         "nonzero": (_nonzero, _nonzero_fake),
         "complex": (_complex, _complex_fake),
+        "check": (_check, _check_fake),
     }
     for name, schema in SCHEMAS.items():
         _library.define(name + schema)
         kernel, fake = implementations[name]
         _library.impl(name, kernel, "CPU")
         torch.library.register_fake(f"{NAMESPACE}::{name}", fake, lib=_library)
+    # A check returns nothing: without this, fx's dead code elimination would drop it.
+    torch.fx.node.has_side_effect(getattr(torch.ops, NAMESPACE).check.default)
     _registered = True
 
 
@@ -177,3 +183,13 @@ def _complex_fake(real: Any, imag: Any) -> Any:
     _check_parts(real, imag)
     dtype = torch.complex64 if real.dtype == torch.float32 else torch.complex128
     return real.new_empty(tuple(torch.broadcast_shapes(real.shape, imag.shape)), dtype=dtype)
+
+
+def _check(condition: Any, message: str) -> None:
+    import torch
+
+    torch._assert_async(condition, message)
+
+
+def _check_fake(condition: Any, message: str) -> None:
+    return None

@@ -117,8 +117,9 @@ def resolve(structure: Any, values: Sequence[Any]) -> Any:
 def describe_failure(step: Step, error: Exception) -> str:
     """The message of a step's kernel failing: the node, its results and where it came from."""
     node = step.node
-    names = ", ".join(f"%{r.name}" for r in node.results) or "(no results)"
+    names = ", ".join(f"%{r.name}" for r in node.results)
+    computing = f" computing {names}" if names else ""  # a check computes nothing
     where = format_provenance(node.provenance).removeprefix("# ")
     fused = f" (fused with {len(step.nodes) - 1} other node(s))" if len(step.nodes) > 1 else ""
-    text = f"{node.op} computing {names}{fused} failed: {type(error).__name__}: {error}"
+    text = f"{node.op}{computing}{fused} failed: {type(error).__name__}: {error}"
     return f"{text} [from {where}]" if where else text

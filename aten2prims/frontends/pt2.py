@@ -40,6 +40,7 @@ from ..ir.values import UNDEFINED, Device, Layout, MemoryFormat, ScalarMeta, Ten
 from ..limits import MAX_GRAPH_DEPTH, MAX_JSON_BYTES, default_memory_budget, format_bytes
 from ..schema.higher_order import HIGHER_ORDER_OPS, higher_order_op
 from ..schema.higher_order import NAMESPACE as HIGHER_ORDER
+from ..schema.registry import KEPT_CHECKS
 from .common import (
     SYMBOLIC,
     check_known_aten_op,
@@ -778,9 +779,9 @@ class _ModelReader:
         name = node.get("name") if type(node) is dict else None
         where = f"node {index} ({name})" if is_value_name(name) else f"node {index}"
         with _reporting(where, self.entry):
-            if (
-                not _list(node["outputs"])
-                and node.get("target") != "torch.ops.aten._assert_scalar.default"
+            target = node.get("target")
+            if not _list(node["outputs"]) and not (
+                type(target) is str and target.removeprefix("torch.ops.") in KEPT_CHECKS
             ):
                 return None  # output-less checks such as aten._assert_tensor_metadata
             target = _str(node["target"])

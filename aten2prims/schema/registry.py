@@ -14,7 +14,12 @@ from .parser import Schema, parse_schema
 
 # Non-core overloads seen in torch.export graphs, each with the reason it is here.
 EXTRA_ATEN_SCHEMAS: dict[str, str] = {
-    # An output-less check run_decompositions() leaves before each _to_copy; the frontends skip it.
+    # Checks on a tensor's data (one_hot's class range, torch._assert_async): kept by the
+    # frontends and lowered to prims.check, which raises the message when the condition is false.
+    "aten._assert_async.default": "_assert_async(Tensor self) -> ()",
+    "aten._assert_async.msg": "_assert_async.msg(Tensor self, str assert_msg) -> ()",
+    # An output-less check run_decompositions() leaves before each _to_copy; the frontends skip it
+    # (the metas it asserts are the loaded graph's own, which the loaders check).
     "aten._assert_tensor_metadata.default": (
         "_assert_tensor_metadata(Tensor a, SymInt[]? size=None, SymInt[]? stride=None, "
         "ScalarType? dtype=None, *, Device? device=None, Layout? layout=None) -> ()"
@@ -307,8 +312,11 @@ SIZE_ATEN_SCHEMAS: dict[str, str] = {
     "aten.ceil.float": "ceil.float(float a) -> int",
 }
 
-# Output-less nodes the importers keep: their operand is a fact about sizes.
-KEPT_CHECKS: frozenset[str] = frozenset({"aten._assert_scalar.default"})
+# Output-less nodes the importers keep: a fact about sizes (`_assert_scalar`), or a condition on
+# data checked at run time (`_assert_async`).
+KEPT_CHECKS: frozenset[str] = frozenset(
+    {"aten._assert_scalar.default", "aten._assert_async.default", "aten._assert_async.msg"}
+)
 
 # What the importers read Python's operators on sizes (`_operator.mul` targets) as.
 SIZE_OPERATORS: dict[str, str] = {
@@ -373,9 +381,9 @@ def scalar_operator(target: str, kinds: tuple[type, ...]) -> str | None:
     return None
 
 
-# The extra overloads that compute something (the others are checks the frontends skip).
+# The extra overloads that compute something (the others are checks, with no results).
 EXTRA_COMPUTING_OPS: frozenset[str] = frozenset(
-    op for op in EXTRA_ATEN_SCHEMAS if op != "aten._assert_tensor_metadata.default"
+    op for op, schema in EXTRA_ATEN_SCHEMAS.items() if not schema.endswith("-> ()")
 )
 
 
