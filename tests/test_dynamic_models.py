@@ -162,3 +162,44 @@ def test_to_fx_of_a_dynamic_lowering_runs_at_three_sizes(
         for index, (mine, theirs) in enumerate(zip(ours, _torch_outputs(case.model, inputs))):
             verdict = compare(to_numpy(mine), theirs, what=f"{name} via to_fx, output {index}")
             assert verdict, verdict.message
+
+
+def test_specializations_kept_are_the_most_recently_used() -> None:
+    """A process seeing ever new sizes keeps a bounded number of specializations (each holds its
+    plans and arenas): the least recently used are dropped, with the shapes that found them, and
+    a dropped size is planned again, with the same results."""
+    from aten2prims.executor.run import _MAX_SPECIALIZATIONS, _PLANNED
+
+    class Scale(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.tanh(x) * 2 + 1
+
+    n = torch.export.Dim("n", min=1, max=4 * _MAX_SPECIALIZATIONS)
+    program = torch.export.export(Scale(), (torch.ones(3, 4),), dynamic_shapes={"x": {0: n}})
+    lowered = aten2prims.lower(aten2prims.from_fx(program))
+    sizes = list(range(1, _MAX_SPECIALIZATIONS + 11))
+    rng = np.random.default_rng(0)
+    arrays = {size: rng.standard_normal((size, 4)).astype(np.float32) for size in sizes}
+
+    first: dict[int, np.ndarray] = {}
+
+    def run(size: int) -> None:
+        (ours,) = aten2prims.execute(lowered, [arrays[size]])
+        if size in first:  # planned again or not, the same bits
+            np.testing.assert_array_equal(ours, first[size])
+            return
+        first[size] = ours
+        verdict = compare(ours, Scale()(torch.from_numpy(arrays[size])).numpy(), what=str(size))
+        assert verdict, verdict.message
+
+    for size in sizes:
+        run(size)
+    planned = _PLANNED[lowered]
+    kept = {key[0] for key in planned.specialized}
+    assert kept == set(sizes[-_MAX_SPECIALIZATIONS:])
+    assert {found[2][0] for found in planned.by_shapes.values()} == kept
+    run(sizes[20])  # kept: becomes the most recent
+    run(sizes[0])  # dropped: planned again, dropping the least recent (sizes[10])
+    assert len(planned.specialized) == _MAX_SPECIALIZATIONS
+    assert [key[0] for key in planned.specialized][-2:] == [sizes[20], sizes[0]]
+    assert sizes[10] not in {key[0] for key in planned.specialized}

@@ -4,8 +4,8 @@ Inputs are validated up front (names, shapes, dtypes); the plan is built once pe
 set of overridden stored inputs, and cached; each intermediate is released after its last use;
 view prims stay zero-copy; caller arrays are never written; results are fresh, writable arrays.
 
-A dynamic graph is specialized per binding of its symbols (cached, and found again by the input
-shapes alone); a graph with data-dependent sizes runs in segments, each cut and each
+A dynamic graph is specialized per binding of its symbols (cached, the least recently used
+dropped beyond 64, and found again by the input shapes alone); a graph with data-dependent sizes runs in segments, each cut and each
 specialization cached, so a call repeating the sizes and the data-dependent sizes of an earlier
 one plans nothing. Nested graphs (the branches and bodies of control flow) run under the
 calling `execute`'s memory budget and thread count.
@@ -56,11 +56,13 @@ class _Planned:
     input_bytes: int = 0
     # Per plan: input_bytes plus the most bytes its steps' fresh results hold at once.
     peaks: dict[frozenset[str], int] = attrs.Factory(dict)
-    # A dynamic graph's static specializations, by the values of its backed symbols.
+    # A dynamic graph's static specializations, by the values of its backed symbols, the least
+    # recently used first (dropped beyond _MAX_SPECIALIZATIONS).
     specialized: dict[tuple[int, ...], Graph] = attrs.Factory(dict)
-    # The same with their own records, by the inputs' shapes (and int inputs) that bound them,
-    # ranges and checks passed: a repeated size finds its plans without binding anything.
-    by_shapes: dict[tuple[Any, ...], tuple[Graph, _Planned]] = attrs.Factory(dict)
+    # The same with their own records and binding keys, by the inputs' shapes (and int inputs)
+    # that bound them, ranges and checks passed: a repeated size finds its plans without
+    # binding anything.
+    by_shapes: dict[tuple[Any, ...], tuple[Graph, _Planned, tuple[int, ...]]] = attrs.Factory(dict)
     # A graph with data-dependent sizes: where it is cut, and its rest per binding.
     segments: _Segments | None = None
 
@@ -111,6 +113,9 @@ class _Seeds:
 _PLANNED: weakref.WeakKeyDictionary[Graph, _Planned] = weakref.WeakKeyDictionary()
 # Input-shape keys a dynamic graph remembers (beyond them, each call binds its symbols anew).
 _MAX_SHAPE_KEYS = 4096
+# Specializations a dynamic graph keeps planned: each holds its plans and their arenas, so a
+# server seeing ever new sizes would grow without bound; the least recently used are dropped.
+_MAX_SPECIALIZATIONS = 64
 # Bindings of data-dependent symbols a segment keeps specialized and planned (data-dependent
 # sizes vary with the data: the least recently used ones are dropped, with their plans).
 _MAX_DATA_DEPENDENT_BINDINGS = 64
@@ -301,7 +306,12 @@ def _specialized(
         seen = tuple(map(_size_key, inputs))
     found = planned.by_shapes.get(seen)
     if found is not None:
-        return found
+        static, record, key = found
+        with _PLANS_LOCK:
+            if planned.specialized.get(key) is static:  # not dropped by another thread meanwhile
+                del planned.specialized[key]  # put back as the most recent
+                planned.specialized[key] = static
+                return static, record
     if isinstance(inputs, Mapping):
         pairs = [(name, array) for name, array in inputs.items() if name in planned.by_name]
     else:
@@ -312,13 +322,27 @@ def _specialized(
     binding = bind_symbols(graph, {n: s for n, s in shapes.items() if s is not None}, scalars)
     key = tuple(binding[name] for name in sorted(binding))
     with _PLANS_LOCK:
-        static = planned.specialized.get(key)
-        if static is None:
-            static = planned.specialized[key] = specialize(graph, binding)
-        found = static, _planned_locked(static)[0]
+        if key in planned.specialized:
+            static = planned.specialized.pop(key)  # put back as the most recent
+        else:
+            static = specialize(graph, binding)
+        planned.specialized[key] = static
+        if len(planned.specialized) > _MAX_SPECIALIZATIONS:
+            _drop_least_recent(planned)
+        record = _planned_locked(static)[0]
         if len(planned.by_shapes) < _MAX_SHAPE_KEYS:
-            planned.by_shapes[seen] = found
-    return found
+            planned.by_shapes[seen] = static, record, key
+    return static, record
+
+
+def _drop_least_recent(planned: _Planned) -> None:
+    """Forget a dynamic graph's least recently used specialization, with the input shapes that
+    found it (its plans and arenas go with the last reference)."""
+    key = next(iter(planned.specialized))
+    dropped = planned.specialized.pop(key)
+    stale = [seen for seen, found in planned.by_shapes.items() if found[0] is dropped]
+    for seen in stale:
+        del planned.by_shapes[seen]
 
 
 def _size_key(x: Any) -> Any:
