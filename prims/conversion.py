@@ -112,6 +112,7 @@ def _broadcast_in_dim_meta(
             raise ShapeError(
                 f"broadcast dimension {output_dim} is out of range for shape {list(shape)}"
             )
+        previous = output_dim
         size = a.shape[input_dim]
         # Known-equal sizes and a literal 1 first: a symbolic size is not guessed to be 1.
         target = shape[output_dim]
@@ -121,7 +122,6 @@ def _broadcast_in_dim_meta(
             raise ShapeError(
                 f"size {size} of dimension {input_dim} cannot broadcast to {shape[output_dim]}"
             )
-        previous = output_dim
     for size in shape:
         if not is_size(size):
             raise ShapeError(f"shape {list(shape)} must hold non-negative ints")

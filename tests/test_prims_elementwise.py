@@ -909,6 +909,9 @@ def test_broadcast_in_dim(shape: tuple[int, ...], target: tuple[int, ...], dims:
         ((3,), (2, 4), [1]),  # size mismatch
         ((3,), (3, 3), []),  # one dim per input dim
         ((2, 3), (2, 3, 4), [1, 0]),  # not ascending
+        ((3, 3), (3, 3), [1, 0]),  # not ascending, each size equal to its target's
+        ((1, 3), (3, 3), [1, 0]),  # not ascending, after a dim of size 1
+        ((3, 3, 3), (3, 3, 3), [0, 2, 1]),  # not ascending at the end
         ((2, 3), (2, 3), [0, 0]),  # repeated
         ((3,), (3,), [1]),  # out of range
         ((2, 3), (6,), [0]),  # lower rank
