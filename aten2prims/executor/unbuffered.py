@@ -99,7 +99,7 @@ def unbuffer_broadcasts(steps: Sequence[Step], meta_of: dict[int, Any]) -> None:
             continue
         parted = step.kernel if isinstance(step.kernel, Parted) else None
         kernel = parted.kernel if parted is not None else step.kernel
-        if not _in_place_broadcasts(kernel):
+        if not in_place_broadcasts(kernel):
             continue
         meta = meta_of.get(step.out_slots[0])
         if type(meta) is not TensorMeta or meta.numel * meta.dtype.itemsize < MIN_BYTES:
@@ -114,7 +114,9 @@ def unbuffer_broadcasts(steps: Sequence[Step], meta_of: dict[int, Any]) -> None:
             step.kernel = Unbuffered(kernel, run)
 
 
-def _in_place_broadcasts(kernel: Any) -> bool:
+def in_place_broadcasts(kernel: Any) -> bool:
+    """Whether NumPy reads a broadcast operand of this kernel in place as fast as a contiguous
+    one (`direct_kernels.IN_PLACE_BROADCASTS`)."""
     try:
         return kernel in IN_PLACE_BROADCASTS
     except TypeError:  # an unhashable kernel is none of them
