@@ -18,7 +18,7 @@ from aten2prims.executor.chains import ChainKernel
 from aten2prims.executor.reference import run_reference
 from aten2prims.executor.segments import SegmentKernel
 from aten2prims.executor.threads import Parted
-from aten2prims.executor.unbuffered import Unbuffered, broadcast_run
+from aten2prims.executor.unbuffered import Unbuffered, broadcast_run, buffer_size
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.graph import Graph
 from aten2prims.ir.values import TensorMeta, Value
@@ -74,6 +74,15 @@ def test_the_run_is_the_trailing_dims_every_operand_covers_alike(
     result: tuple[int, ...], operands: list[tuple[int, ...]], run: int | None
 ) -> None:
     assert broadcast_run(result, operands) == run
+
+
+def test_the_buffer_is_one_run_rounded_down_to_a_multiple_of_16() -> None:
+    """NumPy 1.26 takes buffer sizes that are multiples of 16 only; a buffer shorter than two
+    runs is read in place."""
+    for run, size in ((768, 768), (1000, 992), (3136, 3136), (527, 512)):
+        assert buffer_size(run) == size
+        previous = np.setbufsize(size)
+        np.setbufsize(previous)
 
 
 def _norm(x: Value, rstd: Value, w: Value) -> Value:

@@ -67,7 +67,13 @@ from .direct_kernels import makes_short_calls
 from .kept_buffers import kept_buffer
 from .steps import SlotRef, Step
 from .threads import operand_part
-from .unbuffered import MIN_RUN, broadcast_run, in_place_broadcasts
+from .unbuffered import (
+    DEFAULT_BUFFER,
+    MIN_RUN,
+    broadcast_run,
+    buffer_size,
+    in_place_broadcasts,
+)
 
 # Bytes of the widest dtype of a chain per block (see the module doc: on the AMD EPYC, NumPy's
 # cost per call outweighs streaming from L3 below 1 MiB).
@@ -338,7 +344,9 @@ def _broadcast_buffer(
             run = broadcast_run(shape, shapes)
             if run is not None:
                 runs.append(run)
-    return min(runs) if runs else None
+    if not runs or min(runs) >= DEFAULT_BUFFER // 2:  # NumPy reads those in place anyway
+        return None
+    return buffer_size(min(runs))
 
 
 def _in_place(step: Step, position: int) -> bool:

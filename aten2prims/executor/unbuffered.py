@@ -87,6 +87,13 @@ def broadcast_run(result: Sequence[int], operands: Sequence[Sequence[int]]) -> i
     return None
 
 
+def buffer_size(run: int) -> int:
+    """NumPy's ufunc buffer (elements) that reads operands broadcast along runs of `run`
+    elements in place: the run itself, rounded down to a multiple of 16 (NumPy 1.26 takes no
+    other size)."""
+    return max(16, run - run % 16)
+
+
 def unbuffer_broadcasts(steps: Sequence[Step], meta_of: dict[int, Any]) -> None:
     """Give the elementwise steps whose broadcast operands NumPy reads faster in place (see the
     module doc) an `Unbuffered` kernel (inside its parts, when it runs in parts)."""
@@ -108,10 +115,11 @@ def unbuffer_broadcasts(steps: Sequence[Step], meta_of: dict[int, Any]) -> None:
         run = broadcast_run(meta.shape, shapes)
         if run is None or not MIN_RUN <= run < DEFAULT_BUFFER // 2:
             continue
+        unbuffered = Unbuffered(kernel, buffer_size(run))
         if parted is not None:
-            parted.kernel = Unbuffered(kernel, run)
+            parted.kernel = unbuffered
         else:
-            step.kernel = Unbuffered(kernel, run)
+            step.kernel = unbuffered
 
 
 def in_place_broadcasts(kernel: Any) -> bool:
