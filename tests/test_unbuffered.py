@@ -122,10 +122,11 @@ def test_a_norms_scale_and_shift_read_their_broadcasts_in_place(special: bool) -
     same_at_every_thread_count(graph, inputs)
 
 
-def test_short_runs_small_results_and_maximum_keep_numpys_buffer() -> None:
+def test_short_runs_small_results_small_dtypes_and_maximum_keep_numpys_buffer() -> None:
     """Rows of 197 (a softmax's) gain from NumPy's copy into its buffer, a result of 256 KiB
-    not from setting the buffer, and maximum's stride-0 loop is slower than the copy: none of
-    them changes the buffer."""
+    not from setting the buffer, 1- and 2-byte operands from neither, and maximum's stride-0
+    loop is slower than the copy: none of them changes the buffer; int64's and float64's
+    differences do."""
 
     def shifted(x: Value, m: Value) -> Value:
         return prims.sub(x, prims.broadcast_in_dim(m, list(x.shape), [0]))
@@ -134,16 +135,20 @@ def test_short_runs_small_results_and_maximum_keep_numpys_buffer() -> None:
         return prims.maximum(x, prims.broadcast_in_dim(m, list(x.shape), [0]))
 
     rng = np.random.default_rng(4)
-    for rows, columns, body, expected in (
-        (2364, 197, shifted, []),  # short rows
-        (85, 768, shifted, []),  # 255 KiB
-        (1568, 768, clamped, []),
-        (1568, 768, shifted, [768]),
+    for rows, columns, body, dtype, expected in (
+        (2364, 197, shifted, DType.float32, []),  # short rows
+        (85, 768, shifted, DType.float32, []),  # 255 KiB
+        (1568, 768, clamped, DType.float32, []),
+        (1568, 768, shifted, DType.int8, []),
+        (1568, 768, shifted, DType.int16, []),
+        (1568, 768, shifted, DType.float32, [768]),
+        (784, 768, shifted, DType.float64, [768]),
+        (784, 768, shifted, DType.int64, [768]),
     ):
-        graph = build({"x": ((rows, columns), DType.float32), "m": ((rows,), DType.float32)}, body)
+        graph = build({"x": ((rows, columns), dtype), "m": ((rows,), dtype)}, body)
         assert unbuffered_sizes(graph) == expected
         inputs = {
-            "x": rng.standard_normal((rows, columns)).astype(np.float32),
-            "m": rng.standard_normal(rows).astype(np.float32),
+            "x": (rng.standard_normal((rows, columns)) * 50).astype(dtype.numpy),
+            "m": (rng.standard_normal(rows) * 50).astype(dtype.numpy),
         }
         same_at_every_thread_count(graph, inputs)

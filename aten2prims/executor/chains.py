@@ -310,7 +310,7 @@ def _linkable(
         return None
     if any(shape != meta.shape and shape != () for shape in shapes):
         run = broadcast_run(meta.shape, shapes)
-        if not in_place_broadcasts(step.kernel) or run is None or run < MIN_RUN:
+        if not in_place_broadcasts(step, meta_of) or run is None or run < MIN_RUN:
             return None
     return meta
 

@@ -14,7 +14,9 @@ place; times a (768,) row 45.5 / 30.3 us; batch norm's (8, 64, 3136) times a (1,
 336 / 143 us. Below runs of 512 elements the per-run calls cost more than the copy (a softmax's
 rows of 197: 48 / 59 us). NumPy's loops for maximum, minimum, fmax or arctan2 with a stride-0
 operand are scalar code, slower than buffering (float32 maximum 48 / 105 us): they keep NumPy's
-default (`direct_kernels.IN_PLACE_BROADCASTS` names the ufuncs that gain).
+default (`direct_kernels.IN_PLACE_BROADCASTS` names the ufuncs that gain, and
+`IN_PLACE_BROADCAST_DTYPES` the operand dtypes: with 1- and 2-byte ones NumPy's copy is cheap
+and its stride-0 loops no faster).
 
 Each element is computed by the same ufunc from the same operand elements, whichever loop NumPy
 picks (IEEE add, subtract, multiply and divide are correctly rounded, comparisons exact): the
@@ -30,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.values import TensorMeta
-from .direct_kernels import IN_PLACE_BROADCASTS
+from .direct_kernels import IN_PLACE_BROADCAST_DTYPES, IN_PLACE_BROADCASTS
 from .steps import SlotRef, Step
 from .threads import Parted
 
@@ -104,10 +106,10 @@ def unbuffer_broadcasts(steps: Sequence[Step], meta_of: dict[int, Any]) -> None:
     for step in steps:
         if not step.elementwise or len(step.out_slots) != 1:
             continue
+        if not in_place_broadcasts(step, meta_of):
+            continue
         parted = step.kernel if isinstance(step.kernel, Parted) else None
         kernel = parted.kernel if parted is not None else step.kernel
-        if not in_place_broadcasts(kernel):
-            continue
         meta = meta_of.get(step.out_slots[0])
         if type(meta) is not TensorMeta or meta.numel * meta.dtype.itemsize < MIN_BYTES:
             continue
@@ -122,10 +124,19 @@ def unbuffer_broadcasts(steps: Sequence[Step], meta_of: dict[int, Any]) -> None:
             step.kernel = unbuffered
 
 
-def in_place_broadcasts(kernel: Any) -> bool:
-    """Whether NumPy reads a broadcast operand of this kernel in place as fast as a contiguous
-    one (`direct_kernels.IN_PLACE_BROADCASTS`)."""
+def in_place_broadcasts(step: Step, meta_of: dict[int, Any]) -> bool:
+    """Whether NumPy reads a broadcast operand of this step's kernel in place as fast as a
+    contiguous one: a ufunc of `direct_kernels.IN_PLACE_BROADCASTS` whose tensor operands all
+    have a dtype of `IN_PLACE_BROADCAST_DTYPES`."""
+    kernel = step.kernel.kernel if isinstance(step.kernel, Parted) else step.kernel
     try:
-        return kernel in IN_PLACE_BROADCASTS
+        if kernel not in IN_PLACE_BROADCASTS:
+            return False
     except TypeError:  # an unhashable kernel is none of them
         return False
+    for argument in step.arguments:
+        if type(argument) is SlotRef:
+            meta = meta_of.get(int(argument))
+            if type(meta) is not TensorMeta or meta.dtype not in IN_PLACE_BROADCAST_DTYPES:
+                return False
+    return True
