@@ -79,7 +79,8 @@ def step_kind(step: Any) -> tuple[str, str]:
     from aten2prims.executor.multiply_accumulate import MultiplyAccumulateRecipe
 
     kernel = step.kernel
-    kernel = getattr(kernel, "kernel", kernel)  # threads.Parted and ReducedParted wrap one
+    while hasattr(kernel, "kernel"):  # threads.Parted, ReducedParted, unbuffered.Unbuffered
+        kernel = kernel.kernel
     op = step.node.op.removeprefix("prims.")
     if isinstance(kernel, ContractionKernel):
         recipes = kernel.recipes()

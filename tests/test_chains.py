@@ -233,30 +233,53 @@ def test_chains_of_transposed_and_zero_dim_operands() -> None:
     assert chain_ops(graph) == [["mul", "exp"], ["neg", "add", "mul", "abs", "sqrt"]]
 
 
-def test_broadcast_operands_and_small_results_are_left_to_single_steps() -> None:
-    """A norm's scale and shift (a per-row statistic and a per-column weight, broadcast)
-    measured slower in blocks: no chain; nor a chain whose result stays in L2 whole."""
+def test_broadcasts_along_long_runs_chain_and_short_ones_and_small_results_do_not() -> None:
+    """A norm's scale and shift (a per-row statistic and a per-column weight, broadcast along
+    rows of 768) chain, run with NumPy's buffer of one row (unbuffered.py), in blocks into a
+    new result and whole over a dying operand; rows of 197 (a softmax's) and maximum's
+    broadcasts, slower read in place, stay single steps; nor does a chain whose result stays
+    in L2 whole."""
 
     def norm(x: Value, rstd: Value, w: Value) -> Value:
-        scaled = prims.mul(x, prims.broadcast_in_dim(rstd, [1568, 768], [0]))
-        return prims.add(prims.mul(scaled, prims.broadcast_in_dim(w, [1568, 768], [1])), 1.0)
+        scaled = prims.mul(x, prims.broadcast_in_dim(rstd, list(x.shape), [0]))
+        return prims.add(prims.mul(scaled, prims.broadcast_in_dim(w, list(x.shape), [1])), 1.0)
 
-    graph = build(
-        {
-            "x": ((1568, 768), DType.float32),
-            "rstd": ((1568,), DType.float32),
-            "w": ((768,), DType.float32),
-        },
-        norm,
-    )
+    def over_dying(x: Value, rstd: Value, w: Value) -> tuple[Value, Value]:
+        # exp(x), read by a row maximum first, dies at the first link: the chain writes over it
+        e = prims.exp(x)
+        return prims.amax(e, [1]), norm(e, rstd, w)
+
+    def clamped(x: Value, rstd: Value, w: Value) -> Value:
+        low = prims.maximum(x, prims.broadcast_in_dim(rstd, list(x.shape), [0]))
+        return prims.mul(low, prims.broadcast_in_dim(w, list(x.shape), [1]))
+
     rng = np.random.default_rng(5)
-    inputs = {
-        "x": rng.standard_normal((1568, 768)).astype(np.float32),
-        "rstd": rng.random(1568).astype(np.float32),
-        "w": rng.standard_normal(768).astype(np.float32),
-    }
-    same_at_every_thread_count(graph, inputs)
-    assert chain_ops(graph) == [], "the broadcast operands keep every mul a step of its own"
+    for rows, columns, body, ops in (
+        (1568, 768, norm, [["mul", "mul", "add"]]),
+        (1568, 768, over_dying, [["mul", "mul", "add"]]),
+        (6000, 197, norm, []),
+        (1568, 768, clamped, []),
+    ):
+        graph = build(
+            {
+                "x": ((rows, columns), DType.float32),
+                "rstd": ((rows,), DType.float32),
+                "w": ((columns,), DType.float32),
+            },
+            body,
+        )
+        inputs = {
+            "x": rng.standard_normal((rows, columns)).astype(np.float32),
+            "rstd": rng.random(rows).astype(np.float32),
+            "w": rng.standard_normal(columns).astype(np.float32),
+        }
+        same_at_every_thread_count(graph, inputs)
+        assert chain_ops(graph) == ops
+        for step in plan_for(graph).steps:
+            kernel = chain_kernel(step)
+            if kernel is not None:
+                assert kernel.buffer == columns
+                assert (step.out_argument is not None) == (body is over_dying)
 
     elements = CHAIN_BYTES // 4
 

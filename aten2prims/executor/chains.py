@@ -25,8 +25,9 @@ any thread count.
 A chain is a run of steps found in the plan's step list (after specialization and fusion):
 - a link is a step whose kernel is an elementwise function taking `out=` (`Step.elementwise`
   and `Step.takes_out`: ufuncs, `where`, clamps, direct kernels), with one tensor result, and
-  whose tensor operands have that result's shape or none (a broadcast operand, such as a
-  norm's per-row statistic, made blocks slower: see `_linkable`);
+  whose tensor operands have that result's shape or none, or are broadcast along runs of at
+  least `unbuffered.MIN_RUN` result elements by a ufunc that reads them in place (a norm's
+  per-row statistic over rows of 768, a per-channel scale: see `_linkable`);
 - every link after the first reads the previous link's result, which nothing else reads (nor
   is it a graph output), and has the same result shape;
 - a chain has at least two links and a result of more than 1 MiB (a smaller one stays in L2
@@ -41,6 +42,10 @@ whole result) is one block. When every link but the side links has the result's 
 write over the previous link's result, those links work in the target block itself, as the
 steps did in their buffer, and touch no scratch (unless an operand shares the target's
 memory).
+A chain whose links read broadcast operands runs with NumPy's ufunc buffer set to their
+shortest run (unbuffered.py: NumPy reads them in place); written over an operand only its first
+link reads (a dying intermediate, inplace.py), it runs as whole passes instead of blocks (see
+`ChainKernel.__call__`).
 The chain becomes one elementwise step at its last link (`ChainKernel`), whose operands are the
 links' other operands: it takes `out=`, may write into an operand that dies there
 (`Step.out_operands`, inplace.py), and is split into parts (threads.py) or rows of a segment
@@ -62,6 +67,13 @@ from .direct_kernels import makes_short_calls
 from .kept_buffers import kept_buffer
 from .steps import SlotRef, Step
 from .threads import operand_part
+from .unbuffered import (
+    DEFAULT_BUFFER,
+    MIN_RUN,
+    broadcast_run,
+    buffer_size,
+    in_place_broadcasts,
+)
 
 # Bytes of the widest dtype of a chain per block (see the module doc: on the AMD EPYC, NumPy's
 # cost per call outweighs streaming from L3 below 1 MiB).
@@ -102,10 +114,15 @@ class ChainKernel:
     written into `out` (a new array when not given). An elementwise function of its operands
     (broadcast against one another as NumPy does)."""
 
-    def __init__(self, links: tuple[_Link, ...], dtype: np.dtype, block: int) -> None:
+    def __init__(
+        self, links: tuple[_Link, ...], dtype: np.dtype, block: int, buffer: int | None = None
+    ) -> None:
         self.links = links
         self.dtype = dtype
         self.block = block  # elements per block
+        # NumPy's ufunc buffer (elements) while the links run, when one reads a broadcast
+        # operand (unbuffered.py: NumPy then reads it in place); None: NumPy's own.
+        self.buffer = buffer
         self.whole = max(block, block * WHOLE_BYTES // BLOCK_BYTES)  # elements run as one block
         self._block = _block_function(links, in_target=False)
         # A chain whose every link has the result's dtype and may write over the previous
@@ -115,6 +132,17 @@ class ChainKernel:
         self._in_target = _block_function(links, in_target=True) if in_target else None
         # A link making many short calls (erf) makes the chain's parts GIL-bound: not shared.
         self.short_calls = any(makes_short_calls(link.kernel) for link in links)
+        # The operands only the first link reads (a chain without side links): written over
+        # by that link, they are read no more.
+        main = [link for link in links if not link.side]
+        read_later = {p for link in main[1:] for kind, p in link.arguments if kind == _OPERAND}
+        self._first_only = (
+            frozenset(
+                p for kind, p in main[0].arguments if kind == _OPERAND and p not in read_later
+            )
+            if len(main) == len(links)
+            else frozenset()
+        )
 
     @property
     def __name__(self) -> str:  # named in plan_profile's reports, as fused kernels are
@@ -126,6 +154,41 @@ class ChainKernel:
             out = np.empty(shape, self.dtype)
         if out.size == 0:
             return out
+        if self.buffer is None:
+            return self._blocks(operands, out)
+        previous = np.setbufsize(self.buffer)
+        try:
+            if self._in_target is not None and self._over_first_operand(operands, out):
+                # Written over an operand of the first link: NumPy's whole passes over memory,
+                # the broadcast operands read in place, measured faster than blocks (a layer
+                # norm's scale and shift, 8x196x768: 0.37 against 0.45-0.91 ms in blocks of
+                # 1 MiB to 64 KiB), which gain where the chain writes other memory (batch norm
+                # eval over 8x64x56x56 into a new result: 0.75 -> 0.59 ms).
+                self._in_target(operands, out, ())
+                return out
+            return self._blocks(operands, out)
+        finally:
+            np.setbufsize(previous)
+
+    def _over_first_operand(self, operands: Sequence[Any], out: np.ndarray) -> bool:
+        """`out` is an operand only the first link reads, element for element, and shares no
+        memory with another operand."""
+        over = False
+        for number, o in enumerate(operands):
+            if type(o) is not np.ndarray or not np.may_share_memory(o, out):
+                continue
+            if (
+                over
+                or number not in self._first_only
+                or o.shape != out.shape
+                or o.strides != out.strides
+                or o.ctypes.data != out.ctypes.data
+            ):
+                return False
+            over = True
+        return over
+
+    def _blocks(self, operands: Sequence[Any], out: np.ndarray) -> np.ndarray:
         shape = out.shape
         block = self.block if out.size > self.whole else out.size
         run = self._block
@@ -223,10 +286,12 @@ def _linkable(
     step: Step, meta_of: dict[int, Any], relaxed: dict[int, tuple[int, ...]]
 ) -> TensorMeta | None:
     """The result meta of a step that can be a link of a chain, or None. Its tensor operands
-    have its result's shape or none (0-dim): a broadcast operand (a per-row or per-channel
-    statistic, relaxed to size-1 dims) costs NumPy more per call in blocks than whole, where
-    it measured slower (a layer norm's scale and shift: 1.12 ms whole, 1.23-2.5 ms in blocks of
-    64K-8K elements)."""
+    have its result's shape or none (0-dim), or are broadcast (a per-row or per-channel
+    statistic, relaxed to size-1 dims) along runs of at least `MIN_RUN` elements by a ufunc
+    NumPy runs on them in place (`in_place_broadcasts`). Copied into NumPy's buffer, such
+    operands made blocks slower (a layer norm's scale and shift: 1.12 ms whole, 1.23-2.5 ms in
+    blocks of 64K-8K elements); read in place, a batch norm's scale and shift into a new result
+    went 0.75 -> 0.59 ms in blocks."""
     if (
         not step.elementwise
         or not step.takes_out
@@ -240,13 +305,48 @@ def _linkable(
     meta = meta_of.get(step.out_slots[0])
     if type(meta) is not TensorMeta or not meta.shape:
         return None
+    shapes = _operand_shapes(step, meta_of, relaxed)
+    if shapes is None:
+        return None
+    if any(shape != meta.shape and shape != () for shape in shapes):
+        run = broadcast_run(meta.shape, shapes)
+        if not in_place_broadcasts(step, meta_of) or run is None or run < MIN_RUN:
+            return None
+    return meta
+
+
+def _operand_shapes(
+    step: Step, meta_of: dict[int, Any], relaxed: dict[int, tuple[int, ...]]
+) -> list[tuple[int, ...]] | None:
+    """The shapes of the step's tensor operands as run (a relaxed broadcast's with its size-1
+    dims), or None when one is unknown."""
+    shapes = []
     for argument in step.arguments:
         if type(argument) is SlotRef:
             operand = meta_of.get(int(argument))
             shape = relaxed.get(int(argument), getattr(operand, "shape", None))
-            if shape != meta.shape and shape != ():
+            if shape is None:
                 return None
-    return meta
+            shapes.append(tuple(shape))
+    return shapes
+
+
+def _broadcast_buffer(
+    links: Sequence[Step], meta_of: dict[int, Any], relaxed: dict[int, tuple[int, ...]]
+) -> int | None:
+    """The ufunc buffer a chain runs with when a link reads a broadcast operand (unbuffered.py):
+    its shortest run, so that NumPy reads every such operand in place; else None."""
+    runs = []
+    for link in links:
+        shape = meta_of[link.out_slots[0]].shape
+        shapes = _operand_shapes(link, meta_of, relaxed) or []
+        if any(s != shape and s != () for s in shapes):
+            run = broadcast_run(shape, shapes)
+            if run is not None:
+                runs.append(run)
+    if not runs or min(runs) >= DEFAULT_BUFFER // 2:  # NumPy reads those in place anyway
+        return None
+    return buffer_size(min(runs))
 
 
 def _in_place(step: Step, position: int) -> bool:
@@ -301,7 +401,9 @@ def fuse_chains(
         if index in chains:
             members, sides = chains[index]
             result.append(
-                _chain_step([steps[i] for i in members], [steps[i] for i in sides], meta_of)
+                _chain_step(
+                    [steps[i] for i in members], [steps[i] for i in sides], meta_of, relaxed
+                )
             )
         elif index not in in_chain:
             result.append(step)
@@ -353,7 +455,12 @@ def _side_links(
     return sides
 
 
-def _chain_step(links: Sequence[Step], sides: Sequence[Step], meta_of: dict[int, Any]) -> Step:
+def _chain_step(
+    links: Sequence[Step],
+    sides: Sequence[Step],
+    meta_of: dict[int, Any],
+    relaxed: dict[int, tuple[int, ...]],
+) -> Step:
     """One step running `links` (a chain) block by block, `sides` (side links) first in each
     block."""
     operands: list[int] = []  # slots of the chain's operands, in order of first use
@@ -416,7 +523,10 @@ def _chain_step(links: Sequence[Step], sides: Sequence[Step], meta_of: dict[int,
         )
     )
     kernel = ChainKernel(
-        tuple(built), np.dtype(result_meta.dtype.numpy), max(1, BLOCK_BYTES // itemsize)
+        tuple(built),
+        np.dtype(result_meta.dtype.numpy),
+        max(1, BLOCK_BYTES // itemsize),
+        _broadcast_buffer([*sides, *links], meta_of, relaxed),
     )
     return Step(
         tuple(node for link in [*sides, *links] for node in link.nodes),

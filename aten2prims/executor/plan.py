@@ -21,7 +21,9 @@ Planning, in order:
    contraction's epilogue (`contraction_fusion.absorb_elementwise_steps`);
 7. buffer reuse (`inplace.py`): elementwise results written into operands that die there;
 8. parts (`threads.py`): large elementwise steps and reductions split into parts that a call's
-   threads share;
+   threads share; a ufunc step whose broadcast operand repeats along long runs of its result
+   runs with NumPy's ufunc buffer shorter than two runs, so NumPy reads it in place
+   (`unbuffered.py`);
 9. static memory planning (`arena.py`): every other result whose kernel takes `out=` written
    into a buffer of an arena kept between calls, buffers shared by results of disjoint lifetimes;
 10. segments (`segments.py`): runs of steps computing their results row by row, each run one
@@ -63,6 +65,7 @@ from .select import bound_select_rule
 from .specialize import relax_broadcasts, specialized
 from .steps import Slots, Step
 from .threads import split_steps
+from .unbuffered import unbuffer_broadcasts
 
 # Attention chains (a batched product, row-wise steps, a second batched product) run as one
 # blocked step (attention.py); tests switch it off to compare with the unfused steps.
@@ -179,6 +182,7 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     steps = absorb_elementwise_steps(steps, output_slots)
     reuse_dying_operands(steps, output_slots, meta_of, set(input_slots.values()))
     split_steps(steps, meta_of)
+    unbuffer_broadcasts(steps, meta_of)
     layout = plan_arena(steps, output_slots, meta_of, set(input_slots.values()))
     segments = find_segments(steps, meta_of)
     if segments:  # their buffers live through their whole runs
