@@ -39,6 +39,9 @@ _FLOAT_TO_INT_WIDTH: dict[DType, np.dtype[Any]] = {
 }
 
 
+_EXACT_BOUNDS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def float_to_integer(a: np.ndarray, dtype: DType) -> np.ndarray:
     """A float array cast to an integer dtype as x86-64's truncating conversions (cvtt*) do:
     toward zero, with NaN, ±inf and values outside the intermediate width becoming that width's
@@ -46,9 +49,16 @@ def float_to_integer(a: np.ndarray, dtype: DType) -> np.ndarray:
     those values is undefined behaviour (its result differs between CPUs and code paths), so
     they never reach it."""
     wide = _FLOAT_TO_INT_WIDTH[dtype]
+    bits = 8 * wide.itemsize
+    if wide == dtype.numpy and a.dtype in _EXACT_BOUNDS:
+        # The bounds ±2^(bits-1) are float32 and float64 values, and a value passes them
+        # exactly when its truncation does: the common case, every value in range, is NumPy's
+        # own cast (truncating toward zero), defined for such values, without float64 copies.
+        low, high = a.dtype.type(-(2.0 ** (bits - 1))), a.dtype.type(2.0 ** (bits - 1))
+        if ((a >= low) & (a < high)).all():
+            return a.astype(wide)
     # float64 holds every float16/bfloat16/float32 value exactly, so the bounds test is exact.
     x = np.trunc(a.astype(np.float64))
-    bits = 8 * wide.itemsize
     valid = (x >= -(2.0 ** (bits - 1))) & (x < 2.0 ** (bits - 1))
     result = np.where(valid, x, 0.0).astype(wide)
     result[~valid] = np.iinfo(wide).min

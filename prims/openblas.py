@@ -48,11 +48,30 @@ class OpenBlas:
     # Whether it makes plain products (out = x @ y) too: no, only accumulating ones — a plain
     # product through ctypes measured no faster than np.matmul, which calls the same kernels.
     plain_products: bool = False
+    # The kernels the library chose for this CPU (`openblas_get_corename`; OPENBLAS_CORETYPE
+    # overrides it): its AVX-512 ones have small-matrix float32 products (`small_columns`).
+    core: str = ""
 
     @property
     def max_int(self) -> int:
         """The largest size or leading dimension the library's integers hold."""
         return (1 << (8 * ctypes.sizeof(self.integer) - 1)) - 1
+
+    def small_columns(self, rows: int, depth: int, y_transposed: bool) -> int:
+        """The most columns a float32 product of a row-major x [rows, depth] and a y [depth,
+        columns] may have to be made by the core's small-matrix kernels, which read x and y
+        where they are, or 0 when it has none for this shape. Larger products copy (pack) y
+        first, which costs more than the arithmetic when x has few rows. The sizes are those of
+        OpenBLAS's own test for the AVX-512 cores (sgemm_small_kernel_permit_skylakex.c): at
+        most 10^6 multiply-adds; with y stored transposed (a linear layer's weight), which that
+        test sees as a transposed first operand of a column-major product, also at most 1200
+        output elements and a depth of at least 32."""
+        if self.core not in _SMALL_KERNEL_CORES or rows < 1 or depth < 1:
+            return 0
+        columns = _SMALL_KERNEL_MACS // (rows * depth)
+        if y_transposed:
+            columns = min(columns, _SMALL_KERNEL_TRANSPOSED_OUTPUT // rows) if depth >= 32 else 0
+        return columns
 
     def gemm(self, float_type: type) -> Callable[..., None]:
         """cblas_sgemm (float_type c_float) or cblas_dgemm (c_double): (layout, transa,
@@ -98,6 +117,13 @@ def _prototyped(function: Callable[..., None], argtypes: list) -> Callable[..., 
     return function
 
 
+# OpenBLAS's cores whose float32 products of few multiply-adds take its small-matrix kernels
+# (kernel/x86_64/KERNEL.SKYLAKEX, included by COOPERLAKE's, included by SAPPHIRERAPIDS'), and
+# that kernel's limits (`OpenBlas.small_columns`).
+_SMALL_KERNEL_CORES = frozenset({"SkylakeX", "Cooperlake", "SapphireRapids"})
+_SMALL_KERNEL_MACS = 10**6
+_SMALL_KERNEL_TRANSPOSED_OUTPUT = 1200
+
 # (prefix, suffix) of the namings OpenBLAS builds use: scipy-openblas's ILP64 and LP64 wheels,
 # an ILP64 build with the usual suffix, and a plain build.
 _NAMINGS = (("scipy_", "64_"), ("scipy_", ""), ("", "64_"), ("", ""))
@@ -137,7 +163,13 @@ def _open(path: Path) -> OpenBlas | None:
         get_config.restype = ctypes.c_char_p
         config = (get_config() or b"").decode(errors="replace")
         integer = ctypes.c_longlong if "USE64BITINT" in config else ctypes.c_int
-        return OpenBlas(path, handle, prefix, suffix, integer, config)
+        get_core = getattr(handle, f"{prefix}openblas_get_corename{suffix}", None)
+        core = ""
+        if get_core is not None:
+            get_core.argtypes = []
+            get_core.restype = ctypes.c_char_p
+            core = (get_core() or b"").decode(errors="replace")
+        return OpenBlas(path, handle, prefix, suffix, integer, config, core=core)
     return None
 
 

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 import threadpoolctl
@@ -385,6 +386,95 @@ def test_models_like_torch_with_one_threads_bits(name: str, kernels: str, tmp_pa
     for threads in (2, 3):
         many = aten2prims.execute(graph, arrays, threads=threads)
         assert [o.tobytes() for o in many] == [o.tobytes() for o in one], threads
+
+
+# -- products with few rows in blocks of OpenBLAS's small-matrix kernels ---------------------------
+
+
+@pytest.fixture
+def small_kernels(monkeypatch: pytest.MonkeyPatch) -> openblas.OpenBlas:
+    """NumPy's OpenBLAS seen as running its AVX-512 cores' kernels, which have small-matrix
+    products (the tests' OPENBLAS_CORETYPE may choose others: the blocks are then the other
+    kernels' products, which checks the blocking and not its speed)."""
+    library = attrs.evolve(_openblas(), core="SkylakeX")
+    monkeypatch.setattr(openblas, "library", lambda: library)
+    return library
+
+
+def test_the_small_kernels_sizes() -> None:
+    """OpenBLAS's limits: 10^6 multiply-adds, and for a transposed y at most 1200 output
+    elements and a depth of at least 32; other cores have no small-matrix kernels."""
+    library = attrs.evolve(_openblas(), core="SkylakeX")
+    assert library.small_columns(8, 256, y_transposed=True) == 150
+    assert library.small_columns(8, 256, y_transposed=False) == 488
+    assert library.small_columns(8, 16, y_transposed=True) == 0
+    assert library.small_columns(8, 1024, y_transposed=False) == 122
+    assert attrs.evolve(library, core="Haswell").small_columns(8, 256, y_transposed=True) == 0
+
+
+@pytest.mark.parametrize(
+    ("rows", "y_layout", "blocked"),
+    [
+        (8, "transposed", True),
+        (2, "transposed", True),
+        (8, "row-major", True),
+        (8, "padded", True),
+        (1, "transposed", False),
+        (9, "transposed", False),
+    ],
+)
+def test_few_rows_are_made_in_small_kernel_blocks(
+    rows: int, y_layout: str, blocked: bool, small_kernels: openblas.OpenBlas
+) -> None:
+    """x [rows, 256] @ y [256, 1000]: a few rows (2 to 8) are made in column blocks of at most
+    the small kernels' width, each np.matmul's product of those columns; one row or more than 8
+    are left to np.matmul whole."""
+    make = {"transposed": _transposed, "row-major": _random, "padded": _padded}[y_layout]
+    x, y = _random((rows, 256)), make((256, 1000), seed=1)
+    out = np.full((rows, 1000), np.nan, np.float32)
+    with mkl.disabled():
+        assert blas._in_small_blocks(x, y, out) is blocked
+        if not blocked:
+            return
+        _assert_product(out, x, y)
+        widest = small_kernels.small_columns(rows, 256, y_layout == "transposed")
+        count = -(-1000 // widest)
+        width = -(-1000 // count)
+        for start in range(0, 1000, width):  # each block as np.matmul makes those columns
+            part = np.matmul(x, y[:, start : start + width])
+            assert out[:, start : start + width].tobytes() == part.tobytes()
+        again = np.full_like(out, np.nan)
+        blas.matmul(x, y, again, swap_for_numpy=True)
+        assert again.tobytes() == out.tobytes()
+
+
+def test_an_lstm_in_small_kernel_blocks_like_torch_with_one_threads_bits(
+    small_kernels: openblas.OpenBlas,
+) -> None:
+    """An LSTM of batch 8 makes its recurrent products (8x256 @ 256x1024 per time step) in
+    small-kernel blocks: like torch, and the same bits at every thread count."""
+    torch.manual_seed(5)
+    model, inputs = torch.nn.LSTM(256, 256).eval(), (torch.randn(12, 8, 256),)
+    program = torch.export.export(model, inputs).run_decompositions()
+    graph = aten2prims.lower(aten2prims.from_fx(program))
+    arrays = [to_numpy(t) for t in inputs]
+    calls = []
+    real = blas._in_small_blocks
+
+    def counted(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> bool:
+        made = real(x, y, out)
+        calls.append(made)
+        return made
+
+    with mkl.disabled():
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(blas, "_in_small_blocks", counted)
+            one = aten2prims.execute(graph, arrays, threads=1)
+        assert calls.count(True) == 12  # one product per time step
+        assert_like_torch(one, model, inputs)
+        for threads in (2, 3):
+            many = aten2prims.execute(graph, arrays, threads=threads)
+            assert [o.tobytes() for o in many] == [o.tobytes() for o in one], threads
 
 
 # -- NumPy's OpenBLAS through ctypes (prims/openblas.py) ----------------------------------------

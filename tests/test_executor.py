@@ -141,7 +141,9 @@ def test_buffer_reuse_never_takes_inputs_views_or_live_values() -> None:
 def _independent(outputs: list[Any], others: list[np.ndarray]) -> bool:
     arrays = [o for o in outputs if isinstance(o, np.ndarray)]
     for i, a in enumerate(arrays):
-        if not a.flags.writeable or a.base is not None:
+        # A view is the caller's own only as a view of a new array owning its memory (an
+        # output that reshapes a result made for it alone, Plan.output_owned).
+        if not a.flags.writeable or (a.base is not None and not a.base.flags.owndata):
             return False
         if any(np.shares_memory(a, b) for b in arrays[i + 1 :] + others):
             return False
@@ -166,6 +168,34 @@ def test_outputs_are_fresh_and_writable() -> None:
         output[...] = 7  # writable, and touches nothing else
     assert np.array_equal(x, np.ones((2, 3))) and np.array_equal(w, np.arange(6).reshape(2, 3))
     assert_same(aten2prims.execute(graph, {"x": x}), run_reference(graph, {"x": x}))
+
+
+def test_an_output_viewing_a_result_made_for_it_alone_is_not_copied() -> None:
+    """An output that reshapes or transposes a new array no other output reaches is handed over
+    as that view (upsampling's final split of its channels: a copy of the whole result saved);
+    two outputs viewing one result, and views of inputs or stored data, are still copies."""
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    def body(x: Value, w: Value) -> tuple[Value, ...]:
+        alone = prims.reshape(prims.transpose(prims.neg(x), [1, 0]), [6])
+        shared = prims.mul(x, 2.0)
+        return (
+            alone,
+            prims.reshape(shared, [6]),
+            prims.transpose(shared, [1, 0]),
+            prims.reshape(w, [6]),
+            prims.reshape(x, [6]),
+        )
+
+    graph = build({"x": ((2, 3), DType.float32), "w": w}, body)
+    assert plan_for(graph).output_owned == (True, False, False, False, False)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) + 1
+    outputs = aten2prims.execute(graph, {"x": x})
+    assert outputs[0].base is not None  # the view itself, not a copy
+    assert _independent(outputs, [x, w, *(gi.data for gi in graph.inputs if gi.data is not None)])
+    assert_same(outputs, run_reference(graph, {"x": x}))
+    again = aten2prims.execute(graph, {"x": x})
+    assert not np.shares_memory(again[0], outputs[0])
 
 
 # -- release after last use ---------------------------------------------------------------------------

@@ -1056,6 +1056,21 @@ def test_float_to_integer_edge_values_are_pinned(source: DType, target: DType) -
         assert ours.tolist() == _PINNED_FLOAT_TO_INT[target]
 
 
+@pytest.mark.parametrize("source", [DType.float64, DType.float32], ids=lambda d: d.short)
+@pytest.mark.parametrize("target", [DType.int32, DType.int64], ids=lambda d: d.short)
+def test_float_to_integer_of_values_all_in_range_truncates(source: DType, target: DType) -> None:
+    """Every value in range (NumPy's own cast then makes them): truncated toward zero, up to
+    the largest and down to the smallest value of the width, -0.0 and fractions included."""
+    bits = 8 * target.numpy.itemsize
+    below = np.nextafter(source.numpy.type(2.0 ** (bits - 1)), source.numpy.type(0))
+    values = [-(2.0 ** (bits - 1)), float(below), -0.0, 0.5, -0.5, 2.75, -2.75, 1e6 + 0.5]
+    operand = np.array(values, source.numpy)
+    for layout in (operand, operand[::-1].copy()[::-1]):
+        ours = run_ours("convert_element_type", [layout], dtype=target)
+        assert ours.dtype == target.numpy
+        assert ours.tolist() == [int(v) for v in operand.tolist()]
+
+
 @pytest.mark.parametrize("source", [DType.float16, DType.bfloat16], ids=lambda d: d.short)
 def test_low_precision_nan_and_inf_to_integer_are_pinned(source: DType) -> None:
     operand = np.array([np.nan, np.inf, -np.inf, -np.nan], np.float32).astype(source.numpy)

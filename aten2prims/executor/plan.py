@@ -103,8 +103,12 @@ class Plan:
     random: bool = False
     # Bytes the plan keeps alive for its folded constants (not views of stored data).
     resident_bytes: int = 0
-    # ids of the stored arrays (input data and folded constants) the plan starts from.
+    # ids of the stored arrays (input data and folded constants) the plan starts from, and of
+    # the arrays whose memory they view.
     stored_ids: frozenset[int] = frozenset()
+    # Per output: it is a reshape or transpose (steps of "review" results) of a new array that
+    # a step made for it alone (`_owned_outputs`), so a view that it is is handed over as it is.
+    output_owned: tuple[bool, ...] = ()
 
 
 def node_step(node: Node, slots: Slots) -> Step:
@@ -208,8 +212,38 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
         ArenaPool(layout),
         random=any(step.random for step in steps),
         resident_bytes=constants.resident_bytes,
-        stored_ids=frozenset(id(value) for value in initial if value is not None),
+        stored_ids=frozenset(
+            id(array)
+            for value in initial
+            if value is not None
+            for array in (value, getattr(value, "base", None))
+            if array is not None
+        ),
+        output_owned=_owned_outputs(steps, output_slots),
     )
+
+
+def _owned_outputs(steps: list[Step], output_slots: tuple[int, ...]) -> tuple[bool, ...]:
+    """Per output: whether its value is, through steps whose results are reshapes or transposes
+    of their one operand ("review"), the result of one step that makes a new array (`fresh`,
+    neither in the arena nor written into an operand; in a segment too, which then allocates
+    it) that no other output reaches. Such an output's memory is the caller's alone: an output
+    that is a view of it (upsampling's final split of its flat channels) needs no copy."""
+    producer = {slot: step for step in steps for slot in step.out_slots}
+    roots: list[int | None] = []
+    for slot in output_slots:
+        step = producer.get(slot)
+        while step is not None and step.result_kind == "review" and len(step.reads()) == 1:
+            slot = step.reads()[0]
+            step = producer.get(slot)
+        owned = (
+            step is not None
+            and step.result_kind == "fresh"
+            and step.out_buffer is None
+            and step.out_argument is None
+        )
+        roots.append(slot if owned else None)
+    return tuple(root is not None and roots.count(root) == 1 for root in roots)
 
 
 def _steps(graph: Graph, slots: Slots, groups: dict[int, FusedGroup]) -> list[Step]:

@@ -281,12 +281,26 @@ def _run(
         _CALLER.reset(caller)
         plan.arenas.give(arena)
     results: list[Any] = []
-    # Kernels may hand an input back unchanged (a contiguous clone): inputs are never results.
-    inputs_by_id = {id(array) for _, array in given} | plan.stored_ids
-    for graph_output, slot, is_input in zip(plan.outputs, plan.output_slots, plan.output_is_input):
+    # Kernels may hand an input back unchanged (a contiguous clone): inputs, and the arrays
+    # they view, are never results.
+    inputs_by_id = {
+        id(a) for _, array in given for a in (array, getattr(array, "base", None)) if a is not None
+    }
+    inputs_by_id |= plan.stored_ids
+    for graph_output, slot, is_input, owned in zip(
+        plan.outputs, plan.output_slots, plan.output_is_input, plan.output_owned
+    ):
         if not return_all_outputs and not graph_output.kind.is_user:
             continue
-        result = _fresh(values[slot], is_input or id(values[slot]) in inputs_by_id)
+        value = values[slot]
+        base = getattr(value, "base", None)
+        result = _fresh(
+            value,
+            is_input
+            or id(value) in inputs_by_id
+            or (base is not None and id(base) in inputs_by_id),
+            owned,
+        )
         if any(result is earlier for earlier in results if isinstance(earlier, np.ndarray)):
             result = result.copy()  # the same value returned twice: two independent arrays
         results.append(result)
@@ -600,12 +614,13 @@ def _check_result(step: Step, result: Any, meta: Any) -> None:
         raise ExecutionError(f"{node.op}: produced {produced}, meta says {meta} [check=True]")
 
 
-def _fresh(result: Any, is_input: bool) -> Any:
+def _fresh(result: Any, is_input: bool, owned: bool = False) -> Any:
     """Results the caller owns: inputs (given or stored) and views (of inputs, of each other,
-    read-only broadcasts, folded constants) are copied."""
+    read-only broadcasts, folded constants) are copied, except views of a new array made for
+    this output alone (`owned`: `Plan.output_owned`)."""
     if not isinstance(result, np.ndarray):
         return result
-    if is_input or result.base is not None or not result.flags.writeable:
+    if is_input or (result.base is not None and not owned) or not result.flags.writeable:
         return result.copy()
     return result
 
