@@ -160,7 +160,7 @@ def test_a_chain_gives_the_bits_of_its_steps_in_blocks_of_any_size(kernels: str)
 
 
 def test_a_hardswish_runs_as_one_chain_with_its_clamp() -> None:
-    """Hardswish as exported (x · clamp(x + 3, 0, 6) / 6): add, the clamp's fused np.clip,
+    """Hardswish as exported (x · clamp(x + 3, 0, 6) / 6): add, the clamp's fused np.clip (`Clamp`),
     mul and div in one chain; bit for bit the reference, equal to torch within tolerance."""
     x = torch.randn(1, 96, 112, 112, generator=torch.Generator().manual_seed(1)) * 4
     graph = exported(torch.nn.Hardswish(), x)

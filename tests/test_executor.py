@@ -21,12 +21,13 @@ from prims_testing import bits_equal
 import aten2prims
 import prims
 from aten2prims.executor import execute, plan_for
+from aten2prims.executor.chains import ChainKernel
 from aten2prims.executor.codegen import compile_steps
 from aten2prims.executor.direct_kernels import DIRECT_KERNELS, direct_kernel
 from aten2prims.executor.filled_scatter import FilledScatter
 from aten2prims.executor.gather import OrthogonalGather
 from aten2prims.executor.reference import run_reference
-from aten2prims.executor.select import ZeroSelect
+from aten2prims.executor.select import Clamp, ZeroSelect
 from aten2prims.executor.specialize import basic_index
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.graph import Graph, GraphOutput, InputKind, Node
@@ -718,9 +719,11 @@ SELECT_DTYPES = [DType.float32, DType.float64, DType.float16, DType.bfloat16, DT
 
 @pytest.mark.parametrize("dtype", SELECT_DTYPES)
 def test_selections_without_where_are_the_kernels(dtype: DType) -> None:
-    """relu's where(x < 0, 0, x), its mirror, clamps by one bound and by two (np.clip), with zero
-    bounds on a shifted x (never -0.0), all bit for bit the node-by-node kernels', on values
-    holding ±0, ±inf and NaN; and the steps the plan chose for them."""
+    """relu's where(x < 0, 0, x), its mirror, clamps by one bound and by two, with zero bounds
+    on x (which may be -0.0) and on a shifted x (never -0.0), all bit for bit the node-by-node
+    kernels', on values holding ±0, ±inf and NaN; and the steps the plan chose for them: every
+    bound selected against x one np.clip (`Clamp`), checking for -0.0 only where a zero bound
+    meets an x that may hold one."""
     zero, low, high = (0.0, -1.5, 2.0) if dtype.is_floating else (0, -2, 3)
 
     def body(x: Value) -> tuple[Value, ...]:
@@ -739,7 +742,7 @@ def test_selections_without_where_are_the_kernels(dtype: DType) -> None:
                 6.0 if dtype.is_floating else 6,
                 prims.where(prims.lt(shifted, zero), zero, shifted),
             ),
-            prims.where(prims.le(x, zero), zero, x),  # a zero bound on x itself: not max
+            prims.where(prims.le(x, zero), zero, x),  # -0.0 selects the bound here
         )
 
     graph = build({"x": ((7, 9), dtype)}, body)
@@ -748,30 +751,154 @@ def test_selections_without_where_are_the_kernels(dtype: DType) -> None:
     kernels = [step.kernel for step in plan_for(graph).steps]
     assert any(isinstance(kernel, ZeroSelect) for kernel in kernels)
     if dtype in (DType.float32, DType.float64, DType.int32):
-        assert np.clip in kernels and np.maximum in kernels and np.minimum in kernels
+        # relu, the two single bounds, hardswish's and the `<=` (the two-bound selection's
+        # inner selection is the single lower bound's, shared).
+        clamps = [kernel for kernel in kernels if isinstance(kernel, Clamp)]
+        assert len(clamps) == 5
+        # The zero bounds on x itself (relu and `<=`) check for -0.0; -0.0 gives -0.0, +0.0.
+        checked = [clamp.at_negative_zero for clamp in clamps if clamp.bits is not None]
+        negative_zero = np.array(-0.0, dtype.numpy).view(_BIT_DTYPES[dtype])[()]
+        assert checked == ([negative_zero, 0] if dtype.is_floating else [])
 
 
-def test_zero_bounds_on_values_that_may_be_negative_zero_stay_selections() -> None:
-    """maximum(-0.0, 0.0) may give +0.0: a clamp at 0 of x itself keeps the selection."""
+_BIT_DTYPES = {DType.float32: np.int32, DType.float64: np.int64, DType.int32: np.int32}
+
+
+def _same_bytes(ours: list[Any], expected: list[Any]) -> None:
+    """Bit for bit, NaN payloads included (a selection copies its operand's bits)."""
+    for a, b in zip(ours, expected, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert np.array_equal(np.ascontiguousarray(a).view(np.uint8), b.view(np.uint8))
+
+
+def _special_floats(dtype: np.dtype, size: int, seed: int) -> np.ndarray:
+    """Random values, a fifth of them -0.0, +0.0, ±inf, ±subnormals, the bounds 0 and 6 and NaNs
+    of both signs with payloads (quiet and signaling): each at positions NumPy's vector loops and
+    their scalar tails both reach, in every block and part."""
+    rng = np.random.default_rng(seed)
+    values = (rng.standard_normal(size) * 4).astype(dtype)
+    bits = values.view(np.int32 if dtype == np.float32 else np.int64)
+    nans = (
+        [0x7FC00001, 0x7F800005, 0xFFC00002, 0xFF800003]
+        if dtype == np.float32
+        else [0x7FF8000000000001, 0x7FF0000000000005, 0xFFF8000000000002, 0xFFF0000000000003]
+    )
+    nan_values = np.array(nans, np.uint32 if dtype == np.float32 else np.uint64).view(dtype)
+    tiny = np.finfo(dtype).smallest_subnormal
+    specials = np.concatenate(
+        [np.array([-0.0, 0.0, np.inf, -np.inf, tiny, -tiny, 0.0, 6.0], dtype), nan_values]
+    )
+    picks = rng.random(size) < 0.2
+    values[picks] = rng.choice(specials, int(picks.sum()))
+    assert bits.min() == np.iinfo(bits.dtype).min  # -0.0 is there
+    return values
+
+
+@pytest.mark.parametrize("dtype", [DType.float32, DType.float64])
+def test_clamps_of_values_that_may_be_negative_zero_keep_the_selections_bits(
+    dtype: DType,
+) -> None:
+    """relu, relu6 and where(x <= 0, 0, x) of x itself (perhaps -0.0, which np.clip may turn
+    into +0.0) as `Clamp`s checking for -0.0: bit for bit np.where's selections (-0.0 kept by
+    `<`, +0.0 for `<=`, NaN payloads kept), whole, in parts on 1 to 3 threads, and written over
+    a dying operand (a chain's block: -0.0 found before it is overwritten); blocks with no -0.0
+    take the plain np.clip."""
+
+    def body(x: Value) -> tuple[Value, ...]:
+        doubled = prims.mul(x, 2.0)
+        low = prims.where(prims.lt(doubled, 0.0), 0.0, doubled)
+        negated = prims.neg(x)  # dies in its relu, which writes over it
+        return (
+            prims.where(prims.lt(x, 0.0), 0.0, x),
+            prims.where(prims.gt(low, 6.0), 6.0, low),  # relu6
+            prims.where(prims.le(x, 0.0), 0.0, x),
+            prims.where(prims.lt(negated, 0.0), 0.0, negated),
+        )
+
+    shape = (4, 512, 300)  # 2.4 / 4.9 MB: parts and chain blocks
+    graph = build({"x": (shape, dtype)}, body)
+    x = _special_floats(np.dtype(dtype.numpy), math.prod(shape), 7).reshape(shape)
+    x[1:3] = np.abs(x[1:3])  # parts with no -0.0 (and the negation's blocks with only -0.0s)
+    expected = run_reference(graph, {"x": x})
+    for threads in (1, 2, 3):
+        _same_bytes(aten2prims.execute(graph, {"x": x}, threads=threads), expected)
+    steps = plan_for(graph).steps
+    kernels = [getattr(step.kernel, "kernel", step.kernel) for step in steps]  # Parted's own
+    # relu6 and the negation's relu: chains (mul, clamp; neg, clamp) whose clamp writes over
+    # the block of the link before.
+    chains = [k for k in kernels if isinstance(k, ChainKernel)]
+    assert [[type(link.kernel) for link in k.links] for k in chains] == [[np.ufunc, Clamp]] * 2
+    assert all(k._in_target is not None for k in chains)
+    clamps = [k for k in kernels if isinstance(k, Clamp)] + [k.links[1].kernel for k in chains]
+    assert len(clamps) == 4 and all(clamp.bits is not None for clamp in clamps)
+    assert not any(isinstance(k, ZeroSelect) for k in kernels)
+    # relu's kernel alone, on every length up to 70 (vector loops and tails), -0.0 and a NaN
+    # anywhere, into a fresh array and over its operand.
+    (relu,) = [k for k in kernels if isinstance(k, Clamp) and k.at_negative_zero != 0]
+    for length in range(1, 70):
+        for position in range(length):
+            part = np.linspace(-2, 2, length).astype(dtype.numpy)
+            part[position] = -0.0
+            part[(position * 7) % length] = x.flat[int(np.flatnonzero(np.isnan(x))[0])]
+            want = np.where(part < 0, np.zeros((), part.dtype), part)
+            _same_bytes([relu(part)], [want])
+            _same_bytes([relu(part, out=part)], [want])
+
+
+@pytest.mark.parametrize("tie", [0.0, -0.0])
+def test_clamps_give_the_selections_zero_whichever_zero_clip_gives(
+    tie: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """np.clip(-0.0, 0.0, ...) may give either zero (here it keeps x; other builds of NumPy
+    need not): with a clip giving `tie` for every zero, relu keeps -0.0 and where(x <= 0, 0, x)
+    gives +0.0, as the selections do."""
+    clip = np.clip
+
+    def clip_with_tie(x: Any, low: Any, high: Any, out: Any = None) -> Any:
+        # -0.0 meeting the bound +0.0 (found before out, perhaps x, is written)
+        ties = (x == 0) & np.signbit(x)
+        result = clip(x, low, high, out=out)
+        result[ties] = tie
+        return result
+
+    monkeypatch.setattr(np, "clip", clip_with_tie)
+
+    def body(x: Value) -> tuple[Value, ...]:
+        return prims.where(prims.lt(x, 0.0), 0.0, x), prims.where(prims.le(x, 0.0), 0.0, x)
+
+    graph = build({"x": ((5,), DType.float32)}, body)
+    assert all(isinstance(step.kernel, Clamp) for step in plan_for(graph).steps)
+    x = np.array([-0.0, 0.0, -1.0, 2.0, -0.0], np.float32)
+    relu, at_most_zero = aten2prims.execute(graph, {"x": x})
+    assert np.array_equal(relu, [0, 0, 0, 2, 0]) and np.array_equal(at_most_zero, [0, 0, 0, 2, 0])
+    assert np.array_equal(np.signbit(relu), [True, False, False, False, True])
+    assert not np.signbit(at_most_zero).any()
+
+
+def test_a_negative_zero_bound_stays_a_selection() -> None:
+    """where(x < -0.0, -0.0, x) keeps +0.0 where np.clip may give the bound, -0.0: not clamped,
+    even on a shifted x (never -0.0)."""
 
     def body(x: Value) -> Value:
-        return prims.where(prims.lt(x, 0.0), 0.0, x)
+        shifted = prims.add(x, 3.0)
+        return prims.where(prims.lt(shifted, -0.0), -0.0, shifted)
 
     graph = build({"x": ((4,), DType.float32)}, body)
-    assert np.maximum not in [step.kernel for step in plan_for(graph).steps]
-    x = np.array([-0.0, 0.0, -1.0, np.nan], np.float32)
+    assert not any(isinstance(step.kernel, Clamp) for step in plan_for(graph).steps)
+    x = np.array([-3.0, 1.0, -5.0, np.nan], np.float32)
     (result,) = aten2prims.execute(graph, {"x": x})
-    assert np.array_equal(np.signbit(result), [True, False, False, np.signbit(np.float32(np.nan))])
+    assert np.array_equal(np.signbit(result), [False, False, True, np.signbit(np.float32(np.nan))])
 
 
 @pytest.mark.parametrize("op", ["add", "sub"])
-def test_zero_bounds_after_a_stored_shift_are_clips_when_it_holds_no_negative_zero_term(
+def test_zero_bounds_after_a_stored_shift_skip_the_check_when_it_holds_no_negative_zero_term(
     op: str,
 ) -> None:
     """relu6 of x · alpha + beta (a batch norm in evaluation, beta stored and broadcast per
-    channel): one np.clip when beta's term in the sum holds no -0.0 (a sum is -0.0 only when
-    both terms are), the selections otherwise, and when the caller overrides beta (its stored
-    values say nothing then); bit for bit the node-by-node kernels' every time."""
+    channel): one np.clip without looking for -0.0 when beta's term in the sum holds no -0.0 (a
+    sum is -0.0 only when both terms are), looking for it otherwise, and when the caller
+    overrides beta (its stored values say nothing then); bit for bit the node-by-node kernels'
+    every time."""
     rng = np.random.default_rng(0)
     alpha = rng.standard_normal(3).astype(np.float32)
     shift = {"add": rng.standard_normal(3).astype(np.float32)}
@@ -794,20 +921,20 @@ def test_zero_bounds_after_a_stored_shift_are_clips_when_it_holds_no_negative_ze
         (np.array([0.5, negative_zero_term, 1.0], np.float32), False),
     ]:
         graph = build({"x": ((2, 3, 5), DType.float32), "alpha": alpha, "beta": beta}, body)
-        kernels = [step.kernel for step in plan_for(graph).steps]
-        assert (np.clip in kernels) == clipped
-        assert any(isinstance(kernel, ZeroSelect) for kernel in kernels) != clipped
+        (clamp,) = [s.kernel for s in plan_for(graph).steps if isinstance(s.kernel, Clamp)]
+        assert (clamp.bits is None) == clipped, "-0.0 is looked for unless beta rules it out"
         bits_equal(aten2prims.execute(graph, {"x": x}), run_reference(graph, {"x": x}))
         overriding = {"x": x, "beta": np.array([-0.0, 0.0, 2.0], np.float32)}
         bits_equal(aten2prims.execute(graph, overriding), run_reference(graph, overriding))
         overridden = plan_for(graph, frozenset({"beta"}))
-        assert np.clip not in [step.kernel for step in overridden.steps]
+        (clamp,) = [s.kernel for s in overridden.steps if isinstance(s.kernel, Clamp)]
+        assert clamp.bits is not None
 
 
-def test_zero_bounds_after_a_residual_sum_with_a_shifted_value_are_maximums() -> None:
+def test_zero_bounds_after_a_residual_sum_with_a_shifted_value_skip_the_check() -> None:
     """relu(x · alpha + beta + r), a residual connection: the sum's first term is never -0.0
-    (beta holds no -0.0), so neither is the sum, whatever r holds; relu(r + s) of two inputs
-    keeps the selection. Bit for bit the node-by-node kernels'."""
+    (beta holds no -0.0), so neither is the sum, whatever r holds, and its clamp does not look
+    for -0.0; relu(r + s) of two inputs does. Bit for bit the node-by-node kernels'."""
     alpha = np.array([1.0, -2.0, 0.5], np.float32)
     beta = np.array([0.25, -1.0, 3.0], np.float32)
 
@@ -825,9 +952,8 @@ def test_zero_bounds_after_a_residual_sum_with_a_shifted_value_are_maximums() ->
 
     spec = ((4, 3), DType.float32)
     graph = build({"x": spec, "r": spec, "s": spec, "alpha": alpha, "beta": beta}, body)
-    kernels = [step.kernel for step in plan_for(graph).steps]
-    assert kernels.count(np.maximum) == 1
-    assert any(isinstance(kernel, ZeroSelect) for kernel in kernels)
+    clamps = [s.kernel for s in plan_for(graph).steps if isinstance(s.kernel, Clamp)]
+    assert [clamp.bits is None for clamp in clamps] == [True, False]
     values = np.array([-0.0, 0.0, -0.25, 1.0], np.float32)
     x = np.tile(values[:, None], (1, 3))
     inputs = {"x": x, "r": -x, "s": np.full((4, 3), -0.0, np.float32)}

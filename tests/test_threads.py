@@ -29,6 +29,7 @@ from aten2prims.executor.filled_scatter import FilledScatter
 from aten2prims.executor.multiply_accumulate import MultiplyAccumulateRecipe
 from aten2prims.executor.plan import Plan
 from aten2prims.executor.segments import SegmentKernel
+from aten2prims.executor.select import Clamp
 from aten2prims.executor.threads import (
     PART_BYTES,
     THREADS_VARIABLE,
@@ -431,14 +432,14 @@ def test_a_clamp_after_a_convolution_runs_in_its_epilogue(inverted_residuals: tu
         for entry in step.kernel.epilogue
         if entry.function is not None
     ]
-    clamps = [function for function in absorbed if function is np.clip]
+    clamps = [function for function in absorbed if isinstance(function, Clamp)]
     chains = [function for function in absorbed if isinstance(function, ChainKernel)]
     assert len(clamps) == 2, "the first block's expansion and depthwise ReLU6"
     assert len(chains) == 4, "SiLU and hardswish after the other blocks' two convolutions"
     assert len(absorbed) == len(clamps) + len(chains)
     kernels = [getattr(step.kernel, "kernel", step.kernel) for step in steps]  # Parted's own
     assert np.negative not in kernels, "SiLU's sigmoid runs in its chain"
-    assert np.clip not in kernels, "hardswish's relu6(x + 3) runs in its chain"
+    assert not any(isinstance(k, Clamp) for k in kernels), "hardswish's relu6(x+3): its chain"
 
 
 @pytest.mark.parametrize("value", [0.0, 1.5])
@@ -470,10 +471,9 @@ def test_a_padding_in_parts_fills_its_border(value: float) -> None:
 
 
 def test_a_relu_after_a_linear_layer_runs_in_its_epilogue(tmp_path: Path) -> None:
-    """A ReLU whose input may hold -0.0 (a linear layer's) stays where(x < 0, 0, x): a
-    selection by the bits of x, which may write over x element for element. With its
-    comparison it is an elementwise chain reading only the product's result, so it runs in the
-    product's epilogue (on each chunk, in the product's parallel region) instead of as one
+    """A ReLU whose input may hold -0.0 (a linear layer's) is a `Clamp` looking for -0.0, which
+    may write over x element for element: it reads only the product's result, so it runs in
+    the product's epilogue (on each chunk, in the product's parallel region) instead of as one
     more region; every thread count gives one thread's bits, torch agrees."""
     torch.manual_seed(5)
     model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU()).eval()
@@ -489,7 +489,8 @@ def test_a_relu_after_a_linear_layer_runs_in_its_epilogue(tmp_path: Path) -> Non
     assert not [step.node.op for step in steps if step.elementwise], "no ReLU step of its own"
     (product,) = [step.kernel for step in steps if isinstance(step.kernel, ContractionKernel)]
     absorbed = [entry.function for entry in product.epilogue if entry.function is not None]
-    assert len(absorbed) == 1 and isinstance(absorbed[0], ChainKernel), product.epilogue
+    assert len(absorbed) == 1 and isinstance(absorbed[0], Clamp), product.epilogue
+    assert absorbed[0].bits is not None
 
 
 def test_a_gelu_runs_whole_on_the_calling_thread(tmp_path: Path) -> None:
