@@ -80,6 +80,8 @@ def step_kind(step: Any) -> tuple[str, str]:
 
     kernel = step.kernel
     kernel = getattr(kernel, "kernel", kernel)  # threads.Parted and ReducedParted wrap one
+    # A depthwise product with its padding (padded_products.PaddedContraction) holds its own
+    kernel = getattr(kernel, "contraction", kernel)
     op = step.node.op.removeprefix("prims.")
     if isinstance(kernel, ContractionKernel):
         recipes = kernel.recipes()
