@@ -776,9 +776,10 @@ def test_a_padding_fused_with_its_depthwise_product_gives_the_padded_inputs_bits
 ) -> None:
     """The zero padding, its windows and the depthwise product as one step (padded_products.py):
     where the product reads the unpadded input itself (shifted copies of a stride-1 kernel over
-    merged rows, a C-contiguous input; from the second call on: the first makes the padded
-    input and plans), and where it makes the padded input (strided, one row, channels-last),
-    the bits of the three steps over the padded input, and torch's values."""
+    merged rows, a strided kernel's gathered windows; a C-contiguous input; from the second
+    call on: the first makes the padded input and plans), and where it makes the padded input
+    (phase images, one row, channels-last), the bits of the three steps over the padded input,
+    and torch's values."""
     n, c, h, w, k, stride, padding, dilation, bias = case
     x = randn(n, c, h, w, dtype=dtype)
     x[0, 0, 0, :2] = torch.tensor([float("nan"), -0.0])
@@ -814,7 +815,8 @@ def test_a_padding_fused_with_its_depthwise_product_gives_the_padded_inputs_bits
     assert len(fused) == (1 if padding else 0)
     (recipe,) = contraction_recipes(graph)
     rows = (h + 2 * padding - dilation * (k - 1) - 1) // stride + 1
-    reads = stride == 1 and recipe.copies is not None and rows > 1 and not channels_last
+    runs_read = recipe.window_strides is not None or (recipe.copies is not None and rows > 1)
+    reads = runs_read and not channels_last
     assert [kernel.reads_source() for kernel in fused] == [reads] * len(fused)
     if (stride, padding, channels_last) == (1, k // 2 * dilation, False) and rows > 6:
         assert reads, "a stride-1 2-d kernel's shifted copies read the unpadded input"

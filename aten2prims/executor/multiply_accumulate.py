@@ -66,10 +66,10 @@ NaN): a kernel holding a zero runs as the chunks above. Each channel's sum is a 
 order of the kernel positions from +0.0 (so -0.0 products sum to +0.0).
 
 A zero-padded full operand whose padding only this product reads (`padded_products.py`) is
-read from its unpadded source when the product runs as shifted copies (`run_zero_padded`): the
-copies are copied from the source's images, the padding's positions set to zero, without the
-padding columns, so the sum is written into the output itself; the same products in the same
-order as over the padded operand.
+read from its unpadded source when the product runs as shifted copies or gathered strided
+windows (`run_zero_padded`): they are copied from the source's images, the padding's positions
+set to zero (the copies without the padding columns, so the sum is written into the output
+itself); the same products in the same order as over the padded operand.
 
 Summation order differs from a matrix product's over the whole im2col copy (gathered: BLAS's
 matrix-vector order over one channel's positions, fixed by the sizes; else a plain sum in
@@ -560,15 +560,28 @@ class MultiplyAccumulateRecipe:
     def reads_zero_padded(self, padded: ZeroPadded, itemsize: int) -> bool:
         """Whether `run_zero_padded` computes this product from the unpadded operand: shifted
         copies of a 2-d kernel over merged rows of the padded images, as wide as the unpadded
-        ones (so the copies' rows, without padding columns, are the output's), the window at
-        the padded images' start."""
-        copies = self.copies
-        if copies is None or self.phases is not None or self.window_strides is not None:
-            return False
+        ones (so the copies' rows, without padding columns, are the output's), or the gathered
+        windows of a strided 2-d kernel; the window at the padded images' start."""
         rows, columns = padded.shape
         image = rows * columns * itemsize
         row_bytes = columns * itemsize
         leading = self.full_strides[: len(self.outer_shape) + 1]
+        if not (0 <= padded.origin < columns and all(s > 0 and s % image == 0 for s in leading)):
+            return False  # not whole images from the first padded image's first row
+        if self.window_strides is not None:
+            *_, kernel_row, kernel_column, row, column = self.window_strides
+            return (
+                len(self.reduced_shape) == 2
+                and kernel_row % row_bytes == 0
+                and row % row_bytes == 0
+                and 0 < kernel_column < row_bytes
+                and 0 < column < row_bytes
+                and kernel_row > 0
+                and row > 0
+            )
+        copies = self.copies
+        if copies is None or self.phases is not None:
+            return False
         return (
             len(copies.other_shape) == 1
             and copies.other_steps[0] % row_bytes == 0
@@ -576,8 +589,6 @@ class MultiplyAccumulateRecipe:
             and self.full_strides[-1] == itemsize
             and self.row_step == columns
             and self.out_view[-1] == padded.source_shape[1]
-            and 0 <= padded.origin < columns  # in the first padded image's first row
-            and all(step > 0 and step % image == 0 for step in leading)
         )
 
     def run_zero_padded(
@@ -593,7 +604,11 @@ class MultiplyAccumulateRecipe:
         are copied from the unpadded images, the positions the padding holds set to zero, and
         laid out as the output's rows (no padding columns), so the partial sums' sum is written
         into the output. The padded tensor is never made; the products and their order are those
-        of `run_into` on it."""
+        of `run_into` on it. Strided windows are gathered from the source likewise, the
+        windows' positions in the padding set to zero."""
+        if self.window_strides is not None:
+            self._windows_from_zero_padded(source, padded, b, out, epilogue)
+            return
         assert self.copies is not None
         copies = self.copies
         outer_count = len(self.outer_shape)
@@ -666,6 +681,97 @@ class MultiplyAccumulateRecipe:
                     writeable=False,
                 )
                 matmul(ones, skewed, shaped[index][:, None, :])
+                if epilogue is not None:
+                    epilogue(self._out_index(outer, start, stop))
+
+            return run
+
+        run_parts(
+            [
+                chunk(outer, start)
+                for outer in itertools.product(*map(range, self.outer_shape))
+                for start in range(0, self.chunked, self.chunk)
+            ]
+        )
+
+    def _windows_from_zero_padded(
+        self,
+        source: np.ndarray,
+        padded: ZeroPadded,
+        b: np.ndarray,
+        out: np.ndarray,
+        epilogue: Epilogue | None,
+    ) -> None:
+        """`run_zero_padded` of gathered windows: per chunk and kernel position, the output
+        positions whose window element lies in the source copied from it (a strided slice),
+        the others set to zero, then the matrix-vector products into the output (as in
+        `_chunk`)."""
+        assert self.window_strides is not None
+        outer_count = len(self.outer_shape)
+        itemsize = out.itemsize
+        padded_columns = padded.shape[1]
+        row_bytes = padded_columns * itemsize
+        image = padded.shape[0] * row_bytes
+        image_steps = [step // image for step in self.window_strides[: outer_count + 1]]
+        *_, kernel_row, kernel_column, row, column = self.window_strides
+        steps = (row // row_bytes, column // itemsize)
+        dilations = (kernel_row // row_bytes, kernel_column // itemsize)
+        origin = (-padded.top, padded.origin - padded.left)
+        source_rows, source_columns = padded.source_shape
+        images = source.reshape(-1, source_rows, source_columns)
+        rows, columns = self.out_view[-2:]
+        kernel_rows, kernel_columns = self.reduced_shape
+        other_shape = self.view_shape[:-1] + (self.other_run,)
+        other_view = np.lib.stride_tricks.as_strided(
+            b, other_shape, self.other_strides, writeable=False
+        ).reshape(*self.view_shape[: outer_count + 1], 1, -1)
+        shaped = out.reshape(*self.out_view[:-2], rows * columns)
+
+        def valid(first: int, step: int, count: int, length: int) -> tuple[int, int]:
+            """The output positions p in [0, count) whose source index first + p * step lies
+            in [0, length): an interval."""
+            low = max(0, -(first // step)) if first < 0 else 0
+            high = max(low, min(count, -(-(length - first) // step)))
+            return low, high
+
+        def chunk(outer: tuple[int, ...], start: int) -> Callable[[], None]:
+            def run() -> None:
+                stop = min(start + self.chunk, self.chunked)
+                count = stop - start
+                first = sum(i * step for i, step in zip(outer, image_steps))
+                first += start * image_steps[-1]
+                chunk_images = images[first : first + count * image_steps[-1] : image_steps[-1]]
+                gathered = kept_buffer(
+                    "gathered",
+                    (self.chunk, kernel_rows * kernel_columns, rows * columns),
+                    out.dtype,
+                )[:count]
+                laid = gathered.reshape(count, kernel_rows, kernel_columns, rows, columns)
+                for i, j in itertools.product(range(kernel_rows), range(kernel_columns)):
+                    top = origin[0] + i * dilations[0]
+                    left = origin[1] + j * dilations[1]
+                    low_row, high_row = valid(top, steps[0], rows, source_rows)
+                    low_column, high_column = valid(left, steps[1], columns, source_columns)
+                    window = laid[:, i, j]
+                    window[:, :low_row] = 0
+                    window[:, high_row:] = 0
+                    window[:, low_row:high_row, :low_column] = 0
+                    window[:, low_row:high_row, high_column:] = 0
+                    if low_row < high_row and low_column < high_column:
+                        rows_read = slice(
+                            top + low_row * steps[0], top + (high_row - 1) * steps[0] + 1, steps[0]
+                        )
+                        columns_read = slice(
+                            left + low_column * steps[1],
+                            left + (high_column - 1) * steps[1] + 1,
+                            steps[1],
+                        )
+                        window[:, low_row:high_row, low_column:high_column] = chunk_images[
+                            :, rows_read, columns_read
+                        ]
+                index: tuple[Any, ...] = (*outer, slice(start, stop))
+                # A sum of -0.0 products is +0.0 here too: BLAS's accumulators start at +0.0.
+                matmul(other_view[index], gathered, shaped[index][:, None, :])
                 if epilogue is not None:
                     epilogue(self._out_index(outer, start, stop))
 
