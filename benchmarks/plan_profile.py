@@ -81,6 +81,8 @@ def step_kind(step: Any) -> tuple[str, str]:
     kernel = step.kernel
     while hasattr(kernel, "kernel"):  # threads.Parted, ReducedParted, unbuffered.Unbuffered
         kernel = kernel.kernel
+    # A depthwise product with its padding (padded_products.PaddedContraction) holds its own
+    kernel = getattr(kernel, "contraction", kernel)
     op = step.node.op.removeprefix("prims.")
     if isinstance(kernel, ContractionKernel):
         recipes = kernel.recipes()

@@ -31,6 +31,7 @@ from aten2prims.executor.multiply_accumulate import (
     MultiplyAccumulateRecipe,
     plan_multiply_accumulate,
 )
+from aten2prims.executor.padded_products import PaddedContraction
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.graph import Graph
 from aten2prims.ir.values import TensorMeta, Value
@@ -72,7 +73,11 @@ def small_chunks(budget: int) -> contextlib.AbstractContextManager[None]:
 
 
 def contraction_steps(graph: Graph) -> list[Any]:
-    return [step for step in plan_for(graph).steps if isinstance(step.kernel, ContractionKernel)]
+    return [
+        step
+        for step in plan_for(graph).steps
+        if isinstance(step.kernel, (ContractionKernel, PaddedContraction))
+    ]
 
 
 def contraction_recipes(graph: Graph) -> list[Any]:
@@ -746,10 +751,75 @@ def test_depthwise_convolution_runs_as_products_and_matches_torch(
     assert (recipe.window_strides is not None) == (stride > 1 and k * k <= 12)
     assert (recipe.phases is not None) == (stride > 1 and k * k > 12)
     assert recipe.gathered  # a per-channel kernel: the runs summed by matrix-vector products
-    # 7x7 kernels at stride 1 gather 7 shifted copies, not 49 runs; 3x3 ones the runs.
-    assert recipe.copies is not None if (stride, k) == (1, 7) else k > 3 or recipe.copies is None
-    assert recipe.out_view[-2] == (h + 2 * padding - dilation * (k - 1) - 1) // stride + 1  # merged
+    rows = (h + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+    columns = (w + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+    # 7x7 kernels at stride 1 gather 7 shifted copies, not 49 runs; 3x3 ones 3 copies on images
+    # of 7x7 and more, the runs on smaller ones (the copies' extra rows then weigh).
+    if (stride, k) == (1, 7):
+        assert recipe.copies is not None
+    elif k == 3:
+        assert (recipe.copies is not None) == (stride == 1 and min(rows, columns) >= 7)
+    assert recipe.out_view[-2] == rows  # merged
     assert_agree(fused, unfused, "unfused execution")
+    outcome = run_call(call)
+    assert outcome.passed, outcome.message
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", DEPTHWISE)
+def test_a_padding_fused_with_its_depthwise_product_gives_the_padded_inputs_bits(
+    case: tuple[int, ...],
+    dtype: torch.dtype,
+    channels_last: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The zero padding, its windows and the depthwise product as one step (padded_products.py):
+    where the product reads the unpadded input itself (shifted copies of a stride-1 kernel over
+    merged rows, a strided kernel's gathered windows; a C-contiguous input; from the second
+    call on: the first makes the padded input and plans), and where it makes the padded input
+    (phase images, one row, channels-last), the bits of the three steps over the padded input,
+    and torch's values."""
+    n, c, h, w, k, stride, padding, dilation, bias = case
+    x = randn(n, c, h, w, dtype=dtype)
+    x[0, 0, 0, :2] = torch.tensor([float("nan"), -0.0])
+    x[-1, -1, -1, -1] = float("inf")
+    weight = randn(c, 1, k, k, dtype=dtype, seed=1)
+    weight[-1] = 0.0  # products -0.0 where the input is negative: the sum must be +0.0
+    x[:, -1] = -x[:, -1].abs() - 1
+    graph, inputs, call = lowered_call(
+        "aten.convolution.default",
+        x,
+        weight,
+        randn(c, dtype=dtype, seed=2) if bias else None,
+        [stride, stride],
+        [padding, padding],
+        [dilation, dilation],
+        False,
+        [0, 0],
+        c,
+    )
+    (name,) = [name for name, array in inputs.items() if array.shape == (n, c, h, w)]
+    if channels_last:  # the same values, channels innermost in memory
+        inputs[name] = np.ascontiguousarray(inputs[name].transpose(0, 2, 3, 1)).transpose(
+            0, 3, 1, 2
+        )
+    with mkl.disabled():  # MKL's batched axpys read the padded input
+        calls = [execute(graph, inputs) for _ in range(3)]
+        monkeypatch.setattr(plan, "FUSE_PADDINGS", False)
+        twin = Graph(graph.name, list(graph.inputs), list(graph.nodes), list(graph.outputs))
+        (padded,) = execute(twin, inputs)
+    for (ours,) in calls:
+        assert ours.tobytes() == padded.tobytes()
+    fused = [s.kernel for s in plan_for(graph).steps if isinstance(s.kernel, PaddedContraction)]
+    assert len(fused) == (1 if padding else 0)
+    (recipe,) = contraction_recipes(graph)
+    rows = (h + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+    runs_read = recipe.window_strides is not None or (recipe.copies is not None and rows > 1)
+    reads = runs_read and not channels_last
+    assert [kernel.reads_source() for kernel in fused] == [reads] * len(fused)
+    if (stride, padding, channels_last) == (1, k // 2 * dilation, False) and rows > 6:
+        assert reads, "a stride-1 2-d kernel's shifted copies read the unpadded input"
     outcome = run_call(call)
     assert outcome.passed, outcome.message
 
@@ -866,6 +936,7 @@ def test_products_in_chunks_agree(
     channel's gathered runs over the limit): every chunk and the bias epilogue on it."""
     monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", budget)
     monkeypatch.setattr(multiply_accumulate, "GATHER_BYTES", budget)
+    monkeypatch.setattr(multiply_accumulate, "COPIES_MAX_TRAFFIC", 0.0)  # runs, not copies
     if not gather:
         monkeypatch.setattr(multiply_accumulate, "GATHER_MAX_BYTES", 0)
     graph, inputs, call = lowered_call(

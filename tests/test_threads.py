@@ -27,6 +27,7 @@ from aten2prims.executor.chains import ChainKernel
 from aten2prims.executor.contraction_fusion import ContractionKernel
 from aten2prims.executor.filled_scatter import FilledScatter
 from aten2prims.executor.multiply_accumulate import MultiplyAccumulateRecipe
+from aten2prims.executor.padded_products import PaddedContraction
 from aten2prims.executor.plan import Plan
 from aten2prims.executor.segments import SegmentKernel
 from aten2prims.executor.select import Clamp
@@ -370,7 +371,7 @@ def test_inverted_residual_blocks_give_one_threads_bits(
         depthwise = [
             recipe
             for step in plan_for(graph).steps
-            if isinstance(step.kernel, ContractionKernel)
+            if isinstance(step.kernel, (ContractionKernel, PaddedContraction))
             for recipe in step.kernel.recipes()
             if isinstance(recipe, MultiplyAccumulateRecipe)
         ]
@@ -382,10 +383,13 @@ def test_inverted_residual_blocks_give_one_threads_bits(
 
 def test_a_large_padding_is_written_in_parts(inverted_residuals: tuple) -> None:
     """The depthwise convolutions' padded inputs (4x96x58x58 float32, 5 MiB): the window is
-    copied in parts (decided by the plan) that the threads share."""
+    copied in parts (decided by the plan) that the threads share (where the padded input is
+    made: a padding fused with its product makes it for products that read it, strided ones)."""
     graph, inputs, _ = inverted_residuals
     aten2prims.execute(graph, inputs, threads=1)
-    paddings = [s.kernel for s in plan_for(graph).steps if isinstance(s.kernel, FilledScatter)]
+    steps = plan_for(graph).steps
+    paddings = [s.kernel for s in steps if isinstance(s.kernel, FilledScatter)]
+    paddings += [s.kernel.scatter for s in steps if isinstance(s.kernel, PaddedContraction)]
     large = [k for k in paddings if math.prod(k.shape) * k.dtype.itemsize >= 2 * PART_BYTES]
     assert large, [k.shape for k in paddings]
     assert all(len(kernel.window_parts) >= 2 for kernel in large)
@@ -425,11 +429,13 @@ def test_a_clamp_after_a_convolution_runs_in_its_epilogue(inverted_residuals: tu
     graph, inputs, _ = inverted_residuals
     aten2prims.execute(graph, inputs, threads=1)
     steps = plan_for(graph).steps
+    # A depthwise product with its padding fused (padded_products.py) holds its contraction.
+    products = [getattr(step.kernel, "contraction", step.kernel) for step in steps]
     absorbed = [
         entry.function
-        for step in steps
-        if isinstance(step.kernel, ContractionKernel)
-        for entry in step.kernel.epilogue
+        for kernel in products
+        if isinstance(kernel, ContractionKernel)
+        for entry in kernel.epilogue
         if entry.function is not None
     ]
     clamps = [function for function in absorbed if isinstance(function, Clamp)]

@@ -38,7 +38,7 @@ from ..ir.values import Value
 from .contraction import DEFAULT_TUNING, ContractionRecipe, ContractionTuning, plan_contraction
 from .direct_kernels import makes_short_calls
 from .fusion import FusedGroup, FusionContext
-from .multiply_accumulate import MultiplyAccumulateRecipe, plan_multiply_accumulate
+from .multiply_accumulate import MultiplyAccumulateRecipe, ZeroPadded, plan_multiply_accumulate
 from .steps import SlotRef, Step
 from .threads import elementwise_in_parts
 
@@ -100,11 +100,15 @@ class ContractionKernel:
     def __call__(
         self, a: np.ndarray, b: np.ndarray, *others: np.ndarray, out: np.ndarray | None = None
     ) -> np.ndarray:
+        return self.planned_call(a, b)(a, b, others, out)
+
+    def planned_call(self, a: np.ndarray, b: np.ndarray) -> _PlannedCall:
+        """The call planned for operands of a's and b's layout (planned now if new)."""
         key = (a.strides, b.strides, a.dtype)
         call = self._calls.get(key)
         if call is None:
             call = self._calls[key] = _PlannedCall(self, a, b)
-        return call(a, b, others, out)
+        return call
 
     def recipes(self) -> list[ContractionRecipe | MultiplyAccumulateRecipe]:
         """The recipes planned by the calls so far (one per operand layout)."""
@@ -189,6 +193,25 @@ class _PlannedCall:
             return result
         self.recipe.run(a, b, out)
         self._chunk_epilogue(out, others)(())  # in parts: the call's threads share them
+        return result
+
+    def run_zero_padded(
+        self,
+        source: np.ndarray,
+        padded: ZeroPadded,
+        other: np.ndarray,
+        others: tuple[np.ndarray, ...],
+        result: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The call with its full operand the window of a zero-padded `source` that the recipe
+        reads from `source` itself (`MultiplyAccumulateRecipe.reads_zero_padded`)."""
+        assert isinstance(self.recipe, MultiplyAccumulateRecipe)
+        if result is None:
+            result = np.empty(self.result_shape, source.dtype)
+        out = result.reshape(self.out_shape)
+        other = other.reshape(self.b_shape if self.recipe.full_is_a else self.a_shape)
+        epilogue = self._chunk_epilogue(out, others) if self.steps else None
+        self.recipe.run_zero_padded(source, padded, other, out, epilogue)
         return result
 
     def _chunk_epilogue(

@@ -13,6 +13,9 @@ A large window (a padded activation: 4x96x112x112 float32 into 4x96x113x113 is 2
 copy) is written in parts along its outer dims (`threads.chunks`, decided when the plan is
 made), which the call's threads share: each part one copy call, so a part is long enough to
 be worth the hand-off between threads.
+
+A zero padding that only a depthwise product's windows read joins the product's step
+(`padded_products.py`), which makes it only where the product cannot read its source instead.
 """
 
 from __future__ import annotations

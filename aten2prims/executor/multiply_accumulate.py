@@ -25,7 +25,8 @@ copies, BLAS) makes every kernel row's sum over the whole copies at once, and a 
 product by ones sums those partial sums, each read from its kernel row's offset on (a skewed
 view: BLAS reads it as a matrix whose lda is the partial sums' length plus the offset). A 7x7
 kernel then copies 7 shifted images rather than 49 runs and reads them once: chosen where the
-copies and partial sums move fewer elements than the runs (7x7 and most 5x5 layers; not 3x3).
+copies and partial sums move at most about as many elements as the runs (every 2-d kernel
+but 3x3 ones on images smaller than 7x7).
 With a matrix-vector product per kernel row instead (reading the copies once per row) that was
 1.1-1.4x faster than the runs; the matrix product is 1.2-1.4x faster again.
 
@@ -63,6 +64,12 @@ positions (ctypes releases the GIL for all of it), then the copy into the output
 epilogue while the part is in L2, so the parts are shared among the call's threads. MKL skips an axpy whose weight is zero (where 0 * inf must be
 NaN): a kernel holding a zero runs as the chunks above. Each channel's sum is a plain sum in
 order of the kernel positions from +0.0 (so -0.0 products sum to +0.0).
+
+A zero-padded full operand whose padding only this product reads (`padded_products.py`) is
+read from its unpadded source when the product runs as shifted copies or gathered strided
+windows (`run_zero_padded`): they are copied from the source's images, the padding's positions
+set to zero (the copies without the padding columns, so the sum is written into the output
+itself); the same products in the same order as over the padded operand.
 
 Summation order differs from a matrix product's over the whole im2col copy (gathered: BLAS's
 matrix-vector order over one channel's positions, fixed by the sizes; else a plain sum in
@@ -116,12 +123,15 @@ GATHER_MAX_BYTES = 4 << 20
 # batch 4, 3x3 stride-2 layers ran 1.1-1.25x faster so (a strided read per position against a
 # phase copy plus a contiguous copy per position), 5x5 ones 1.0-1.1x slower.
 WINDOW_MAX_POSITIONS = 12
-# Shifted copies (`_Copies`) replace gathered runs when they move at most this fraction of the
+# Shifted copies (`_Copies`) replace gathered runs when they move at most this factor of the
 # elements: the copies plus the partial sums written and read back, against one run per
 # kernel position. Measured at batch 4 (gathered runs / copies): 7x7 layers 1.07-1.40 (traffic
-# 0.44-0.56), 5x5 ones 1.11-1.25 at 0.63-0.66 but 0.95 at 0.72 (7x7 images), 3x3 ones 0.69-0.95
-# (1.0-1.1).
-COPIES_MAX_TRAFFIC = 0.7
+# 0.44-0.56), 5x5 ones 1.11-1.25 at 0.63-0.66. With chunks of 4 MiB (NumPy's kernels, AMD EPYC,
+# one thread, process CPU time, both planned in one process, called in shuffled order): 5x5 on
+# 7x7 images 1.2x (traffic 0.72); 3x3 layers within 5% of the runs from 7² to 112² (traffic
+# 1.006-1.098). 3x3 ones take the copies all the same: only the copies read a zero padding's
+# source in place of the padded operand (`run_zero_padded`), 1.2-1.7x faster than the runs.
+COPIES_MAX_TRAFFIC = 1.1
 # With MKL, a part of a depthwise product (`_Axpy`) accumulates about this many bytes of its
 # output's runs: one batched axpy call, then the copy into the output and the epilogue while
 # the part is in L2.
@@ -159,6 +169,20 @@ class _Copies:
     step: int
     other_shape: tuple[int, ...]
     other_steps: tuple[int, ...]
+
+
+@attrs.frozen
+class ZeroPadded:
+    """A full operand that is a window of a zero-padded copy of an unpadded operand: per leading
+    index an image of `shape` (rows, columns) read from an unpadded image of `source_shape`
+    placed at (`top`, `left`) in it, the padding zeros. The window starts at storage element
+    `origin` of the padded tensor (C-contiguous)."""
+
+    shape: tuple[int, int]
+    source_shape: tuple[int, int]
+    top: int
+    left: int
+    origin: int
 
 
 @attrs.frozen
@@ -533,6 +557,234 @@ class MultiplyAccumulateRecipe:
             for phase_row, phase_column, offset in self.phases.taps
         ]
 
+    def reads_zero_padded(self, padded: ZeroPadded, itemsize: int) -> bool:
+        """Whether `run_zero_padded` computes this product from the unpadded operand: shifted
+        copies of a 2-d kernel over merged rows of the padded images, as wide as the unpadded
+        ones (so the copies' rows, without padding columns, are the output's), or the gathered
+        windows of a strided 2-d kernel; the window at the padded images' start."""
+        rows, columns = padded.shape
+        image = rows * columns * itemsize
+        row_bytes = columns * itemsize
+        leading = self.full_strides[: len(self.outer_shape) + 1]
+        if not (0 <= padded.origin < columns and all(s > 0 and s % image == 0 for s in leading)):
+            return False  # not whole images from the first padded image's first row
+        if self.window_strides is not None:
+            *_, kernel_row, kernel_column, row, column = self.window_strides
+            return (
+                len(self.reduced_shape) == 2
+                and kernel_row % row_bytes == 0
+                and row % row_bytes == 0
+                and 0 < kernel_column < row_bytes
+                and 0 < column < row_bytes
+                and kernel_row > 0
+                and row > 0
+            )
+        copies = self.copies
+        if copies is None or self.phases is not None:
+            return False
+        return (
+            len(copies.other_shape) == 1
+            and copies.other_steps[0] % row_bytes == 0
+            and 0 < copies.step < row_bytes
+            and self.full_strides[-1] == itemsize
+            and self.row_step == columns
+            and self.out_view[-1] == padded.source_shape[1]
+        )
+
+    def run_zero_padded(
+        self,
+        source: np.ndarray,
+        padded: ZeroPadded,
+        b: np.ndarray,
+        out: np.ndarray,
+        epilogue: Epilogue | None = None,
+    ) -> None:
+        """The product of a full operand that is a window of the zero-padded `source` (C-
+        contiguous, `reads_zero_padded`), read from `source` itself: each chunk's shifted copies
+        are copied from the unpadded images, the positions the padding holds set to zero, and
+        laid out as the output's rows (no padding columns), so the partial sums' sum is written
+        into the output. The padded tensor is never made; the products and their order are those
+        of `run_into` on it. Strided windows are gathered from the source likewise, the
+        windows' positions in the padding set to zero."""
+        if self.window_strides is not None:
+            self._windows_from_zero_padded(source, padded, b, out, epilogue)
+            return
+        assert self.copies is not None
+        copies = self.copies
+        outer_count = len(self.outer_shape)
+        itemsize = out.itemsize
+        padded_rows, padded_columns = padded.shape
+        image = padded_rows * padded_columns * itemsize
+        # Each leading index's image number, from the full operand's leading strides.
+        image_steps = [step // image for step in self.full_strides[: outer_count + 1]]
+        source_rows, columns = padded.source_shape
+        images = source.reshape(-1, source_rows * columns)
+        rows = self.out_view[-2]
+        kernel_rows = copies.other_shape[0]
+        row_offset = copies.other_steps[0] // (padded_columns * itemsize)
+        copied = self.reduced_shape[copies.axis]
+        column_step = copies.step // itemsize
+        origin_row, origin_column = divmod(
+            padded.origin % (padded_rows * padded_columns), padded_columns
+        )
+        # Copy j, row R, column c holds source row R + first_row, column c + shift[j].
+        first_row = origin_row - padded.top
+        shifts = [origin_column + j * column_step - padded.left for j in range(copied)]
+        copy_rows = rows + (kernel_rows - 1) * row_offset
+        length = copy_rows * columns
+        other_shape = self.view_shape[:-1] + (self.other_run,)
+        other_view = np.lib.stride_tricks.as_strided(
+            b, other_shape, self.other_strides, writeable=False
+        )
+        weights = np.moveaxis(other_view[..., 0], outer_count + 1 + copies.axis, -1)
+        shaped = out.reshape(*self.out_view[:-2], rows * columns)
+        ones = np.ones((1, kernel_rows), out.dtype)
+        # The rows of the copies read from the source, and the positions (flat) they cover.
+        low_row = max(0, -first_row)
+        high_row = min(copy_rows, source_rows - first_row)
+
+        def chunk(outer: tuple[int, ...], start: int) -> Callable[[], None]:
+            def run() -> None:
+                stop = min(start + self.chunk, self.chunked)
+                count = stop - start
+                first = sum(i * step for i, step in zip(outer, image_steps))
+                first += start * image_steps[-1]
+                chunk_images = images[first : first + count * image_steps[-1] : image_steps[-1]]
+                buffer = kept_buffer("copies", (self.chunk, copied, length), out.dtype)[:count]
+                partial = kept_buffer("partial", (self.chunk, kernel_rows, length), out.dtype)[
+                    :count
+                ]
+                for j, shift in enumerate(shifts):
+                    target = buffer[:, j]
+                    offset = first_row * columns + shift
+                    low = max(low_row * columns, -offset)
+                    high = min(max(high_row, low_row) * columns, source_rows * columns - offset)
+                    high = max(high, low)
+                    target[:, :low] = 0
+                    target[:, low:high] = chunk_images[:, low + offset : high + offset]
+                    target[:, high:] = 0
+                    laid = target.reshape(count, copy_rows, columns)
+                    if shift < 0:  # columns left of the image: the padding's zeros
+                        laid[:, :, : min(-shift, columns)] = 0
+                    elif shift > 0:
+                        laid[:, :, max(columns - shift, 0) :] = 0
+                index: tuple[Any, ...] = (*outer, slice(start, stop))
+                matmul(weights[index], buffer, partial)
+                skewed = np.lib.stride_tricks.as_strided(
+                    partial,
+                    (count, kernel_rows, rows * columns),
+                    (
+                        partial.strides[0],
+                        partial.strides[1] + row_offset * columns * itemsize,
+                        itemsize,
+                    ),
+                    writeable=False,
+                )
+                matmul(ones, skewed, shaped[index][:, None, :])
+                if epilogue is not None:
+                    epilogue(self._out_index(outer, start, stop))
+
+            return run
+
+        run_parts(
+            [
+                chunk(outer, start)
+                for outer in itertools.product(*map(range, self.outer_shape))
+                for start in range(0, self.chunked, self.chunk)
+            ]
+        )
+
+    def _windows_from_zero_padded(
+        self,
+        source: np.ndarray,
+        padded: ZeroPadded,
+        b: np.ndarray,
+        out: np.ndarray,
+        epilogue: Epilogue | None,
+    ) -> None:
+        """`run_zero_padded` of gathered windows: per chunk and kernel position, the output
+        positions whose window element lies in the source copied from it (a strided slice),
+        the others set to zero, then the matrix-vector products into the output (as in
+        `_chunk`)."""
+        assert self.window_strides is not None
+        outer_count = len(self.outer_shape)
+        itemsize = out.itemsize
+        padded_columns = padded.shape[1]
+        row_bytes = padded_columns * itemsize
+        image = padded.shape[0] * row_bytes
+        image_steps = [step // image for step in self.window_strides[: outer_count + 1]]
+        *_, kernel_row, kernel_column, row, column = self.window_strides
+        steps = (row // row_bytes, column // itemsize)
+        dilations = (kernel_row // row_bytes, kernel_column // itemsize)
+        origin = (-padded.top, padded.origin - padded.left)
+        source_rows, source_columns = padded.source_shape
+        images = source.reshape(-1, source_rows, source_columns)
+        rows, columns = self.out_view[-2:]
+        kernel_rows, kernel_columns = self.reduced_shape
+        other_shape = self.view_shape[:-1] + (self.other_run,)
+        other_view = np.lib.stride_tricks.as_strided(
+            b, other_shape, self.other_strides, writeable=False
+        ).reshape(*self.view_shape[: outer_count + 1], 1, -1)
+        shaped = out.reshape(*self.out_view[:-2], rows * columns)
+
+        def valid(first: int, step: int, count: int, length: int) -> tuple[int, int]:
+            """The output positions p in [0, count) whose source index first + p * step lies
+            in [0, length): an interval."""
+            low = max(0, -(first // step)) if first < 0 else 0
+            high = max(low, min(count, -(-(length - first) // step)))
+            return low, high
+
+        def chunk(outer: tuple[int, ...], start: int) -> Callable[[], None]:
+            def run() -> None:
+                stop = min(start + self.chunk, self.chunked)
+                count = stop - start
+                first = sum(i * step for i, step in zip(outer, image_steps))
+                first += start * image_steps[-1]
+                chunk_images = images[first : first + count * image_steps[-1] : image_steps[-1]]
+                gathered = kept_buffer(
+                    "gathered",
+                    (self.chunk, kernel_rows * kernel_columns, rows * columns),
+                    out.dtype,
+                )[:count]
+                laid = gathered.reshape(count, kernel_rows, kernel_columns, rows, columns)
+                for i, j in itertools.product(range(kernel_rows), range(kernel_columns)):
+                    top = origin[0] + i * dilations[0]
+                    left = origin[1] + j * dilations[1]
+                    low_row, high_row = valid(top, steps[0], rows, source_rows)
+                    low_column, high_column = valid(left, steps[1], columns, source_columns)
+                    window = laid[:, i, j]
+                    window[:, :low_row] = 0
+                    window[:, high_row:] = 0
+                    window[:, low_row:high_row, :low_column] = 0
+                    window[:, low_row:high_row, high_column:] = 0
+                    if low_row < high_row and low_column < high_column:
+                        rows_read = slice(
+                            top + low_row * steps[0], top + (high_row - 1) * steps[0] + 1, steps[0]
+                        )
+                        columns_read = slice(
+                            left + low_column * steps[1],
+                            left + (high_column - 1) * steps[1] + 1,
+                            steps[1],
+                        )
+                        window[:, low_row:high_row, low_column:high_column] = chunk_images[
+                            :, rows_read, columns_read
+                        ]
+                index: tuple[Any, ...] = (*outer, slice(start, stop))
+                # A sum of -0.0 products is +0.0 here too: BLAS's accumulators start at +0.0.
+                matmul(other_view[index], gathered, shaped[index][:, None, :])
+                if epilogue is not None:
+                    epilogue(self._out_index(outer, start, stop))
+
+            return run
+
+        run_parts(
+            [
+                chunk(outer, start)
+                for outer in itertools.product(*map(range, self.outer_shape))
+                for start in range(0, self.chunked, self.chunk)
+            ]
+        )
+
     def _out_index(self, outer: tuple[int, ...], start: int, stop: int) -> tuple[slice, ...]:
         """The part of the output (in its own shape) a chunk covers."""
         index: list[slice] = []
@@ -849,7 +1101,8 @@ def _copies(
     """Shifted copies for a full operand with contiguous runs and at least two reduced labels
     stepping forward (a 2-d or 3-d kernel): copied along the label stepping least, the others
     offsets into the copies: a 7x7 kernel copies 7 shifted images instead of 49 runs. None
-    otherwise, and where that would not move fewer elements (COPIES_MAX_TRAFFIC)."""
+    otherwise, and where they would move more than COPIES_MAX_TRAFFIC times the elements the
+    runs move."""
     if len(reduced) < 2 or full_step[inner_label] != itemsize:
         return None
     if any(full_step[label] <= 0 for label in reduced):
@@ -920,4 +1173,4 @@ def _phases(
     return None
 
 
-__all__ = ["MultiplyAccumulateRecipe", "plan_multiply_accumulate"]
+__all__ = ["MultiplyAccumulateRecipe", "ZeroPadded", "plan_multiply_accumulate"]

@@ -59,6 +59,7 @@ from .folding import fold_constants
 from .fusion import FusedGroup, FusionRule, find_groups
 from .gather import orthogonal_gather_rule
 from .inplace import reuse_dying_operands
+from .padded_products import fuse_zero_paddings
 from .row_sums import row_sums
 from .segments import Segment, find_segments, segmented
 from .select import bound_select_rule
@@ -70,6 +71,9 @@ from .unbuffered import unbuffer_broadcasts
 # Attention chains (a batched product, row-wise steps, a second batched product) run as one
 # blocked step (attention.py); tests switch it off to compare with the unfused steps.
 FUSE_ATTENTION = True
+# A zero padding read only by a depthwise product's windows is read from its source by the
+# product (padded_products.py); tests switch it off to compare with the padded array's steps.
+FUSE_PADDINGS = True
 
 # The fusion rules, in the order they are tried at each node (the first group found wins).
 FUSION_RULES: Sequence[FusionRule] = (
@@ -184,6 +188,9 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     steps = fuse_chains(steps, output_slots, meta_of)
     _assign_last_uses(steps, output_slots)
     steps = absorb_elementwise_steps(steps, output_slots)
+    if FUSE_PADDINGS:  # with its absorbed epilogue; the padding's source now dies later
+        steps = fuse_zero_paddings(steps, output_slots)
+        _assign_last_uses(steps, output_slots)
     reuse_dying_operands(steps, output_slots, meta_of, set(input_slots.values()))
     split_steps(steps, meta_of)
     unbuffer_broadcasts(steps, meta_of)
