@@ -95,19 +95,19 @@ class ContractionKernel:
     epilogue: tuple[_Epilogue, ...] = ()
     tuning: ContractionTuning = DEFAULT_TUNING
     # The calls planned so far, by operand layout (strides, dtype): filled by the calls themselves.
-    _calls: dict[tuple[Any, ...], _PlannedCall] = attrs.field(factory=dict, eq=False, repr=False)
+    _calls: dict[tuple[Any, ...], PlannedCall] = attrs.field(factory=dict, eq=False, repr=False)
 
     def __call__(
         self, a: np.ndarray, b: np.ndarray, *others: np.ndarray, out: np.ndarray | None = None
     ) -> np.ndarray:
         return self.planned_call(a, b)(a, b, others, out)
 
-    def planned_call(self, a: np.ndarray, b: np.ndarray) -> _PlannedCall:
+    def planned_call(self, a: np.ndarray, b: np.ndarray) -> PlannedCall:
         """The call planned for operands of a's and b's layout (planned now if new)."""
         key = (a.strides, b.strides, a.dtype)
         call = self._calls.get(key)
         if call is None:
-            call = self._calls[key] = _PlannedCall(self, a, b)
+            call = self._calls[key] = PlannedCall(self, a, b)
         return call
 
     def recipes(self) -> list[ContractionRecipe | MultiplyAccumulateRecipe]:
@@ -115,7 +115,7 @@ class ContractionKernel:
         return [call.recipe for call in self._calls.values()]
 
 
-class _PlannedCall:
+class PlannedCall:
     """A ContractionKernel call on operands of one layout: the recipe run into a fresh result
     (a sum of elementwise products where `multiply_accumulate.py` takes the contraction, else
     the matrix engine's), then the epilogue: on each output chunk when the recipe is chunked,

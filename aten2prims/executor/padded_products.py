@@ -26,7 +26,7 @@ import numpy as np
 
 from prims import mkl
 
-from .contraction_fusion import ContractionKernel, _PlannedCall
+from .contraction_fusion import ContractionKernel, PlannedCall
 from .filled_scatter import FilledScatter
 from .kept_buffers import kept_buffer
 from .multiply_accumulate import MultiplyAccumulateRecipe, ZeroPadded
@@ -47,7 +47,7 @@ class PaddedContraction:
     position: int
     # Per layout of the source and the other operand: the planned call reading the source
     # itself and its padding, or None (the padded array is made); filled by the calls.
-    _fast: dict[tuple[Any, ...], tuple[_PlannedCall, ZeroPadded] | None] = attrs.field(
+    _fast: dict[tuple[Any, ...], tuple[PlannedCall, ZeroPadded] | None] = attrs.field(
         factory=dict, eq=False, repr=False
     )
 
@@ -89,7 +89,7 @@ class PaddedContraction:
 
     def _plan(
         self, source: np.ndarray, windows: np.ndarray, other: np.ndarray
-    ) -> tuple[_PlannedCall, ZeroPadded] | None:
+    ) -> tuple[PlannedCall, ZeroPadded] | None:
         """The planned call and padding when the contraction's recipe reads the source itself:
         a C-contiguous source written into the padded array's last two dims (the others whole),
         zeros around it, and a recipe of shifted copies over the padded images' merged rows."""
