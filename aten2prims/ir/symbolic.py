@@ -1290,11 +1290,15 @@ def lenient(function: Callable[..., Any]) -> Callable[..., Any]:
 def remembered(function: Callable[..., Any]) -> Callable[..., Any]:
     """A lenient `function` of sizes (ints and expressions, in tuples and lists) whose result
     the active env remembers per structure of its arguments when any is symbolic (deciding on
-    expressions costs; on ints it does not)."""
+    expressions costs; on ints it does not). On ints alone it is just called: nothing is
+    decided, and the key and the lenient scope would cost more than the call (a static graph's
+    lowering and plan make thousands)."""
     lenient_function = lenient(function)
 
     @functools.wraps(function)
     def wrapper(*args: Any) -> Any:
+        if _only_ints(args):
+            return function(*args)
         env = _ENV.get()
         key = (function, *map(_structure, args))
         if env is None or not _any_symbolic(key):
@@ -1306,6 +1310,15 @@ def remembered(function: Callable[..., Any]) -> Callable[..., Any]:
             return result
 
     return wrapper
+
+
+def _only_ints(items: tuple | list) -> bool:
+    """Whether `items` holds ints only, in tuples and lists (the sizes of a static graph)."""
+    for x in items:
+        kind = type(x)
+        if kind is not int and not ((kind is tuple or kind is list) and _only_ints(x)):
+            return False
+    return True
 
 
 def _structure(x: Any) -> Any:

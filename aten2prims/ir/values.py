@@ -39,7 +39,10 @@ def _size_key(size: Any) -> Any:
 
 
 def _shape_key(shape: Shape) -> tuple:
-    return tuple(_size_key(size) for size in shape)
+    for size in shape:
+        if type(size) is SymExpr:
+            return tuple(_size_key(size) for size in shape)
+    return shape  # sizes that are all ints are their own key (metas are hashed often)
 
 
 @attrs.frozen(slots=True)
