@@ -622,7 +622,7 @@ def test_engine_agrees_with_the_joint_product(budget: int | None, dtype: type) -
             DEFAULT_TUNING, copy_chunk_bytes=budget, output_chunk_bytes=budget, min_chunk_columns=4
         )
     generator = np.random.default_rng(0)
-    chunked = 0
+    chunked = spread = 0
     for _ in range(150):
         count = int(generator.integers(1, 6))
         sizes = [int(generator.integers(1, 6)) for _ in range(count)]
@@ -652,6 +652,8 @@ def test_engine_agrees_with_the_joint_product(budget: int | None, dtype: type) -
         )
         recipe.run(a, b, out, epilogue)
         chunked += bool(recipe.levels)
+        # chunks of an output with size-1 dims neither operand has (a convolution's group)
+        spread += bool(recipe.levels) and recipe.present_axes is not None
         assert (seen == 1).all()
         if dtype is np.int64:
             np.testing.assert_array_equal(out, 3 * expected)
@@ -661,6 +663,7 @@ def test_engine_agrees_with_the_joint_product(budget: int | None, dtype: type) -
         fresh = contract(a, a_labels, b, b_labels, out_labels, sizes, tuning=tuning)
         np.testing.assert_allclose(fresh, expected, rtol=1e-12, atol=1e-12)
     assert chunked or budget != 64  # the tiniest chunks split many of these contractions
+    assert spread or budget != 64
 
 
 @pytest.mark.parametrize(("rows", "swapped"), [(8, True), (128, True), (256, False), (1, False)])

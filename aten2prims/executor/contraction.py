@@ -205,8 +205,10 @@ class ContractionRecipe:
        neither operand has multiplies the result by its size (`scale`).
 
     The epilogue runs on each finished output chunk when `epilogue_per_chunk` (the output is
-    the product's own), on each part of a product made in parts when `part_indices` says
-    where the parts are in the output, else once on the whole output at the end."""
+    the product's own: no broadcast, no scale; the chunk's index spread over the output's dims
+    by `present_axes` when it has size-1 dims the product lacks, such as a convolution's
+    group), on each part of a product made in parts when `part_indices` says where the parts
+    are in the output, else once on the whole output at the end."""
 
     tuning: ContractionTuning
     empty: bool = False
@@ -242,6 +244,9 @@ class ContractionRecipe:
     broadcast_shape: tuple[int, ...] | None = None
     scale: int = 1
     epilogue_per_chunk: bool = True
+    # The output dim of each present label, when the output has others (all of size 1): a
+    # chunk's index (of `present_shape`) becomes the output's by these (None: the same dims).
+    present_axes: tuple[int, ...] | None = None
     # Y's windows as shifted products (`_Shifted`), taken instead of `levels` while a gemm
     # accumulates through ctypes (`blas.gemm_in_use`; through np.matmul's product and add they
     # measured slower than im2col's copies).
@@ -272,6 +277,8 @@ class ContractionRecipe:
         # has the present labels' row-major layout) or a buffer broadcast into it afterwards.
         target = out if self.broadcast_shape is None else np.empty(self.present_shape, out.dtype)
         inner = epilogue if self.epilogue_per_chunk else None
+        if inner is not None and self.present_axes is not None:
+            inner = _spread(inner, self.present_axes, out.ndim)
         in_parts = epilogue is not None and self.part_indices is not None
         if self.reorder is None:
             self._product(x, y, target, epilogue if in_parts else inner)
@@ -390,6 +397,19 @@ class ContractionRecipe:
         )
 
 
+def _spread(epilogue: Epilogue, axes: tuple[int, ...], ndim: int) -> Epilogue:
+    """`epilogue` of an output with size-1 dims the product lacks, called with indices of the
+    product's dims (at output dims `axes`)."""
+
+    def spread(index: tuple[slice, ...]) -> None:
+        full: list[Any] = [slice(None)] * ndim
+        for axis, item in zip(axes, index):
+            full[axis] = item
+        epilogue(tuple(full))
+
+    return spread
+
+
 def _copy(destination: np.ndarray, source: np.ndarray, tuning: ContractionTuning) -> None:
     """np.copyto(destination, source) for a transposing copy. NumPy runs its inner loop along the
     destination's innermost axis; when that axis is short (an interleaved phase of a transposed
@@ -470,7 +490,14 @@ def plan_contraction(
     broadcast_shape = None
     if any(sizes[label] != 1 for label in out_labels if label not in present):
         broadcast_shape = tuple(sizes[label] if label in present else 1 for label in out_labels)
-    per_chunk = len(present) == len(out_labels) and scale == 1
+    # Labels neither operand has are broadcast into (sizes > 1: a buffer, copied whole) or
+    # of size 1 (the chunks' indices then spread over the output's dims).
+    per_chunk = broadcast_shape is None and scale == 1
+    present_axes = (
+        tuple(list(out_labels).index(label) for label in present)
+        if per_chunk and len(present) != len(out_labels)
+        else None
+    )
     layout = _layout_of(tuple(present), tuple(a_kept), tuple(b_kept), tuple(sizes), tuning)
     reorder = None
     if layout.order != tuple(present):
@@ -535,6 +562,7 @@ def plan_contraction(
         broadcast_shape=broadcast_shape,
         scale=scale,
         epilogue_per_chunk=per_chunk,
+        present_axes=present_axes,
         shifted=shifted,
     )
 
