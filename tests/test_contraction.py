@@ -723,19 +723,18 @@ DEPTHWISE = [
 ]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("case", DEPTHWISE)
-def test_depthwise_convolution_runs_as_products_and_matches_torch(
-    case: tuple[int, ...], dtype: torch.dtype
-) -> None:
+def _depthwise_convolution(case: tuple[int, ...], dtype: torch.dtype) -> tuple[Any, Any, Any]:
+    """The lowered depthwise convolution of a DEPTHWISE case, its inputs and its call, on an
+    input holding NaN, -0.0 and inf, and a channel of zero weights over negative inputs
+    (products -0.0: the sum must be +0.0)."""
     n, c, h, w, k, stride, padding, dilation, bias = case
     x = randn(n, c, h, w, dtype=dtype)
     x[0, 0, 0, :2] = torch.tensor([float("nan"), -0.0])
     x[-1, -1, -1, -1] = float("inf")
     weight = randn(c, 1, k, k, dtype=dtype, seed=1)
-    weight[-1] = 0.0  # products -0.0 where the input is negative: the sum must be +0.0
+    weight[-1] = 0.0
     x[:, -1] = -x[:, -1].abs() - 1
-    graph, inputs, call = lowered_call(
+    return lowered_call(
         "aten.convolution.default",
         x,
         weight,
@@ -747,6 +746,15 @@ def test_depthwise_convolution_runs_as_products_and_matches_torch(
         [0, 0],
         c,
     )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", DEPTHWISE)
+def test_depthwise_convolution_runs_as_products_and_matches_torch(
+    case: tuple[int, ...], dtype: torch.dtype
+) -> None:
+    _, _, h, w, k, stride, padding, dilation, _ = case
+    graph, inputs, call = _depthwise_convolution(case, dtype)
     fused, unfused = run_both_ways(graph, inputs)
     (recipe,) = contraction_recipes(graph)
     assert isinstance(recipe, MultiplyAccumulateRecipe)
@@ -783,25 +791,8 @@ def test_a_padding_fused_with_its_depthwise_product_gives_the_padded_inputs_bits
     call on: the first makes the padded input and plans), and where it makes the padded input
     (phase images, one row, channels-last), the bits of the three steps over the padded input,
     and torch's values."""
-    n, c, h, w, k, stride, padding, dilation, bias = case
-    x = randn(n, c, h, w, dtype=dtype)
-    x[0, 0, 0, :2] = torch.tensor([float("nan"), -0.0])
-    x[-1, -1, -1, -1] = float("inf")
-    weight = randn(c, 1, k, k, dtype=dtype, seed=1)
-    weight[-1] = 0.0  # products -0.0 where the input is negative: the sum must be +0.0
-    x[:, -1] = -x[:, -1].abs() - 1
-    graph, inputs, call = lowered_call(
-        "aten.convolution.default",
-        x,
-        weight,
-        randn(c, dtype=dtype, seed=2) if bias else None,
-        [stride, stride],
-        [padding, padding],
-        [dilation, dilation],
-        False,
-        [0, 0],
-        c,
-    )
+    n, c, h, w, k, stride, padding, dilation, _ = case
+    graph, inputs, call = _depthwise_convolution(case, dtype)
     (name,) = [name for name, array in inputs.items() if array.shape == (n, c, h, w)]
     if channels_last:  # the same values, channels innermost in memory
         inputs[name] = np.ascontiguousarray(inputs[name].transpose(0, 2, 3, 1)).transpose(

@@ -325,12 +325,7 @@ class MultiplyAccumulateRecipe:
 
             return run
 
-        chunks = [
-            chunk(outer, start)
-            for outer in itertools.product(*map(range, self.outer_shape))
-            for start in range(0, self.chunked, self.chunk)
-        ]
-        run_parts(chunks)
+        self._run_chunks(chunk)
 
     def _run_axpy(
         self,
@@ -688,13 +683,7 @@ class MultiplyAccumulateRecipe:
 
             return run
 
-        run_parts(
-            [
-                chunk(outer, start)
-                for outer in itertools.product(*map(range, self.outer_shape))
-                for start in range(0, self.chunked, self.chunk)
-            ]
-        )
+        self._run_chunks(chunk)
 
     def _windows_from_zero_padded(
         self,
@@ -856,6 +845,11 @@ class MultiplyAccumulateRecipe:
 
             return run
 
+        self._run_chunks(chunk)
+
+    def _run_chunks(self, chunk: Callable[[tuple[int, ...], int], Callable[[], None]]) -> None:
+        """Every chunk's task (`chunk(outer index, start along the chunked dim)`), shared by the
+        call's threads."""
         run_parts(
             [
                 chunk(outer, start)
