@@ -315,17 +315,11 @@ class MultiplyAccumulateRecipe:
                 source = source.transpose(order)
         shaped = out.reshape(self.out_view)
 
-        def chunk(outer: tuple[int, ...], start: int) -> Callable[[], None]:
-            def run() -> None:
-                stop = min(start + self.chunk, self.chunked)
-                buffers = self._buffers(out.dtype)
-                self._chunk(source, other_view, shaped, buffers, outer, start, stop)
-                if epilogue is not None:
-                    epilogue(self._out_index(outer, start, stop))
+        def compute(outer: tuple[int, ...], start: int, stop: int) -> None:
+            buffers = self._buffers(out.dtype)
+            self._chunk(source, other_view, shaped, buffers, outer, start, stop)
 
-            return run
-
-        self._run_chunks(chunk)
+        self._run_chunks(compute, epilogue)
 
     def _run_axpy(
         self,
@@ -640,50 +634,42 @@ class MultiplyAccumulateRecipe:
         low_row = max(0, -first_row)
         high_row = min(copy_rows, source_rows - first_row)
 
-        def chunk(outer: tuple[int, ...], start: int) -> Callable[[], None]:
-            def run() -> None:
-                stop = min(start + self.chunk, self.chunked)
-                count = stop - start
-                first = sum(i * step for i, step in zip(outer, image_steps))
-                first += start * image_steps[-1]
-                chunk_images = images[first : first + count * image_steps[-1] : image_steps[-1]]
-                buffer = kept_buffer("copies", (self.chunk, copied, length), out.dtype)[:count]
-                partial = kept_buffer("partial", (self.chunk, kernel_rows, length), out.dtype)[
-                    :count
-                ]
-                for j, shift in enumerate(shifts):
-                    target = buffer[:, j]
-                    offset = first_row * columns + shift
-                    low = max(low_row * columns, -offset)
-                    high = min(max(high_row, low_row) * columns, source_rows * columns - offset)
-                    high = max(high, low)
-                    target[:, :low] = 0
-                    target[:, low:high] = chunk_images[:, low + offset : high + offset]
-                    target[:, high:] = 0
-                    laid = target.reshape(count, copy_rows, columns)
-                    if shift < 0:  # columns left of the image: the padding's zeros
-                        laid[:, :, : min(-shift, columns)] = 0
-                    elif shift > 0:
-                        laid[:, :, max(columns - shift, 0) :] = 0
-                index: tuple[Any, ...] = (*outer, slice(start, stop))
-                matmul(weights[index], buffer, partial)
-                skewed = np.lib.stride_tricks.as_strided(
-                    partial,
-                    (count, kernel_rows, rows * columns),
-                    (
-                        partial.strides[0],
-                        partial.strides[1] + row_offset * columns * itemsize,
-                        itemsize,
-                    ),
-                    writeable=False,
-                )
-                matmul(ones, skewed, shaped[index][:, None, :])
-                if epilogue is not None:
-                    epilogue(self._out_index(outer, start, stop))
+        def compute(outer: tuple[int, ...], start: int, stop: int) -> None:
+            count = stop - start
+            first = sum(i * step for i, step in zip(outer, image_steps))
+            first += start * image_steps[-1]
+            chunk_images = images[first : first + count * image_steps[-1] : image_steps[-1]]
+            buffer = kept_buffer("copies", (self.chunk, copied, length), out.dtype)[:count]
+            partial = kept_buffer("partial", (self.chunk, kernel_rows, length), out.dtype)[:count]
+            for j, shift in enumerate(shifts):
+                target = buffer[:, j]
+                offset = first_row * columns + shift
+                low = max(low_row * columns, -offset)
+                high = min(max(high_row, low_row) * columns, source_rows * columns - offset)
+                high = max(high, low)
+                target[:, :low] = 0
+                target[:, low:high] = chunk_images[:, low + offset : high + offset]
+                target[:, high:] = 0
+                laid = target.reshape(count, copy_rows, columns)
+                if shift < 0:  # columns left of the image: the padding's zeros
+                    laid[:, :, : min(-shift, columns)] = 0
+                elif shift > 0:
+                    laid[:, :, max(columns - shift, 0) :] = 0
+            index: tuple[Any, ...] = (*outer, slice(start, stop))
+            matmul(weights[index], buffer, partial)
+            skewed = np.lib.stride_tricks.as_strided(
+                partial,
+                (count, kernel_rows, rows * columns),
+                (
+                    partial.strides[0],
+                    partial.strides[1] + row_offset * columns * itemsize,
+                    itemsize,
+                ),
+                writeable=False,
+            )
+            matmul(ones, skewed, shaped[index][:, None, :])
 
-            return run
-
-        self._run_chunks(chunk)
+        self._run_chunks(compute, epilogue)
 
     def _windows_from_zero_padded(
         self,
@@ -779,80 +765,89 @@ class MultiplyAccumulateRecipe:
                     window[:, low_row:high_row, high_column:] = 0
             return low_row < high_row and low_column < high_column
 
-        def chunk(outer: tuple[int, ...], start: int) -> Callable[[], None]:
+        def compute(outer: tuple[int, ...], start: int, stop: int) -> None:
+            count = stop - start
+            first = sum(i * step for i, step in zip(outer, image_steps))
+            first += start * image_steps[-1]
+            chunk_images = images[first : first + count * image_steps[-1] : image_steps[-1]]
+            gathered = kept_buffer(
+                "gathered",
+                (self.chunk, kernel_rows * kernel_columns, rows * columns),
+                out.dtype,
+            )[:count]
+            laid = gathered.reshape(count, kernel_rows * kernel_columns, rows, columns)
+            if use_phases:
+                # Phase (a, b)'s row r, column c: the source's (a + r s_h, b + c s_w);
+                # the positions past the source's edge are left as they are (read only
+                # by window positions in the padding, set to zero below).
+                spare = kept_buffer(
+                    "phases", (self.chunk, len(unhomed), rows * columns), out.dtype
+                )[:count]
+                phases = {
+                    phase: gathered[:, homes[phase]]
+                    if phase in homes
+                    else spare[:, unhomed.index(phase)]
+                    for phase in used_phases
+                }
+                for (a, b), phase in phases.items():
+                    part = chunk_images[:, a :: steps[0], b :: steps[1]][:, :rows, :columns]
+                    image = phase.reshape(count, rows, columns)
+                    image[:, : part.shape[1], : part.shape[2]] = part
+            for number, (top, left, row_range, column_range) in enumerate(taps):
+                window = laid[:, number]
+                if use_phases:
+                    phase = phases[top % steps[0], left % steps[1]]
+                    if homes.get((top, left)) == number:
+                        continue  # the phase itself
+                    # Window position (r, c) is phase position (r + top // s_h,
+                    # c + left // s_w): a flat shift back by `shift` positions.
+                    shift = -(top // steps[0]) * columns - left // steps[1]
+                    shift = min(shift, rows * columns)
+                    flat = gathered[:, number]
+                    flat[:, shift:] = phase[:, : rows * columns - shift]
+                    if shift:
+                        flat[:, :shift] = 0
+                    window_rectangle(window, row_range, column_range)
+                elif window_rectangle(window, row_range, column_range):
+                    (low_row, high_row), (low_column, high_column) = row_range, column_range
+                    rows_read = slice(
+                        top + low_row * steps[0], top + (high_row - 1) * steps[0] + 1, steps[0]
+                    )
+                    columns_read = slice(
+                        left + low_column * steps[1],
+                        left + (high_column - 1) * steps[1] + 1,
+                        steps[1],
+                    )
+                    window[:, low_row:high_row, low_column:high_column] = chunk_images[
+                        :, rows_read, columns_read
+                    ]
+            index: tuple[Any, ...] = (*outer, slice(start, stop))
+            # A sum of -0.0 products is +0.0 here too: BLAS's accumulators start at +0.0.
+            matmul(other_view[index], gathered, shaped[index][:, None, :])
+
+        self._run_chunks(compute, epilogue)
+
+    def _run_chunks(
+        self,
+        compute: Callable[[tuple[int, ...], int, int], None],
+        epilogue: Epilogue | None,
+    ) -> None:
+        """Every chunk (`compute(outer index, start, stop along the chunked dim)`, then the
+        epilogue on the part of the output it wrote, while in cache), shared by the call's
+        threads."""
+
+        def task(outer: tuple[int, ...], start: int) -> Callable[[], None]:
             def run() -> None:
                 stop = min(start + self.chunk, self.chunked)
-                count = stop - start
-                first = sum(i * step for i, step in zip(outer, image_steps))
-                first += start * image_steps[-1]
-                chunk_images = images[first : first + count * image_steps[-1] : image_steps[-1]]
-                gathered = kept_buffer(
-                    "gathered",
-                    (self.chunk, kernel_rows * kernel_columns, rows * columns),
-                    out.dtype,
-                )[:count]
-                laid = gathered.reshape(count, kernel_rows * kernel_columns, rows, columns)
-                if use_phases:
-                    # Phase (a, b)'s row r, column c: the source's (a + r s_h, b + c s_w);
-                    # the positions past the source's edge are left as they are (read only
-                    # by window positions in the padding, set to zero below).
-                    spare = kept_buffer(
-                        "phases", (self.chunk, len(unhomed), rows * columns), out.dtype
-                    )[:count]
-                    phases = {
-                        phase: gathered[:, homes[phase]]
-                        if phase in homes
-                        else spare[:, unhomed.index(phase)]
-                        for phase in used_phases
-                    }
-                    for (a, b), phase in phases.items():
-                        part = chunk_images[:, a :: steps[0], b :: steps[1]][:, :rows, :columns]
-                        image = phase.reshape(count, rows, columns)
-                        image[:, : part.shape[1], : part.shape[2]] = part
-                for number, (top, left, row_range, column_range) in enumerate(taps):
-                    window = laid[:, number]
-                    if use_phases:
-                        phase = phases[top % steps[0], left % steps[1]]
-                        if homes.get((top, left)) == number:
-                            continue  # the phase itself
-                        # Window position (r, c) is phase position (r + top // s_h,
-                        # c + left // s_w): a flat shift back by `shift` positions.
-                        shift = -(top // steps[0]) * columns - left // steps[1]
-                        shift = min(shift, rows * columns)
-                        flat = gathered[:, number]
-                        flat[:, shift:] = phase[:, : rows * columns - shift]
-                        if shift:
-                            flat[:, :shift] = 0
-                        window_rectangle(window, row_range, column_range)
-                    elif window_rectangle(window, row_range, column_range):
-                        (low_row, high_row), (low_column, high_column) = row_range, column_range
-                        rows_read = slice(
-                            top + low_row * steps[0], top + (high_row - 1) * steps[0] + 1, steps[0]
-                        )
-                        columns_read = slice(
-                            left + low_column * steps[1],
-                            left + (high_column - 1) * steps[1] + 1,
-                            steps[1],
-                        )
-                        window[:, low_row:high_row, low_column:high_column] = chunk_images[
-                            :, rows_read, columns_read
-                        ]
-                index: tuple[Any, ...] = (*outer, slice(start, stop))
-                # A sum of -0.0 products is +0.0 here too: BLAS's accumulators start at +0.0.
-                matmul(other_view[index], gathered, shaped[index][:, None, :])
+                compute(outer, start, stop)
                 if epilogue is not None:
                     epilogue(self._out_index(outer, start, stop))
 
             return run
 
-        self._run_chunks(chunk)
-
-    def _run_chunks(self, chunk: Callable[[tuple[int, ...], int], Callable[[], None]]) -> None:
-        """Every chunk's task (`chunk(outer index, start along the chunked dim)`), shared by the
-        call's threads."""
         run_parts(
             [
-                chunk(outer, start)
+                task(outer, start)
                 for outer in itertools.product(*map(range, self.outer_shape))
                 for start in range(0, self.chunked, self.chunk)
             ]
