@@ -73,6 +73,7 @@ from .unbuffered import (
     broadcast_run,
     buffer_size,
     in_place_broadcasts,
+    ufunc_buffer,
 )
 
 # Bytes of the widest dtype of a chain per block (see the module doc: on the AMD EPYC, NumPy's
@@ -164,8 +165,7 @@ class ChainKernel:
             return out
         if self.buffer is None:
             return self._blocks(operands, out)
-        previous = np.setbufsize(self.buffer)
-        try:
+        with ufunc_buffer(self.buffer):
             if self._in_target is not None and self._over_first_operand(operands, out):
                 # Written over an operand of the first link: NumPy's whole passes over memory,
                 # the broadcast operands read in place, measured faster than blocks (a layer
@@ -175,8 +175,6 @@ class ChainKernel:
                 self._in_target(operands, out, ())
                 return out
             return self._blocks(operands, out)
-        finally:
-            np.setbufsize(previous)
 
     def _over_first_operand(self, operands: Sequence[Any], out: np.ndarray) -> bool:
         """`out` is an operand only the first link reads, element for element, and shares no

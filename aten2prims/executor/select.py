@@ -188,9 +188,9 @@ class Clamp:
         negative_zero = np.equal(x_bits, sign)  # before out (perhaps x itself) is written
         result = np.clip(x, self.low, self.high, out=out)
         result_bits = result.view(bits)
-        # Those elements' bits cleared, then set to the selections' (products of booleans:
-        # no pass branches on the data).
-        np.multiply(result_bits, np.logical_not(negative_zero), out=result_bits, dtype=bits)
+        # Those elements' bits cleared (a zero branch, as `ZeroSelect` makes it), then set to
+        # the selections' (products of booleans: no pass branches on the data).
+        ZeroSelect(False, bits, result.dtype)(negative_zero, result, out=result)
         if self.at_negative_zero:
             chosen = np.multiply(negative_zero, self.at_negative_zero, dtype=bits)
             np.bitwise_or(result_bits, chosen, out=result_bits)

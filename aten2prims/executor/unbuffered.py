@@ -26,7 +26,8 @@ results are bit for bit those of the buffered call.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -61,11 +62,19 @@ class Unbuffered:
         return str(getattr(self.kernel, "__name__", type(self.kernel).__name__))
 
     def __call__(self, *operands: Any, **keywords: Any) -> Any:
-        previous = np.setbufsize(self.size)
-        try:
+        with ufunc_buffer(self.size):
             return self.kernel(*operands, **keywords)
-        finally:
-            np.setbufsize(previous)
+
+
+@contextmanager
+def ufunc_buffer(size: int) -> Iterator[None]:
+    """NumPy's ufunc buffer of `size` elements on this thread within the block (the
+    caller's restored after it)."""
+    previous = np.setbufsize(size)
+    try:
+        yield
+    finally:
+        np.setbufsize(previous)
 
 
 def broadcast_run(result: Sequence[int], operands: Sequence[Sequence[int]]) -> int | None:
