@@ -169,9 +169,9 @@ def test_workers_run_on_cpus_other_than_the_callers() -> None:
         os.sched_setaffinity(0, allowed)
     assert threads_module.CURRENT_CPU is not None, "glibc's sched_getcpu is found"
     assert workers.away_from == caller
-    others = sorted(threads_module.CPUS - {caller})
-    if others:  # a CPU each, none the caller's
-        assert masks == [{others[i % len(others)]} for i in range(len(masks))]
+    others = set(threads_module.CPUS - {caller})
+    if others:  # every CPU but the caller's: the scheduler still chooses among them
+        assert all(mask == others for mask in masks)
     else:  # one CPU: nowhere else to go
         assert all(mask == {caller} for mask in masks)
     assert ran_on == [caller]
