@@ -383,7 +383,7 @@ def scalar_operator(target: str, kinds: tuple[type, ...]) -> str | None:
 
 # The extra overloads that compute something (the others are checks, with no results).
 EXTRA_COMPUTING_OPS: frozenset[str] = frozenset(
-    op for op, schema in EXTRA_ATEN_SCHEMAS.items() if not schema.endswith("-> ()")
+    op for op, schema in EXTRA_ATEN_SCHEMAS.items() if parse_schema(schema).returns
 )
 
 
