@@ -1,8 +1,9 @@
 """Elementwise chains: runs of elementwise steps, each reading the one before it, computed block
 by block so that the intermediates stay in cache.
 
-NumPy makes one pass over memory per ufunc. A SiLU (`x · sigmoid(x)`: neg, exp, add, reciprocal,
-mul) or a hardswish (add, clamp, mul, div) is a chain of such steps in which every result but
+NumPy makes one pass over memory per ufunc. A SiLU (`x · sigmoid(x)`: neg, exp, add, and the
+division its reciprocal and product make, fewer_passes.py) or a hardswish (add, clamp, mul, div)
+is a chain of such steps in which every result but
 the last is read only by the next step. Run whole, each step reads and writes the whole
 tensor, from L3 or memory once it exceeds a core's L2. Run block by block, every step of the
 chain is applied to one block of elements (1 MiB of the widest dtype) before the next block

@@ -14,7 +14,8 @@ Planning, in order:
    (`attention.py`: a batched product, the row-wise steps of its result, a second batched
    product) as one step run block by block; broadcasts read only by elementwise steps left to
    NumPy's broadcasting;
-5. elementwise chains (`chains.py`): runs of elementwise steps each reading the one before it,
+5. fewer passes (`fewer_passes.py`): a product with a reciprocal made one division (SiLU);
+   then elementwise chains (`chains.py`): runs of elementwise steps each reading the one before it,
    run as one step block by block, the intermediates in a cache-sized scratch block;
 6. the last use of every slot, so intermediates are released as soon as possible; then an
    elementwise step that only transforms a contraction's result (a clamp, a ReLU) joins the
@@ -54,6 +55,7 @@ from .chains import fuse_chains
 from .codegen import compile_steps
 from .contraction_fusion import ContractionFusion, absorb_elementwise_steps
 from .control_flow import KERNELS as CONTROL_FLOW_KERNELS
+from .fewer_passes import fold_reciprocals
 from .filled_scatter import filled_scatter_rule
 from .folding import fold_constants
 from .fusion import FusedGroup, FusionRule, find_groups
@@ -74,6 +76,9 @@ FUSE_ATTENTION = True
 # A zero padding read only by a depthwise product's windows is read from its source by the
 # product (padded_products.py); tests switch it off to compare with the padded array's steps.
 FUSE_PADDINGS = True
+# A product with a reciprocal runs as one division (fewer_passes.py: not the reference's bits,
+# at least as accurate); tests switch it off to compare the other stages with the reference.
+FOLD_RECIPROCALS = True
 
 # The fusion rules, in the order they are tried at each node (the first group found wins).
 FUSION_RULES: Sequence[FusionRule] = (
@@ -185,6 +190,8 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     if FUSE_ATTENTION:
         steps = fuse_attention(steps, meta_of, output_slots)
     relax_broadcasts(steps, output_slots, meta_of)
+    if FOLD_RECIPROCALS:
+        steps = fold_reciprocals(steps, output_slots, meta_of)
     steps = fuse_chains(steps, output_slots, meta_of)
     _assign_last_uses(steps, output_slots)
     steps = absorb_elementwise_steps(steps, output_slots)
