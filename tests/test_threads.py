@@ -560,13 +560,14 @@ def test_products_join_the_segments_around_them(models: dict) -> None:
 
 class _Products(torch.nn.Module):
     """Convolutions (padded, strided, grouped, depthwise, with bias or batch norm, a ReLU,
-    a residual) and linear layers, whose results are large enough to join segments."""
+    a residual), a max pooling padded with -inf, and linear layers, whose results are large
+    enough to join segments."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.stem = torch.nn.Conv2d(3, 64, 3, padding=1)
+        self.stem = torch.nn.Conv2d(3, 64, 3, stride=2, padding=1)
         self.norm = torch.nn.BatchNorm2d(64)
-        self.strided = torch.nn.Conv2d(64, 64, 3, stride=2, padding=1, bias=False)
+        self.pool = torch.nn.MaxPool2d(3, stride=2, padding=1)  # padded with -inf
         self.grouped = torch.nn.Conv2d(64, 64, 3, padding=1, groups=4)
         self.depthwise = torch.nn.Conv2d(64, 64, 3, groups=64)
         self.pointwise = torch.nn.Conv2d(64, 64, 1)
@@ -574,8 +575,7 @@ class _Products(torch.nn.Module):
         self.tail = torch.nn.Linear(256, 512)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.relu(self.norm(self.stem(x)))
-        x = self.strided(x)
+        x = self.pool(torch.relu(self.norm(self.stem(x))))
         x = torch.relu(self.grouped(x)) + x
         x = self.pointwise(self.depthwise(x))
         rows = x.permute(0, 2, 3, 1).reshape(-1, 64)  # [batch * 900, 64]
@@ -594,7 +594,7 @@ def test_products_in_segments_compute_the_whole_products(
     with torch.no_grad():
         model.norm.running_mean.uniform_(-0.5, 0.5)
         model.norm.running_var.uniform_(0.5, 2.0)
-    tensors = (torch.randn(batch, 3, 64, 64),)
+    tensors = (torch.randn(batch, 3, 128, 128),)
     path = tmp_path / "products.pt2"
     torch.export.save(torch.export.export(model, tensors).run_decompositions(), path)
     inputs = [to_numpy(t) for t in tensors]
@@ -604,8 +604,10 @@ def test_products_in_segments_compute_the_whole_products(
     assert_one_threads_bits(graph, inputs, one, repeats=2)
     members = [m for segment in _segments(graph) for m in segment.members if m.kind == "rows"]
     products = [m for m in members if isinstance(m.step.kernel, ContractionKernel)]
-    assert len(products) >= 7, [m.step.node.op for m in members]
-    assert any(isinstance(m.step.kernel, FilledScatter) for m in members), "a padding"
+    assert len(products) >= 6, [m.step.node.op for m in members]
+    paddings = [m.step.kernel for m in members if isinstance(m.step.kernel, FilledScatter)]
+    assert any(not kernel.zeros for kernel in paddings), "the pooling's -inf padding"
+    assert any(kernel.zeros for kernel in paddings), "a convolution's zero padding"
     assert any(len(m.step.out_metas[0].shape) == 2 for m in products), "a linear layer"
     monkeypatch.setattr(segments_module, "ROW_KERNELS_JOIN", False)
     alone = aten2prims.lower(aten2prims.load(path))

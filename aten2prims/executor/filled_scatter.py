@@ -82,7 +82,8 @@ class FilledScatter:
 
     def for_rows(self, count: int) -> FilledScatter:
         """This kernel for `count` rows (`row_operands` is not None), its window copied whole
-        (a segment's part is the threads' share)."""
+        (a segment's part is the threads' share); called with `out=` (`fill` makes the whole
+        array's shape)."""
         assert self.index is not None  # row_operands checked
         shape = (count, *self.shape[1:])
         index = (slice(0, count, 1), *self.index[1:])
