@@ -655,3 +655,32 @@ def test_a_part_opens_no_region_of_its_own() -> None:
     for outer in range(4):
         assert [n for o, n in seen if o == outer] == [0, 1, 2, 3]
     assert all(len(idents) == 1 for idents in threads_in_inner)
+
+
+@pytest.mark.parametrize("within", [True, False])
+def test_a_window_reading_other_rows_ends_a_segment(within: bool) -> None:
+    """Windows of y = -exp(x) (8 rows of n) multiplied with z: a window row i of y's row i
+    (stride n) is a view the segment reads by rows; one of half rows (stride n / 2: window rows
+    2i and 2i + 1 are y's row i) reads rows other parts write, so its reader starts a new
+    segment. The results are numpy's at every thread count either way."""
+    n = 1 << 16
+    half = n // 2
+    with Builder("g") as builder:
+        x = builder.add_input("x", TensorMeta((8, n), DType.float32))
+        z = builder.add_input("z", TensorMeta((8, half), DType.float32))
+        y = prims.neg(prims.exp(x))
+        windows = prims.as_strided(y, [8, half], [n if within else half, 1], 0)
+        graph = builder.finish([prims.mul(windows, z)])
+    rng = np.random.default_rng(1)
+    data = {
+        "x": rng.standard_normal((8, n)).astype(np.float32),
+        "z": rng.standard_normal((8, half)).astype(np.float32),
+    }
+    for segment in _segments(graph):
+        ops = [member.step.node.op for member in segment.members]
+        assert ("prims.neg" in ops and "prims.mul" in ops) == within, ops
+    y = -np.exp(data["x"])
+    windows = y[:, :half] if within else y.reshape(-1)[: 8 * half].reshape(8, half)
+    for threads in (1, 2, 4):
+        (result,) = aten2prims.execute(graph, data, threads=threads)
+        assert result.tobytes() == (windows * data["z"]).tobytes(), threads
