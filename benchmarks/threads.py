@@ -26,7 +26,8 @@ thread is not free: without that charge the estimate promised 1.87x where calls 
 `--regions` shows where the two calls' wall times go: the parallel regions, grouped by the
 executor function that opened them (products in parts, segments, attention blocks, ...), each
 group's wall time per call at one and at `--threads` threads, and the time outside every
-region (the steps that run on the calling thread alone), the calls alternating in one process.
+region (the steps that run on the calling thread alone), the calls alternating in one process
+(a part's own parts, a segment's products', run inside its region and are not counted).
 `--dir` keeps the exported archives and inputs (under a subdirectory per scale, as
 `benchmarks/plan_profile.py --dir` does) and reuses them when they are there.
 """
@@ -155,8 +156,12 @@ def estimate(path: Path, inputs: list[Any], repeats: int, handoff: float) -> flo
     run_parts = threads.run_parts
     sharing = _sharing_modules()
     saved = [0.0]
+    inside = [False]  # a region is open: parts of a part (a segment's product) run in it
 
     def timed_parts(parts: Any) -> None:
+        if inside[0]:
+            run_parts(parts)
+            return
         times: list[float] = []
 
         def timed(part: Any) -> Any:
@@ -167,7 +172,11 @@ def estimate(path: Path, inputs: list[Any], repeats: int, handoff: float) -> flo
 
             return run
 
-        run_parts([timed(part) for part in parts])
+        inside[0] = True
+        try:
+            run_parts([timed(part) for part in parts])
+        finally:
+            inside[0] = False
         if len(times) >= 2:
             # Two threads claim the parts in order, each the next one when it is free; the
             # second starts `handoff` late (waking a thread), and the caller then waits for it.
@@ -218,14 +227,19 @@ def regions(path: Path, inputs: list[Any], threads: int, repeats: int) -> list[t
         aten2prims.execute(graph, inputs, threads=threads)
     run_parts = executor_threads.run_parts
     opened: list[tuple[str, float]] = []
+    inside = [False]  # a region is open: parts of a part (a segment's product) run in it
 
     def timed_parts(parts: Any) -> None:
-        if len(parts) < 2:
+        if len(parts) < 2 or inside[0]:
             run_parts(parts)
             return
         code = sys._getframe(1).f_code
+        inside[0] = True
         start = time.perf_counter()
-        run_parts(parts)
+        try:
+            run_parts(parts)
+        finally:
+            inside[0] = False
         opened.append((getattr(code, "co_qualname", code.co_name), time.perf_counter() - start))
 
     sharing = _sharing_modules()

@@ -8,6 +8,8 @@ import contextlib
 import math
 import os
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +23,7 @@ import prims
 from aten2prims.cli import main
 from aten2prims.executor import plan as plan_module
 from aten2prims.executor import plan_for
+from aten2prims.executor import segments as segments_module
 from aten2prims.executor import threads as threads_module
 from aten2prims.executor.attention import AttentionKernel
 from aten2prims.executor.chains import ChainKernel
@@ -130,14 +133,14 @@ def test_large_steps_are_split_into_parts(models: dict, monkeypatch: pytest.Monk
     unfused = _unfused_attention_plan(models["transformer"][0])
     assert any(type(step.kernel) is Parted for step in unfused.steps)
     assert any(type(step.kernel) is ReducedParted for step in unfused.steps), "softmax"
+    # The MLP's linear layers (65536 rows) run in a segment's row parts.
+    mlp = {id(m.step) for segment in _segments(models["mlp"][0]) for m in segment.members}
     products = [
-        recipe
+        step
         for step in plan_for(models["mlp"][0]).steps
-        if isinstance(step.kernel, ContractionKernel)
-        for recipe in step.kernel.recipes()
-        if recipe.parts is not None
+        if isinstance(step.kernel, ContractionKernel) and id(step) in mlp
     ]
-    assert products, "a linear layer's product is made in parts"
+    assert products, "a linear layer's product is shared in a segment's parts"
 
 
 def test_blas_threads_are_restored_after_a_call(models: dict) -> None:
@@ -536,3 +539,148 @@ def test_a_gelu_runs_whole_on_the_calling_thread(tmp_path: Path) -> None:
     gelu_chains, silu_chains = chains(gelu_plan), chains(silu_plan)
     assert [(kernel.short_calls, shared) for kernel, shared in gelu_chains] == [(True, False)]
     assert [(kernel.short_calls, shared) for kernel, shared in silu_chains] == [(False, True)]
+
+
+def test_products_join_the_segments_around_them(models: dict) -> None:
+    """The CNN's stem convolution (with its batch norm and ReLU in the epilogue) and its max
+    pooling's windows and their copies run on the rows (images) of one segment's parts: one
+    hand-off between threads for the run of them. (Its block's convolutions, 8x16x32x32, are
+    too small to share by images: test_products_in_segments_compute_the_whole_products.)"""
+    graph, inputs, _ = models["cnn"]
+    aten2prims.execute(graph, inputs, threads=1)
+    segments = _segments(graph)
+    members = [m for segment in segments for m in segment.members]
+    assert any(isinstance(m.step.kernel, ContractionKernel) for m in members if m.kind == "rows")
+    ops = [m.step.node.op for m in members]
+    assert "prims.as_strided" in ops and "prims.clone" in ops, ops
+    maximum = next(m for m in members if m.step.node.op == "prims.maximum")
+    segment = next(s for s in segments if maximum in s.members)
+    assert isinstance(segment.members[0].step.kernel, ContractionKernel), "after the stem"
+
+
+class _Products(torch.nn.Module):
+    """Convolutions (padded, strided, grouped, depthwise, with bias or batch norm, a ReLU,
+    a residual), a max pooling padded with -inf, and linear layers, whose results are large
+    enough to join segments."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 64, 3, stride=2, padding=1)
+        self.norm = torch.nn.BatchNorm2d(64)
+        self.pool = torch.nn.MaxPool2d(3, stride=2, padding=1)  # padded with -inf
+        self.grouped = torch.nn.Conv2d(64, 64, 3, padding=1, groups=4)
+        self.depthwise = torch.nn.Conv2d(64, 64, 3, groups=64)
+        self.pointwise = torch.nn.Conv2d(64, 64, 1)
+        self.head = torch.nn.Linear(64, 256)
+        self.tail = torch.nn.Linear(256, 512)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(torch.relu(self.norm(self.stem(x))))
+        x = torch.relu(self.grouped(x)) + x
+        x = self.pointwise(self.depthwise(x))
+        rows = x.permute(0, 2, 3, 1).reshape(-1, 64)  # [batch * 900, 64]
+        return self.tail(torch.relu(self.head(rows)))
+
+
+@pytest.mark.parametrize("batch", [5, 8])
+def test_products_in_segments_compute_the_whole_products(
+    batch: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Products joined to segments compute, part by part (of 1 or 2 images; an odd batch
+    splits unevenly), what torch does; every thread count gives one thread's bits; and the
+    plan without them (each product its own regions) gives the same values."""
+    torch.manual_seed(4)
+    model = _Products().eval()
+    with torch.no_grad():
+        model.norm.running_mean.uniform_(-0.5, 0.5)
+        model.norm.running_var.uniform_(0.5, 2.0)
+    tensors = (torch.randn(batch, 3, 128, 128),)
+    path = tmp_path / "products.pt2"
+    torch.export.save(torch.export.export(model, tensors).run_decompositions(), path)
+    inputs = [to_numpy(t) for t in tensors]
+    graph = aten2prims.lower(aten2prims.load(path))
+    one = aten2prims.execute(graph, inputs, threads=1)
+    assert_like_torch(one, model, tensors)
+    assert_one_threads_bits(graph, inputs, one, repeats=2)
+    members = [m for segment in _segments(graph) for m in segment.members if m.kind == "rows"]
+    products = [m for m in members if isinstance(m.step.kernel, ContractionKernel)]
+    assert len(products) >= 6, [m.step.node.op for m in members]
+    paddings = [m.step.kernel for m in members if isinstance(m.step.kernel, FilledScatter)]
+    assert any(not kernel.zeros for kernel in paddings), "the pooling's -inf padding"
+    assert any(kernel.zeros for kernel in paddings), "a convolution's zero padding"
+    assert any(len(m.step.out_metas[0].shape) == 2 for m in products), "a linear layer"
+    monkeypatch.setattr(segments_module, "ROW_KERNELS_JOIN", False)
+    alone = aten2prims.lower(aten2prims.load(path))
+    whole = aten2prims.execute(alone, inputs, threads=1)
+    assert not any(m.kind == "rows" for s in _segments(alone) for m in s.members)
+    np.testing.assert_allclose(one[0], whole[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_small_batch_keeps_the_products_own_parts(tmp_path: Path) -> None:
+    """One image: no segment of rows; the convolution's own chunks are the threads' share."""
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(torch.nn.Conv2d(16, 64, 3, padding=1), torch.nn.ReLU()).eval()
+    tensors = (torch.randn(1, 16, 128, 128),)
+    path = tmp_path / "one.pt2"
+    torch.export.save(torch.export.export(model, tensors).run_decompositions(), path)
+    graph = aten2prims.lower(aten2prims.load(path))
+    inputs = [to_numpy(t) for t in tensors]
+    one = aten2prims.execute(graph, inputs, threads=1)
+    assert_like_torch(one, model, tensors)
+    assert_one_threads_bits(graph, inputs, one)
+    assert not _segments(graph)
+
+
+def test_a_part_opens_no_region_of_its_own() -> None:
+    """run_parts inside a part runs that part's parts on the thread running it, in order."""
+    seen: list[tuple[int, int]] = []
+    threads_in_inner: list[set[int]] = []
+
+    def inner(outer: int) -> None:
+        idents: set[int] = set()
+
+        def part(number: int) -> Callable[[], None]:
+            def run() -> None:
+                idents.add(threading.get_ident())
+                seen.append((outer, number))
+
+            return run
+
+        run_parts([part(number) for number in range(4)])
+        threads_in_inner.append(idents)
+
+    with running_with(2):
+        run_parts([lambda outer=outer: inner(outer) for outer in range(4)])
+    assert sorted(seen) == [(o, n) for o in range(4) for n in range(4)]
+    for outer in range(4):
+        assert [n for o, n in seen if o == outer] == [0, 1, 2, 3]
+    assert all(len(idents) == 1 for idents in threads_in_inner)
+
+
+@pytest.mark.parametrize("within", [True, False])
+def test_a_window_reading_other_rows_ends_a_segment(within: bool) -> None:
+    """Windows of y = -exp(x) (8 rows of n) multiplied with z: a window row i of y's row i
+    (stride n) is a view the segment reads by rows; one of half rows (stride n / 2: window rows
+    2i and 2i + 1 are y's row i) reads rows other parts write, so its reader starts a new
+    segment. The results are numpy's at every thread count either way."""
+    n = 1 << 16
+    half = n // 2
+    with Builder("g") as builder:
+        x = builder.add_input("x", TensorMeta((8, n), DType.float32))
+        z = builder.add_input("z", TensorMeta((8, half), DType.float32))
+        y = prims.neg(prims.exp(x))
+        windows = prims.as_strided(y, [8, half], [n if within else half, 1], 0)
+        graph = builder.finish([prims.mul(windows, z)])
+    rng = np.random.default_rng(1)
+    data = {
+        "x": rng.standard_normal((8, n)).astype(np.float32),
+        "z": rng.standard_normal((8, half)).astype(np.float32),
+    }
+    for segment in _segments(graph):
+        ops = [member.step.node.op for member in segment.members]
+        assert ("prims.neg" in ops and "prims.mul" in ops) == within, ops
+    y = -np.exp(data["x"])
+    windows = y[:, :half] if within else y.reshape(-1)[: 8 * half].reshape(8, half)
+    for threads in (1, 2, 4):
+        (result,) = aten2prims.execute(graph, data, threads=threads)
+        assert result.tobytes() == (windows * data["z"]).tobytes(), threads

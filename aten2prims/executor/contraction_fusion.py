@@ -114,6 +114,48 @@ class ContractionKernel:
         """The recipes planned by the calls so far (one per operand layout)."""
         return [call.recipe for call in self._calls.values()]
 
+    def row_operands(self, count: int) -> tuple[bool, ...] | None:
+        """Per operand of a call with `count` operands (a, b, then the epilogue's): whether
+        the result's rows (its dim 0) are computed from its same rows (the epilogue's operands
+        and one of a and b: a convolution's images, a linear layer's rows) or it is read whole
+        (the weight); None when the result's rows are not computed so. `for_rows` then gives
+        the kernel of a slice of the rows (segments.py)."""
+        which = self._row_operand()
+        if which is None:
+            return None
+        return (which == 0, which == 1) + (True,) * (count - 2)
+
+    def _row_operand(self) -> int | None:
+        if not self.out_labels:
+            return None
+        label = self.out_labels[0]
+        rows = self.sizes[label]
+        if any(step.shape[:1] != (rows,) for step in self.epilogue):
+            return None
+        carriers = [i for i, spec in enumerate(self.operands) if label in spec.labels]
+        if len(carriers) != 1 or self.operands[carriers[0]].labels[0] != label:
+            return None
+        return carriers[0]
+
+    def for_rows(self, count: int) -> ContractionKernel:
+        """This kernel for `count` rows (`row_operands` is not None): run in a segment's
+        part, it makes its product whole, in no parts of its own (the segment's parts are the
+        threads' share)."""
+        which = self._row_operand()
+        assert which is not None  # the caller checked
+        label = self.out_labels[0]
+        sizes = list(self.sizes)
+        sizes[label] = count
+        operands = list(self.operands)
+        operands[which] = attrs.evolve(operands[which], shape=(count, *operands[which].shape[1:]))
+        return ContractionKernel(
+            (operands[0], operands[1]),
+            self.out_labels,
+            tuple(sizes),
+            tuple(attrs.evolve(step, shape=(count, *step.shape[1:])) for step in self.epilogue),
+            attrs.evolve(self.tuning, max_parts=1, shifted_min_tasks=1),
+        )
+
 
 class PlannedCall:
     """A ContractionKernel call on operands of one layout: the recipe run into a fresh result

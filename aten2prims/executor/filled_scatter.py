@@ -69,6 +69,33 @@ class FilledScatter:
     # one call, the parts shared by the call's threads; () copies it whole.
     window_parts: tuple[tuple[Any, ...], ...] = ()
 
+    def row_operands(self, count: int) -> tuple[bool, ...] | None:
+        """(True,) when row i of the result is the fill with row i of src in its window (a box
+        window taking every row: a padding of the inner dims), else None; `for_rows` then gives
+        the kernel of a slice of the rows (segments.py)."""
+        if count != 1 or self.index is None or not self.shape or not self.index:
+            return None
+        first = self.index[0]
+        if type(first) is not slice or first.indices(self.shape[0]) != (0, self.shape[0], 1):
+            return None
+        return (True,)
+
+    def for_rows(self, count: int) -> FilledScatter:
+        """This kernel for `count` rows (`row_operands` is not None), its window copied whole
+        (a segment's part is the threads' share); called with `out=` (`fill` makes the whole
+        array's shape)."""
+        assert self.index is not None  # row_operands checked
+        shape = (count, *self.shape[1:])
+        index = (slice(0, count, 1), *self.index[1:])
+        return attrs.evolve(
+            self,
+            shape=shape,
+            index=index,
+            size=(count, *self.size[1:]),
+            border=_border(shape, index) if self.border is not None else None,
+            window_parts=(),
+        )
+
     def _fill_border(self, out: np.ndarray) -> None:
         assert self.border is not None  # the caller checked
         value = 0 if self.zeros else self._element()

@@ -15,7 +15,15 @@ A step joins a segment when it computes its result's rows from its operands' sam
 - reductions keeping dim 0 (prims whose definition says `reduces`), each part the reduction of
   its rows, copied into the result's rows;
 - views keeping dim 0 in place (reshapes of row-major arrays, broadcasts, transposes leaving
-  dim 0 first), made before the parts run: a view reads no element.
+  dim 0 first, as_strided windows each of whose rows lies in that row of a row-major
+  operand: a convolution's or a pooling's windows), made before the parts run: a view reads
+  no element; a broadcast across rows (a bias) is such a view where its operand is memory
+  the segment does not write;
+- kernels of a row count (`row_operands`, `for_rows`): a convolution or linear layer reading
+  its activation's rows and its weight whole, a constant padding of the inner dims, and
+  row-major copies of windows. Each part calls the kernel made for its row count, which runs
+  whole on the part's thread (threads.run_parts in a part opens no region); only kernels
+  whose parts stay large (`ROW_KERNEL_PART_BYTES`) join.
 
 Every element a part reads that another part writes would be a race; so an operand whose memory
 the segment writes is read row for row only, through an array whose rows are that memory's rows
@@ -53,6 +61,16 @@ SEGMENT_BYTES = 1 << 21
 # (more parts balance threads that start late; each costs a kernel call per step).
 SEGMENT_PART_BYTES = 1 << 19
 MAX_SEGMENT_PARTS = 4
+# A kernel of a row count (a product, a padding) joins a segment when each of MAX_SEGMENT_PARTS
+# parts of its result holds at least this many bytes: a smaller one's calls are short, and in
+# parts they cost more Python than they save (the CNN's head, 8x64 @ 64x10: 0.07 ms whole,
+# 0.2 ms in four parts) and wait on each other for the GIL.
+ROW_KERNEL_PART_BYTES = 1 << 18
+
+# Kernels of a row count (products, paddings: `row_operands`), windows within rows and their
+# row-major copies join segments; tests and benchmarks switch it off to compare with the
+# segments of elementwise steps, reductions and views alone (each product its own regions).
+ROW_KERNELS_JOIN = True
 
 # The view kernels of specialize.py a segment makes whole before its parts run (by the name of
 # the closure: specialize's shape rules build them).
@@ -63,7 +81,9 @@ _VIEW_KERNELS = frozenset({"reshape", "transpose", "broadcast"})
 class _Member:
     """One step of a segment: `kind` "map" (an elementwise kernel called on operand rows with
     `out=`), "copy" (an elementwise kernel without `out=`, its result copied), "reduce" (a
-    reduction kernel of its operand's rows) or "view" (run whole first).
+    reduction kernel of its operand's rows), "rows" (a kernel of a given row count, from
+    `row_kernels` by the part's length, called with `out=`: a product, a padding) or "view"
+    (run whole first).
     `rows_of[i]`: operand i is sliced by rows (else passed whole). `out` says where the result
     goes: ("buffer",) the step's arena buffer, ("operand", i) operand i, ("new", shape, dtype)
     an array allocated at each call."""
@@ -73,6 +93,9 @@ class _Member:
     kernel: Callable[..., Any]
     rows_of: tuple[bool, ...]
     out: tuple[Any, ...] = ()
+    # A "rows" member's kernel for a row count, and those made for its parts' row counts.
+    for_rows: Callable[[int], Callable[..., Any]] | None = None
+    row_kernels: dict[int, Callable[..., Any]] = attrs.field(factory=dict, eq=False)
 
 
 class SegmentKernel:
@@ -132,6 +155,8 @@ class _Part:
             try:
                 if member.kind == "map":
                     kernel(*sliced, out=out[rows])
+                elif member.kind == "rows":
+                    member.row_kernels[self.stop - self.start](*sliced, out=out[rows])
                 else:  # "reduce", "copy": the kernel's own result, copied
                     np.copyto(out[rows], kernel(*sliced))
             except Exception as error:  # name the step that failed
@@ -160,6 +185,7 @@ class _Shapes:
     exact: set[int]
     rowwise: set[int]
     memory: Memory
+    meta_of: dict[int, Any]
 
 
 def _shapes(steps: Sequence[Step], meta_of: dict[int, Any]) -> _Shapes:
@@ -196,19 +222,27 @@ def _shapes(steps: Sequence[Step], meta_of: dict[int, Any]) -> _Shapes:
             # own buffer: exact either way.
             exact.add(out)
             rowwise.add(out)
-        view = _row_view(step, actual)
-        if view is not None and reads[0] in rowwise:
+        view = _row_view(step, actual, meta_of)
+        if view == "window" and reads[0] in exact:
+            rowwise.add(out)
+        elif view in ("reshape", "transpose", "broadcast") and reads[0] in rowwise:
             rowwise.add(out)
             if view == "reshape" and reads[0] in exact:
                 exact.add(out)
-    return _Shapes(actual, exact, rowwise, memory)
+    return _Shapes(actual, exact, rowwise, memory, meta_of)
 
 
-def _row_view(step: Step, actual: dict[int, tuple[int, ...]]) -> str | None:
+def _row_view(
+    step: Step, actual: dict[int, tuple[int, ...]], meta_of: dict[int, Any]
+) -> str | None:
     """The name of the view kernel (`_VIEW_KERNELS`) of a step whose result keeps its operand's
-    dim 0 as its own dim 0 (row i of the result is in row i of the operand), or None."""
+    dim 0 as its own dim 0 (row i of the result is in row i of the operand), "window" for an
+    as_strided window of a row-major operand each of whose rows lies in that row of the
+    operand (a convolution's or a pooling's windows of each image), or None."""
     kernel = step.kernel
     name = getattr(kernel, "__name__", "")
+    if ROW_KERNELS_JOIN and step.node.op == "prims.as_strided" and _window_in_rows(step, meta_of):
+        return "window"
     if (
         step.result_kind not in ("review", "view")
         or step.takes_out
@@ -221,30 +255,95 @@ def _row_view(step: Step, actual: dict[int, tuple[int, ...]]) -> str | None:
         return None
     shape = actual.get(step.out_slots[0])
     operand_shape = actual.get(int(step.arguments[0]))
-    if not shape or not operand_shape or shape[0] != operand_shape[0]:
+    if not shape:
+        return None
+    if name == "broadcast" and (
+        tuple(step.node.kwargs["broadcast_dimensions"])[:1] != (0,)
+        or not operand_shape
+        or shape[0] != operand_shape[0]
+    ):
+        # Each row of the result reads all of the operand: a member only where the segment
+        # does not write the operand (a bias seen in a convolution's shape).
+        return "broadcast across" if ROW_KERNELS_JOIN else None
+    if not operand_shape or shape[0] != operand_shape[0]:
         return None
     if name == "transpose" and tuple(step.node.kwargs["permutation"])[:1] != (0,):
-        return None
-    if name == "broadcast" and tuple(step.node.kwargs["broadcast_dimensions"])[:1] != (0,):
         return None
     return name
 
 
+def _window_in_rows(step: Step, meta_of: dict[int, Any]) -> bool:
+    """The step is an as_strided view, of a row-major operand of its own storage, whose
+    row i (dim 0) reads only row i of the operand."""
+    if (
+        step.result_kind != "view"
+        or step.takes_out
+        or len(step.nodes) != 1
+        or len(step.out_slots) != 1
+        or not step.arguments
+        or type(step.arguments[0]) is not SlotRef
+    ):
+        return False
+    operand = meta_of.get(int(step.arguments[0]))
+    meta = step.out_metas[0]
+    if type(operand) is not TensorMeta or type(meta) is not TensorMeta:
+        return False
+    shape, strides = meta.shape, meta.strides
+    if (
+        not shape
+        or not operand.shape
+        or shape[0] != operand.shape[0]
+        or operand.storage_offset != 0
+        or tuple(operand.strides) != _row_major_strides(operand.shape)
+        or not all(type(n) is int for n in (*shape, *strides, *operand.shape))
+    ):
+        return False
+    row = math.prod(operand.shape[1:])
+    if shape[0] > 1 and strides[0] != row:
+        return False
+    extent = meta.storage_offset + sum((n - 1) * s for n, s in zip(shape[1:], strides[1:]))
+    return 0 <= meta.storage_offset and extent < row and 0 not in shape
+
+
+def _row_major_strides(shape: Sequence[Any]) -> tuple[int, ...]:
+    strides: list[int] = []
+    step = 1
+    for length in reversed(shape):
+        strides.append(step)
+        step *= max(int(length), 1)
+    return tuple(reversed(strides))
+
+
 def _member(step: Step, rows: int, shapes: _Shapes) -> _Member | None:
     """The step as a segment member along `rows` rows, or None (it cannot be one)."""
-    # Fused groups of several nodes join only as elementwise kernels (chains.py, clamps).
-    if len(step.out_slots) != 1 or step.random or (len(step.nodes) != 1 and not step.elementwise):
+    if len(step.out_slots) != 1 or step.random:
         return None
     out_slot = step.out_slots[0]
     shape = shapes.actual.get(out_slot)
     if not shape or shape[0] != rows:
         return None
     kernel = step.kernel
+    row_operands = getattr(kernel, "row_operands", None)
+    if row_operands is not None and step.takes_out and step.relaxed_shape is None:
+        if not ROW_KERNELS_JOIN:
+            return None
+        return _row_member(step, kernel, row_operands(len(step.arguments)), rows, shapes)
+    # Other fused groups of several nodes join only as elementwise kernels (chains.py, clamps).
+    if len(step.nodes) != 1 and not step.elementwise:
+        return None
     if isinstance(kernel, Parted | ReducedParted):
         kernel = kernel.kernel
     if makes_short_calls(kernel):  # GIL-bound parts: not shared (direct_kernels.py)
         return None
     ndim = len(shape)
+    if getattr(kernel, "__name__", "") == "row_major" and step.takes_out and ROW_KERNELS_JOIN:
+        # a copy into row-major order (a pooling window's clone): row i from operand row i
+        operand = step.arguments[0]
+        if type(operand) is not SlotRef or not _by_rows(
+            shapes.actual.get(int(operand)), len(shapes.actual.get(int(operand), ())), rows
+        ):
+            return None
+        return _Member(step, "map", _copy_rows, (True,), _out(step, shape))
     definition = lookup(step.node.op)
     if step.elementwise:
         rows_of = tuple(
@@ -266,10 +365,48 @@ def _member(step: Step, rows: int, shapes: _Shapes) -> _Member | None:
             return None
         rows_of = (True,) + (False,) * (len(step.arguments) - 1)
         return _Member(step, "reduce", kernel, rows_of, _out(step, shape))
-    view = _row_view(step, shapes.actual)
+    view = _row_view(step, shapes.actual, shapes.meta_of)
     if view is not None and shapes.actual[step.out_slots[0]][0] == rows:
         return _Member(step, "view", kernel, (False,))
     return None
+
+
+def _row_member(
+    step: Step,
+    kernel: Any,
+    row_operands: tuple[bool, ...] | None,
+    rows: int,
+    shapes: _Shapes,
+) -> _Member | None:
+    """A kernel computing its result's rows from its operands' same rows (`row_operands`:
+    which are read by rows, the others whole) as a "rows" member: each part calls the kernel
+    `for_rows` gives for its row count."""
+    meta = step.out_metas[0]
+    if (
+        row_operands is None
+        or type(meta) is not TensorMeta
+        or math.prod(meta.shape) // MAX_SEGMENT_PARTS * np.dtype(meta.dtype.numpy).itemsize
+        < ROW_KERNEL_PART_BYTES
+    ):
+        return None
+    rows_of: list[bool] = []
+    for argument, by_rows in zip(step.arguments, row_operands):
+        shape = shapes.actual.get(int(argument)) if type(argument) is SlotRef else None
+        if by_rows and shape:  # a 0-dim array or a number is read whole
+            if shape[0] != rows:
+                return None
+            rows_of.append(True)
+        else:
+            rows_of.append(False)
+    if not any(rows_of):
+        return None
+    out = _out(step, shapes.actual[step.out_slots[0]])
+    return _Member(step, "rows", kernel, tuple(rows_of), out, for_rows=kernel.for_rows)
+
+
+def _copy_rows(operand: np.ndarray, out: np.ndarray) -> None:
+    """A copy of operand's rows into out's rows in row-major order (its own shape)."""
+    np.copyto(out.reshape(operand.shape), operand)
 
 
 def _by_rows(shape: tuple[int, ...] | None, ndim: int, rows: int) -> bool:
@@ -308,8 +445,11 @@ class _Growing:
         if member.kind == "view":
             operand = int(step.arguments[0])
             exact = operand in row_slots or operand in shapes.rowwise
-            keeps_rows = exact and (
-                member.kernel.__name__ != "reshape" or self._contiguous(operand, shapes)
+            view = _row_view(step, shapes.actual, shapes.meta_of)
+            keeps_rows = (
+                exact
+                and view != "broadcast across"
+                and (view not in ("reshape", "window") or self._contiguous(operand, shapes))
             )
             if keeps_rows:
                 row_slots.add(out)
@@ -343,7 +483,7 @@ class _Growing:
         for _, member in self.members:
             if member.step.out_slots[0] == slot:
                 if member.kind == "view":
-                    return member.kernel.__name__ == "reshape" and self._contiguous(
+                    return getattr(member.kernel, "__name__", "") == "reshape" and self._contiguous(
                         int(member.step.arguments[0]), shapes
                     )
                 if member.out[0] == "operand":  # written into that operand's array
@@ -420,6 +560,11 @@ def _finish(growing: _Growing, steps: Sequence[Step]) -> Segment | None:
     rows = growing.rows
     bounds = tuple((i * rows // count, (i + 1) * rows // count) for i in range(count))
     members = tuple(member for _, member in growing.members)
+    for member in members:
+        if member.for_rows is not None:  # made now, not by the parts at their first call
+            for start, stop in bounds:
+                if stop - start not in member.row_kernels:
+                    member.row_kernels[stop - start] = member.for_rows(stop - start)
     kernel = SegmentKernel(members, tuple(inputs), bounds)
     inner = steps[first : last + 1]
     step = Step(

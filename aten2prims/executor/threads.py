@@ -243,7 +243,8 @@ def running_with(threads: int) -> Iterator[None]:
 def run_parts(parts: Sequence[Callable[[], None]]) -> None:
     """Runs every part, on the call's threads when it has several: the caller and the workers
     claim the parts in order, one at a time (who runs which part varies; what each part
-    computes does not). Parts must write disjoint memory. Exceptions are re-raised (the
+    computes does not). A part calling run_parts runs those parts itself, in order. Parts must
+    write disjoint memory. Exceptions are re-raised (the
     lowest-numbered failing part's) after every part has ended."""
     workers = _CALL.workers
     if workers is None or len(parts) < 2:
@@ -258,7 +259,13 @@ def run_parts(parts: Sequence[Callable[[], None]]) -> None:
     region = _Region(parts, np.geterr())
     for inbox in workers.queues[: len(parts) - 1]:
         inbox.put(region)
-    region.work()
+    # A part opens no region of its own (a segment's product on its rows): the regions it
+    # would open run here, part after part, as they do on the workers (which have no pool).
+    _CALL.workers = None
+    try:
+        region.work()
+    finally:
+        _CALL.workers = workers
     region.done.acquire()
     if region.errors:
         raise min(region.errors, key=lambda error: error[0])[1]
