@@ -63,6 +63,7 @@ from .padded_products import fuse_zero_paddings
 from .row_sums import row_sums
 from .segments import Segment, find_segments, segmented
 from .select import bound_select_rule
+from .sibling_products import merge_sibling_products
 from .specialize import relax_broadcasts, specialized
 from .steps import Slots, Step
 from .threads import split_steps
@@ -74,6 +75,9 @@ FUSE_ATTENTION = True
 # A zero padding read only by a depthwise product's windows is read from its source by the
 # product (padded_products.py); tests switch it off to compare with the padded array's steps.
 FUSE_PADDINGS = True
+# Products of one activation by different stored weights run as one product against the
+# concatenated weights (sibling_products.py); tests and benchmarks switch it off to compare.
+MERGE_SIBLING_PRODUCTS = True
 
 # The fusion rules, in the order they are tried at each node (the first group found wins).
 FUSION_RULES: Sequence[FusionRule] = (
@@ -184,6 +188,14 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     meta_of = {slot: value.meta for value, slot in slots.slot_of.items()}
     if FUSE_ATTENTION:
         steps = fuse_attention(steps, meta_of, output_slots)
+    stored = {  # the data a plan may copy from (not overridden by callers)
+        input_slots[graph_input.name]: graph_input.data
+        for graph_input in folded.inputs
+        if graph_input.data is not None and graph_input.name not in overridden
+    }
+    merged_bytes = 0
+    if MERGE_SIBLING_PRODUCTS:
+        steps, merged_bytes = merge_sibling_products(steps, stored, meta_of)
     relax_broadcasts(steps, output_slots, meta_of)
     steps = fuse_chains(steps, output_slots, meta_of)
     _assign_last_uses(steps, output_slots)
@@ -218,7 +230,7 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
         compile_steps(run_steps, origin),
         ArenaPool(layout),
         random=any(step.random for step in steps),
-        resident_bytes=constants.resident_bytes,
+        resident_bytes=constants.resident_bytes + merged_bytes,
         stored_ids=frozenset(
             id(array)
             for value in initial
