@@ -195,7 +195,7 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     }
     merged_bytes = 0
     if MERGE_SIBLING_PRODUCTS:
-        steps, merged_bytes = merge_sibling_products(steps, stored, meta_of)
+        steps, merged_bytes = merge_sibling_products(steps, stored)
     relax_broadcasts(steps, output_slots, meta_of)
     steps = fuse_chains(steps, output_slots, meta_of)
     _assign_last_uses(steps, output_slots)

@@ -27,6 +27,7 @@ were copied on the way), it runs the original products instead.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -72,12 +73,8 @@ class MergedProducts:
         self.matrix = (rows, contracted)
         self.weights = np.ascontiguousarray(np.concatenate([s.weight for s in siblings], axis=1))
         columns = self.weights.shape[1]
-        self.bounds = tuple(
-            (start, start + s.weight.shape[1])
-            for start, s in zip(
-                np.cumsum([0] + [s.weight.shape[1] for s in siblings[:-1]]).tolist(), siblings
-            )
-        )
+        ends = tuple(itertools.accumulate(s.weight.shape[1] for s in siblings))
+        self.bounds = tuple(zip((0, *ends[:-1]), ends))  # each sibling's columns
         self.result_shapes = tuple(tuple(s.step.out_metas[0].shape) for s in siblings)
         self.extra: tuple[np.ndarray, ...] = ()
         self.biases: np.ndarray | None = None
@@ -128,15 +125,13 @@ class MergedProducts:
         return matrix
 
 
-def merge_sibling_products(
-    steps: list[Step], constants: dict[int, Any], meta_of: dict[int, Any]
-) -> tuple[list[Step], int]:
+def merge_sibling_products(steps: list[Step], constants: dict[int, Any]) -> tuple[list[Step], int]:
     """The steps with every group of sibling products merged into one step, and the bytes of
     the concatenated weights and biases the plan now keeps."""
     producer = {slot: step for step in steps for slot in step.out_slots}
     groups: dict[tuple[Any, ...], list[_Sibling]] = {}
     for step in steps:
-        matched = _sibling(step, producer, constants, meta_of)
+        matched = _sibling(step, producer, constants)
         if matched is not None:
             key, sibling = matched
             groups.setdefault(key, []).append(sibling)
@@ -153,16 +148,15 @@ def merge_sibling_products(
 
 
 def _sibling(
-    step: Step,
-    producer: dict[int, Step],
-    constants: dict[int, Any],
-    meta_of: dict[int, Any],
+    step: Step, producer: dict[int, Step], constants: dict[int, Any]
 ) -> tuple[tuple[Any, ...], _Sibling] | None:
     """The grouping key (the activation's root slot, its matrix shape, the dtype, whether a
     bias is added) and the sibling a step is, or None when it is no mergeable product."""
     kernel = step.kernel
     if type(kernel) is not ContractionKernel or len(step.out_slots) != 1 or step.random:
         return None
+    if any(type(size) is not int for size in kernel.sizes):
+        return None  # a symbolic size: the plan of a dynamic graph keeps its products
     meta = step.out_metas[0] if step.out_metas else None
     if type(meta) is not TensorMeta or not all(type(a) is SlotRef for a in step.arguments):
         return None
