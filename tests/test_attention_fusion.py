@@ -20,8 +20,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import aten2prims
+from aten2prims.executor import attention, plan_for
 from aten2prims.executor import plan as plan_module
-from aten2prims.executor import plan_for
 from aten2prims.executor.attention import AttentionKernel
 from aten2prims.executor.reference import run_reference
 from aten2prims.frontends.torch_interop import to_numpy
@@ -122,6 +122,24 @@ def test_the_zoo_transformers_blocks_are_parts_of_their_own(suite_models: dict) 
     _, graph, _, _ = suite_models["transformer"]
     for kernel in _attention_steps(graph):
         assert kernel.blocks > 1 and len(kernel.parts) == kernel.blocks
+
+
+@pytest.mark.parametrize("name", list(LAYERS))
+def test_operands_made_by_copies_are_read_in_place(
+    name: str, suite_models: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """q, k and v cloned (and collapsed) only for the batched products are read from the values
+    the copies were made of, the copies gone (not Llama's key and value, whose clones make the
+    heads they share: a copy of another shape): the plan runs fewer steps, and the results are
+    the bits of a plan that keeps the copies."""
+    path, graph, inputs, _ = suite_models[name]
+    plan = plan_for(graph)
+    monkeypatch.setattr(attention, "_read_through_copies", lambda steps, meta_of, returned: steps)
+    copied = aten2prims.lower(aten2prims.load(path))
+    assert len(plan_for(copied).steps) > len(plan.steps)
+    ours = aten2prims.execute(graph, inputs, threads=1)
+    theirs = aten2prims.execute(copied, inputs, threads=1)
+    assert [o.tobytes() for o in ours] == [o.tobytes() for o in theirs]
 
 
 # -- hand-written attentions: masks, causal masks, fully masked rows ---------------------------

@@ -34,6 +34,10 @@ NumPy's broadcasting stands for the broadcasts to the scores' shape. The batch d
 finest split of g that every value's leading dims merge into (e.g. [batch, heads] when a mask is
 broadcast over heads), so that an operand broadcast along some of them is sliced without a copy.
 
+An operand made by row-major copies and reshapes (each read by nothing else) of a value that
+already has the operand's canonical shape is read from that value, the copies dropped
+(`_read_through_copies`): q, k and v cloned contiguous for the batched products.
+
 Anything else falls back to the unfused steps: a chain value read by a step that is not one of
 these (or after the second product, or returned), products without a batch dim, a reduction over
 another dim, a transpose inside the chain.
@@ -421,7 +425,76 @@ def fuse_attention(
         last, hoisted, step = found
         result[index : last + 1] = [*hoisted, step]
         index += len(hoisted) + 1
-    return result
+    return _read_through_copies(result, meta_of, returned)
+
+
+def _same_elements(step: Step) -> bool:
+    """specialize.py's row-major copy (a clone), or its view of a reshape prim (closures named
+    so): a step whose result holds its one operand's elements in row-major order."""
+    name = getattr(step.kernel, "__name__", "")
+    definition = lookup(step.node.op)
+    return (
+        len(step.nodes) == 1
+        and len(step.out_slots) == 1
+        and len(step.arguments) == 1
+        and type(step.arguments[0]) is SlotRef
+        and not step.elementwise
+        and (
+            name == "row_major"
+            or (name == "reshape" and definition is not None and definition.reshape)
+        )
+    )
+
+
+def _read_through_copies(
+    steps: list[Step], meta_of: dict[int, Any], returned: set[int]
+) -> list[Step]:
+    """Attention operands made by row-major copies and reshapes of a value already of the
+    operand's canonical shape (v transposed to [batch, heads, rows, dim], cloned and collapsed
+    for the batched product) are read from that value itself, and the copies go: each block
+    slices the value in place (BLAS reads rows of any stride). The same elements in the same
+    order, so the same products; a copy or reshape read by any other step stays."""
+    producer = {slot: step for step in steps for slot in step.out_slots}
+    readers: dict[int, int] = {}
+    for step in steps:
+        for slot in step.reads():
+            readers[slot] = readers.get(slot, 0) + 1
+    dropped: set[int] = set()
+    for step in steps:
+        kernel = step.kernel
+        if type(kernel) is not AttentionKernel:
+            continue
+        arguments = list(step.arguments)
+        operands = list(kernel.operands)
+        for position, (argument, view) in enumerate(zip(arguments, operands)):
+            if view.whole or view.permutation is not None:
+                continue
+            slot = int(argument)
+            chain: list[Step] = []
+            source: int | None = None
+            copies = 0  # the steps up to the earliest value of the canonical shape
+            made = producer.get(slot)
+            while (
+                made is not None
+                and _same_elements(made)
+                and readers.get(made.out_slots[0], 0) == 1
+                and made.out_slots[0] not in returned
+            ):
+                chain.append(made)
+                slot = int(made.arguments[0])
+                meta = meta_of.get(slot)
+                if type(meta) is TensorMeta and tuple(meta.shape) == view.shape:
+                    source, copies = slot, len(chain)
+                made = producer.get(slot)
+            if source is None:
+                continue
+            arguments[position] = SlotRef(source)
+            operands[position] = _Canonical(view.shape, rows=view.rows)
+            dropped.update(id(copy) for copy in chain[:copies])
+        if arguments != list(step.arguments):
+            kernel.operands = tuple(operands)
+            step.arguments = tuple(arguments)
+    return [step for step in steps if id(step) not in dropped]
 
 
 def _match(

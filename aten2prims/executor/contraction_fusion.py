@@ -157,6 +157,18 @@ class ContractionKernel:
         )
 
 
+def matrix_product(rows: int, contracted: int, columns: int, add: bool) -> ContractionKernel:
+    """The kernel of a [rows, contracted] @ [contracted, columns] product, with `add`, plus a
+    third operand of the result's shape (a broadcast bias) added in place."""
+    epilogue = (_Epilogue((rows, columns), ufunc=np.add, operand=0),) if add else ()
+    return ContractionKernel(
+        (_OperandSpec((rows, contracted), (0, 1)), _OperandSpec((contracted, columns), (1, 2))),
+        (0, 2),
+        (rows, contracted, columns),
+        epilogue,
+    )
+
+
 class PlannedCall:
     """A ContractionKernel call on operands of one layout: the recipe run into a fresh result
     (a sum of elementwise products where `multiply_accumulate.py` takes the contraction, else

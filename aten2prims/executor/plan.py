@@ -65,6 +65,7 @@ from .padded_products import fuse_zero_paddings
 from .row_sums import row_sums
 from .segments import Segment, find_segments, segmented
 from .select import bound_select_rule
+from .sibling_products import merge_sibling_products
 from .specialize import relax_broadcasts, specialized
 from .steps import Slots, Step
 from .threads import split_steps
@@ -79,6 +80,9 @@ FUSE_PADDINGS = True
 # A product with a reciprocal runs as one division (fewer_passes.py: not the reference's bits,
 # at least as accurate); tests switch it off to compare the other stages with the reference.
 FOLD_RECIPROCALS = True
+# Products of one activation by different stored weights run as one product against the
+# concatenated weights (sibling_products.py); tests and benchmarks switch it off to compare.
+MERGE_SIBLING_PRODUCTS = True
 
 # The fusion rules, in the order they are tried at each node (the first group found wins).
 FUSION_RULES: Sequence[FusionRule] = (
@@ -189,6 +193,14 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     meta_of = {slot: value.meta for value, slot in slots.slot_of.items()}
     if FUSE_ATTENTION:
         steps = fuse_attention(steps, meta_of, output_slots)
+    stored = {  # the data a plan may copy from (not overridden by callers)
+        input_slots[graph_input.name]: graph_input.data
+        for graph_input in folded.inputs
+        if graph_input.data is not None and graph_input.name not in overridden
+    }
+    merged_bytes = 0
+    if MERGE_SIBLING_PRODUCTS:
+        steps, merged_bytes = merge_sibling_products(steps, stored)
     relax_broadcasts(steps, output_slots, meta_of)
     if FOLD_RECIPROCALS:
         steps = fold_reciprocals(steps, output_slots, meta_of)
@@ -225,7 +237,7 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
         compile_steps(run_steps, origin),
         ArenaPool(layout),
         random=any(step.random for step in steps),
-        resident_bytes=constants.resident_bytes,
+        resident_bytes=constants.resident_bytes + merged_bytes,
         stored_ids=frozenset(
             id(array)
             for value in initial
