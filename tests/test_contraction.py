@@ -23,7 +23,15 @@ import torch
 from _thread_checks import assert_one_threads_bits
 
 import prims
-from aten2prims.executor import blas, contraction, execute, multiply_accumulate, plan, plan_for
+from aten2prims.executor import (
+    blas,
+    contraction,
+    execute,
+    kept_buffers,
+    multiply_accumulate,
+    plan,
+    plan_for,
+)
 from aten2prims.executor.contraction import DEFAULT_TUNING, contract, plan_contraction
 from aten2prims.executor.contraction_fusion import ContractionFusion, ContractionKernel
 from aten2prims.executor.fusion import FusionRule
@@ -713,6 +721,7 @@ DEPTHWISE = [
     (2, 4, 15, 17, 3, 2, 1, 1, True),  # strided: phase images
     (1, 6, 16, 16, 3, 2, 0, 1, True),  # strided, no padding (even size)
     (2, 3, 13, 11, 5, 2, 2, 2, False),  # strided and dilated
+    (2, 4, 16, 13, 5, 2, 2, 1, True),  # EfficientNet's strided 5x5: phase images
     (1, 4, 9, 10, 3, 3, 1, 1, True),  # stride 3
     (1, 7, 8, 8, 3, 2, 1, 1, True),  # strided, more channels than a chunk's budget below
     (1, 3, 10, 13, 5, 1, 4, 2, False),  # dilated, no bias
@@ -787,10 +796,10 @@ def test_a_padding_fused_with_its_depthwise_product_gives_the_padded_inputs_bits
 ) -> None:
     """The zero padding, its windows and the depthwise product as one step (padded_products.py):
     where the product reads the unpadded input itself (shifted copies of a stride-1 kernel over
-    merged rows, a strided kernel's gathered windows; a C-contiguous input; from the second
-    call on: the first makes the padded input and plans), and where it makes the padded input
-    (phase images, one row, channels-last), the bits of the three steps over the padded input,
-    and torch's values."""
+    merged rows, a strided kernel's gathered windows or phase images; a C-contiguous input;
+    from the second call on: the first makes the padded input and plans), and where it makes
+    the padded input (a dilated kernel's phase images, one row, channels-last), the bits of the
+    three steps over the padded input, and torch's values."""
     n, c, h, w, k, stride, padding, dilation, _ = case
     graph, inputs, call = _depthwise_convolution(case, dtype)
     (name,) = [name for name, array in inputs.items() if array.shape == (n, c, h, w)]
@@ -809,13 +818,42 @@ def test_a_padding_fused_with_its_depthwise_product_gives_the_padded_inputs_bits
     assert len(fused) == (1 if padding else 0)
     (recipe,) = contraction_recipes(graph)
     rows = (h + 2 * padding - dilation * (k - 1) - 1) // stride + 1
-    runs_read = recipe.window_strides is not None or (recipe.copies is not None and rows > 1)
+    # Phase images read the source when their rows are the padded rows (not dilated ones).
+    padded_row = (w + 2 * padding) * inputs[name].itemsize
+    phase_rows = recipe.phases is not None and recipe.phases.row_bytes == padded_row
+    runs_read = (
+        recipe.window_strides is not None or (recipe.copies is not None and rows > 1) or phase_rows
+    )
     reads = runs_read and not channels_last
     assert [kernel.reads_source() for kernel in fused] == [reads] * len(fused)
     if (stride, padding, channels_last) == (1, k // 2 * dilation, False) and rows > 6:
         assert reads, "a stride-1 2-d kernel's shifted copies read the unpadded input"
     outcome = run_call(call)
     assert outcome.passed, outcome.message
+
+
+@pytest.mark.parametrize("case", [case for case in DEPTHWISE if case[6]])
+def test_products_of_zero_padded_inputs_write_every_scratch_position_they_read(
+    case: tuple[int, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The products that read a zero padding's source (shifted copies, strided windows, phase
+    images) write every position of the thread's scratch buffers they read, zeros for the
+    padding's: with every kept buffer filled with NaN before each call, the bits of the padded
+    input's."""
+    graph, inputs, _ = _depthwise_convolution(case, torch.float32)
+    with mkl.disabled():  # MKL's batched axpys read the padded input
+        execute(graph, inputs, threads=1)  # plans: the source is read from the next call on
+        calls = []
+        for _ in range(2):
+            # The thread's kept buffers (private: no API lists them).
+            for buffer, _start in kept_buffers._KEPT.buffers.values():
+                buffer.fill(0xFF)  # float NaN
+            calls.append(execute(graph, inputs, threads=1))
+        monkeypatch.setattr(plan, "FUSE_PADDINGS", False)
+        twin = Graph(graph.name, list(graph.inputs), list(graph.nodes), list(graph.outputs))
+        (padded,) = execute(twin, inputs)
+    for (ours,) in calls:
+        assert ours.tobytes() == padded.tobytes()
 
 
 @pytest.mark.parametrize(
@@ -842,6 +880,7 @@ def test_strided_depthwise_convolutions_run_on_phase_images(
     chunks of one channel (a small budget): the phase images, and the windows gathered
     directly, agree with the unfused products."""
     monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", 256)
+    monkeypatch.setattr(multiply_accumulate, "PHASE_CHUNK_BYTES", 256)
     monkeypatch.setattr(multiply_accumulate, "GATHER_BYTES", 256)
     if not windows:
         monkeypatch.setattr(multiply_accumulate, "WINDOW_MAX_POSITIONS", 0)
@@ -1010,6 +1049,7 @@ def test_depthwise_chunks_on_threads_give_one_threads_bits(
     if use_mkl and mkl.library() is None:
         pytest.skip(mkl.unavailable_reason)
     monkeypatch.setattr(multiply_accumulate, "CHUNK_BYTES", 512)
+    monkeypatch.setattr(multiply_accumulate, "PHASE_CHUNK_BYTES", 512)
     monkeypatch.setattr(multiply_accumulate, "GATHER_BYTES", 4096)
     monkeypatch.setattr(multiply_accumulate, "AXPY_PART_BYTES", 1024)
     with contextlib.nullcontext() if use_mkl else mkl.disabled():

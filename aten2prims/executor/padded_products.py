@@ -8,11 +8,12 @@ kernel whose copies lie in the padded images' merged rows), its chunks copy the 
 input's images themselves, setting the positions the padding holds to zero, and lay the copies
 out without padding columns, so the sum is written into the output directly: the padded array
 (a copy of the whole input) and the copy of the sums into the output without their padding
-columns are never made. A strided 3x3 kernel's gathered windows are copied from the unpadded
-images likewise, the window positions in the padding set to zero. The products and their order
-are those of the padded array's, so are the bits. Any other layout or recipe (phase images,
-MKL's batched axpys, gathered runs, one output row) makes the padded array and its windows and
-calls the contraction on them, as the three steps did.
+columns are never made. A strided 3x3 kernel's gathered windows, and a strided kernel's phase
+images (gathered runs over them), are copied from the unpadded images likewise, the positions
+in the padding set to zero. The products and their order are those of the padded array's, so
+are the bits. Any other layout or recipe (a dilated kernel's phase images, MKL's batched axpys,
+gathered runs, one output row) makes the padded array and its windows and calls the
+contraction on them, as the three steps did.
 """
 
 from __future__ import annotations
