@@ -16,6 +16,7 @@ from _thread_checks import assert_one_threads_bits
 import aten2prims
 from aten2prims.executor import plan as plan_module
 from aten2prims.executor import plan_for
+from aten2prims.executor.contraction_fusion import ContractionKernel
 from aten2prims.executor.scaled_weights import _regroup
 from aten2prims.frontends.fx import from_fx
 from aten2prims.ir.graph import Graph, InputKind
@@ -66,6 +67,18 @@ def scaled_constants(graph: Graph, overridden: frozenset[str] = frozenset()) -> 
     return sum(gi.kind is InputKind.CONSTANT and gi.name.endswith("_scaled") for gi in plan.inputs)
 
 
+def epilogue_passes(graph: Graph) -> list[int]:
+    """Per fused product of the graph's plan: how many in-place ufunc passes its epilogue makes."""
+    return [
+        sum(step.ufunc is not None for step in kernel.epilogue)
+        for kernel in (
+            getattr(step.kernel, "contraction", step.kernel)  # a padded product's own
+            for step in plan_for(graph).steps
+        )
+        if isinstance(kernel, ContractionKernel)
+    ]
+
+
 def check(graph: Graph, inputs: Any, expected: torch.Tensor) -> list[np.ndarray]:
     ours = aten2prims.execute(graph, inputs, threads=1)
     result = compare(ours[0], expected.detach().numpy())
@@ -82,6 +95,7 @@ def test_conv_batch_norm_folds_and_matches_torch(layout: str, bias: bool, dtype:
     x = torch.randn(2, LAYOUTS[layout][0], 12, 12, dtype=dtype)
     graph = exported(module, x)
     assert scaled_constants(graph) >= 1
+    assert epilogue_passes(graph) == [1]  # the shift alone (a bias joins it)
     with torch.no_grad():
         expected = module(x)
     check(graph, [x.numpy()], expected)

@@ -6,7 +6,9 @@ channels. Folded constants (folding.py) make s, t and W stored data the plan may
 the plan can multiply W by s once, along W's output axis, and drop the multiply: the product's
 epilogue (contraction_fusion.py) keeps one pass over the result (the add) instead of two. A
 per-channel constant added between the product and the multiply (a convolution's bias, b) is
-scaled too: (y + b) · s is y·s + b·s.
+scaled too: (y + b) · s is y·s + b·s; and when the multiply is followed by an add of a constant
+of b's shape (the batch norm's shift t), the two constants become one, y·s + (b·s + t), and
+that add goes too.
 
 The rule, on the graph after folding: a `prims.sum` of a `prims.mul` whose result, through
 reshapes and adds of constants, only one reader each, is multiplied by a constant (a number, a
@@ -109,9 +111,13 @@ class _Rewrite:
             at = mapped
             if step.op == "prims.add":
                 add_scales.append((position, at))
+        shift = self._shift_after(scale_node, scaled, add_scales)
         made = len(self.new_inputs)
         weight = self._weight(mul_index, joint, out_labels, at)
-        add_rewrites = [self._scaled_add(position, s) for position, s in add_scales]
+        add_rewrites = [
+            self._scaled_add(position, s, shift[1] if shift and i == 0 else None)
+            for i, (position, s) in enumerate(add_scales)
+        ]
         if weight is None or any(r is None for r in add_rewrites):
             self._forget(made)
             self.inserted.pop(mul_index, None)
@@ -121,12 +127,52 @@ class _Rewrite:
         for rewrite in add_rewrites:
             assert rewrite is not None
             self.new_nodes[rewrite[0]] = rewrite[1]
-        self.dropped.add(scale_index)
-        self.replaced[scale_node.results[0]] = scaled
-        scale_source = scale_node.args[scale_position]
-        broadcast = self._producer_node(scale_source)
-        if broadcast is not None and self._only_reader(scale_source, scale_index):
+        self._drop(scale_index, scale_node.args[scale_position], scaled)
+        if shift is not None:  # added to the scaled bias
+            shift_node = self.source.nodes[shift[0]]
+            other = next(a for a in shift_node.args if a is not scale_node.results[0])
+            self._drop(shift[0], other, scaled)
+
+    def _drop(self, index: int, constant: Any, kept: Value) -> None:
+        """Drop node `index` (its result is now `kept`'s) and the broadcast of its `constant`
+        operand, if nothing else reads that."""
+        self.dropped.add(index)
+        self.replaced[self.source.nodes[index].results[0]] = kept
+        broadcast = self._producer_node(constant)
+        if broadcast is not None and self._only_reader(constant, index):
             self.dropped.add(broadcast[0])
+
+    def _shift_after(
+        self, scale_node: Node, scaled: Value, add_scales: list[tuple[int, np.ndarray]]
+    ) -> tuple[int, np.ndarray] | None:
+        """(index, constant) of an add of a constant right after the multiply, when the value
+        multiplied is itself the result of an add of a constant of the same shape (a bias: the
+        two constants become one, `b · s + t`, and the second add goes)."""
+        if not add_scales or self.producer.get(scaled) != add_scales[0][0]:
+            return None
+        result = scale_node.results[0]
+        readers = self.readers.get(result, [])
+        if result in self.outputs or len(readers) != 1:
+            return None
+        node = self.source.nodes[readers[0]]
+        if node.op != "prims.add" or len(node.args) != 2 or node.args.count(result) != 1:
+            return None
+        if node.results[0].meta != result.meta:
+            return None
+        other = next(a for a in node.args if a is not result)
+        shift = self._compact(other, node.results[0])
+        bias_node = self.source.nodes[add_scales[0][0]]
+        bias = next(
+            (
+                c
+                for a in bias_node.args
+                if (c := self._compact(a, bias_node.results[0])) is not None
+            ),
+            None,
+        )
+        if shift is None or bias is None or shift.shape != bias.shape:
+            return None
+        return readers[0], shift
 
     # -- the pattern --------------------------------------------------------------------------
 
@@ -274,9 +320,12 @@ class _Rewrite:
         mul_args = tuple(value if a is node.results[0] else a for a in mul.args)
         return mul_index, Node(mul.op, mul_args, mul.kwargs, mul.results, mul.provenance)
 
-    def _scaled_add(self, index: int, scale: np.ndarray) -> tuple[int, Node] | None:
+    def _scaled_add(
+        self, index: int, scale: np.ndarray, shift: np.ndarray | None = None
+    ) -> tuple[int, Node] | None:
         """(index, node) replacing the node that gives add `index` its constant, that constant
-        scaled by `scale` (in the add's shape), when the constant spans the scale's dims."""
+        scaled by `scale` (in the add's shape), plus `shift` (of its shape) if given, when the
+        constant spans the scale's dims."""
         add = self.source.nodes[index]
         for operand in add.args:
             if type(operand) is not Value or self._compact(operand, add.results[0]) is None:
@@ -300,6 +349,12 @@ class _Rewrite:
             scaled = _scaled(compact, scale)
             if scaled is None:
                 return None
+            if shift is not None:
+                with np.errstate(all="ignore"):
+                    shifted = scaled + shift
+                if not np.all(np.isfinite(shifted) | ~(np.isfinite(scaled) & np.isfinite(shift))):
+                    return None  # the sum overflows where the two adds did not
+                scaled = shifted
             new_source = self._constant(source, np.ascontiguousarray(scaled).reshape(data.shape))
             node = self.source.nodes[owner]
             args = tuple(new_source if a is source else a for a in node.args)
