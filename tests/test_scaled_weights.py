@@ -107,7 +107,7 @@ def test_linear_batch_norm_folds_and_matches_torch(bias: bool):
     module = nn.Sequential(nn.Linear(24, 40, bias=bias), nn.BatchNorm1d(40))
     randomize(module[1])
     module.eval()
-    x = torch.randn(8, 24)
+    x = torch.randn(32, 24)  # a result (32x40) no smaller than the weight (40x24)
     graph = exported(module, x)
     assert scaled_constants(graph) >= 1
     with torch.no_grad():
@@ -202,7 +202,7 @@ class ScaledLinear(nn.Module):
 def test_a_number_multiplying_the_output_folds_into_weight_and_bias():
     torch.manual_seed(6)
     module = ScaledLinear().eval()
-    x = torch.randn(8, 24)
+    x = torch.randn(32, 24)
     graph = exported(module, x)
     assert scaled_constants(graph) == 2  # the weight and the bias
     with torch.no_grad():
@@ -237,3 +237,18 @@ def test_a_weight_other_products_read_keeps_its_values_for_them():
         result = compare(actual, wanted.numpy())
         assert result, result.message
     assert_one_threads_bits(graph, [x.numpy()], ours, counts=(2,))
+
+
+def test_a_weight_larger_than_its_result_is_not_scaled():
+    """The scaled weight is a second copy kept with the plan: made only where it is no larger
+    than the result whose pass it saves (8 rows of 40 against a 40x24 weight: not folded)."""
+    torch.manual_seed(7)
+    module = nn.Sequential(nn.Linear(24, 40), nn.BatchNorm1d(40))
+    randomize(module[1])
+    module.eval()
+    x = torch.randn(8, 24)
+    graph = exported(module, x)
+    assert scaled_constants(graph) == 0
+    with torch.no_grad():
+        expected = module(x)
+    check(graph, [x.numpy()], expected)
