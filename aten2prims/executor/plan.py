@@ -4,7 +4,8 @@ Planning, in order:
 1. the graph passes (`aten2prims.passes.optimize`: canonicalization, CSE, DCE) on a copy;
 2. constant folding (`folding.py`): nodes computed from stored parameters, buffers and constants
    alone are run once, at plan time (a plan is therefore specific to the set of data-carrying
-   inputs the caller overrides);
+   inputs the caller overrides); then a product's constant per-channel multiplier (an eval
+   batch norm's scale) is folded into its constant weight (`scaled_weights.py`);
 3. fusion (`fusion.py`): groups of nodes run as one kernel call, found by the rules of
    `FUSION_RULES` in order (contractions, `contraction_fusion.py` on the engine of
    `contraction.py` or as sums of products, `multiply_accumulate.py`; gathers along independent
@@ -63,6 +64,7 @@ from .gather import orthogonal_gather_rule
 from .inplace import reuse_dying_operands
 from .padded_products import fuse_zero_paddings
 from .row_sums import row_sums
+from .scaled_weights import fold_output_scales
 from .segments import Segment, find_segments, segmented
 from .select import bound_select_rule
 from .sibling_products import merge_sibling_products
@@ -83,6 +85,9 @@ FOLD_RECIPROCALS = True
 # Products of one activation by different stored weights run as one product against the
 # concatenated weights (sibling_products.py); tests and benchmarks switch it off to compare.
 MERGE_SIBLING_PRODUCTS = True
+# A product's constant per-channel multiplier (an eval batch norm's scale) is folded into its
+# constant weight (scaled_weights.py: not the reference's bits); tests switch it off to compare.
+FOLD_SCALES = True
 
 # The fusion rules, in the order they are tried at each node (the first group found wins).
 FUSION_RULES: Sequence[FusionRule] = (
@@ -184,6 +189,10 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
 
     optimized = optimize(graph)
     folded, constants = fold_constants(optimized, overridden)
+    resident_bytes = constants.resident_bytes
+    if FOLD_SCALES:
+        folded, grown = fold_output_scales(folded, overridden)
+        resident_bytes += grown
     slots = Slots()
     input_slots = {
         graph_input.name: slots.assign(graph_input.value) for graph_input in folded.inputs
@@ -237,7 +246,7 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
         compile_steps(run_steps, origin),
         ArenaPool(layout),
         random=any(step.random for step in steps),
-        resident_bytes=constants.resident_bytes + merged_bytes,
+        resident_bytes=resident_bytes + merged_bytes,
         stored_ids=frozenset(
             id(array)
             for value in initial
