@@ -31,7 +31,6 @@ from aten2prims.executor import (
     multiply_accumulate,
     plan,
     plan_for,
-    segments,
 )
 from aten2prims.executor.contraction import DEFAULT_TUNING, contract, plan_contraction
 from aten2prims.executor.contraction_fusion import ContractionFusion, ContractionKernel
@@ -1222,9 +1221,7 @@ def test_dense_convolutions_run_as_shifted_products_and_match_torch(
     """A stride-1 convolution's windows are not copied: its products read the padded input
     at each kernel offset and accumulate (gemm's beta = 1: MKL's, or NumPy's OpenBLAS through
     ctypes), or, with np.matmul only, the windows are copied (im2col) as before; all match
-    torch. (The convolution's own recipe: its images do not run as a segment's parts, each
-    with a recipe of its own, as they do from two images on: segments.py.)"""
-    monkeypatch.setattr(segments, "ROW_KERNELS_JOIN", False)
+    torch."""
     graph, _, call = _dense_convolution(case)
     with contextlib.ExitStack() as stack:
         if kernels != "mkl":

@@ -24,7 +24,6 @@ number or 0-dim operands.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -118,69 +117,44 @@ class ContractionKernel:
     def row_operands(self, count: int) -> tuple[bool, ...] | None:
         """Per operand of a call with `count` operands (a, b, then the epilogue's): whether
         the result's rows (its dim 0) are computed from its same rows (the epilogue's operands
-        and those of a and b whose first dim is the result's first: a convolution's images, a
-        linear layer's rows, both operands of a sum of squares) or it is read whole (the
-        weight); None when the result's rows are not computed so. The rows may be merged with
-        inner dims on the way (a [512, 256] product reshaped to [8, 64, 256]): every length
-        along the rows is a whole multiple of the result's rows, so a slice of the result's rows
-        is the same fraction of each. `for_rows` then gives the kernel of a slice of the rows
-        (segments.py)."""
-        carriers = self._row_carriers()
-        if carriers is None:
+        and one of a and b: a convolution's images, a linear layer's rows) or it is read whole
+        (the weight); None when the result's rows are not computed so. `for_rows` then gives
+        the kernel of a slice of the rows (segments.py)."""
+        which = self._row_operand()
+        if which is None:
             return None
-        return (0 in carriers, 1 in carriers) + (True,) * (count - 2)
+        return (which == 0, which == 1) + (True,) * (count - 2)
 
-    def _result_rows(self) -> int:
-        return self.epilogue[-1].shape[0] if self.epilogue else self.sizes[self.out_labels[0]]
-
-    def _row_carriers(self) -> tuple[int, ...] | None:
+    def _row_operand(self) -> int | None:
         if not self.out_labels:
             return None
         label = self.out_labels[0]
-        rows = self._result_rows()
-        lengths = (
-            self.sizes[label],
-            *(step.shape[0] if step.shape else 0 for step in self.epilogue),
-        )
-        if rows < 1 or any(length < 1 or length % rows for length in lengths):
+        rows = self.sizes[label]
+        if any(step.shape[:1] != (rows,) for step in self.epilogue):
             return None
-        carriers = tuple(i for i, spec in enumerate(self.operands) if label in spec.labels)
-        if not carriers or any(
-            self.operands[i].labels[0] != label or self.operands[i].labels.count(label) != 1
-            for i in carriers
-        ):
+        carriers = [i for i, spec in enumerate(self.operands) if label in spec.labels]
+        if len(carriers) != 1 or self.operands[carriers[0]].labels[0] != label:
             return None
-        return carriers
+        return carriers[0]
 
     def for_rows(self, count: int) -> ContractionKernel:
-        """This kernel for `count` rows of its result (`row_operands` is not None): run in a
-        segment's part, it makes its product whole, in no parts of its own (the segment's parts
-        are the threads' share)."""
-        carriers = self._row_carriers()
-        assert carriers is not None  # the caller checked
-        rows = self._result_rows()
+        """This kernel for `count` rows (`row_operands` is not None): run in a segment's
+        part, it makes its product whole, in no parts of its own (the segment's parts are the
+        threads' share)."""
+        which = self._row_operand()
+        assert which is not None  # the caller checked
         label = self.out_labels[0]
         sizes = list(self.sizes)
-        sizes[label] = sizes[label] // rows * count
+        sizes[label] = count
         operands = list(self.operands)
-        for which in carriers:
-            shape = operands[which].shape
-            operands[which] = attrs.evolve(operands[which], shape=(sizes[label], *shape[1:]))
+        operands[which] = attrs.evolve(operands[which], shape=(count, *operands[which].shape[1:]))
         return ContractionKernel(
             (operands[0], operands[1]),
             self.out_labels,
             tuple(sizes),
-            tuple(
-                attrs.evolve(step, shape=(step.shape[0] // rows * count, *step.shape[1:]))
-                for step in self.epilogue
-            ),
+            tuple(attrs.evolve(step, shape=(count, *step.shape[1:])) for step in self.epilogue),
             attrs.evolve(self.tuning, max_parts=1, shifted_min_tasks=1),
         )
-
-    @property
-    def multiply_adds(self) -> int:
-        """The multiply-adds of one call (segments.py weighs a segment's work by them)."""
-        return math.prod(self.sizes)
 
 
 def matrix_product(rows: int, contracted: int, columns: int, add: bool) -> ContractionKernel:

@@ -20,18 +20,10 @@ A step joins a segment when it computes its result's rows from its operands' sam
   no element; a broadcast across rows (a bias) is such a view where its operand is memory
   the segment does not write;
 - kernels of a row count (`row_operands`, `for_rows`): a convolution or linear layer reading
-  its activation's rows and its weight whole, a layer norm's `sum(x * x)`, a constant padding
-  of the inner dims, and row-major copies of windows (of a C-contiguous array: a reshape, a
-  view). Each part calls the kernel made for its row count, which runs whole on the part's
-  thread (threads.run_parts in a part opens no region).
-
-A value's dim 0 may be the segment's rows times a fixed factor: a transformer layer's
-[8, 64, 256] steps and the [512, 256] reshape its linear layers read are one segment of 8
-rows, part p covering rows [r0, r1) of the first and [64*r0, 64*r1) of the second. That holds
-for C-contiguous arrays reshaped (any whole fraction of dim 0 is that fraction of the
-elements); a step whose result's dim 0 is not a whole multiple of the rows ends the segment.
-Whether a segment pays is decided from its whole work (`_Growing.work`: its results' bytes and
-its products' multiply-adds), so a run of small steps with products among them is one region.
+  its activation's rows and its weight whole, a constant padding of the inner dims, and
+  row-major copies of windows. Each part calls the kernel made for its row count, which runs
+  whole on the part's thread (threads.run_parts in a part opens no region); only kernels
+  whose parts stay large (`ROW_KERNEL_PART_BYTES`) join.
 
 Every element a part reads that another part writes would be a race; so an operand whose memory
 the segment writes is read row for row only, through an array whose rows are that memory's rows
@@ -69,20 +61,11 @@ SEGMENT_BYTES = 1 << 21
 # (more parts balance threads that start late; each costs a kernel call per step).
 SEGMENT_PART_BYTES = 1 << 19
 MAX_SEGMENT_PARTS = 4
-# A kernel of a row count (a product, a padding) joins a segment when a part of its work (its
-# result's and row operands' bytes, its multiply-adds) among MAX_SEGMENT_PARTS reaches this:
-# a smaller one's calls are short, and in parts they cost more Python than they save (the
-# CNN's head, 8x64 @ 64x10: 0.07 ms whole, 0.2 ms in four parts) and wait on each other for
-# the GIL. A layer norm's sum(x * x) over 512 KiB rows joins.
+# A kernel of a row count (a product, a padding) joins a segment when each of MAX_SEGMENT_PARTS
+# parts of its result holds at least this many bytes: a smaller one's calls are short, and in
+# parts they cost more Python than they save (the CNN's head, 8x64 @ 64x10: 0.07 ms whole,
+# 0.2 ms in four parts) and wait on each other for the GIL.
 ROW_KERNEL_PART_BYTES = 1 << 18
-# A product in a segment reads at least this many bytes of its row operands per part, which
-# caps the segment's part count: BLAS is slower on short products (BERT-mini at one thread,
-# its linear layers on 128 rows of 256 a part: 15% slower than whole; on 256 rows, 4% faster).
-PRODUCT_PART_BYTES = 1 << 18
-# A product's multiply-adds (`multiply_adds` of a kernel of a row count) weigh as much in a
-# segment's work as a byte of an elementwise result per this many: measured on one thread, a
-# [512, 1024] @ [1024, 256] product made 54-108 multiply-adds per ns, a 512 KiB add 28 bytes.
-MULTIPLY_ADDS_PER_BYTE = 4
 
 # Kernels of a row count (products, paddings: `row_operands`), windows within rows and their
 # row-major copies join segments; tests and benchmarks switch it off to compare with the
@@ -101,18 +84,15 @@ class _Member:
     reduction kernel of its operand's rows), "rows" (a kernel of a given row count, from
     `row_kernels` by the part's length, called with `out=`: a product, a padding) or "view"
     (run whole first).
-    `rows_of[i]`: operand i's rows per row of the segment (its dim 0 is the segment's rows
-    times that: a [512, 256] reshape of an [8, 64, 256] segment's value has 64), 0 when it is
-    passed whole; `out_rows` likewise for the result. `out` says where the result goes:
-    ("buffer",) the step's arena buffer, ("operand", i) operand i, ("new", shape, dtype) an
-    array allocated at each call."""
+    `rows_of[i]`: operand i is sliced by rows (else passed whole). `out` says where the result
+    goes: ("buffer",) the step's arena buffer, ("operand", i) operand i, ("new", shape, dtype)
+    an array allocated at each call."""
 
     step: Step
     kind: str
     kernel: Callable[..., Any]
-    rows_of: tuple[int, ...]
+    rows_of: tuple[bool, ...]
     out: tuple[Any, ...] = ()
-    out_rows: int = 1
     # A "rows" member's kernel for a row count, and those made for its parts' row counts.
     for_rows: Callable[[int], Callable[..., Any]] | None = None
     row_kernels: dict[int, Callable[..., Any]] = attrs.field(factory=dict, eq=False)
@@ -169,21 +149,16 @@ class _Part:
         self.stop = stop
 
     def __call__(self) -> None:
-        start, stop = self.start, self.stop
+        rows = slice(self.start, self.stop)
         for member, kernel, arguments, out in self.work:
-            sliced = [
-                a[start * factor : stop * factor] if factor else a
-                for a, factor in zip(arguments, member.rows_of)
-            ]
-            factor = member.out_rows
-            target = out[start * factor : stop * factor]
+            sliced = [a[rows] if by_rows else a for a, by_rows in zip(arguments, member.rows_of)]
             try:
                 if member.kind == "map":
-                    kernel(*sliced, out=target)
+                    kernel(*sliced, out=out[rows])
                 elif member.kind == "rows":
-                    member.row_kernels[len(target)](*sliced, out=target)
+                    member.row_kernels[self.stop - self.start](*sliced, out=out[rows])
                 else:  # "reduce", "copy": the kernel's own result, copied
-                    np.copyto(target, kernel(*sliced))
+                    np.copyto(out[rows], kernel(*sliced))
             except Exception as error:  # name the step that failed
                 raise ExecutionError(describe_failure(member.step, error)) from error
 
@@ -250,15 +225,10 @@ def _shapes(steps: Sequence[Step], meta_of: dict[int, Any]) -> _Shapes:
         view = _row_view(step, actual, meta_of)
         if view == "window" and reads[0] in exact:
             rowwise.add(out)
-        elif view == "reshape" and reads[0] in exact:
-            # a C-contiguous array reshaped: any whole fraction of its dim 0 covers the same
-            # fraction of its memory's elements, whatever the two dim 0 lengths
+        elif view in ("reshape", "transpose", "broadcast") and reads[0] in rowwise:
             rowwise.add(out)
-            exact.add(out)
-        elif view in ("transpose", "broadcast") and reads[0] in rowwise:
-            rowwise.add(out)
-        elif view == "reshape" and reads[0] in rowwise and _same_rows(step, actual):
-            rowwise.add(out)
+            if view == "reshape" and reads[0] in exact:
+                exact.add(out)
     return _Shapes(actual, exact, rowwise, memory, meta_of)
 
 
@@ -295,22 +265,11 @@ def _row_view(
         # Each row of the result reads all of the operand: a member only where the segment
         # does not write the operand (a bias seen in a convolution's shape).
         return "broadcast across" if ROW_KERNELS_JOIN else None
-    if not operand_shape or (shape[0] != operand_shape[0] and name != "reshape"):
-        # a reshape changing dim 0's length keeps rows when its operand is C-contiguous
-        # (`_shapes`, `_Growing.admits` check that)
+    if not operand_shape or shape[0] != operand_shape[0]:
         return None
     if name == "transpose" and tuple(step.node.kwargs["permutation"])[:1] != (0,):
         return None
     return name
-
-
-def _same_rows(step: Step, actual: dict[int, tuple[int, ...]]) -> bool:
-    """The view step's result has its operand's dim 0 length."""
-    shape = actual.get(step.out_slots[0])
-    operand_shape = actual.get(int(step.arguments[0]))
-    if not shape or not operand_shape:
-        return False
-    return shape[0] == operand_shape[0]
 
 
 def _window_in_rows(step: Step, meta_of: dict[int, Any]) -> bool:
@@ -356,21 +315,13 @@ def _row_major_strides(shape: Sequence[Any]) -> tuple[int, ...]:
 
 
 def _member(step: Step, rows: int, shapes: _Shapes) -> _Member | None:
-    """The step as a segment member along `rows` rows (its result's dim 0 a whole multiple of
-    them), or None (it cannot be one)."""
+    """The step as a segment member along `rows` rows, or None (it cannot be one)."""
     if len(step.out_slots) != 1 or step.random:
         return None
     out_slot = step.out_slots[0]
     shape = shapes.actual.get(out_slot)
-    if not shape:
+    if not shape or shape[0] != rows:
         return None
-    if shape[0] % rows:
-        # only a view whose rows are not the segment's (a weight seen in the rows' shape);
-        # `_Growing.admits` takes it where its operand is memory the segment does not write
-        if _row_view(step, shapes.actual, shapes.meta_of) is None:
-            return None
-        return _Member(step, "view", step.kernel, (0,), out_rows=0)
-    out_rows = shape[0] // rows
     kernel = step.kernel
     row_operands = getattr(kernel, "row_operands", None)
     if row_operands is not None and step.takes_out and step.relaxed_shape is None:
@@ -389,35 +340,34 @@ def _member(step: Step, rows: int, shapes: _Shapes) -> _Member | None:
         # a copy into row-major order (a pooling window's clone): row i from operand row i
         operand = step.arguments[0]
         if type(operand) is not SlotRef or not _by_rows(
-            shapes.actual.get(int(operand)), len(shapes.actual.get(int(operand), ())), shape[0]
+            shapes.actual.get(int(operand)), len(shapes.actual.get(int(operand), ())), rows
         ):
             return None
-        return _Member(step, "map", _copy_rows, (out_rows,), _out(step, shape), out_rows)
+        return _Member(step, "map", _copy_rows, (True,), _out(step, shape))
     definition = lookup(step.node.op)
     if step.elementwise:
         rows_of = tuple(
-            out_rows
-            if type(a) is SlotRef and _by_rows(shapes.actual.get(int(a)), ndim, shape[0])
-            else 0
+            type(a) is SlotRef and _by_rows(shapes.actual.get(int(a)), ndim, rows)
             for a in step.arguments
         )
         if step.takes_out:
-            return _Member(step, "map", kernel, rows_of, _out(step, shape), out_rows)
+            return _Member(step, "map", kernel, rows_of, _out(step, shape))
         # An elementwise kernel without out= (a direct kernel's result has the result's dtype):
         # each part's result copied into the rows of an array the segment allocates.
-        return _Member(step, "copy", kernel, rows_of, _out(step, shape), out_rows)
+        return _Member(step, "copy", kernel, rows_of, _out(step, shape))
     if definition is not None and definition.reduces and step.relaxed_shape is None:
         operand = step.arguments[0] if step.arguments else None
         if type(operand) is not SlotRef:
             return None
         operand_shape = shapes.actual.get(int(operand))
         dims = step.arguments[1] if len(step.arguments) > 1 else None
-        if not operand_shape or operand_shape[0] != shape[0] or dims is None or 0 in dims:
+        if not operand_shape or operand_shape[0] != rows or dims is None or 0 in dims:
             return None
-        rows_of = (out_rows,) + (0,) * (len(step.arguments) - 1)
-        return _Member(step, "reduce", kernel, rows_of, _out(step, shape), out_rows)
-    if _row_view(step, shapes.actual, shapes.meta_of) is not None:
-        return _Member(step, "view", kernel, (0,), out_rows=out_rows)
+        rows_of = (True,) + (False,) * (len(step.arguments) - 1)
+        return _Member(step, "reduce", kernel, rows_of, _out(step, shape))
+    view = _row_view(step, shapes.actual, shapes.meta_of)
+    if view is not None and shapes.actual[step.out_slots[0]][0] == rows:
+        return _Member(step, "view", kernel, (False,))
     return None
 
 
@@ -430,56 +380,28 @@ def _row_member(
 ) -> _Member | None:
     """A kernel computing its result's rows from its operands' same rows (`row_operands`:
     which are read by rows, the others whole) as a "rows" member: each part calls the kernel
-    `for_rows` gives for its result's row count. An operand read by rows may have its rows
-    merged with inner dims (a linear layer's [512, 256] activation for a [8, 64, 1024] result)."""
-    if row_operands is None or type(step.out_metas[0]) is not TensorMeta:
+    `for_rows` gives for its row count."""
+    meta = step.out_metas[0]
+    if (
+        row_operands is None
+        or type(meta) is not TensorMeta
+        or math.prod(meta.shape) // MAX_SEGMENT_PARTS * np.dtype(meta.dtype.numpy).itemsize
+        < ROW_KERNEL_PART_BYTES
+    ):
         return None
-    rows_of: list[int] = []
+    rows_of: list[bool] = []
     for argument, by_rows in zip(step.arguments, row_operands):
         shape = shapes.actual.get(int(argument)) if type(argument) is SlotRef else None
         if by_rows and shape:  # a 0-dim array or a number is read whole
-            if shape[0] % rows:
+            if shape[0] != rows:
                 return None
-            rows_of.append(shape[0] // rows)
+            rows_of.append(True)
         else:
-            rows_of.append(0)
+            rows_of.append(False)
     if not any(rows_of):
         return None
-    shape = shapes.actual[step.out_slots[0]]
-    touched = _bytes(step.out_metas[0]) + _kernel_work(kernel)
-    for argument, factor in zip(step.arguments, rows_of):
-        meta = shapes.meta_of.get(int(argument)) if factor else None
-        touched += _bytes(meta) if type(meta) is TensorMeta else 0
-    if touched // MAX_SEGMENT_PARTS < ROW_KERNEL_PART_BYTES:
-        return None
-    return _Member(
-        step,
-        "rows",
-        kernel,
-        tuple(rows_of),
-        _out(step, shape),
-        shape[0] // rows,
-        for_rows=kernel.for_rows,
-    )
-
-
-def _product_parts(member: _Member, shapes: _Shapes) -> int:
-    """The parts a "rows" member's product allows: its activation (its multiplied operands
-    read by rows, not its epilogue's) at PRODUCT_PART_BYTES a part."""
-    read = 0
-    for argument, factor in zip(member.step.arguments[:2], member.rows_of[:2]):
-        meta = shapes.meta_of.get(int(argument)) if factor else None
-        read = max(read, _bytes(meta) if type(meta) is TensorMeta else 0)
-    return max(1, read // PRODUCT_PART_BYTES)
-
-
-def _bytes(meta: TensorMeta) -> int:
-    return math.prod(meta.shape) * np.dtype(meta.dtype.numpy).itemsize
-
-
-def _kernel_work(kernel: Any) -> int:
-    """A kernel's multiply-adds (`multiply_adds`, a product's) in bytes of elementwise work."""
-    return getattr(kernel, "multiply_adds", 0) // MULTIPLY_ADDS_PER_BYTE
+    out = _out(step, shapes.actual[step.out_slots[0]])
+    return _Member(step, "rows", kernel, tuple(rows_of), out, for_rows=kernel.for_rows)
 
 
 def _copy_rows(operand: np.ndarray, out: np.ndarray) -> None:
@@ -511,11 +433,7 @@ class _Growing:
         # slots whose rows are rows of memory the members write, seen row for row
         self.row_slots: set[int] = set()
         self.reads: list[tuple[int, bool]] = []  # (slot, read row for row by exact rows)
-        # slots whose memory is a buffer a member copies into (its negative number)
-        self.own: dict[int, int] = {}
-        # what the members cost, in bytes of an elementwise result taking as long
-        self.work = 0
-        self.max_parts = MAX_SEGMENT_PARTS  # as products' row operands allow
+        self.bytes = 0
 
     def admits(self, index: int, member: _Member, shapes: _Shapes) -> bool:
         step = member.step
@@ -524,60 +442,37 @@ class _Growing:
         written = set(self.written)
         reads = list(self.reads)
         row_slots = set(self.row_slots)
-        own = dict(self.own)
-
-        def where(slot: int) -> int:
-            """The memory of a slot: a buffer a member copies into is its own (the plan's
-            memory joins a row-major copy with its operand: outside a segment it may be a view)."""
-            return own.get(slot, root(slot))
-
-        if member.kernel is _copy_rows and self._contiguous(int(step.arguments[0]), shapes):
-            # a row-major copy of a C-contiguous array is that array reshaped (its kernel's
-            # own shortcut): a view, made whole before the parts
-            member = attrs.evolve(member, kind="view", kernel=step.kernel, rows_of=(0,))
         if member.kind == "view":
             operand = int(step.arguments[0])
             exact = operand in row_slots or operand in shapes.rowwise
             view = _row_view(step, shapes.actual, shapes.meta_of)
-            if member.kernel is step.kernel and view is None:  # the row-major copy above
-                view = "reshape"
             keeps_rows = (
                 exact
-                and member.out_rows > 0
                 and view != "broadcast across"
                 and (view not in ("reshape", "window") or self._contiguous(operand, shapes))
             )
             if keeps_rows:
                 row_slots.add(out)
-                if operand in own:
-                    own[out] = own[operand]
-            elif where(operand) in written:
+            elif root(operand) in written:
                 return False
         else:
             if member.out[0] == "operand":
                 target = int(step.arguments[member.out[1]])
                 if target not in row_slots and target not in shapes.rowwise:
                     return False
-                if target in own:
-                    own[out] = own[target]
-            elif member.kernel is _copy_rows:
-                own[out] = -1 - out  # no slot's memory root: slots are >= 0
-            written.add(where(out))
+            written.add(root(out))
             row_slots.add(out)
             for argument, by_rows in zip(step.arguments, member.rows_of):
                 if type(argument) is SlotRef:
                     slot = int(argument)
-                    exact = bool(by_rows) and (slot in row_slots or slot in shapes.rowwise)
-                    reads.append((slot, exact))
-        if any(not exact and where(slot) in written for slot, exact in reads):
+                    reads.append((slot, by_rows and (slot in row_slots or slot in shapes.rowwise)))
+        if any(not exact and root(slot) in written for slot, exact in reads):
             return False
         self.members.append((index, member))
-        self.written, self.reads, self.row_slots, self.own = written, reads, row_slots, own
+        self.written, self.reads, self.row_slots = written, reads, row_slots
         if member.kind != "view":
             meta = step.out_metas[0]
-            self.work += _bytes(meta) + _kernel_work(member.kernel)
-            if hasattr(member.kernel, "multiply_adds"):  # a product (not a padding)
-                self.max_parts = min(self.max_parts, _product_parts(member, shapes))
+            self.bytes += math.prod(meta.shape) * np.dtype(meta.dtype.numpy).itemsize
         return True
 
     def _contiguous(self, slot: int, shapes: _Shapes) -> bool:
@@ -588,10 +483,9 @@ class _Growing:
         for _, member in self.members:
             if member.step.out_slots[0] == slot:
                 if member.kind == "view":
-                    return getattr(member.kernel, "__name__", "") in (
-                        "reshape",
-                        "row_major",
-                    ) and self._contiguous(int(member.step.arguments[0]), shapes)
+                    return getattr(member.kernel, "__name__", "") == "reshape" and self._contiguous(
+                        int(member.step.arguments[0]), shapes
+                    )
                 if member.out[0] == "operand":  # written into that operand's array
                     return self._contiguous(int(member.step.arguments[member.out[1]]), shapes)
                 return True
@@ -649,12 +543,12 @@ def _start(steps: Sequence[Step], index: int, shapes: _Shapes) -> _Growing | Non
 
 
 def _finish(growing: _Growing, steps: Sequence[Step]) -> Segment | None:
-    """The segment's step, when its members' work is enough to share and it has two parts."""
+    """The segment's step, when its members write enough bytes and it has two parts."""
     while growing.members and growing.members[-1][1].kind == "view":
         growing.members.pop()  # trailing views: left to run as steps of their own
-    count = even_parts(min(growing.max_parts, growing.rows, growing.work // SEGMENT_PART_BYTES))
+    count = even_parts(min(MAX_SEGMENT_PARTS, growing.rows, growing.bytes // SEGMENT_PART_BYTES))
     computing = sum(member.kind != "view" for _, member in growing.members)
-    if growing.work < SEGMENT_BYTES or count < 2 or computing < 2:
+    if growing.bytes < SEGMENT_BYTES or count < 2 or computing < 2:
         return None
     first, last = growing.members[0][0], growing.members[-1][0]
     produced = {slot for i in range(first, last + 1) for slot in steps[i].out_slots}
@@ -669,9 +563,8 @@ def _finish(growing: _Growing, steps: Sequence[Step]) -> Segment | None:
     for member in members:
         if member.for_rows is not None:  # made now, not by the parts at their first call
             for start, stop in bounds:
-                count = (stop - start) * member.out_rows
-                if count not in member.row_kernels:
-                    member.row_kernels[count] = member.for_rows(count)
+                if stop - start not in member.row_kernels:
+                    member.row_kernels[stop - start] = member.for_rows(stop - start)
     kernel = SegmentKernel(members, tuple(inputs), bounds)
     inner = steps[first : last + 1]
     step = Step(
