@@ -371,9 +371,9 @@ class ContractionRecipe:
                 epilogue,
             )
             return
-        if not self.levels:  # one call per part; numpy copies what it must
-            x = x.reshape(self.x_matrix)
-            y = y.reshape(self.y_matrix)
+        if not self.levels:  # one call per part; an operand no matrix view reads is copied
+            x = _as_matrix("x matrix", x, self.x_matrix)
+            y = _as_matrix("y matrix", y, self.y_matrix)
             target = out.reshape(self.out_matrix)
             if self.parts is None:
                 self._matmul(x, y, target)
@@ -395,6 +395,18 @@ class ContractionRecipe:
             self.levels,
             epilogue,
         )
+
+
+def _as_matrix(key: str, array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """`array` reshaped to `shape`: a view where its strides allow, else a copy in this thread's
+    kept buffer `key` (a window's im2col matrix: a fresh array would be allocated, and
+    page-faulted, at every call, as the product of a segment's part made whole would be)."""
+    try:
+        return np.reshape(array, shape, copy=False)
+    except ValueError:
+        staging = kept_buffer(key, array.shape, array.dtype)
+        np.copyto(staging, array)
+        return staging.reshape(shape)
 
 
 def _spread(epilogue: Epilogue, axes: tuple[int, ...], ndim: int) -> Epilogue:
