@@ -65,7 +65,7 @@ from .inplace import reuse_dying_operands
 from .padded_products import fuse_zero_paddings
 from .row_sums import row_sums
 from .scaled_weights import fold_output_scales
-from .segments import Segment, find_segments, segmented
+from .segments import Segment, checked_steps, find_segments, segmented
 from .select import bound_select_rule
 from .sibling_products import merge_sibling_products
 from .specialize import relax_broadcasts, specialized
@@ -127,6 +127,9 @@ class Plan:
     # Per output: it is a reshape or transpose (steps of "review" results) of a new array that
     # a step made for it alone (`_owned_outputs`), so a view that it is is handed over as it is.
     output_owned: tuple[bool, ...] = ()
+    # The steps `execute(check=True)` runs one by one: `steps`, a segment's product made in its
+    # parts' row ranges as the segment makes it (segments.checked_steps), so both agree.
+    checked: list[Step] = attrs.Factory(list)
 
 
 def node_step(node: Node, slots: Slots) -> Step:
@@ -254,6 +257,7 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
             for array in (value, getattr(value, "base", None))
             if array is not None
         ),
+        checked=checked_steps(steps, segments),
         output_owned=_owned_outputs(steps, output_slots),
     )
 

@@ -265,7 +265,7 @@ def _run(
         # torch returns IEEE results (inf, nan, wrapped integers) silently; so do the kernels.
         with np.errstate(all="ignore"), running_with(count):
             if check:
-                for step in plan.steps:
+                for step in plan.checked:
                     _run_step(step, values, rng)
             else:
                 try:

@@ -580,6 +580,45 @@ def _finish(growing: _Growing, steps: Sequence[Step]) -> Segment | None:
     return Segment(first, last, step)
 
 
+class _RowsInParts:
+    """A "rows" member's kernel run alone, as `execute(check=True)` runs each step: its part
+    kernels over the segment's bounds, in order, so a checked call computes what the segment
+    computes (a product made on a part's rows need not have the whole product's bits: MKL's
+    blocking follows the matrix's size)."""
+
+    def __init__(self, member: _Member, bounds: tuple[tuple[int, int], ...]) -> None:
+        self.member = member
+        self.bounds = bounds
+
+    def __call__(self, *arguments: Any, out: np.ndarray | None = None) -> np.ndarray:
+        meta = self.member.step.out_metas[0]
+        if out is None:
+            out = np.empty(tuple(meta.shape), meta.dtype.numpy)
+        for start, stop in self.bounds:
+            rows = slice(start, stop)
+            sliced = [a[rows] if by else a for a, by in zip(arguments, self.member.rows_of)]
+            self.member.row_kernels[stop - start](*sliced, out=out[rows])
+        return out
+
+
+def checked_steps(steps: list[Step], segments: Sequence[Segment]) -> list[Step]:
+    """The steps, each "rows" member of a segment running its parts' kernels over the segment's
+    bounds (`_RowsInParts`): what `execute(check=True)` runs step by step."""
+    result = list(steps)
+    for segment in segments:
+        kernel = segment.step.kernel
+        assert isinstance(kernel, SegmentKernel)
+        for member in kernel.members:
+            if member.kind == "rows":
+                index = next(
+                    i for i in range(segment.first, segment.last + 1) if steps[i] is member.step
+                )
+                result[index] = attrs.evolve(
+                    member.step, kernel=_RowsInParts(member, kernel.bounds)
+                )
+    return result
+
+
 def segmented(steps: list[Step], segments: Sequence[Segment]) -> list[Step]:
     """The steps with each segment's run replaced by the segment's one step."""
     if not segments:
