@@ -588,7 +588,9 @@ def test_products_in_segments_compute_the_whole_products(
 ) -> None:
     """Products joined to segments compute, part by part (of 1 or 2 images; an odd batch
     splits unevenly), what torch does; every thread count gives one thread's bits; and the
-    plan without them (each product its own regions) gives the same values."""
+    plan without them (each product its own regions) gives the same values. (The segments'
+    bytes unbounded here, so that every product joins: their bound is tested below.)"""
+    monkeypatch.setattr(segments_module, "MAX_SEGMENT_BYTES", 1 << 40)
     torch.manual_seed(4)
     model = _Products().eval()
     with torch.no_grad():
@@ -614,6 +616,38 @@ def test_products_in_segments_compute_the_whole_products(
     whole = aten2prims.execute(alone, inputs, threads=1)
     assert not any(m.kind == "rows" for s in _segments(alone) for m in s.members)
     np.testing.assert_allclose(one[0], whole[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_segments_results_are_bounded_so_the_arena_keeps_reusing_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A segment's results live through its whole run: it ends before they pass
+    MAX_SEGMENT_BYTES, and the plan's arena is then smaller than with segments unbounded; the
+    values are the same."""
+    torch.manual_seed(4)
+    model = _Products().eval()
+    tensors = (torch.randn(8, 3, 128, 128),)
+    path = tmp_path / "products.pt2"
+    torch.export.save(torch.export.export(model, tensors).run_decompositions(), path)
+    inputs = [to_numpy(t) for t in tensors]
+    bound = 1 << 22
+    monkeypatch.setattr(segments_module, "MAX_SEGMENT_BYTES", bound)
+    bounded = aten2prims.lower(aten2prims.load(path))
+    found = _segments(bounded)
+    assert len(found) >= 2
+    for segment in found:
+        sizes = [
+            math.prod(m.step.out_metas[0].shape) * 4 for m in segment.members if m.kind != "view"
+        ]
+        assert sum(sizes) - sizes[0] <= bound, sizes  # the first result may be larger alone
+    one = aten2prims.execute(bounded, inputs, threads=1)
+    assert_one_threads_bits(bounded, inputs, one, repeats=2)
+    monkeypatch.setattr(segments_module, "MAX_SEGMENT_BYTES", 1 << 40)
+    unbounded = aten2prims.lower(aten2prims.load(path))
+    assert plan_for(bounded).arenas.layout.nbytes < plan_for(unbounded).arenas.layout.nbytes
+    np.testing.assert_allclose(
+        one[0], aten2prims.execute(unbounded, inputs, threads=1)[0], rtol=1e-5, atol=1e-5
+    )
 
 
 def test_a_small_batch_keeps_the_products_own_parts(tmp_path: Path) -> None:

@@ -61,6 +61,11 @@ SEGMENT_BYTES = 1 << 21
 # (more parts balance threads that start late; each costs a kernel call per step).
 SEGMENT_PART_BYTES = 1 << 19
 MAX_SEGMENT_PARTS = 4
+# A segment's results live through its whole run (the arena cannot reuse their memory within
+# it), so a segment ends before its results pass this many bytes. ResNet-50's products had
+# joined segments spanning whole stages: its arena 45 -> 211 MB, its peak memory 152 -> 324 MiB
+# (torch eager's 215); with this bound 58 MB (the zoo CNN 18.9 -> 27.8 MB, unbounded 28.2).
+MAX_SEGMENT_BYTES = 1 << 24
 # A kernel of a row count (a product, a padding) joins a segment when each of MAX_SEGMENT_PARTS
 # parts of its result holds at least this many bytes: a smaller one's calls are short, and in
 # parts they cost more Python than they save (the CNN's head, 8x64 @ 64x10: 0.07 ms whole,
@@ -437,6 +442,11 @@ class _Growing:
 
     def admits(self, index: int, member: _Member, shapes: _Shapes) -> bool:
         step = member.step
+        if member.kind != "view" and self.bytes:
+            meta = step.out_metas[0]
+            size = math.prod(meta.shape) * np.dtype(meta.dtype.numpy).itemsize
+            if self.bytes + size > MAX_SEGMENT_BYTES:
+                return False
         root = shapes.memory.find
         out = step.out_slots[0]
         written = set(self.written)
