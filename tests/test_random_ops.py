@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 import torch
@@ -186,6 +187,26 @@ def test_random_op_checks_reject_wrong_results() -> None:
     )
 
 
+def test_the_randint_check_knows_how_a_coarse_dtype_rounds() -> None:
+    """Integers of [0, 1000) in bfloat16 are rounded to its values (every 4th integer from 512):
+    correctly rounded draws pass, whatever the seed; draws truncated instead of rounded, or
+    spread evenly over bfloat16's values, fail."""
+    call = AtenCall("aten.randint.default", (1000, [20000]), {"dtype": torch.bfloat16})
+    theirs = [to_numpy(t) for t in torch_outputs(call)]
+    check = STATISTICAL_CHECKS[call.op]
+    for seed in range(10):
+        integers = np.random.default_rng(seed).integers(0, 1000, 20000)
+        verdict = check(call, [integers.astype(ml_dtypes.bfloat16)], theirs)
+        assert verdict, (seed, verdict.message)
+    integers = np.random.default_rng(0).integers(0, 1000, 20000)
+    truncated = np.where(integers < 256, integers, integers & ~np.where(integers < 512, 1, 3))
+    assert not check(call, [truncated.astype(ml_dtypes.bfloat16)], theirs)
+    values = np.unique(np.arange(1000).astype(ml_dtypes.bfloat16))
+    even = np.random.default_rng(0).choice(values, 20000)
+    assert not check(call, [even], theirs)
+    assert not check(call, [np.full(20000, 1004.0, ml_dtypes.bfloat16)], theirs)  # out of range
+
+
 def test_sort_and_topk_checks_allow_only_the_order_of_ties() -> None:
     x = torch.tensor([3, 1, 3, 2, 1])
     call = AtenCall("aten.sort.default", (x,), {})
@@ -228,6 +249,9 @@ def test_sort_and_topk_checks_allow_only_the_order_of_ties() -> None:
         ("aten.uniform.default", (torch.zeros(40, 50, dtype=torch.float16), -2.0, 3.0), {}),
         ("aten.randint_like.low_dtype", (torch.zeros(40, 50, dtype=torch.int8), -128, 128), {}),
         ("aten.randint.low", (-(2**40), 2**40, [2000]), {}),
+        # bfloat16 holds only every 4th integer of [512, 1000): 998 and 999 round to 1000
+        ("aten.randint.default", (1000, [40, 50]), {"dtype": torch.bfloat16}),
+        ("aten.randint.low", (-3000, 3000, [20000]), {"dtype": torch.float16}),
         (
             "aten.normal.Tensor_Tensor",
             (torch.linspace(-50, 50, 2000, dtype=torch.float16), torch.linspace(0.1, 3, 2000)),

@@ -17,7 +17,7 @@
   element equal to its value;
 - the random ops that are not Core ATen: rand_like and uniform as rand (on [from, to)), randn_like
   and normal's forms standardized by their mean and std, the randint family as integers equally
-  frequent over [low, high) (chi-square; `random_` likewise), log_normal and cauchy by
+  frequent over [low, high) as the dtype rounds them (chi-square; `random_` likewise), log_normal and cauchy by
   Kolmogorov–Smirnov, geometric's trials by chi-square, multinomial's indices by their weights (chi-square; never
   a zero weight while a positive one is left; distinct without replacement);
 - rrelu_with_noise_functional (not Core ATen) in training: noise 1 where the input is not <= 0,
@@ -484,42 +484,77 @@ def check_normal(call: AtenCall, ours: list[Any], theirs: list[Any]) -> Comparis
     return _normal_around(ours[0], theirs[0], arguments["mean"], arguments["std"], call.op)
 
 
+def _rounded(integers: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Integers as the dtype holds them (a floating dtype rounds those beyond its exact run to
+    the nearest of its values), back in float64."""
+    return integers.astype(dtype).astype(np.float64)
+
+
+def _first_rounding_to_at_least(value: float, low: int, high: int, dtype: np.dtype) -> int:
+    """The least integer of [low, high] that the dtype rounds to value or more (rounding is
+    monotone, so the integers that do are a run up to high)."""
+    lo, hi = low, high
+    while lo < hi:
+        middle = (lo + hi) // 2
+        if _rounded(np.array([middle], np.int64), dtype)[0] >= value:
+            hi = middle
+        else:
+            lo = middle + 1
+    return lo
+
+
 def _integers_uniform(values: np.ndarray, low: int, high: int, what: str) -> Comparison:
-    """Integers drawn uniformly from [low, high): integral, in range, every integer (or every
-    bin of them) as frequent as its share (chi-square), and unordered where ties are rare."""
+    """Integers drawn uniformly from [low, high) and stored in values' dtype: integral, in range,
+    every integer (or every bin of them) as frequent as its share (chi-square), and unordered
+    where ties are rare. A floating dtype rounds the integers beyond its exact run (bfloat16's
+    999 is 1000): a bin's share is then that of the integers rounding into it."""
     from scipy import stats
 
     n = values.size
     if n == 0:
         return _ok(f"{what}: empty")
+    span = high - low
     if DType.from_numpy(values.dtype).is_floating:
-        wide = values.astype(np.float64).reshape(-1)
+        wide: np.ndarray = values.astype(np.float64).reshape(-1)
         if not (np.isfinite(wide).all() and (wide == np.floor(wide)).all()):
             return _fail(f"{what}: values that are not integers")
-        offsets = wide - low
+        ends = _rounded(np.array([low, high - 1], np.int64), values.dtype)
+        rounded_edges = True
     else:  # in integers: exact far from zero too (int64 near 2^62)
-        offsets = (values.astype(np.int64).reshape(-1) - low).astype(np.float64)
-    span = high - low
-    if offsets.min() < 0 or offsets.max() > span - 1:
+        wide = values.astype(np.int64).reshape(-1)
+        ends = np.array([low, high - 1], np.float64)
+        rounded_edges = False
+    if wide.min() < ends[0] or wide.max() > ends[1]:
         return _fail(
-            f"{what}: values span [{low + int(offsets.min())}, {low + int(offsets.max())}], "
-            f"outside [{low}, {high})"
+            f"{what}: values span [{wide.min():.17g}, {wide.max():.17g}], outside [{low}, "
+            f"{high}) as {values.dtype} holds it"
         )
     if span == 1 or n < 50:
         return _ok(f"{what}: {n} integers in [{low}, {high})")
     bins = min(span, n // 10, 100)
-    # Bin b holds the integers low + [ceil(b·span/bins), ceil((b+1)·span/bins)).
-    edges = np.array([-(-b * span // bins) for b in range(bins + 1)], dtype=np.float64)
-    observed = np.bincount(np.searchsorted(edges, offsets, side="right") - 1, minlength=bins)
-    expected = np.diff(edges) / span * n
-    chi2 = stats.chisquare(observed, expected)
+    # Bin b holds the integers low + [ceil(b·span/bins), ceil((b+1)·span/bins)); in a floating
+    # dtype, the values those integers' first rounds to and on, and its share the integers
+    # rounding there.
+    starts = [low + -(-b * span // bins) for b in range(bins)] + [high]
+    if rounded_edges:
+        value_edges = _rounded(np.array(starts[:-1], np.int64), values.dtype)
+        shares = [_first_rounding_to_at_least(e, low, high, values.dtype) for e in value_edges]
+        counts = np.diff(np.array([*shares, high], np.float64))
+        positions = np.searchsorted(value_edges, wide, side="right") - 1
+    else:
+        counts = np.diff(np.array(starts, np.float64))
+        offsets = (wide - low).astype(np.float64)
+        positions = np.searchsorted(counts.cumsum() - counts, offsets, side="right") - 1
+    observed = np.bincount(positions, minlength=bins)
+    occupied = counts > 0  # bins a coarse dtype's rounding leaves empty hold no value either
+    chi2 = stats.chisquare(observed[occupied], counts[occupied] / span * n)
     if chi2.pvalue < ALPHA:
         return _fail(
             f"{what}: the integers of [{low}, {high}) are not equally frequent (chi-square of "
-            f"{bins} bins {chi2.statistic:.4g}, p = {chi2.pvalue:.3g})"
+            f"{int(occupied.sum())} bins {chi2.statistic:.4g}, p = {chi2.pvalue:.3g})"
         )
-    if span >= 1000:
-        return _ascents_look_independent(offsets, what)
+    if span >= 1000:  # ties, which count half, only make the ascents' spread narrower
+        return _ascents_look_independent(wide, what)
     return _ok(f"{what}: integers uniform on [{low}, {high})")
 
 
