@@ -6,10 +6,9 @@ chains it does not know to the unfused steps."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from torch import nn
 
 import aten2prims
 from aten2prims.executor import attention, plan_for
-from aten2prims.executor import plan as plan_module
 from aten2prims.executor.attention import AttentionKernel
 from aten2prims.executor.reference import run_reference
 from aten2prims.frontends.torch_interop import to_numpy
@@ -29,21 +27,10 @@ from aten2prims.frontends.torch_interop import to_numpy
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from _benchmark_modules import load_benchmark
 from _model_checks import assert_like_torch
+from _plan_switches import plan_switches
 from models import build as build_zoo
 
 suite = load_benchmark("suite", "suite.py")
-
-
-@contextlib.contextmanager
-def attention_unfused() -> Iterator[None]:
-    """Plans built inside run attention chains as their unfused steps (use new graphs: plans
-    are cached per graph)."""
-    saved = plan_module.FUSE_ATTENTION
-    plan_module.FUSE_ATTENTION = False
-    try:
-        yield
-    finally:
-        plan_module.FUSE_ATTENTION = saved
 
 
 def _attention_steps(graph: aten2prims.Graph) -> list[AttentionKernel]:
@@ -57,7 +44,7 @@ def _export(model: nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> a
 
 
 def _unfused(path: Path) -> aten2prims.Graph:
-    with attention_unfused():
+    with plan_switches(FUSE_ATTENTION=False):
         graph = aten2prims.lower(aten2prims.load(path))
         assert not _attention_steps(graph)
     return graph

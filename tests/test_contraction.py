@@ -20,6 +20,7 @@ import attrs
 import numpy as np
 import pytest
 import torch
+from _plan_switches import plan_switches
 from _thread_checks import assert_one_threads_bits
 
 import prims
@@ -54,12 +55,8 @@ from prims.builder import Builder
 @contextlib.contextmanager
 def fusion_rules(rules: Sequence[FusionRule]) -> Iterator[None]:
     """Plans built inside use these fusion rules (plans are cached per graph: use new graphs)."""
-    saved = plan.FUSION_RULES
-    plan.FUSION_RULES = tuple(rules)
-    try:
+    with plan_switches(FUSION_RULES=tuple(rules)):
         yield
-    finally:
-        plan.FUSION_RULES = saved
 
 
 def fusion_disabled() -> contextlib.AbstractContextManager[None]:

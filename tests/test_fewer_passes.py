@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from _plan_switches import plan_switches
 from prims_testing import bits_equal
 
 import aten2prims
 import prims
-from aten2prims.executor import plan as plan_module
 from aten2prims.executor import plan_for
 from aten2prims.executor.chains import _LITERAL, ChainKernel
 from aten2prims.executor.contraction_fusion import ContractionKernel
@@ -81,11 +81,8 @@ def values(shape: tuple[int, ...], dtype: type, seed: int) -> np.ndarray:
 @pytest.fixture
 def unfolded() -> Iterator[None]:
     """Plans built meanwhile keep the product with the reciprocal."""
-    plan_module.FOLD_RECIPROCALS = False
-    try:
+    with plan_switches(FOLD_RECIPROCALS=False):
         yield
-    finally:
-        plan_module.FOLD_RECIPROCALS = True
 
 
 def _is_one(argument: Any) -> bool:
@@ -153,8 +150,8 @@ def test_the_division_is_at_least_as_close_to_the_quotient(unfolded: None) -> No
     shape = (256, 1024)
     x = values(shape, np.float32, 1)
     old = aten2prims.execute(build((shape, DType.float32), silu), {"x": x})[0]
-    plan_module.FOLD_RECIPROCALS = True
-    new = aten2prims.execute(build((shape, DType.float32), silu), {"x": x})[0]
+    with plan_switches(FOLD_RECIPROCALS=True):
+        new = aten2prims.execute(build((shape, DType.float32), silu), {"x": x})[0]
 
     def denominator(x: Value) -> Value:
         return prims.add(prims.exp(prims.neg(x)), 1.0)

@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from _plan_switches import plan_switches
 from _thread_checks import assert_one_threads_bits
 
 import aten2prims
-from aten2prims.executor import plan as plan_module
 from aten2prims.executor import plan_for
 from aten2prims.executor.contraction_fusion import ContractionKernel
 from aten2prims.executor.scaled_weights import _regroup
@@ -168,13 +168,10 @@ def test_folding_off_gives_the_same_values_within_torch_tolerance():
     x = torch.randn(2, 8, 12, 12)
     graph = exported(module, x)
     folded = aten2prims.execute(graph, [x.numpy()])[0]
-    plan_module.FOLD_SCALES = False
-    try:
+    with plan_switches(FOLD_SCALES=False):
         graph = exported(module, x)  # a new graph: plans are cached per graph
         assert scaled_constants(graph) == 0
         unfolded = aten2prims.execute(graph, [x.numpy()])[0]
-    finally:
-        plan_module.FOLD_SCALES = True
     assert compare(folded, unfolded)
 
 

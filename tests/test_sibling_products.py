@@ -5,9 +5,7 @@ of torch, the same bits on any number of threads, and leaves alone what it canno
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +14,6 @@ import torch
 from torch import nn
 
 import aten2prims
-from aten2prims.executor import plan as plan_module
 from aten2prims.executor import plan_for
 from aten2prims.executor.sibling_products import MergedProducts
 from aten2prims.frontends.torch_interop import to_numpy
@@ -24,21 +21,10 @@ from aten2prims.frontends.torch_interop import to_numpy
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from _benchmark_modules import load_benchmark
 from _model_checks import assert_like_torch
+from _plan_switches import plan_switches
 from _thread_checks import assert_one_threads_bits
 
 suite = load_benchmark("suite", "suite.py")
-
-
-@contextlib.contextmanager
-def siblings_separate() -> Iterator[None]:
-    """Plans built inside run sibling products one by one (use new graphs: plans are cached
-    per graph)."""
-    saved = plan_module.MERGE_SIBLING_PRODUCTS
-    plan_module.MERGE_SIBLING_PRODUCTS = False
-    try:
-        yield
-    finally:
-        plan_module.MERGE_SIBLING_PRODUCTS = saved
 
 
 def _merged(graph: aten2prims.Graph) -> list[MergedProducts]:
@@ -51,7 +37,7 @@ def _export(model: nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> a
 
 
 def _separate(path: Path) -> aten2prims.Graph:
-    with siblings_separate():
+    with plan_switches(MERGE_SIBLING_PRODUCTS=False):
         graph = aten2prims.lower(aten2prims.load(path))
         assert not _merged(graph)
     return graph

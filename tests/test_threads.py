@@ -49,6 +49,7 @@ from prims import mkl
 from prims.builder import Builder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from _plan_switches import plan_switches
 from _thread_checks import assert_one_threads_bits
 from models import build
 
@@ -250,12 +251,8 @@ def _run_in_child(graph: object, inputs: list[np.ndarray]) -> np.ndarray:
 
 def _unfused_attention_plan(graph: aten2prims.Graph) -> Plan:
     """A new plan of the graph whose attention runs as its unfused steps (attention.py)."""
-    saved = plan_module.FUSE_ATTENTION
-    plan_module.FUSE_ATTENTION = False
-    try:
+    with plan_switches(FUSE_ATTENTION=False):
         return plan_module.build_plan(graph)
-    finally:
-        plan_module.FUSE_ATTENTION = saved
 
 
 def _segments(graph: object, plan: Plan | None = None) -> list[SegmentKernel]:
