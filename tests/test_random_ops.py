@@ -207,6 +207,21 @@ def test_the_randint_check_knows_how_a_coarse_dtype_rounds() -> None:
     assert not check(call, [np.full(20000, 1004.0, ml_dtypes.bfloat16)], theirs)  # out of range
 
 
+def test_the_randint_check_counts_in_exact_integers_near_2_to_62() -> None:
+    """Far from zero, float64 cannot tell neighbouring int64 values apart: the range and the
+    bins are reckoned in Python's integers, so a draw one past the end fails and correct draws
+    pass."""
+    low, high = 2**62 - 1000, 2**62
+    call = AtenCall("aten.randint.low", (low, high, [5000]), {})
+    theirs = [to_numpy(t) for t in torch_outputs(call)]
+    check = STATISTICAL_CHECKS[call.op]
+    draws = np.random.default_rng(0).integers(low, high, 5000)
+    assert check(call, [draws], theirs)
+    draws[0] = high
+    verdict = check(call, [draws], theirs)
+    assert not verdict and "outside" in verdict.message
+
+
 def test_sort_and_topk_checks_allow_only_the_order_of_ties() -> None:
     x = torch.tensor([3, 1, 3, 2, 1])
     call = AtenCall("aten.sort.default", (x,), {})

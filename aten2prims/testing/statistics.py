@@ -518,16 +518,18 @@ def _integers_uniform(values: np.ndarray, low: int, high: int, what: str) -> Com
         wide: np.ndarray = values.astype(np.float64).reshape(-1)
         if not (np.isfinite(wide).all() and (wide == np.floor(wide)).all()):
             return _fail(f"{what}: values that are not integers")
-        ends = _rounded(np.array([low, high - 1], np.int64), values.dtype)
+        first, last = _rounded(np.array([low, high - 1], np.int64), values.dtype).tolist()
+        smallest, largest = float(wide.min()), float(wide.max())
         rounded_edges = True
-    else:  # in integers: exact far from zero too (int64 near 2^62)
+    else:  # in Python's integers: exact far from zero too (int64 near 2^62)
         wide = values.astype(np.int64).reshape(-1)
-        ends = np.array([low, high - 1], np.float64)
+        first, last = low, high - 1
+        smallest, largest = int(wide.min()), int(wide.max())
         rounded_edges = False
-    if wide.min() < ends[0] or wide.max() > ends[1]:
+    if smallest < first or largest > last:
         return _fail(
-            f"{what}: values span [{wide.min():.17g}, {wide.max():.17g}], outside [{low}, "
-            f"{high}) as {values.dtype} holds it"
+            f"{what}: values span [{smallest}, {largest}], outside [{low}, {high}) as "
+            f"{values.dtype} holds it"
         )
     if span == 1 or n < 50:
         return _ok(f"{what}: {n} integers in [{low}, {high})")
@@ -535,16 +537,18 @@ def _integers_uniform(values: np.ndarray, low: int, high: int, what: str) -> Com
     # Bin b holds the integers low + [ceil(b·span/bins), ceil((b+1)·span/bins)); in a floating
     # dtype, the values those integers' first rounds to and on, and its share the integers
     # rounding there.
-    starts = [low + -(-b * span // bins) for b in range(bins)] + [high]
+    edges = [-(-b * span // bins) for b in range(bins + 1)]  # offsets from low, exact
     if rounded_edges:
-        value_edges = _rounded(np.array(starts[:-1], np.int64), values.dtype)
-        shares = [_first_rounding_to_at_least(e, low, high, values.dtype) for e in value_edges]
-        counts = np.diff(np.array([*shares, high], np.float64))
+        value_edges = _rounded(np.array([low + e for e in edges[:-1]], np.int64), values.dtype)
+        shares = [
+            _first_rounding_to_at_least(e, low, high, values.dtype) - low for e in value_edges
+        ]
+        counts = np.diff(np.array([*shares, span], np.float64))
         positions = np.searchsorted(value_edges, wide, side="right") - 1
     else:
-        counts = np.diff(np.array(starts, np.float64))
         offsets = (wide - low).astype(np.float64)
-        positions = np.searchsorted(counts.cumsum() - counts, offsets, side="right") - 1
+        positions = np.searchsorted(np.array(edges, np.float64), offsets, side="right") - 1
+        counts = np.diff(np.array(edges, np.float64))
     observed = np.bincount(positions, minlength=bins)
     occupied = counts > 0  # bins a coarse dtype's rounding leaves empty hold no value either
     chi2 = stats.chisquare(observed[occupied], counts[occupied] / span * n)
