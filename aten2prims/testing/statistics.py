@@ -17,9 +17,10 @@
   element equal to its value;
 - the random ops that are not Core ATen: rand_like and uniform as rand (on [from, to)), randn_like
   and normal's forms standardized by their mean and std, the randint family as integers equally
-  frequent over [low, high) as the dtype rounds them (chi-square; `random_` likewise), log_normal and cauchy by
-  Kolmogorov–Smirnov, geometric's trials by chi-square, multinomial's indices by their weights (chi-square; never
-  a zero weight while a positive one is left; distinct without replacement);
+  frequent over [low, high) as the dtype rounds them (chi-square; `random_` likewise),
+  log_normal and cauchy by Kolmogorov–Smirnov, geometric's trials by chi-square, multinomial's
+  indices by their weights (chi-square; never a zero weight while a positive one is left;
+  distinct without replacement);
 - rrelu_with_noise_functional (not Core ATen) in training: noise 1 where the input is not <= 0,
   uniform on [lower, upper] elsewhere, and the output computed by torch from our noise.
 """
