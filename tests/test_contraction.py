@@ -41,6 +41,7 @@ from aten2prims.executor.multiply_accumulate import (
     plan_multiply_accumulate,
 )
 from aten2prims.executor.padded_products import PaddedContraction
+from aten2prims.executor.stacked_copies import StackedCopies
 from aten2prims.ir.dtypes import DType
 from aten2prims.ir.graph import Graph
 from aten2prims.ir.values import TensorMeta, Value
@@ -1215,10 +1216,11 @@ def _dense_convolution(case: str) -> tuple[Graph, dict[str, np.ndarray], AtenCal
 def test_dense_convolutions_run_as_shifted_products_and_match_torch(
     case: str, kernels: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A stride-1 convolution's windows are not copied: its products read the padded input
-    at each kernel offset and accumulate (gemm's beta = 1: MKL's, or NumPy's OpenBLAS through
-    ctypes), or, with np.matmul only, the windows are copied (im2col) as before; all match
-    torch."""
+    """A stride-1 convolution's windows are not copied as im2col: with a gemm through ctypes
+    accumulating (gemm's beta = 1: MKL's, or NumPy's OpenBLAS), a padded 2-d one reads its
+    unpadded input by stacked copies (stacked_copies.py), the others read the padded input at
+    each kernel offset (shifted products); with np.matmul only, the windows are copied (im2col)
+    as before; all match torch."""
     graph, _, call = _dense_convolution(case)
     with contextlib.ExitStack() as stack:
         if kernels != "mkl":
@@ -1233,15 +1235,25 @@ def test_dense_convolutions_run_as_shifted_products_and_match_torch(
         outcome = run_call(call)
         assert outcome.passed, outcome.message
         graph, inputs, _ = _dense_convolution(case)
-        shifted_runs = []
+        shifted_runs: list[int] = []
+        stacked_runs: list[int] = []
         run_shifted = contraction._shifted_product
         monkeypatch.setattr(
             contraction,
             "_shifted_product",
             lambda *args: shifted_runs.append(1) or run_shifted(*args),
         )
+        run_stacked = StackedCopies.run
+        monkeypatch.setattr(
+            StackedCopies,
+            "run",
+            lambda *args: stacked_runs.append(1) or run_stacked(*args),
+        )
         execute(graph, inputs)
-        assert len(shifted_runs) == (0 if kernels == "numpy" else 1)
+        _, _, _, _, _, padding, *_ = SHIFTED[case]
+        stacks = kernels != "numpy" and padding > 0 and len(SHIFTED[case][3]) == 2
+        assert len(stacked_runs) == int(stacks)
+        assert len(shifted_runs) == int(kernels != "numpy" and not stacks)
     (recipe,) = contraction_recipes(graph)
     assert recipe.shifted is not None
 
@@ -1258,6 +1270,73 @@ def test_small_dense_convolutions_copy_their_windows() -> None:
         execute(graph, inputs)
         (recipe,) = contraction_recipes(graph)
         assert recipe.shifted is None
+
+
+# Stacked copies (stacked_copies.py) where the copies' reads reach past the source in every
+# way, each large enough for the shifted products they replace (`shifted_min_columns`, gemm's
+# call size): (N, C_in, C_out, rows, columns, kernel, padding, dilation, groups, bias).
+STACKED = {
+    "3x3 same": (2, 64, 96, 40, 41, (3, 3), (1, 1), (1, 1), 1, True),
+    "padding wider than the kernel": (2, 64, 64, 37, 39, (3, 3), (3, 2), (1, 1), 1, True),
+    "3x5 kernel, uneven padding": (1, 64, 96, 45, 41, (3, 5), (0, 2), (1, 1), 1, False),
+    "2x3 kernel": (2, 64, 64, 40, 36, (2, 3), (1, 1), (1, 1), 1, True),
+    "dilated, not same": (2, 64, 64, 36, 35, (3, 3), (1, 3), (2, 2), 1, True),
+    "groups": (2, 128, 128, 48, 48, (3, 3), (1, 1), (1, 1), 2, False),
+    "one image in bands": (1, 96, 160, 40, 30, (3, 3), (1, 1), (1, 1), 1, True),
+}
+
+
+@pytest.mark.parametrize("case", STACKED)
+def test_stacked_copies_match_torch_with_one_threads_bits(case: str) -> None:
+    """A padded 2-d convolution whose products read its unpadded input by stacked copies: its
+    padding step is gone (one step), its first call makes the products later calls make, and
+    every thread count gives one thread's bits; all match torch."""
+    n, c_in, c_out, rows, columns, kernel, padding, dilation, groups, bias = STACKED[case]
+    graph, inputs, call = lowered_call(
+        "aten.convolution.default",
+        randn(n, c_in, rows, columns),
+        randn(c_out, c_in // groups, *kernel, seed=1),
+        randn(c_out, seed=2) if bias else None,
+        [1, 1],
+        list(padding),
+        list(dilation),
+        False,
+        [0, 0],
+        groups,
+    )
+    outcome = run_call(call)
+    assert outcome.passed, outcome.message
+    one = execute(graph, inputs, threads=1)
+    (step,) = contraction_steps(graph)
+    assert type(step.kernel) is PaddedContraction and step.kernel.stacks_copies()
+    assert not any(type(s.kernel).__name__ == "FilledScatter" for s in plan_for(graph).steps)
+    assert_one_threads_bits(graph, inputs, one)
+
+
+def test_unstacked_padded_convolutions_keep_their_padding_step() -> None:
+    """A padded dense convolution whose products do not stack copies (a kernel of one column,
+    a strided one, a small image's im2col) keeps its padding step and its products, as before."""
+    for weight, stride, size in (
+        (randn(32, 32, 3, 1, seed=1), 1, 40),
+        (randn(32, 32, 3, 3, seed=1), 2, 40),
+        (randn(256, 256, 3, 3, seed=1), 1, 7),
+    ):
+        graph, inputs, call = lowered_call(
+            "aten.convolution.default",
+            randn(2, weight.shape[1], size, size),
+            weight,
+            None,
+            [stride, stride],
+            [1, 1],
+            [1, 1],
+            False,
+            [0, 0],
+            1,
+        )
+        assert run_call(call).passed
+        execute(graph, inputs)
+        assert any(type(s.kernel).__name__ == "FilledScatter" for s in plan_for(graph).steps)
+        assert not any(type(s.kernel) is PaddedContraction for s in plan_for(graph).steps)
 
 
 def test_shifted_products_on_threads_give_one_threads_bits() -> None:

@@ -278,7 +278,7 @@ class ContractionRecipe:
         target = out if self.broadcast_shape is None else np.empty(self.present_shape, out.dtype)
         inner = epilogue if self.epilogue_per_chunk else None
         if inner is not None and self.present_axes is not None:
-            inner = _spread(inner, self.present_axes, out.ndim)
+            inner = spread_epilogue(inner, self.present_axes, out.ndim)
         in_parts = epilogue is not None and self.part_indices is not None
         if self.reorder is None:
             self._product(x, y, target, epilogue if in_parts else inner)
@@ -409,7 +409,7 @@ def _as_matrix(key: str, array: np.ndarray, shape: tuple[int, ...]) -> np.ndarra
         return staging.reshape(shape)
 
 
-def _spread(epilogue: Epilogue, axes: tuple[int, ...], ndim: int) -> Epilogue:
+def spread_epilogue(epilogue: Epilogue, axes: tuple[int, ...], ndim: int) -> Epilogue:
     """`epilogue` of an output with size-1 dims the product lacks, called with indices of the
     product's dims (at output dims `axes`)."""
 

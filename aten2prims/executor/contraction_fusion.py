@@ -25,7 +25,7 @@ number or 0-dim operands.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -41,6 +41,9 @@ from .fusion import FusedGroup, FusionContext
 from .multiply_accumulate import MultiplyAccumulateRecipe, ZeroPadded, plan_multiply_accumulate
 from .steps import SlotRef, Step
 from .threads import elementwise_in_parts
+
+if TYPE_CHECKING:  # stacked_copies.py runs the products: it imports this module's neighbours
+    from .stacked_copies import StackedCopies
 
 # Reshapes (prims registered with `reshape=True`: the contiguous result of the contraction in
 # another shape, row-major order kept), and elementwise prims applied in place on it, may follow
@@ -266,6 +269,26 @@ class PlannedCall:
         other = other.reshape(self.b_shape if self.recipe.full_is_a else self.a_shape)
         epilogue = self._chunk_epilogue(out, others) if self.steps else None
         self.recipe.run_zero_padded(source, padded, other, out, epilogue)
+        return result
+
+    def run_stacked(
+        self,
+        stacked: StackedCopies,
+        source: np.ndarray,
+        other: np.ndarray,
+        windows_is_a: bool,
+        others: tuple[np.ndarray, ...],
+        result: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The call with its windows operand (a if `windows_is_a`, else b) those of a
+        zero-padded `source`, read from `source` itself by stacked copies (stacked_copies.py)."""
+        assert isinstance(self.recipe, ContractionRecipe)
+        if result is None:
+            result = np.empty(self.result_shape, source.dtype)
+        out = result.reshape(self.out_shape)
+        other = other.reshape(self.b_shape if windows_is_a else self.a_shape)
+        epilogue = self._chunk_epilogue(out, others) if self.steps else None
+        stacked.run(self.recipe, source, other, out, epilogue)
         return result
 
     def _chunk_epilogue(

@@ -1,7 +1,10 @@
-"""Depthwise products of a zero-padded input read from the unpadded input: a convolution's
-padding (`filled_scatter.py`: a zero-filled array with the input written into its window), the
-kernel's windows of it (`as_strided`) and the contraction summing them (`contraction_fusion.py`)
-run as one step when nothing else reads the padded array or the windows.
+"""Products of a zero-padded input read from the unpadded input: a convolution's padding
+(`filled_scatter.py`: a zero-filled array with the input written into its window), the kernel's
+windows of it (`as_strided`) and the contraction summing them (`contraction_fusion.py`) run as
+one step when nothing else reads the padded array or the windows: a depthwise product's
+(below), and a dense one's where the matrix engine's shifted products of a 2-d kernel would
+run, which then read the unpadded input by stacked copies (`stacked_copies.py`; a dense product
+that would not is left as its three steps, decided when the plan is made).
 
 When the contraction is a sum of products over shifted copies (`multiply_accumulate.py`, a 2-d
 kernel whose copies lie in the padded images' merged rows), its chunks copy the unpadded
@@ -13,7 +16,8 @@ images (gathered runs over them), are copied from the unpadded images likewise, 
 in the padding set to zero. The products and their order are those of the padded array's, so
 are the bits. Any other layout or recipe (a dilated kernel's phase images, MKL's batched axpys,
 gathered runs, one output row) makes the padded array and its windows and calls the
-contraction on them, as the three steps did.
+contraction on them, as the three steps did. A step plans its products before its first call
+runs, so every call makes the same ones.
 """
 
 from __future__ import annotations
@@ -27,10 +31,13 @@ import numpy as np
 
 from prims import mkl
 
+from .blas import gemm_in_use
+from .contraction import ContractionRecipe
 from .contraction_fusion import ContractionKernel, PlannedCall
 from .filled_scatter import FilledScatter
-from .kept_buffers import kept_buffer
+from .kept_buffers import KEPT_BYTES, kept_buffer
 from .multiply_accumulate import MultiplyAccumulateRecipe, ZeroPadded
+from .stacked_copies import StackedCopies, plan_stacked_copies
 from .steps import SlotRef, Step, slot_refs
 
 
@@ -48,37 +55,48 @@ class PaddedContraction:
     position: int
     # Per layout of the source and the other operand: the planned call reading the source
     # itself and its padding, or None (the padded array is made); filled by the calls.
-    _fast: dict[tuple[Any, ...], tuple[PlannedCall, ZeroPadded] | None] = attrs.field(
-        factory=dict, eq=False, repr=False
+    _fast: dict[tuple[Any, ...], tuple[PlannedCall, ZeroPadded, StackedCopies | None] | None] = (
+        attrs.field(factory=dict, eq=False, repr=False)
     )
 
     def __call__(self, *operands: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         source = operands[self.position]
         other = operands[1 - self.position]
         key = (source.shape, source.strides, other.strides, source.dtype)
-        fast = self._fast.get(key)
+        if key not in self._fast:
+            # Planned before the first call runs (so that every call makes the same products),
+            # on an array of the padded layout never read or written.
+            blank = np.empty(self.scatter.shape, self.scatter.dtype)
+            self._fast[key] = self._plan(source, self._windows(blank), other)
+        fast = self._fast[key]
         if fast is not None:
-            call, padded = fast
+            call, padded, stacked = fast
             recipe = call.recipe
-            assert isinstance(recipe, MultiplyAccumulateRecipe)
-            if recipe.axpy is None or mkl.library() is None:  # asked at each call, as run_into
-                return call.run_zero_padded(source, padded, other, operands[2:], out)
+            if stacked is not None:
+                if gemm_in_use():  # asked at each call, as the shifted products ask
+                    return call.run_stacked(
+                        stacked, source, other, self.position == 0, operands[2:], out
+                    )
+            else:
+                assert isinstance(recipe, MultiplyAccumulateRecipe)
+                if recipe.axpy is None or mkl.library() is None:  # asked at each call
+                    return call.run_zero_padded(source, padded, other, operands[2:], out)
         # The padded array in a buffer the thread keeps (no fresh pages at each call); its
         # windows are read by this call only.
         scatter = self.scatter
         padded_array = scatter(source, out=kept_buffer("padded", scatter.shape, scatter.dtype))
-        windows = np.lib.stride_tricks.as_strided(
-            padded_array.reshape(-1)[self.offset :],
+        arguments = list(operands)
+        arguments[self.position] = self._windows(padded_array)
+        return self.contraction(*arguments, out=out)
+
+    def _windows(self, padded: np.ndarray) -> np.ndarray:
+        """The windows of a padded array (the product's operand)."""
+        return np.lib.stride_tricks.as_strided(
+            padded.reshape(-1)[self.offset :],
             self.size,
-            tuple(step * padded_array.itemsize for step in self.stride),
+            tuple(step * padded.itemsize for step in self.stride),
             writeable=False,
         )
-        arguments = list(operands)
-        arguments[self.position] = windows
-        result = self.contraction(*arguments, out=out)
-        if key not in self._fast:
-            self._fast[key] = self._plan(source, windows, other)
-        return result
 
     def reads_source(self) -> bool:
         """Whether a call so far read the source itself (not a padded array made of it)."""
@@ -88,12 +106,25 @@ class PaddedContraction:
         """The contraction's recipes planned so far (`ContractionKernel.recipes`)."""
         return self.contraction.recipes()
 
+    def stacks_copies(self) -> bool:
+        """Whether a dense product (the matrix engine's) reads C-contiguous operands of its
+        shapes by stacked copies of the source: planned now, on arrays never read or written
+        (and not kept: the other operand's own layout is the calls' to plan for)."""
+        scatter = self.scatter
+        source = np.empty(scatter.size, scatter.dtype)  # these pages are never touched
+        windows = self._windows(np.empty(scatter.shape, scatter.dtype))
+        other = np.empty(self.contraction.operands[1 - self.position].shape, scatter.dtype)
+        fast = self._plan(source, windows, other, keep=False)
+        return fast is not None and fast[2] is not None
+
     def _plan(
-        self, source: np.ndarray, windows: np.ndarray, other: np.ndarray
-    ) -> tuple[PlannedCall, ZeroPadded] | None:
+        self, source: np.ndarray, windows: np.ndarray, other: np.ndarray, keep: bool = True
+    ) -> tuple[PlannedCall, ZeroPadded, StackedCopies | None] | None:
         """The planned call and padding when the contraction's recipe reads the source itself:
         a C-contiguous source written into the padded array's last two dims (the others whole),
-        zeros around it, and a recipe of shifted copies over the padded images' merged rows."""
+        zeros around it, and a recipe of shifted copies over the padded images' merged rows (a
+        depthwise product's), or of shifted products of a 2-d kernel (a dense convolution's:
+        with the stacked copies that replace them)."""
         scatter = self.scatter
         shape = scatter.shape
         if not scatter.zeros or not source.flags.c_contiguous or len(shape) < 3:
@@ -117,18 +148,22 @@ class PaddedContraction:
         ):
             return None
         a, b = (windows, other) if self.position == 0 else (other, windows)
-        call = self.contraction.planned_call(a, b)
+        # (`keep`: the contraction's call for this layout, kept for the calls that follow)
+        call = self.contraction.planned_call(a, b) if keep else PlannedCall(self.contraction, a, b)
         recipe = call.recipe
-        if not isinstance(recipe, MultiplyAccumulateRecipe) or recipe.full_is_a != (
-            self.position == 0
-        ):
-            return None
         padded = ZeroPadded(
             (shape[-2], shape[-1]), (source.shape[-2], source.shape[-1]), top, left, self.offset
         )
+        if isinstance(recipe, ContractionRecipe):
+            stacked = plan_stacked_copies(
+                recipe, a.reshape(call.a_shape), b.reshape(call.b_shape), self.position == 0, padded
+            )
+            return None if stacked is None else (call, padded, stacked)
+        if recipe.full_is_a != (self.position == 0):
+            return None
         if not recipe.reads_zero_padded(padded, source.itemsize):
             return None
-        return call, padded
+        return call, padded, None
 
 
 def fuse_zero_paddings(steps: list[Step], output_slots: Sequence[int]) -> list[Step]:
@@ -174,11 +209,6 @@ def fuse_zero_paddings(steps: list[Step], output_slots: Sequence[int]) -> list[S
             continue
         if any(slot == window_slot for slot in slot_refs(product.arguments[2:])):
             continue
-        # A product whose other operand has no labels of its own (a depthwise convolution's,
-        # `multiply_accumulate.py`); the matrix engine's (dense convolutions) keep the padding.
-        full, other = product.kernel.operands[places[0]], product.kernel.operands[1 - places[0]]
-        if not set(other.labels) <= set(full.labels):
-            continue
         (source,) = step.arguments
         kernel = PaddedContraction(
             scatter,
@@ -188,6 +218,15 @@ def fuse_zero_paddings(steps: list[Step], output_slots: Sequence[int]) -> list[S
             product.kernel,
             places[0],
         )
+        # A dense convolution's (the matrix engine's: its other operand has labels of its own)
+        # joins where it reads the source by stacked copies (stacked_copies.py) and its padded
+        # input fits a kept buffer (made in one at a call whose operands are laid out otherwise).
+        full, other = product.kernel.operands[places[0]], product.kernel.operands[1 - places[0]]
+        if not set(other.labels) <= set(full.labels) and (
+            math.prod(scatter.shape) * scatter.dtype.itemsize > KEPT_BYTES
+            or not kernel.stacks_copies()
+        ):
+            continue
         arguments = list(product.arguments)
         arguments[places[0]] = source
         fused[product_number] = attrs.evolve(
