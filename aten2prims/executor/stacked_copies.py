@@ -29,6 +29,7 @@ the plan is made, so every thread count gives the same bits.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -63,7 +64,6 @@ class StackedCopies:
     source_shape: tuple[int, int]
     top: int
     left: int
-    out_rows: int
     out_columns: int
     bands: tuple[tuple[int, int], ...]  # output rows of each task (the shifted products')
 
@@ -100,7 +100,7 @@ class StackedCopies:
         m = product.shape[np_]
         itemsize = out.itemsize
 
-        def task(position: tuple[int, ...], start: int, stop: int) -> Any:
+        def task(position: tuple[int, ...], start: int, stop: int) -> Callable[[], None]:
             def run() -> None:
                 first = self.first_image + sum(i * s for i, s in zip(position, self.image_steps))
                 channels = images[
@@ -221,7 +221,7 @@ def plan_stacked_copies(
     padded_rows, padded_columns = padded.shape
     image = padded_rows * padded_columns * itemsize
     channel_stride, kh_stride, kw_stride, row_stride, column_stride = yv.strides[np_:]
-    channels, kernel_rows, kernel_columns, out_rows, out_columns = yv.shape[np_:]
+    channels, kernel_rows, kernel_columns, _, out_columns = yv.shape[np_:]  # [.., rows, columns]
     if (
         yv.dtype not in (np.float32, np.float64)
         or row_stride != padded_columns * itemsize
@@ -263,7 +263,6 @@ def plan_stacked_copies(
         padded.source_shape,
         padded.top,
         padded.left,
-        out_rows,
         out_columns,
         bands,
     )
