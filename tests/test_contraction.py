@@ -35,6 +35,7 @@ from aten2prims.executor import (
 )
 from aten2prims.executor.contraction import DEFAULT_TUNING, contract, plan_contraction
 from aten2prims.executor.contraction_fusion import ContractionFusion, ContractionKernel
+from aten2prims.executor.filled_scatter import FilledScatter
 from aten2prims.executor.fusion import FusionRule
 from aten2prims.executor.multiply_accumulate import (
     MultiplyAccumulateRecipe,
@@ -1309,7 +1310,7 @@ def test_stacked_copies_match_torch_with_one_threads_bits(case: str) -> None:
     one = execute(graph, inputs, threads=1)
     (step,) = contraction_steps(graph)
     assert type(step.kernel) is PaddedContraction and step.kernel.stacks_copies()
-    assert not any(type(s.kernel).__name__ == "FilledScatter" for s in plan_for(graph).steps)
+    assert not any(type(s.kernel) is FilledScatter for s in plan_for(graph).steps)
     assert_one_threads_bits(graph, inputs, one)
 
 
@@ -1335,7 +1336,7 @@ def test_unstacked_padded_convolutions_keep_their_padding_step() -> None:
         )
         assert run_call(call).passed
         execute(graph, inputs)
-        assert any(type(s.kernel).__name__ == "FilledScatter" for s in plan_for(graph).steps)
+        assert any(type(s.kernel) is FilledScatter for s in plan_for(graph).steps)
         assert not any(type(s.kernel) is PaddedContraction for s in plan_for(graph).steps)
 
 

@@ -749,10 +749,10 @@ class MultiplyAccumulateRecipe:
         for phase_row, phase_column in itertools.product(range(row_step), range(column_step)):
             top = origin_row - padded.top + phase_row
             left = origin_column - padded.left + phase_column
-            low_row, high_row = _inside(
+            low_row, high_row = positions_inside(
                 top, row_step, -(-(phases.rows - phase_row) // row_step), source_rows
             )
-            low_column, high_column = _inside(
+            low_column, high_column = positions_inside(
                 left,
                 column_step,
                 -(-(phases.columns - phase_column) // column_step),
@@ -843,8 +843,8 @@ class MultiplyAccumulateRecipe:
                 (
                     top,
                     left,
-                    _inside(top, steps[0], rows, source_rows),
-                    _inside(left, steps[1], columns, source_columns),
+                    positions_inside(top, steps[0], rows, source_rows),
+                    positions_inside(left, steps[1], columns, source_columns),
                 )
             )
         used_phases = sorted({(top % steps[0], left % steps[1]) for top, left, _, _ in taps})
@@ -993,10 +993,10 @@ class MultiplyAccumulateRecipe:
         return tuple(index)
 
 
-def _inside(first: int, step: int, count: int, length: int) -> tuple[int, int]:
+def positions_inside(first: int, step: int, count: int, length: int) -> tuple[int, int]:
     """The positions p in [0, count) whose index first + p * step lies in [0, length): an
-    interval."""
-    low = max(0, -(first // step)) if first < 0 else 0
+    interval [low, high) of [0, count) (low == high when empty)."""
+    low = min(max(0, -(first // step)) if first < 0 else 0, count)
     high = max(low, min(count, -(-(length - first) // step)))
     return low, high
 

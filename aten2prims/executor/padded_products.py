@@ -54,7 +54,8 @@ class PaddedContraction:
     contraction: ContractionKernel
     position: int
     # Per layout of the source and the other operand: the planned call reading the source
-    # itself and its padding, or None (the padded array is made); filled by the calls.
+    # itself, its padding and (a dense product's) its stacked copies, or None (the padded array
+    # is made); filled before a layout's first call runs.
     _fast: dict[tuple[Any, ...], tuple[PlannedCall, ZeroPadded, StackedCopies | None] | None] = (
         attrs.field(factory=dict, eq=False, repr=False)
     )
@@ -99,7 +100,8 @@ class PaddedContraction:
         )
 
     def reads_source(self) -> bool:
-        """Whether a call so far read the source itself (not a padded array made of it)."""
+        """Whether a layout planned so far reads the source itself (not a padded array made of
+        it) while its library allows (MKL's axpys, a gemm through ctypes: asked at each call)."""
         return any(fast is not None for fast in self._fast.values())
 
     def recipes(self) -> list[Any]:

@@ -38,7 +38,7 @@ import numpy as np
 from .blas import matmul_sum
 from .contraction import ContractionRecipe, Epilogue, spread_epilogue
 from .kept_buffers import kept_buffer
-from .multiply_accumulate import ZeroPadded
+from .multiply_accumulate import ZeroPadded, positions_inside
 from .threads import run_parts
 
 
@@ -153,8 +153,7 @@ class StackedCopies:
         rows, columns = self.source_shape
         # Copy row r reads source row `row + r`; the rows inside the source: [low, high).
         row = self.first_row + start - self.top
-        low = min(max(-row, 0), needed)
-        high = max(min(rows - row, needed), low)
+        low, high = positions_inside(row, 1, needed, rows)
         if low:
             copies[:, :, :low] = 0
         if high < needed:
@@ -164,8 +163,7 @@ class StackedCopies:
         for j in range(self.kernel[1]):
             # Copy j's column x reads source column `shift + x`; the columns inside: [left, right).
             shift = self.first_column + j * self.dilation[1] - self.left
-            left = min(max(-shift, 0), self.out_columns)
-            right = max(min(columns - shift, self.out_columns), left)
+            left, right = positions_inside(shift, 1, self.out_columns, columns)
             laid = copies[j, :, low:high]
             if left:
                 laid[:, :, :left] = 0
