@@ -1,8 +1,9 @@
 """Each thread's scratch buffers, kept by name between calls: staging copies, accumulators and
-phase images of the contraction engine (`contraction.py`, `multiply_accumulate.py`), a
-depthwise product's padded input where it makes one (`padded_products.py`), an elementwise
-chain's blocks (`chains.py`) and an attention step's block buffers (`attention.py`), so a
-steady-state call of a plan allocates (and page-faults) none of them anew.
+phase images of the contraction engine (`contraction.py`, `multiply_accumulate.py`,
+`stacked_copies.py`), a convolution's padded input where its fused step makes one
+(`padded_products.py`), an elementwise chain's blocks (`chains.py`) and an attention step's
+block buffers (`attention.py`), so a steady-state call of a plan allocates (and page-faults)
+none of them anew.
 
 A buffer of up to KEPT_BYTES is kept by the thread that asked for it; a larger request gets a
 fresh array each time. Every array handed out starts on a 64-byte boundary, the same on every
