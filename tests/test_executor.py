@@ -24,6 +24,7 @@ from aten2prims.executor import execute, plan_for
 from aten2prims.executor.chains import ChainKernel
 from aten2prims.executor.codegen import compile_steps
 from aten2prims.executor.direct_kernels import DIRECT_KERNELS, direct_kernel
+from aten2prims.executor import filled_scatter
 from aten2prims.executor.filled_scatter import FilledScatter
 from aten2prims.executor.gather import OrthogonalGather
 from aten2prims.executor.reference import run_reference
@@ -680,6 +681,29 @@ def test_shared_and_folded_fills_scatter_in_one_step(fill: Any, dtype: DType, si
     assert FilledScatter not in [type(step.kernel) for step in plan_for(graph).steps]
     one = {"x": inputs["x"]}
     bits_equal(aten2prims.execute(graph, one), run_reference(graph, one))
+
+
+@pytest.mark.parametrize(
+    ("values", "uniform"),
+    [
+        (np.zeros((30, 30), np.float32), True),
+        (np.full((3, 5), -0.0, np.float64), True),
+        (np.full(7, np.nan, np.float32), True),
+        (np.array([0.0, -0.0], np.float32), False),  # equal values, other bits
+        (np.array([3, 3, 3, 2], np.int16), False),
+        (np.array([True, True]), True),
+        (np.array([1, 1, 1], np.float16), True),
+        (np.array([0, 1], np.longdouble), False),  # 16-byte elements
+        (np.zeros(2, np.longdouble), True),
+        (np.ones((4, 4), np.float32)[:, ::2], True),  # not contiguous
+    ],
+)
+def test_a_folded_base_fills_only_where_its_bits_are_one_value(
+    values: np.ndarray, uniform: bool
+) -> None:
+    """A constant scatter base (a folded full) is a fill when every element has its first's
+    bits."""
+    assert filled_scatter._uniform(values) is uniform
 
 
 @pytest.mark.parametrize(

@@ -526,15 +526,22 @@ def plan_contraction(
     np_, nm, nk = len(layout.p), len(layout.m), len(k)
     x_matrix = _merged_shape(xv.shape, np_, nm)
     y_matrix = _merged_shape(yv.shape, np_, nk)
-    x_copy = xv.size * xv.itemsize if _needs_copy(xv, x_matrix) else 0
-    y_copy = yv.size * yv.itemsize if _needs_copy(yv, y_matrix) else 0
+    x_merged = _merged_in_place(xv, x_matrix)
+    y_merged = _merged_in_place(yv, y_matrix)
+    x_copy = 0 if x_merged is not None else xv.size * xv.itemsize
+    y_copy = 0 if y_merged is not None else yv.size * yv.itemsize
     # A reordered product's copy into the output is an epilogue (run on chunks while in cache).
     out_bytes = math.prod(present_shape) * dtype.itemsize
     if not (with_epilogue and per_chunk) and reorder is None:
         out_bytes = 0
     levels = _chunk_levels(xv, yv, np_, nm, nk, x_copy, y_copy, out_bytes, tuning)
     shifted = _shifted_plan(xv, yv, np_, nm, nk, tuning) if y_copy and not x_copy else None
-    swapped = not levels and _swap_pays(np.reshape(xv, x_matrix), np.reshape(yv, y_matrix), tuning)
+    # (a merge that copies gives C-contiguous matrices: their layout, from pages never touched)
+    swapped = not levels and _swap_pays(
+        np.empty(x_matrix, xv.dtype) if x_merged is None else x_merged,
+        np.empty(y_matrix, yv.dtype) if y_merged is None else y_merged,
+        tuning,
+    )
     out_matrix = _merged_shape(tuple(sizes[label] for label in layout.order), np_, nm)
     parts = None if levels else _product_parts(x_matrix, y_matrix, out_matrix, tuning)
     product_shape = tuple(sizes[label] for label in layout.order)
@@ -1115,12 +1122,12 @@ def _merged_shape(shape: tuple[int, ...], np_: int, first: int) -> tuple[int, ..
     return (*shape[:np_], math.prod(shape[np_ : np_ + first]), math.prod(shape[np_ + first :]))
 
 
-def _needs_copy(view: np.ndarray, shape: tuple[int, ...]) -> bool:
+def _merged_in_place(view: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The view reshaped to `shape` without a copy, or None where that takes one."""
     try:
-        np.reshape(view, shape, copy=False)
+        return np.reshape(view, shape, copy=False)
     except ValueError:
-        return True
-    return False
+        return None
 
 
 def _take(x: np.ndarray, axis: int | None, start: int, stop: int) -> np.ndarray:

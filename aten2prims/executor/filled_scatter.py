@@ -232,8 +232,14 @@ def _uniform(data: np.ndarray) -> bool:
     """Every element of `data` has the bits of its first one."""
     if data.size == 0 or data.dtype.kind not in "biuf":
         return False
-    bits = np.ascontiguousarray(data).reshape(-1).view(np.uint8).reshape(data.size, -1)
-    return bool((bits == bits[:1]).all())
+    flat = np.ascontiguousarray(data).reshape(-1)
+    if flat.itemsize not in (1, 2, 4, 8):  # (float128) rows of bytes, compared with the first
+        bits = flat.view(np.uint8).reshape(data.size, -1)
+        return bool((bits == bits[:1]).all())
+    # Equal least and greatest bits: two reductions, no array of comparisons (these are whole
+    # padded inputs, read when the plan is made).
+    words = flat.view(f"u{flat.itemsize}")
+    return bool(words.min() == words.max())
 
 
 def _border(shape: tuple[int, ...], window: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
