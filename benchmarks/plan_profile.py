@@ -12,9 +12,10 @@ are there), two fresh processes at one thread (started by `models.run_worker`):
 - **ours** (no torch imported): the `.pt2` loaded, lowered and planned; after warm-up calls,
   the median CPU time of an uninstrumented call (`execute`), then calls of the plan through an
   instrumented copy of its generated function that reads the thread's CPU time at each step's
-  end. Every step is filed under a kind (a convolution or matrix product by how the contraction
-  engine runs it, depthwise products, another fused kernel, an elementwise ufunc, a copy, a
-  reduction, a gather or scatter, ...) and an op (its prim, or its fused kernel and the prims
+  end (and around each member of a segment, which the function runs as one step). Every step
+  is filed under a kind (a convolution or matrix product by how the contraction engine runs
+  it, depthwise products, another fused kernel, an elementwise ufunc, a copy, a reduction, a
+  gather or scatter, ...) and an op (its prim, or its fused kernel and the prims
   it covers). The report gives, with each one's median CPU time per call and its share of the
   steps' sum, the steps grouped by kind, by (kind, op) and by the aten op they were lowered
   from, then the `--steps N` slowest single steps (default 10) with their result's meta;
@@ -71,14 +72,15 @@ def step_op(step: Any) -> str:
     return f"{name}[{'+'.join(sorted(set(ops)))}]"
 
 
-def step_kind(step: Any) -> tuple[str, str]:
+def step_kind(step: Any, ran: Any = None) -> tuple[str, str]:
     """(kind, detail) of a step: the kind groups the report; the detail says, for a
-    contraction, how the engine runs it (operand matrices, or taps of depthwise products)."""
+    contraction, how the engine runs it (operand matrices, or taps of depthwise products).
+    `ran`: the kernel that ran it, when not its own (a segment member's kernel for its rows)."""
     from aten2prims.executor.contraction import ContractionRecipe
     from aten2prims.executor.contraction_fusion import ContractionKernel
     from aten2prims.executor.multiply_accumulate import MultiplyAccumulateRecipe
 
-    kernel = step.kernel
+    kernel = step.kernel if ran is None else ran
     while hasattr(kernel, "kernel"):  # threads.Parted, ReducedParted, unbuffered.Unbuffered
         kernel = kernel.kernel
     # A depthwise product with its padding (padded_products.PaddedContraction) holds its own
@@ -128,8 +130,9 @@ class TimedRun:
     appends one list of per-step nanoseconds to `calls`. It stands in for `plan.run`, so the
     executor's own call (inputs, arena, error state, one thread) is what gets timed."""
 
-    def __init__(self, compiled: Any, step_count: int) -> None:
+    def __init__(self, compiled: Any, step_count: int, members: MemberTimes | None = None):
         self.step_count = step_count
+        self.members = members
         self.calls: list[list[int]] = []
         lines = compiled.source.splitlines()
         at_line = compiled.step_at_line
@@ -147,10 +150,76 @@ class TimedRun:
     def __call__(self, values: list[Any], rng: Any, arena: tuple[Any, ...] = ()) -> None:
         times = [0] * self.step_count
         self.function(values, rng, arena, time.thread_time_ns, times)
+        if self.members is not None:
+            self.members.move(times)
         self.calls.append(times)
 
     def failed_step(self, traceback: Any) -> int | None:
         return None
+
+
+class MemberTimes:
+    """A segment (`segments.py`) is one step of the generated function, timed as its first
+    member: while this is entered, its parts read the thread's CPU time around each member, so
+    `move` can give every member its own time (the rest of the segment's time, its views and
+    hand-out, stays with the first member). One thread only: parts then run on the caller's."""
+
+    def __init__(self, steps: list[Any], compiled: Any) -> None:
+        from aten2prims.executor.segments import SegmentKernel
+
+        number = {id(step): index for index, step in enumerate(steps)}
+        self.origin: dict[int, int] = {}  # a member's step number -> its segment's
+        self.segment_members: list[tuple[int, Any]] = []
+        for kernel in compiled.function.__globals__.values():
+            if isinstance(kernel, SegmentKernel):
+                numbers = [number[id(member.step)] for member in kernel.members]
+                self.origin.update((member, numbers[0]) for member in numbers)
+                self.segment_members.extend(zip(numbers, kernel.members))
+        self.number = number
+        self.spent: dict[int, int] = defaultdict(int)  # a member's step number -> ns, this call
+
+    def __enter__(self) -> MemberTimes:
+        from aten2prims.executor import segments
+
+        self.original = original = segments._Part.__call__
+        spent, number = self.spent, self.number
+
+        def timed(part: Any) -> None:
+            work = part.work
+            try:
+                for item in work:  # one member at a time, through the part's own code
+                    part.work = [item]
+                    start = time.thread_time_ns()
+                    original(part)
+                    spent[number[id(item[0].step)]] += time.thread_time_ns() - start
+            finally:
+                part.work = work
+
+        # (restored on exit)
+        segments._Part.__call__ = timed  # type: ignore[method-assign,assignment]  # a patch
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from aten2prims.executor import segments
+
+        segments._Part.__call__ = self.original  # type: ignore[method-assign]  # (enter's)
+
+    def row_kernels(self) -> dict[int, Any]:
+        """The kernels members of a row count (a product's rows) ran, by step number: a step's
+        own kernel then stays unplanned."""
+        return {
+            number: next(iter(member.row_kernels.values()))
+            for number, member in self.segment_members
+            if member.row_kernels
+        }
+
+    def move(self, times: list[int]) -> None:
+        """Moves this call's member times from their segment's step to their own, and starts
+        the next call's."""
+        for member, ns in self.spent.items():
+            times[self.origin[member]] -= ns
+            times[member] += ns
+        self.spent.clear()
 
 
 def _grouped(rows: list[tuple[str, float]]) -> dict[str, list[float]]:
@@ -176,22 +245,25 @@ def profile_ours(path: Path, inputs: list[Any], repeats: int, warmup: int) -> di
         calls.append(time.process_time() - start)
     plan = plan_for(lowered)
     compiled = plan.run
-    timed = TimedRun(compiled, len(plan.steps))
+    members = MemberTimes(plan.steps, compiled)
+    timed = TimedRun(compiled, len(plan.steps), members)
     plan.run = timed
     instrumented = []
     try:
-        aten2prims.execute(lowered, inputs, threads=1)
-        timed.calls.clear()
-        for _ in range(repeats):
-            start = time.process_time()
+        with members:
             aten2prims.execute(lowered, inputs, threads=1)
-            instrumented.append(time.process_time() - start)
+            timed.calls.clear()
+            for _ in range(repeats):
+                start = time.process_time()
+                aten2prims.execute(lowered, inputs, threads=1)
+                instrumented.append(time.process_time() - start)
     finally:
         plan.run = compiled
     per_step = [
         statistics.median(call[i] for call in timed.calls) / 1e9 for i in range(len(plan.steps))
     ]
-    kinds = [step_kind(step) for step in plan.steps]
+    ran = members.row_kernels()
+    kinds = [step_kind(step, ran.get(number)) for number, step in enumerate(plan.steps)]
     ops = [step_op(step) for step in plan.steps]
     origins = [step_origin(step) for step in plan.steps]
     slowest = sorted(range(len(plan.steps)), key=lambda i: -per_step[i])[:SLOWEST]

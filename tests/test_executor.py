@@ -20,11 +20,10 @@ from prims_testing import bits_equal
 
 import aten2prims
 import prims
-from aten2prims.executor import execute, plan_for
+from aten2prims.executor import execute, filled_scatter, plan_for
 from aten2prims.executor.chains import ChainKernel
 from aten2prims.executor.codegen import compile_steps
 from aten2prims.executor.direct_kernels import DIRECT_KERNELS, direct_kernel
-from aten2prims.executor import filled_scatter
 from aten2prims.executor.filled_scatter import FilledScatter
 from aten2prims.executor.gather import OrthogonalGather
 from aten2prims.executor.reference import run_reference
