@@ -51,7 +51,7 @@ class FilledScatter:
     """A fresh array of `shape` made by `fill()` (the full prim's kernel), its window
     (`index`, a basic index of its row-major layout, or the as_strided window) set to src."""
 
-    fill: Any  # () -> np.ndarray
+    fill: Any  # (out=None) -> np.ndarray: the filled array, or `out` (any shape) filled
     zeros: bool  # the fill is zero of a NumPy dtype: np.zeros makes it
     shape: tuple[int, ...]
     dtype: np.dtype[Any]
@@ -103,9 +103,9 @@ class FilledScatter:
             out[part] = value
 
     def _element(self) -> np.ndarray:
-        if not self._converted:
-            filled = self.fill()
-            self._converted.append(filled.reshape(-1)[:1].reshape(()).copy())
+        if not self._converted:  # one element filled, not the whole array (fresh pages)
+            filled = self.fill(out=np.empty((1,), self.dtype))
+            self._converted.append(filled.reshape(()))
         return self._converted[0]
 
     def __call__(self, src: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -169,8 +169,11 @@ def filled_scatter_rule(context: FusionContext, index: int) -> FusedGroup | None
             return None
         stored = np.asarray(data)
 
-        def fill() -> np.ndarray:
-            return np.array(stored)
+        def fill(out: np.ndarray | None = None) -> np.ndarray:
+            if out is None:
+                return np.array(stored)
+            out[...] = stored.reshape(-1)[0]  # every element has these bits
+            return out
 
         zeros = dtype.kind in "biufc" and not stored.reshape(-1)[:1].view(np.uint8).any()
     size = tuple(node.kwargs["size"])
@@ -198,7 +201,7 @@ def filled_scatter_rule(context: FusionContext, index: int) -> FusedGroup | None
 
 def _filled_by_full(
     context: FusionContext, base: Value
-) -> tuple[int, Callable[[], np.ndarray], Any] | None:
+) -> tuple[int, Callable[..., np.ndarray], Any] | None:
     """(the `full` node's index, a function making its array, its fill value) when `base` is a
     `full` read only as the filled tensor of scatters (`as_strided_scatter` bases)."""
     full_index = context.producer.get(base)
@@ -222,8 +225,8 @@ def _filled_by_full(
     kernel = definition.kernel
     arguments = definition.bind(full.args, full.kwargs)
 
-    def fill() -> np.ndarray:
-        return np.asarray(kernel(*arguments))
+    def fill(out: np.ndarray | None = None) -> np.ndarray:
+        return np.asarray(kernel(*arguments, out=out))
 
     return full_index, fill, full.kwargs.get("fill_value")
 
