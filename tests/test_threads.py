@@ -615,6 +615,46 @@ def test_products_in_segments_compute_the_whole_products(
     np.testing.assert_allclose(one[0], whole[0], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(("rows", "shared"), [(256, False), (2048, True)])
+def test_a_linear_layer_of_few_rows_makes_its_own_parts(
+    rows: int, shared: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A linear layer's rows are its product's matrix rows: in a segment's parts (up to four)
+    each part would be a product of a quarter of them, reading the weight whole, which
+    OpenBLAS makes slower below a few hundred rows. So with fewer than ROW_SPLIT_MIN_ROWS rows
+    the products stay steps of their own, in parts along the weight's columns or in chunks
+    (an epilogue's); with more they join a segment (its bytes unbounded here); both give one
+    thread's bits at every thread count."""
+    monkeypatch.setattr(segments_module, "MAX_SEGMENT_BYTES", 1 << 40)
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 1024)
+    ).eval()
+    tensors = (torch.randn(rows, 512),)
+    path = tmp_path / "linear.pt2"
+    torch.export.save(torch.export.export(model, tensors).run_decompositions(), path)
+    graph = aten2prims.lower(aten2prims.load(path))
+    inputs = [to_numpy(t) for t in tensors]
+    one = aten2prims.execute(graph, inputs, threads=1)
+    assert_like_torch(one, model, tensors)
+    assert_one_threads_bits(graph, inputs, one, repeats=2)
+    joined = [
+        m.step
+        for segment in _segments(graph)
+        for m in segment.members
+        if isinstance(m.step.kernel, ContractionKernel)
+    ]
+    products = [s for s in plan_for(graph).steps if isinstance(s.kernel, ContractionKernel)]
+    assert len(products) == 2
+    if not shared:
+        assert not joined
+        for step in products:  # in parts along the columns, or in chunks (the ReLU's)
+            (recipe,) = step.kernel.recipes()
+            assert recipe.levels or (recipe.parts is not None and recipe.parts[0] == 1), recipe
+    else:
+        assert len(joined) == 2
+
+
 def test_a_segments_results_are_bounded_so_the_arena_keeps_reusing_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

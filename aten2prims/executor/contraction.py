@@ -664,6 +664,21 @@ def _lone_axes(
     )
 
 
+def batch_labels(
+    out_labels: Sequence[int],
+    a_labels: Sequence[int],
+    b_labels: Sequence[int],
+    sizes: Sequence[int],
+    tuning: ContractionTuning = DEFAULT_TUNING,
+) -> tuple[int, ...]:
+    """The output labels a product of operands labelled so makes as its batch (P, `_layout_of`):
+    a slice along one of them is a slice of the batch of the same matrix products, where a
+    slice along a matrix dim (M, N) makes smaller products, each reading the other operand
+    whole again."""
+    present = tuple(label for label in out_labels if label in a_labels or label in b_labels)
+    return _layout_of(present, tuple(a_labels), tuple(b_labels), tuple(sizes), tuning).p
+
+
 @attrs.frozen
 class _Layout:
     """A matrix-product layout: output = X[P, M, K] @ Y[P, K, N] with P + M + N the output's

@@ -35,7 +35,13 @@ from prims.registry import lookup
 
 from ..ir.dtypes import DType
 from ..ir.values import Value
-from .contraction import DEFAULT_TUNING, ContractionRecipe, ContractionTuning, plan_contraction
+from .contraction import (
+    DEFAULT_TUNING,
+    ContractionRecipe,
+    ContractionTuning,
+    batch_labels,
+    plan_contraction,
+)
 from .direct_kernels import makes_short_calls
 from .fusion import FusedGroup, FusionContext
 from .multiply_accumulate import MultiplyAccumulateRecipe, ZeroPadded, plan_multiply_accumulate
@@ -56,6 +62,14 @@ _IN_PLACE: dict[str, np.ufunc] = {"prims.add": np.add, "prims.mul": np.multiply}
 def _is_reshape(op: str) -> bool:
     definition = lookup(op)
     return definition is not None and definition.reshape
+
+
+# A product whose result's rows are its matrix rows (a linear layer's, not a convolution's
+# images) joins a segment (segments.py: its rows in up to 4 parts) only with at least this many
+# rows: each part's product is a shorter one, and OpenBLAS's products lose speed below a few
+# hundred rows (256x1024 @ 1024x4096: whole 11.3 ms, in 4 parts of 64 rows 16.3, 2 of 128
+# 13.6, in 4 parts of 1024 columns 11.2; one thread).
+ROW_SPLIT_MIN_ROWS = 1024
 
 
 @attrs.frozen
@@ -138,6 +152,11 @@ class ContractionKernel:
         carriers = [i for i, spec in enumerate(self.operands) if label in spec.labels]
         if len(carriers) != 1 or self.operands[carriers[0]].labels[0] != label:
             return None
+        a, b = self.operands
+        if rows < ROW_SPLIT_MIN_ROWS and label not in batch_labels(
+            self.out_labels, a.labels, b.labels, self.sizes, self.tuning
+        ):
+            return None  # too few matrix rows to share (a convolution's images are a batch)
         return carriers[0]
 
     def for_rows(self, count: int) -> ContractionKernel:

@@ -20,7 +20,8 @@ A step joins a segment when it computes its result's rows from its operands' sam
   no element; a broadcast across rows (a bias) is such a view where its operand is memory
   the segment does not write;
 - kernels of a row count (`row_operands`, `for_rows`): a convolution or linear layer reading
-  its activation's rows and its weight whole, a constant padding of the inner dims, and
+  its activation's rows and its weight whole (a linear layer of enough rows only:
+  `contraction_fusion.ROW_SPLIT_MIN_ROWS`), a constant padding of the inner dims, and
   row-major copies of windows. Each part calls the kernel made for its row count, which runs
   whole on the part's thread (threads.run_parts in a part opens no region); only kernels
   whose parts stay large (`ROW_KERNEL_PART_BYTES`) join.
