@@ -80,6 +80,13 @@ class ContractionTuning:
     part_macs: int = 1 << 23
     min_part_rows: int = 64
     max_parts: int = 4
+    # ... along the rows only where each part keeps at least this many, or the columns make
+    # fewer parts: OpenBLAS makes products of a few hundred rows more slowly, and a part of the
+    # columns reads x whole, a part of the rows y (one thread, whole / in 4 parts of the rows /
+    # of the columns: 512x1024 @ 1024x256 1.33 / 1.74 / 1.50 ms, 784x1536 @ 1536x384 4.83 /
+    # 5.50 / 4.95, 3136x768 @ 768x192 4.74 / 4.92 / 6.18, 12544x384 @ 384x96 5.39 / 5.52 /
+    # 11.3).
+    row_part_min_rows: int = 512
     # A convolution's shifted products (`_Shifted`) need at least this many (widened) output
     # columns per product: below, MKL's per-call packing of the kernel slice costs more than
     # the im2col copy it saves (8x256x14x14: 222 columns, 19 ms against im2col's 17; 8x128x28x28:
@@ -593,12 +600,10 @@ def _product_parts(
     tuning: ContractionTuning,
 ) -> tuple[int, tuple[tuple[int, int], ...]] | None:
     """How a product of these matrices splits into parts (`ContractionRecipe.parts`): along the
-    outermost batch axis both operands have whole or broadcast, else along the columns (the
-    rows when the columns make fewer parts), into parts of at least `part_macs` multiply-adds
-    (and `min_part_rows` rows or columns); None when it is too small to split. Parts of the
-    rows are products of fewer rows, which OpenBLAS makes more slowly than fewer columns: one
-    thread, 512x1024 @ 1024x256 whole 1.33 ms, in 4 parts of the rows 1.74, of the columns
-    1.50; 792x768 @ 768x192 1.13, 1.38 and 1.28; 512x3072 @ 3072x768 12.1, 15.8 and 12.0."""
+    outermost batch axis both operands have whole or broadcast, else along the rows where
+    each part keeps `row_part_min_rows` of them (or the columns cannot be split), else the
+    columns, into parts of at least `part_macs` multiply-adds (and `min_part_rows` rows or
+    columns); None when it is too small to split."""
     macs = math.prod(out_matrix) * x_matrix[-1]
     wanted = min(tuning.max_parts, macs // tuning.part_macs)
     if wanted < 2:
@@ -613,12 +618,12 @@ def _product_parts(
         axis, length, least = 0, out_matrix[0], 1
     else:
         least = tuning.min_part_rows
-        by_columns = even_parts(min(wanted, columns // least))
         by_rows = even_parts(min(wanted, rows // least))
-        if by_columns >= by_rows:
-            axis, length = batch + 1, columns
-        else:
+        tall = by_rows >= 2 and rows // by_rows >= tuning.row_part_min_rows
+        if tall or even_parts(min(wanted, columns // least)) < 2:
             axis, length = batch, rows
+        else:
+            axis, length = batch + 1, columns
     count = even_parts(min(wanted, length // least))
     if count < 2:
         return None
