@@ -696,6 +696,32 @@ def test_small_batch_by_transposed_weight_runs_swapped(rows: int, swapped: bool)
     assert not plan_contraction(x, [0, 1], row_major, [1, 2], [0, 2], sizes).swapped
 
 
+@pytest.mark.parametrize(
+    ("rows", "depth", "columns", "axis"),
+    [(512, 1024, 256, 1), (792, 768, 192, 1), (4096, 256, 256, 0), (512, 512, 96, 0)],
+)
+def test_a_product_in_parts_splits_its_rows_only_where_they_stay_long(
+    rows: int, depth: int, columns: int, axis: int
+) -> None:
+    """A product made in parts splits its rows where each part keeps row_part_min_rows of
+    them or its columns cannot be split (96 columns: one part of 64), else its columns; the
+    parts make the product."""
+    generator = np.random.default_rng(1)
+    x = generator.standard_normal((rows, depth)).astype(np.float32)
+    weight = generator.standard_normal((columns, depth)).astype(np.float32)
+    recipe = plan_contraction(x, [0, 1], weight.T, [1, 2], [0, 2], [rows, depth, columns])
+    assert recipe.parts is not None and not recipe.levels
+    part_axis, bounds = recipe.parts
+    assert part_axis == axis and len(bounds) >= 2
+    if axis == 0 and columns >= 2 * DEFAULT_TUNING.min_part_rows:
+        assert all(stop - start >= DEFAULT_TUNING.row_part_min_rows for start, stop in bounds)
+    result = np.empty((rows, columns), np.float32)
+    recipe.run(x, weight.T, result)
+    np.testing.assert_allclose(
+        result, x.astype(np.float64) @ weight.T.astype(np.float64), rtol=1e-5, atol=1e-3
+    )
+
+
 def test_addmm_with_transposed_weight_matches_torch() -> None:
     """A linear layer as exported: addmm(bias, x, weight^T) with the weight row-major, so its
     transpose is a view: the swapped product with its bias epilogue, checked against torch."""
