@@ -255,6 +255,19 @@ def _unfused_attention_plan(graph: aten2prims.Graph) -> Plan:
         return plan_module.build_plan(graph)
 
 
+def _lowered_like_torch(
+    model: torch.nn.Module, tensors: tuple[torch.Tensor, ...], path: Path
+) -> tuple[aten2prims.Graph, list[np.ndarray], list[np.ndarray]]:
+    """The model exported, saved at `path` and lowered, its inputs as arrays, and its results
+    at one thread, checked against torch's."""
+    torch.export.save(torch.export.export(model, tensors).run_decompositions(), path)
+    graph = aten2prims.lower(aten2prims.load(path))
+    inputs = [to_numpy(t) for t in tensors]
+    one = aten2prims.execute(graph, inputs, threads=1)
+    assert_like_torch(one, model, tensors)
+    return graph, inputs, one
+
+
 def _segments(graph: object, plan: Plan | None = None) -> list[SegmentKernel]:
     plan = plan or plan_for(graph)  # type: ignore[arg-type]  # a Graph
     namespace = plan.run.function.__globals__  # type: ignore[attr-defined]  # codegen's function
@@ -595,11 +608,7 @@ def test_products_in_segments_compute_the_whole_products(
         model.norm.running_var.uniform_(0.5, 2.0)
     tensors = (torch.randn(batch, 3, 128, 128),)
     path = tmp_path / "products.pt2"
-    torch.export.save(torch.export.export(model, tensors).run_decompositions(), path)
-    inputs = [to_numpy(t) for t in tensors]
-    graph = aten2prims.lower(aten2prims.load(path))
-    one = aten2prims.execute(graph, inputs, threads=1)
-    assert_like_torch(one, model, tensors)
+    graph, inputs, one = _lowered_like_torch(model, tensors, path)
     assert_one_threads_bits(graph, inputs, one, repeats=2)
     members = [m for segment in _segments(graph) for m in segment.members if m.kind == "rows"]
     products = [m for m in members if isinstance(m.step.kernel, ContractionKernel)]
@@ -631,12 +640,7 @@ def test_a_linear_layer_of_few_rows_makes_its_own_parts(
         torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 1024)
     ).eval()
     tensors = (torch.randn(rows, 512),)
-    path = tmp_path / "linear.pt2"
-    torch.export.save(torch.export.export(model, tensors).run_decompositions(), path)
-    graph = aten2prims.lower(aten2prims.load(path))
-    inputs = [to_numpy(t) for t in tensors]
-    one = aten2prims.execute(graph, inputs, threads=1)
-    assert_like_torch(one, model, tensors)
+    graph, inputs, one = _lowered_like_torch(model, tensors, tmp_path / "linear.pt2")
     assert_one_threads_bits(graph, inputs, one, repeats=2)
     joined = [
         m.step
@@ -692,12 +696,7 @@ def test_a_small_batch_keeps_the_products_own_parts(tmp_path: Path) -> None:
     torch.manual_seed(5)
     model = torch.nn.Sequential(torch.nn.Conv2d(16, 64, 3, padding=1), torch.nn.ReLU()).eval()
     tensors = (torch.randn(1, 16, 128, 128),)
-    path = tmp_path / "one.pt2"
-    torch.export.save(torch.export.export(model, tensors).run_decompositions(), path)
-    graph = aten2prims.lower(aten2prims.load(path))
-    inputs = [to_numpy(t) for t in tensors]
-    one = aten2prims.execute(graph, inputs, threads=1)
-    assert_like_torch(one, model, tensors)
+    graph, inputs, one = _lowered_like_torch(model, tensors, tmp_path / "one.pt2")
     assert_one_threads_bits(graph, inputs, one)
     assert not _segments(graph)
 
