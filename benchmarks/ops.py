@@ -231,6 +231,9 @@ CASES: list[tuple[str, str, Callable[[], AtenCall | ModuleCase]]] = [
     ("aten.convolution.default", *_depthwise(96, 56, 7)),
     ("aten.convolution.default", *_depthwise(96, 112, 3, stride=2)),
     ("aten.convolution.default", *_depthwise(768, 7, 7)),
+    # EfficientNet-B0's 5x5 layers (torch runs them with oneDNN; its 3x3 ones without)
+    ("aten.convolution.default", *_depthwise(672, 14, 5)),
+    ("aten.convolution.default", *_depthwise(144, 56, 5, stride=2)),
     ("aten.convolution.default", *_conv(8, 64, 256, 56, 1)),
     ("aten.convolution.default", *_conv(8, 256, 64, 56, 1)),
     ("aten.convolution.default", *_conv(8, 1024, 256, 14, 1)),
