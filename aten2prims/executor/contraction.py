@@ -269,17 +269,8 @@ class ContractionRecipe:
             if epilogue is not None:
                 epilogue(())
             return
-        if self.a_index is not None:
-            a = a[self.a_index]
-        if self.b_index is not None:
-            b = b[self.b_index]
-        if self.a_summed:
-            a = _sum_axes(a, self.a_summed)
-        if self.b_summed:
-            b = _sum_axes(b, self.b_summed)
-        x, y = (a, b) if self.x_is_a else (b, a)
-        x = x.transpose(self.x_permutation)
-        y = y.transpose(self.y_permutation)
+        x = self.arranged(a if self.x_is_a else b, self.x_is_a)
+        y = self.arranged(b if self.x_is_a else a, not self.x_is_a)
         # The product's target: the output (its labels neither operand has are size 1, so it
         # has the present labels' row-major layout) or a buffer broadcast into it afterwards.
         target = out if self.broadcast_shape is None else np.empty(self.present_shape, out.dtype)
@@ -300,6 +291,17 @@ class ContractionRecipe:
                 np.multiply(out, np.asarray(self.scale).astype(out.dtype), out=out)
         if epilogue is not None and not self.epilogue_per_chunk and not in_parts:
             epilogue(())
+
+    def arranged(self, operand: np.ndarray, of_a: bool) -> np.ndarray:
+        """Operand a (`of_a`) or b as the product reads it: its broadcast dims dropped, its lone
+        labels summed out, transposed to x's [P, M, K] or y's [P, K, N] dims (a view unless a
+        sum is made)."""
+        index, summed = (self.a_index, self.a_summed) if of_a else (self.b_index, self.b_summed)
+        if index is not None:
+            operand = operand[index]
+        if summed:
+            operand = _sum_axes(operand, summed)
+        return operand.transpose(self.x_permutation if of_a == self.x_is_a else self.y_permutation)
 
     def _copier(
         self, ordered: np.ndarray, target: np.ndarray, epilogue: Epilogue | None

@@ -39,6 +39,7 @@ from .contraction import (
     DEFAULT_TUNING,
     ContractionRecipe,
     ContractionTuning,
+    Epilogue,
     batch_labels,
     plan_contraction,
 )
@@ -281,14 +282,18 @@ class PlannedCall:
     ) -> np.ndarray:
         """The call with its full operand the window of a zero-padded `source` that the recipe
         reads from `source` itself (`MultiplyAccumulateRecipe.reads_zero_padded`)."""
-        assert isinstance(self.recipe, MultiplyAccumulateRecipe)
-        if result is None:
-            result = np.empty(self.result_shape, source.dtype)
-        out = result.reshape(self.out_shape)
-        other = other.reshape(self.b_shape if self.recipe.full_is_a else self.a_shape)
-        epilogue = self._chunk_epilogue(out, others) if self.steps else None
-        self.recipe.run_zero_padded(source, padded, other, out, epilogue)
-        return result
+        recipe = self.recipe
+        assert isinstance(recipe, MultiplyAccumulateRecipe)
+        return self._from_source(
+            source.dtype,
+            other,
+            recipe.full_is_a,
+            others,
+            result,
+            lambda other, out, epilogue: recipe.run_zero_padded(
+                source, padded, other, out, epilogue
+            ),
+        )
 
     def run_stacked(
         self,
@@ -301,13 +306,35 @@ class PlannedCall:
     ) -> np.ndarray:
         """The call with its windows operand (a if `windows_is_a`, else b) those of a
         zero-padded `source`, read from `source` itself by stacked copies (stacked_copies.py)."""
-        assert isinstance(self.recipe, ContractionRecipe)
+        recipe = self.recipe
+        assert isinstance(recipe, ContractionRecipe)
+        return self._from_source(
+            source.dtype,
+            other,
+            windows_is_a,
+            others,
+            result,
+            lambda other, out, epilogue: stacked.run(recipe, source, other, out, epilogue),
+        )
+
+    def _from_source(
+        self,
+        dtype: np.dtype[Any],
+        other: np.ndarray,
+        other_is_b: bool,
+        others: tuple[np.ndarray, ...],
+        result: np.ndarray | None,
+        run: Callable[[np.ndarray, np.ndarray, Epilogue | None], None],
+    ) -> np.ndarray:
+        """A call whose windows operand is read from its padding's source by `run(other, out,
+        epilogue)`: the result (new unless given), the other operand in its operand shape, and
+        the epilogue run on the chunks `run` finishes."""
         if result is None:
-            result = np.empty(self.result_shape, source.dtype)
+            result = np.empty(self.result_shape, dtype)
         out = result.reshape(self.out_shape)
-        other = other.reshape(self.b_shape if windows_is_a else self.a_shape)
+        other = other.reshape(self.b_shape if other_is_b else self.a_shape)
         epilogue = self._chunk_epilogue(out, others) if self.steps else None
-        stacked.run(self.recipe, source, other, out, epilogue)
+        run(other, out, epilogue)
         return result
 
     def _chunk_epilogue(

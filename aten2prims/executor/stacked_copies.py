@@ -78,9 +78,7 @@ class StackedCopies:
         """Into `out` (C-contiguous, of the output's shape): the recipe's contraction of the
         windows of the zero-padded `source` (the unpadded input, C-contiguous) and `weights`
         (the other operand, in its operand shape); then the epilogue on each task's rows."""
-        index = recipe.a_index if recipe.x_is_a else recipe.b_index
-        x = weights if index is None else weights[index]
-        xv = x.transpose(recipe.x_permutation).reshape(recipe.x_view)
+        xv = recipe.arranged(weights, recipe.x_is_a).reshape(recipe.x_view)
         packed = kept_buffer("stacked x", self.x_packed, xv.dtype)
         np.copyto(
             packed.reshape([xv.shape[axis] for axis in self.x_order]), xv.transpose(self.x_order)
@@ -203,13 +201,9 @@ def plan_stacked_copies(
         or recipe.contracted_axes != 3
     ):
         return None
-    if recipe.a_index is not None:
-        a = a[recipe.a_index]
-    if recipe.b_index is not None:
-        b = b[recipe.b_index]
-    y = a if windows_is_a else b
+    y = recipe.arranged(a if windows_is_a else b, windows_is_a)
     try:
-        yv = np.reshape(y.transpose(recipe.y_permutation), recipe.y_view, copy=False)
+        yv = np.reshape(y, recipe.y_view, copy=False)
     except ValueError:
         return None
     np_ = recipe.batch_axes
