@@ -882,6 +882,60 @@ def test_products_of_zero_padded_inputs_write_every_scratch_position_they_read(
 
 
 @pytest.mark.parametrize(
+    ("case", "masked"),
+    [
+        ((2, 5, 9, 11, 7, 1, 3, 1, True), True),  # 11 columns, a 7x7 kernel
+        ((2, 6, 7, 7, 7, 1, 3, 1, True), True),  # ConvNeXt's last stage
+        ((1, 3, 10, 13, 5, 1, 4, 2, False), True),  # dilated 5x5: shifts of 2 and 4
+        ((2, 4, 12, 12, 3, 1, 1, 1, True), False),  # 3x3: runs of one element, call by call
+        ((1, 2, 20, 20, 5, 1, 2, 1, True), False),  # 20 columns: call by call
+    ],
+)
+def test_shifted_copies_zero_the_padding_by_a_mask_or_call_by_call_alike(
+    case: tuple[int, ...], masked: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Shifted copies read from a zero padding's source zero the positions the padding holds
+    with one AND of their bits (narrow images, kernels of 5 columns and more) or call by call:
+    the same bits, every chunk's scratch filled with NaN before it is used. Chunks of one
+    channel: all but the first and last read every copy in one strided copy."""
+    monkeypatch.setattr(multiply_accumulate, "GATHER_BYTES", 1)
+    graph, inputs, _ = _depthwise_convolution(case, torch.float32)
+    masks: list[Any] = []
+    kept_positions, kept_buffer = (
+        multiply_accumulate._kept_positions,
+        multiply_accumulate.kept_buffer,
+    )
+
+    def recorded(*arguments: Any) -> Any:
+        masks.append(kept_positions(*arguments))
+        return masks[-1]
+
+    def filled(*arguments: Any) -> np.ndarray:
+        buffer = kept_buffer(*arguments)
+        buffer.view(np.uint8).fill(0xFF)  # float NaN
+        return buffer
+
+    monkeypatch.setattr(multiply_accumulate, "_kept_positions", recorded)
+    monkeypatch.setattr(multiply_accumulate, "kept_buffer", filled)
+    outputs = []
+    with mkl.disabled():  # MKL's batched axpys read the padded input
+        for most_columns in (multiply_accumulate.MASK_MAX_COLUMNS, -1):
+            monkeypatch.setattr(multiply_accumulate, "MASK_MAX_COLUMNS", most_columns)
+            kept_positions.cache_clear()
+            execute(graph, inputs, threads=1)  # plans: the source is read from the next call on
+            masks.clear()
+            (result,) = execute(graph, inputs, threads=1)
+            outputs.append(result.tobytes())
+            assert len(masks) == 1, "the product read the padding's source"
+            assert (masks[0] is not None) == (masked and most_columns >= 0)
+        monkeypatch.setattr(plan, "FUSE_PADDINGS", False)
+        twin = Graph(graph.name, list(graph.inputs), list(graph.nodes), list(graph.outputs))
+        (padded,) = execute(twin, inputs)
+    kept_positions.cache_clear()
+    assert outputs[0] == outputs[1] == padded.tobytes()
+
+
+@pytest.mark.parametrize(
     ("kernel", "stride", "padding", "dilation"),
     [
         ((3, 3), (2, 1), (1, 1), (1, 1)),  # rows strided only
