@@ -34,6 +34,8 @@ elements 1.64 / 1.19 / 0.94 ms, so 64K stays.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -53,16 +55,35 @@ _COEFFICIENTS = tuple(
 # Elements per block: the block's input, its two scratch arrays and its output (256 KiB each)
 # stay in a core's L2 cache across the 15 passes (64K to 128K measured fastest; 4K 2x slower).
 BLOCK = 1 << 16
+# Elements per block under `long_blocks`: each pass one NumPy call of 100-200 µs over 1 MiB.
+# Threads sharing the parts of one erf hand the GIL to each other at the end of every call, so
+# fewer, longer calls share better, while one thread is faster with L2-sized blocks.
+LONG_BLOCK = 1 << 18
 
 
 class _Scratch(threading.local):
-    """Each thread's two scratch blocks (a call's threads may run parts of one erf at once)."""
+    """Each thread's two scratch blocks (a call's threads may run parts of one erf at once)
+    and its block length."""
 
     squares: np.ndarray | None = None
     polynomial: np.ndarray | None = None
+    block: int = BLOCK
 
 
 _SCRATCH = _Scratch()
+
+
+@contextmanager
+def long_blocks() -> Iterator[None]:
+    """erf's passes on this thread over blocks of LONG_BLOCK elements: for a thread running
+    one of several threads' parts of an erf (the same bits: each element's passes are the
+    same whatever its block)."""
+    scratch = _SCRATCH
+    outer, scratch.block = scratch.block, LONG_BLOCK
+    try:
+        yield
+    finally:
+        scratch.block = outer
 
 
 def erf_float32(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -78,13 +99,14 @@ def erf_float32(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         source = source.copy()  # overlapping other than element for element: blocks would clash
     flat_in, flat_out = source.reshape(-1), out.reshape(-1)
     scratch = _SCRATCH
-    if scratch.squares is None or scratch.polynomial is None:
-        scratch.squares = np.empty(BLOCK, np.float32)
-        scratch.polynomial = np.empty(BLOCK, np.float32)
+    block = scratch.block
+    if scratch.squares is None or scratch.polynomial is None or scratch.squares.size < block:
+        scratch.squares = np.empty(block, np.float32)
+        scratch.polynomial = np.empty(block, np.float32)
     # x² underflows for tiny x (the result is x·P(0) then) and overflows with P(x²) for huge x
     # (tanh of ±inf: ±1): expected, silently.
     with np.errstate(over="ignore", under="ignore"):
-        _passes(flat_in, flat_out, scratch.squares, scratch.polynomial)
+        _passes(flat_in, flat_out, scratch.squares[:block], scratch.polynomial[:block])
     return out
 
 
@@ -95,10 +117,12 @@ def _passes(
     polynomial_block: np.ndarray,
 ) -> None:
     """tanh(x·P(x²)) of `flat_in` into `flat_out` (the same length; the same memory or none of
-    it), block by block; x is read again for the product, so the result is written last."""
+    it), block by block (the scratch blocks' length); x is read again for the product, so the
+    result is written last."""
     c0, c1, c2, c3, c4, c5, c6 = _COEFFICIENTS
-    for start in range(0, flat_out.size, BLOCK):
-        stop = min(start + BLOCK, flat_out.size)
+    block = squares_block.size
+    for start in range(0, flat_out.size, block):
+        stop = min(start + block, flat_out.size)
         size = stop - start
         z = flat_in[start:stop]
         s = np.multiply(z, z, out=squares_block[:size])

@@ -38,13 +38,14 @@ torch).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
 import scipy.special as special
 
 from . import mkl
-from .erf_float32 import erf_float32
+from .erf_float32 import erf_float32, long_blocks
 
 _FLOAT32: np.dtype = np.dtype(np.float32)
 _FLOAT64: np.dtype = np.dtype(np.float64)
@@ -134,6 +135,13 @@ def _erf(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     if a.dtype == np.float32:
         return erf_float32(a, out=out)
     return special.erf(a, out=out)
+
+
+def long_calls() -> AbstractContextManager[None]:
+    """On this thread, the kernels here that make many short NumPy calls (float32 erf's passes
+    without MKL) make fewer, longer ones: for a thread running one of several threads' parts of
+    a step, which hand the GIL to each other at the end of every call. The same bits."""
+    return long_blocks()
 
 
 def _erf_inv(a: np.ndarray) -> np.ndarray:

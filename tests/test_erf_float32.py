@@ -13,7 +13,7 @@ import torch
 from aten2prims.testing.compare import compare
 from prims import mkl
 from prims.elementwise import erf_of
-from prims.erf_float32 import BLOCK, erf_float32
+from prims.erf_float32 import _SCRATCH, BLOCK, LONG_BLOCK, erf_float32, long_blocks
 
 
 def _tanh_target() -> str:
@@ -106,6 +106,25 @@ def test_blocks_out_and_broadcasting() -> None:
     assert erf_float32(np.float32(0.5)).shape == ()
     with pytest.raises(ValueError):
         erf_float32(x[:5], out=np.empty(6, np.float32))
+
+
+def test_long_blocks_give_the_same_bits() -> None:
+    """Under `long_blocks` (a thread running one of several threads' parts of an erf) the
+    passes run over blocks of LONG_BLOCK elements, on this thread only, until the block ends:
+    the same bits as over BLOCK elements."""
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal(2 * LONG_BLOCK + 5) * 3).astype(np.float32)
+    x[:4] = [np.nan, -0.0, np.inf, -np.inf]
+    short = erf_float32(x)
+    passes = []
+    with long_blocks():
+        assert _SCRATCH.block == LONG_BLOCK
+        long = erf_float32(x)
+        passes.append(_SCRATCH.squares.size)  # type: ignore[union-attr]  # allocated by the call
+    assert _SCRATCH.block == BLOCK
+    assert passes == [LONG_BLOCK]
+    assert long.tobytes() == short.tobytes()
+    assert erf_float32(x).tobytes() == short.tobytes()  # back to BLOCK, larger scratch kept
 
 
 def test_without_mkl_the_prims_erf_is_these_passes_and_scipys_float64_erf() -> None:

@@ -10,6 +10,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import numpy as np
@@ -512,43 +513,65 @@ def test_a_relu_after_a_linear_layer_runs_in_its_epilogue(tmp_path: Path) -> Non
     assert absorbed[0].bits is not None
 
 
-def test_a_gelu_runs_whole_on_the_calling_thread(tmp_path: Path) -> None:
+def test_a_large_gelu_runs_in_parts_of_long_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """float32 erf makes many short NumPy calls (its passes over blocks of 64K elements), and
     two threads making such calls hand the GIL to each other at nearly every call: a GELU's
-    chain (8 MiB here) is neither split into parts nor a member of a segment, where a SiLU's
-    chain of the same size is. Every thread count gives one thread's bits, torch agrees."""
+    chain is never a member of a segment, and it is split into parts (as a SiLU's chain is) only
+    with a result of at least SHORT_CALLS_PART_BYTES (8 MiB here, 2 MiB below it), whose erf
+    passes run over long blocks (`vector_math.long_calls`) when several threads share them.
+    Every thread count gives one thread's bits, torch agrees."""
     torch.manual_seed(4)
-    model, silu = torch.nn.GELU(), torch.nn.SiLU()
-    inputs = (torch.randn(8, 256, 1024),)
+    large, small = torch.randn(8, 256, 1024), torch.randn(8, 64, 1024)
     plans = []
-    for module in (model, silu):
-        path = tmp_path / "module.pt2"
-        torch.export.save(torch.export.export(module, inputs).run_decompositions(), path)
-        graph = aten2prims.lower(aten2prims.load(path))
-        one = aten2prims.execute(graph, [to_numpy(inputs[0])], threads=1)
-        assert_like_torch(one, module, inputs)
-        assert_one_threads_bits(graph, [to_numpy(inputs[0])], one)
-        plans.append(plan_for(graph))
-    gelu_plan, silu_plan = plans
+    long_calls = []
+    original = prims.vector_math.long_calls
 
-    def chains(plan: Plan) -> list[tuple[ChainKernel, bool]]:
-        """(chain kernel, shared between threads) of every chain of the plan's run."""
+    def counted() -> AbstractContextManager[None]:
+        long_calls.append(threading.get_ident())
+        return original()
+
+    monkeypatch.setattr(threads_module.vector_math, "long_calls", counted)
+    for module, x in ((torch.nn.GELU(), large), (torch.nn.GELU(), small), (torch.nn.SiLU(), large)):
+        path = tmp_path / "module.pt2"
+        torch.export.save(torch.export.export(module, (x,)).run_decompositions(), path)
+        graph = aten2prims.lower(aten2prims.load(path))
+        one = aten2prims.execute(graph, [to_numpy(x)], threads=1)
+        assert_like_torch(one, module, (x,))
+        assert not long_calls, "one thread: erf's own blocks"
+        assert_one_threads_bits(graph, [to_numpy(x)], one)
+        plans.append((plan_for(graph), len(long_calls)))
+        long_calls.clear()
+    (large_plan, large_calls), (small_plan, small_calls), (silu_plan, silu_calls) = plans
+
+    def chains(plan: Plan) -> list[tuple[ChainKernel, str]]:
+        """(chain kernel, how it runs) of every chain of the plan's run."""
         namespace = plan.run.function.__globals__  # type: ignore[attr-defined]  # codegen's
         found = []
         for kernel in namespace.values():
             if isinstance(kernel, ChainKernel):
-                found.append((kernel, False))
+                found.append((kernel, "whole"))
             elif isinstance(kernel, Parted) and isinstance(kernel.kernel, ChainKernel):
-                found.append((kernel.kernel, True))
+                found.append((kernel.kernel, f"parts, long calls {kernel.long_calls}"))
             elif isinstance(kernel, SegmentKernel):
                 found += [
-                    (m.kernel, True) for m in kernel.members if isinstance(m.kernel, ChainKernel)
+                    (m.kernel, "segment")
+                    for m in kernel.members
+                    if isinstance(m.kernel, ChainKernel)
                 ]
         return found
 
-    gelu_chains, silu_chains = chains(gelu_plan), chains(silu_plan)
-    assert [(kernel.short_calls, shared) for kernel, shared in gelu_chains] == [(True, False)]
-    assert [(kernel.short_calls, shared) for kernel, shared in silu_chains] == [(False, True)]
+    assert [(k.short_calls, how) for k, how in chains(large_plan)] == [
+        (True, "parts, long calls True")
+    ]
+    assert [(k.short_calls, how) for k, how in chains(small_plan)] == [(True, "whole")]
+    assert [(k.short_calls, how) for k, how in chains(silu_plan)] == [
+        (False, "parts, long calls False")
+    ]
+    # assert_one_threads_bits runs 2, 3 and 4 threads: each part of the large GELU's 4 in long
+    # calls, on whichever thread runs it.
+    assert (large_calls, small_calls, silu_calls) == (3 * 4, 0, 0)
 
 
 def test_products_join_the_segments_around_them(models: dict) -> None:

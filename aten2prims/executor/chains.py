@@ -51,7 +51,9 @@ The chain becomes one elementwise step at its last link (`ChainKernel`), whose o
 links' other operands: it takes `out=`, may write into an operand that dies there
 (`Step.out_operands`, inplace.py), and is split into parts (threads.py) or rows of a segment
 (segments.py) as any elementwise step, unless a link makes many short NumPy calls (float32
-erf, `direct_kernels.SHORT_CALLS`): such a chain runs whole on the calling thread.
+erf, `direct_kernels.SHORT_CALLS`): such a chain is no segment's member, and it is split into
+parts only from `threads.SHORT_CALLS_PART_BYTES` on (its erf then makes longer calls while
+several threads share the parts); a smaller one runs whole on the calling thread.
 """
 
 from __future__ import annotations

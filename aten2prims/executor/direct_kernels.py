@@ -89,7 +89,9 @@ TAKE_OUT: frozenset[Callable[..., Any]] = frozenset(vector_math.KERNELS.values()
 # fifteen passes over blocks of 64K elements, erf_float32.py). Two threads each making such
 # calls hand the GIL to each other at nearly every call, each hand-over tens of microseconds on
 # a VM whose idle cores halt: GELU's passes over 0.5 to 4.8M elements in four parts on two
-# threads took 0.94 to 1.31 times as long as whole on one. Their steps run whole, on the
+# threads took 0.94 to 1.31 times as long as whole on one. Their steps are no segment's
+# members and split into parts only when large (threads.SHORT_CALLS_PART_BYTES, their parts then
+# over longer blocks); the others run whole, on the
 # calling thread (docs/executor.md#where-a-two-thread-call-goes). vector_math.erf is MKL's one
 # call or those passes, chosen at each call; with MKL, GELU in parts on two threads was no
 # faster either (0.5M, 0.6M and 4.8M elements: 1.21, 1.17 and 8.62 ms against 1.13, 1.17 and

@@ -4,9 +4,10 @@ N threads (the caller and N - 1 workers).
 NumPy releases the GIL inside its kernels, so the parts of one step run at once. What a step
 splits into is decided when the plan is made and never depends on N (`chunks`, and the
 contraction engine's chunks and product parts): a step makes the same kernel calls on the same
-slices whatever the thread count, which only decides who runs which part. Parts are slices
-along dimensions nothing is reduced over, so every result element is computed exactly as one
-thread computes it; the results are bit for bit those of one thread.
+slices whatever the thread count, which only decides who runs which part (and, for erf's
+passes, how long a block each of their NumPy calls covers: `Parted.long_calls`). Parts are
+slices along dimensions nothing is reduced over, so every result element is computed exactly
+as one thread computes it; the results are bit for bit those of one thread.
 
 BLAS is held at one thread during a call (through threadpoolctl; restored afterwards): its
 products are split into parts by the plan instead, so a product is always computed by the same
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 import threadpoolctl
 
+from prims import vector_math
 from prims.registry import lookup
 
 from ..ir.values import TensorMeta
@@ -49,6 +51,13 @@ THREADS_VARIABLE = "ATEN2PRIMS_NUM_THREADS"
 PART_BYTES = 2 << 20
 # At most this many parts per step (each part costs a few microseconds of Python).
 MAX_PARTS = 4
+# A step whose kernel makes many short NumPy calls (`makes_short_calls`: GELU's erf passes) is
+# split only with a result of at least this many bytes; its parts, on several threads, then make
+# longer calls (`vector_math.long_calls`). GELU, one thread whole against two threads in parts
+# over erf blocks of 256K elements (ms, both plans in one process, calls alternating, medians
+# of 15): 4.8M elements 8.70 → 6.54, 2.4M 4.89 → 3.90, 1.2M 2.88 → 2.09, but 0.6M 1.24 → 1.39
+# (1.22 in parts over 64K-element blocks, 8.03 for 4.8M).
+SHORT_CALLS_PART_BYTES = 4 << 20
 
 
 def default_threads() -> int:
@@ -323,9 +332,10 @@ def operand_part(operand: Any, index: tuple[Any, ...], ndim: int) -> Any:
 class Parted:
     """An elementwise kernel taking `out=`, run part by part: each part of the result (`parts`,
     from `chunks`, of a result of `shape` and `dtype`) is the kernel of the operands' matching
-    parts."""
+    parts. A kernel making many short NumPy calls (`long_calls`) makes longer ones in its parts
+    when several threads share them (`vector_math.long_calls`)."""
 
-    __slots__ = ("dtype", "kernel", "parts", "shape")
+    __slots__ = ("dtype", "kernel", "long_calls", "parts", "shape")
 
     def __init__(
         self,
@@ -333,11 +343,13 @@ class Parted:
         parts: tuple[tuple[Any, ...], ...],
         shape: tuple[int, ...],
         dtype: np.dtype,
+        long_calls: bool = False,
     ) -> None:
         self.kernel = kernel
         self.parts = parts
         self.shape = shape
         self.dtype = dtype
+        self.long_calls = long_calls
 
     def __call__(self, *operands: Any, out: np.ndarray | None = None) -> Any:
         if out is None:
@@ -350,10 +362,11 @@ class Parted:
             return kernel(*operands, out=out)
         # Operands of the result's shape are sliced as the result is (the common case, fast).
         whole = [type(o) is np.ndarray and o.shape == shape for o in operands]
+        shared = self.long_calls and _CALL.workers is not None
         run_parts(
             [
                 functools.partial(
-                    _call,
+                    _call_long if shared else _call,
                     kernel,
                     [
                         o[index] if w else operand_part(o, index, ndim)
@@ -379,6 +392,11 @@ def _overlaps(operand: Any, out: np.ndarray) -> bool:
 
 def _call(kernel: Callable[..., Any], operands: list[Any], out: np.ndarray) -> None:
     kernel(*operands, out=out)
+
+
+def _call_long(kernel: Callable[..., Any], operands: list[Any], out: np.ndarray) -> None:
+    with vector_math.long_calls():
+        kernel(*operands, out=out)
 
 
 def elementwise_in_parts(kernel: Callable[..., Any], *operands: Any, out: np.ndarray) -> None:
@@ -474,9 +492,10 @@ def _reduction_parts(step: Any, meta: TensorMeta, operand: Any) -> ReducedParted
 
 def split_steps(steps: Sequence[Any], meta_of: dict[int, Any]) -> None:
     """Elementwise steps taking `out=` whose result is large enough to split run part by part
-    (`Parted`), unless their kernel makes many short NumPy calls (`makes_short_calls`); a step
-    without a buffer then allocates its result whole first. Reductions of a large operand run
-    part by part along a kept dim (`ReducedParted`) and then take `out=`."""
+    (`Parted`; a kernel making many short NumPy calls, `makes_short_calls`, from
+    SHORT_CALLS_PART_BYTES on); a step without a buffer then allocates its result whole first.
+    Reductions of a large operand run part by part along a kept dim (`ReducedParted`) and then
+    take `out=`."""
     for step in steps:
         if len(step.nodes) == 1 and len(step.out_slots) == 1 and not step.random:
             definition = lookup(step.node.op)
@@ -497,11 +516,13 @@ def split_steps(steps: Sequence[Any], meta_of: dict[int, Any]) -> None:
                 continue
         if not (step.elementwise and step.takes_out and len(step.out_slots) == 1):
             continue
-        if makes_short_calls(step.kernel):  # GIL-bound parts: run whole (direct_kernels.py)
-            continue
         meta = meta_of[step.out_slots[0]]
         if type(meta) is not TensorMeta or not meta.shape:
             continue
+        short_calls = makes_short_calls(step.kernel)  # GIL-bound parts (direct_kernels.py)
+        if short_calls and math.prod(meta.shape) * meta.dtype.itemsize < SHORT_CALLS_PART_BYTES:
+            continue
         parts = chunks(meta.shape, meta.dtype.itemsize)
         if parts:
-            step.kernel = Parted(step.kernel, parts, meta.shape, np.dtype(meta.dtype.numpy))
+            dtype = np.dtype(meta.dtype.numpy)
+            step.kernel = Parted(step.kernel, parts, meta.shape, dtype, long_calls=short_calls)
