@@ -221,11 +221,46 @@ class _Axpy:
     row_step: int
     run: int
     parts: tuple[tuple[tuple[int, ...], int, int], ...]
-    # Per part: its problems' x offsets (bytes from the full operand's first element, or from
-    # the phase images') and y offsets (bytes from the accumulator's), channel by channel,
-    # position by position; their lengths and x steps (MKL_INT); made when the plan is.
-    tables: tuple[tuple[np.ndarray, ...], ...] = attrs.field(eq=False, repr=False)
+    # x's bytes from the full operand's first element (or the phase images') of each part's
+    # outer index's first channel, of one channel to the next, of each kernel position from
+    # its channel's first element; y's bytes of one channel's accumulator. With `from_part`,
+    # x's channels count from the part's first one (each part's own phase images).
+    origins: tuple[int, ...]
+    channel_step: int
+    offsets: np.ndarray = attrs.field(eq=False, repr=False)
+    accumulator_bytes: int
+    from_part: bool
     phases: _Phases | None = None
+    # Per part, made at its first batched call (only with MKL: a plan made without it never
+    # holds them; ConvNeXt-T's would take 25 MB): its problems' x and y offsets in bytes,
+    # channel by channel, position by position, their lengths and x steps (MKL_INT).
+    _tables: dict[int, tuple[np.ndarray, ...]] = attrs.field(
+        factory=dict, eq=False, repr=False, init=False
+    )
+
+    def table(self, number: int) -> tuple[np.ndarray, ...]:
+        """Part `number`'s (x offsets, y offsets, lengths, x steps, ones)."""
+        found = self._tables.get(number)
+        if found is None:
+            _, start, stop = self.parts[number]
+            channels = np.arange(start, stop, dtype=np.int64)[:, None]
+            first = start if self.from_part else 0
+            x_offsets = (
+                self.origins[number] + (channels - first) * self.channel_step + self.offsets
+            ).ravel()
+            y_offsets = np.repeat(
+                (channels[:, 0] - start) * self.accumulator_bytes, len(self.offsets)
+            )
+            count = len(x_offsets)
+            found = (
+                x_offsets,
+                y_offsets,
+                np.full(count, self.run, np.int32),
+                np.full(count, self.step, np.int32),
+                np.ones(count, np.int32),
+            )
+            self._tables[number] = found  # a thread making it too makes the same arrays
+        return found
 
 
 @attrs.frozen
@@ -374,7 +409,7 @@ class MultiplyAccumulateRecipe:
         def part(number: int) -> Callable[[], None]:
             def run() -> None:
                 outer, start, stop = axpy.parts[number]
-                x_offsets, y_offsets, lengths, steps, ones = axpy.tables[number]
+                x_offsets, y_offsets, lengths, steps, ones = axpy.table(number)
                 count = stop - start
                 x_base = base
                 if phases is not None:
@@ -1316,36 +1351,31 @@ def _axpy_parts(
     extra: int = 0,
 ) -> _Axpy:
     """The parts (ranges of the last leading dim per index of the others, about
-    AXPY_PART_BYTES of accumulator plus `extra` bytes per channel) and their tables. With
-    `extra` (phase images) the x offsets start at each part's own first channel."""
+    AXPY_PART_BYTES of accumulator plus `extra` bytes per channel), whose tables `_Axpy.table`
+    makes. With `extra` (phase images) the x offsets start at each part's own first channel."""
     *outer_steps, chunk_step = leading_steps
     *outer_shape, chunked = leading_sizes
     per_part = max(1, AXPY_PART_BYTES // (rows * row_step * itemsize + extra))
     pieces = -(-chunked // per_part)
     bounds = [(i * chunked // pieces, (i + 1) * chunked // pieces) for i in range(pieces)]
     parts = []
-    tables = []
+    origins = []
     for outer in itertools.product(*map(range, outer_shape)):
         origin = sum(i * step for i, step in zip(outer, outer_steps))
         for start, stop in bounds:
-            channels = np.arange(start, stop, dtype=np.int64)[:, None]
-            first = start if extra else 0
-            x_offsets = (origin + (channels - first) * chunk_step + offsets).ravel()
-            y_offsets = np.repeat(
-                (channels[:, 0] - start) * (rows * row_step * itemsize), len(offsets)
-            )
-            count = len(x_offsets)
-            tables.append(
-                (
-                    x_offsets,
-                    y_offsets,
-                    np.full(count, run, np.int32),
-                    np.full(count, step, np.int32),
-                    np.ones(count, np.int32),
-                )
-            )
             parts.append((outer, start, stop))
-    return _Axpy(step, row_step, run, tuple(parts), tuple(tables))
+            origins.append(origin)
+    return _Axpy(
+        step,
+        row_step,
+        run,
+        tuple(parts),
+        tuple(origins),
+        chunk_step,
+        offsets,
+        rows * row_step * itemsize,
+        bool(extra),
+    )
 
 
 def _copies(
