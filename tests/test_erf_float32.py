@@ -110,19 +110,18 @@ def test_blocks_out_and_broadcasting() -> None:
 
 def test_long_blocks_give_the_same_bits() -> None:
     """Under `long_blocks` (a thread running one of several threads' parts of an erf) the
-    passes run over blocks of LONG_BLOCK elements, on this thread only, until the block ends:
+    passes run over blocks of LONG_BLOCK elements, on this thread only, until the `with` ends:
     the same bits as over BLOCK elements."""
     rng = np.random.default_rng(2)
     x = (rng.standard_normal(2 * LONG_BLOCK + 5) * 3).astype(np.float32)
     x[:4] = [np.nan, -0.0, np.inf, -np.inf]
     short = erf_float32(x)
-    passes = []
     with long_blocks():
         assert _SCRATCH.block == LONG_BLOCK
         long = erf_float32(x)
-        passes.append(_SCRATCH.squares.size)  # type: ignore[union-attr]  # allocated by the call
+        scratch_size = _SCRATCH.squares.size  # type: ignore[union-attr]  # made by the call
     assert _SCRATCH.block == BLOCK
-    assert passes == [LONG_BLOCK]
+    assert scratch_size == LONG_BLOCK
     assert long.tobytes() == short.tobytes()
     assert erf_float32(x).tobytes() == short.tobytes()  # back to BLOCK, larger scratch kept
 

@@ -151,10 +151,11 @@ AXPY_PART_BYTES = 1 << 20
 # padding holds: a NumPy call per side and per kernel column shifted off the image, each
 # running its inner loop once per row for one to three elements; or one AND of all the copies'
 # bits with a mask, a pass over them. The mask pays on narrow images with kernels of at least
-# 5 columns (their zeroed runs of two or three elements): measured at batch 4, one thread,
-# both in one process, calls alternating, medians of 21, the whole layer masked / zeroed: 7x7
-# kernels on 7² images 0.79, on 14² 0.89-0.91, on 28² 1.00, on 56² 0.99; 5x5 on 7² 0.81, on
-# 14² 0.89, on 28² 0.98; 3x3 on 7² 1.04-1.05 (runs of one element).
+# 5 columns (their zeroed runs of two or three elements): measured at batch 4, one and two
+# threads, both in one process, calls alternating, medians of 21, the whole layer masked /
+# zeroed: 7x7 kernels on 7² images 0.77-0.81, on 14² 0.79-0.91, on 28² 0.94-1.00, on 56²
+# 0.96-1.05; 5x5 on 7² 0.81-0.82, on 14² 0.89-0.98, on 28² 0.98-1.02; 3x3 on 7² 1.04-1.05
+# (runs of one element).
 MASK_MAX_COLUMNS = 16
 MASK_MIN_SHIFT = 2
 
