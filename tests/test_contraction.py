@@ -895,9 +895,9 @@ def test_shifted_copies_zero_the_padding_by_a_mask_or_call_by_call_alike(
     case: tuple[int, ...], masked: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Shifted copies read from a zero padding's source zero the positions the padding holds
-    with one AND of their bits (narrow images, kernels of 5 columns and more) or call by call:
-    the same bits, every chunk's scratch filled with NaN before it is used. Chunks of one
-    channel: all but the first and last read every copy in one strided copy."""
+    with one AND of their bits (narrow images, copies shifted by 2 columns and more) or call
+    by call: the same bits, every chunk's scratch filled with NaN before it is used. Chunks of
+    one channel: all but the first and last read every copy in one strided copy."""
     monkeypatch.setattr(multiply_accumulate, "GATHER_BYTES", 1)
     graph, inputs, _ = _depthwise_convolution(case, torch.float32)
     masks: list[Any] = []

@@ -150,10 +150,10 @@ AXPY_PART_BYTES = 1 << 20
 # Shifted copies read from a zero-padding's source (`run_zero_padded`) zero the positions the
 # padding holds: a NumPy call per side and per kernel column shifted off the image, each
 # running its inner loop once per row for one to three elements; or one AND of all the copies'
-# bits with a mask, a pass over them. The mask pays on narrow images with kernels of at least
-# 5 columns (their zeroed runs of two or three elements): measured at batch 4, one and two
-# threads, both in one process, calls alternating, medians of 21, the whole layer masked /
-# zeroed: 7x7 kernels on 7² images 0.77-0.81, on 14² 0.79-0.91, on 28² 0.94-1.00, on 56²
+# bits with a mask, a pass over them. The mask pays on narrow images whose copies shift by at
+# least 2 columns (kernels of 5 columns and more, or dilated ones: zeroed runs of two elements
+# and more): measured at batch 4, one and two threads, both in one process, calls
+# alternating, medians of 21, the whole layer masked / zeroed: 7x7 kernels on 7² images 0.77-0.81, on 14² 0.79-0.91, on 28² 0.94-1.00, on 56²
 # 0.96-1.05; 5x5 on 7² 0.81-0.82, on 14² 0.89-0.98, on 28² 0.98-1.02; 3x3 on 7² 1.04-1.05
 # (runs of one element).
 MASK_MAX_COLUMNS = 16
@@ -714,6 +714,7 @@ class MultiplyAccumulateRecipe:
             first += start * image_steps[-1]
             chunk_images = images[first : first + count * image_steps[-1] : image_steps[-1]]
             buffer = kept_buffer("copies", (self.chunk, copied, length), out.dtype)[:count]
+            partial = kept_buffer("partial", (self.chunk, kernel_rows, length), out.dtype)[:count]
             # Every copy's rows read from the source in one strided copy (copy j starting
             # shifts[j] elements on), where its reads stay inside the source's memory: a
             # position whose column lies outside the image reads a neighbouring row's element,
@@ -751,7 +752,6 @@ class MultiplyAccumulateRecipe:
                         laid = buffer[:, j].reshape(count, copy_rows, columns)
                         laid[:, :, _off_image(shift, columns)] = 0
             index: tuple[Any, ...] = (*outer, slice(start, stop))
-            partial = kept_buffer("partial", (self.chunk, kernel_rows, length), out.dtype)[:count]
             matmul(weights[index], buffer, partial)
             skewed = np.lib.stride_tricks.as_strided(
                 partial,
@@ -1057,8 +1057,8 @@ def _kept_positions(
     [row_start, row_stop) of its positions and its column shifted by the copy's shift lies in
     the image, zero where the padding holds it (an AND gives those positions +0's bits and
     keeps the others' bits). None where zeroing those positions call by call costs less (wide
-    images, kernels of fewer than 5 columns: `MASK_MAX_COLUMNS`, `MASK_MIN_SHIFT`), or no
-    unsigned integer has the dtype's width."""
+    images, copies shifted by at most one column, as a 3x3 kernel's: `MASK_MAX_COLUMNS`,
+    `MASK_MIN_SHIFT`), or no unsigned integer has the dtype's width."""
     widest = max(abs(shift) for shift in shifts)
     if columns > MASK_MAX_COLUMNS or widest < MASK_MIN_SHIFT or dtype.itemsize not in (2, 4, 8):
         return None
