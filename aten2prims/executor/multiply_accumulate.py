@@ -153,9 +153,9 @@ AXPY_PART_BYTES = 1 << 20
 # bits with a mask, a pass over them. The mask pays on narrow images whose copies shift by at
 # least 2 columns (kernels of 5 columns and more, or dilated ones: zeroed runs of two elements
 # and more): measured at batch 4, one and two threads, both in one process, calls
-# alternating, medians of 21, the whole layer masked / zeroed: 7x7 kernels on 7² images 0.77-0.81, on 14² 0.79-0.91, on 28² 0.94-1.00, on 56²
-# 0.96-1.05; 5x5 on 7² 0.81-0.82, on 14² 0.89-0.98, on 28² 0.98-1.02; 3x3 on 7² 1.04-1.05
-# (runs of one element).
+# alternating, medians of 21, the whole layer masked / zeroed: 7x7 kernels on 7² images
+# 0.77-0.81, on 14² 0.79-0.91, on 28² 0.94-1.00, on 56² 0.96-1.05; 5x5 on 7² 0.81-0.82, on
+# 14² 0.89-0.98, on 28² 0.98-1.02; 3x3 on 7² 1.04-1.05 (runs of one element).
 MASK_MAX_COLUMNS = 16
 MASK_MIN_SHIFT = 2
 
