@@ -871,8 +871,8 @@ def test_products_of_zero_padded_inputs_write_every_scratch_position_they_read(
         calls = []
         for _ in range(2):
             # The thread's kept buffers (private: no API lists them).
-            for buffer, _start in kept_buffers._KEPT.buffers.values():
-                buffer.fill(0xFF)  # float NaN
+            for kept in kept_buffers._KEPT.buffers.values():
+                kept.buffer.fill(0xFF)  # float NaN
             calls.append(execute(graph, inputs, threads=1))
         monkeypatch.setattr(plan, "FUSE_PADDINGS", False)
         twin = Graph(graph.name, list(graph.inputs), list(graph.nodes), list(graph.outputs))

@@ -40,6 +40,7 @@ import numpy as np
 
 from .blas import GEMM_MIN_CALL_MACS, gemm_in_use, matmul, matmul_sum
 from .kept_buffers import kept_buffer
+from .strided import strided_view
 from .threads import even_parts, run_parts
 
 
@@ -940,7 +941,7 @@ def _shifted_product(
                 slice(start, stop),
             )
             corner = yv[y_at]
-            windows = np.lib.stride_tricks.as_strided(
+            windows = strided_view(
                 corner,
                 (*shifted.s_shape, shifted.rows, columns),
                 (*shifted.s_strides, shifted.row_stride, itemsize),
@@ -953,7 +954,7 @@ def _shifted_product(
             target = out[index]
             np.copyto(
                 target,
-                np.lib.stride_tricks.as_strided(
+                strided_view(
                     scratch,
                     target.shape,
                     (

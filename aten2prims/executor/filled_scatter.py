@@ -33,6 +33,7 @@ from prims.registry import lookup
 from ..ir.values import Value
 from .fusion import FusedGroup, FusionContext
 from .specialize import basic_index
+from .strided import strided_view
 from .threads import chunks, run_parts
 
 # A buffer that holds other values (an arena's) has only the border around a box window filled
@@ -133,10 +134,11 @@ class FilledScatter:
                 border()
             out[self.index] = src
         elif math.prod(self.size) > 0:
-            np.lib.stride_tricks.as_strided(
+            strided_view(
                 out.reshape(-1)[self.storage_offset :],
                 self.size,
                 tuple(s * out.itemsize for s in self.stride),
+                writeable=True,
             )[...] = src
         return out
 

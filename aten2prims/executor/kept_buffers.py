@@ -21,24 +21,49 @@ import numpy as np
 
 KEPT_BYTES = 16 << 20
 _ALIGNMENT = 64
+# The arrays remembered per buffer (a plan asks for a few shapes of each).
+MAX_VIEWS = 64
 _KEPT = threading.local()
+
+
+class _Kept:
+    """One name's buffer on a thread: its bytes, the offset of their first aligned byte, and the
+    arrays already handed out over it by (shape, dtype)."""
+
+    __slots__ = ("buffer", "start", "views")
+
+    def __init__(self, buffer: np.ndarray) -> None:
+        self.buffer = buffer
+        # Reading the address (ctypes) took half of a call's time: once per buffer.
+        self.start = -buffer.ctypes.data % _ALIGNMENT
+        self.views: dict[tuple[tuple[int, ...], np.dtype], np.ndarray] = {}
 
 
 def kept_buffer(key: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """An uninitialized C-contiguous array of `shape` and `dtype` in this thread's buffer
-    `key`, 64-byte aligned."""
-    # key -> (buffer, offset of its first aligned byte): reading its address (ctypes) took
-    # half of this function's time, and the contraction engine and chains call it 1000 times a
-    # call of EfficientNet-B0.
-    kept: dict[str, tuple[np.ndarray, int]] | None = getattr(_KEPT, "buffers", None)
+    `key`, 64-byte aligned (the same array object for the same shape and dtype while the buffer
+    lasts: callers slice it, never change it)."""
+    # The contraction engine, chains and depthwise products call this about 800 times a call
+    # of EfficientNet-B0, most of them inside a region's parts, where Python time holds the GIL
+    # that the call's other threads need to return from their NumPy calls: a dictionary
+    # lookup, not a slice, view and reshape.
+    kept: dict[str, _Kept] | None = getattr(_KEPT, "buffers", None)
     if kept is None:
         kept = _KEPT.buffers = {}
-    size = math.prod(shape) * dtype.itemsize
     found = kept.get(key)
-    if found is None or found[0].nbytes < size + _ALIGNMENT:
-        buffer = np.empty(size + _ALIGNMENT, np.uint8)
-        found = buffer, -buffer.ctypes.data % _ALIGNMENT
-        if size <= KEPT_BYTES:
-            kept[key] = found
-    buffer, start = found
-    return buffer[start : start + size].view(dtype).reshape(shape)
+    layout = (tuple(shape), dtype)
+    if found is not None:
+        view = found.views.get(layout)
+        if view is not None:
+            return view
+    size = math.prod(shape) * dtype.itemsize
+    if found is None or found.buffer.nbytes < size + _ALIGNMENT:
+        found = _Kept(np.empty(size + _ALIGNMENT, np.uint8))
+        if size > KEPT_BYTES:  # not kept: a fresh array each time
+            return found.buffer[found.start : found.start + size].view(dtype).reshape(shape)
+        kept[key] = found
+    view = found.buffer[found.start : found.start + size].view(dtype).reshape(shape)
+    if len(found.views) >= MAX_VIEWS:  # shapes that vary from call to call (dynamic sizes)
+        found.views.clear()
+    found.views[layout] = view
+    return view

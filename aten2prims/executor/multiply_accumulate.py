@@ -98,6 +98,7 @@ from prims import mkl
 
 from .blas import matmul
 from .kept_buffers import kept_buffer
+from .strided import strided_view
 from .threads import run_parts
 
 # At most this many reduced positions (a 9x9 kernel); more products run on the matrix engine.
@@ -311,11 +312,9 @@ class MultiplyAccumulateRecipe:
         outer_count = len(self.outer_shape)
         reduced_count = len(self.reduced_shape)
         other_shape = self.view_shape[:-1] + (self.other_run,)
-        other_view = np.lib.stride_tricks.as_strided(
-            other, other_shape, self.other_strides, writeable=False
-        )
+        other_view = strided_view(other, other_shape, self.other_strides, writeable=False)
         if self.window_strides is not None:
-            source = np.lib.stride_tricks.as_strided(
+            source = strided_view(
                 full,
                 (*self.view_shape[:-1], *self.out_view[-2:]),
                 self.window_strides,
@@ -323,7 +322,7 @@ class MultiplyAccumulateRecipe:
             )
         elif self.copies is not None:
             copies = self.copies
-            source = np.lib.stride_tricks.as_strided(
+            source = strided_view(
                 full,
                 (
                     *self.view_shape[: outer_count + 1],
@@ -334,12 +333,10 @@ class MultiplyAccumulateRecipe:
                 writeable=False,
             )
         elif self.phases is None:
-            source = np.lib.stride_tricks.as_strided(
-                full, self.view_shape, self.full_strides, writeable=False
-            )
+            source = strided_view(full, self.view_shape, self.full_strides, writeable=False)
         else:
             phases = self.phases
-            source = np.lib.stride_tricks.as_strided(
+            source = strided_view(
                 full,
                 (*self.outer_shape, self.chunked, phases.rows, phases.columns),
                 (*self.full_strides[: outer_count + 1], phases.row_bytes, full.itemsize),
@@ -400,7 +397,7 @@ class MultiplyAccumulateRecipe:
         base = full.ctypes.data
         phases = axpy.phases
         if phases is not None:
-            image = np.lib.stride_tricks.as_strided(
+            image = strided_view(
                 full,
                 (*self.outer_shape, self.chunked, phases.rows, phases.columns),
                 (*self.full_strides[: len(self.outer_shape) + 1], phases.row_bytes, full.itemsize),
@@ -564,7 +561,7 @@ class MultiplyAccumulateRecipe:
         for size, step in zip(reversed(copies.other_shape), reversed(copies.other_steps)):
             skewed_strides.append(row + step)
             row *= size
-        skewed = np.lib.stride_tricks.as_strided(
+        skewed = strided_view(
             partial,
             (count, *copies.other_shape, self.run),
             (partial.strides[0], *reversed(skewed_strides), itemsize),
@@ -695,9 +692,7 @@ class MultiplyAccumulateRecipe:
         copy_rows = rows + (kernel_rows - 1) * row_offset
         length = copy_rows * columns
         other_shape = self.view_shape[:-1] + (self.other_run,)
-        other_view = np.lib.stride_tricks.as_strided(
-            b, other_shape, self.other_strides, writeable=False
-        )
+        other_view = strided_view(b, other_shape, self.other_strides, writeable=False)
         weights = np.moveaxis(other_view[..., 0], outer_count + 1 + copies.axis, -1)
         shaped = out.reshape(*self.out_view[:-2], rows * columns)
         ones = np.ones((1, kernel_rows), out.dtype)
@@ -728,7 +723,7 @@ class MultiplyAccumulateRecipe:
                     buffer[:, :, :row_start] = 0
                 if row_stop < length and keep is None:
                     buffer[:, :, row_stop:] = 0
-                buffer[:, :, row_start:row_stop] = np.lib.stride_tricks.as_strided(
+                buffer[:, :, row_start:row_stop] = strided_view(
                     flat[lowest:],
                     (count, copied, row_stop - row_start),
                     (image_steps[-1] * source_image * itemsize, column_step * itemsize, itemsize),
@@ -753,7 +748,7 @@ class MultiplyAccumulateRecipe:
                         laid[:, :, _off_image(shift, columns)] = 0
             index: tuple[Any, ...] = (*outer, slice(start, stop))
             matmul(weights[index], buffer, partial)
-            skewed = np.lib.stride_tricks.as_strided(
+            skewed = strided_view(
                 partial,
                 (count, kernel_rows, rows * columns),
                 (
@@ -825,9 +820,9 @@ class MultiplyAccumulateRecipe:
                 )
                 reads.append((written, read))
         other_shape = self.view_shape[:-1] + (self.other_run,)
-        weights = np.lib.stride_tricks.as_strided(
-            b, other_shape, self.other_strides, writeable=False
-        ).reshape(*self.view_shape[: outer_count + 1], 1, -1)
+        weights = strided_view(b, other_shape, self.other_strides, writeable=False).reshape(
+            *self.view_shape[: outer_count + 1], 1, -1
+        )
         shaped = out.reshape(self.out_view)
         rows, columns = self.out_view[-2:]
 
@@ -877,9 +872,9 @@ class MultiplyAccumulateRecipe:
         rows, columns = self.out_view[-2:]
         kernel_rows, kernel_columns = self.reduced_shape
         other_shape = self.view_shape[:-1] + (self.other_run,)
-        other_view = np.lib.stride_tricks.as_strided(
-            b, other_shape, self.other_strides, writeable=False
-        ).reshape(*self.view_shape[: outer_count + 1], 1, -1)
+        other_view = strided_view(b, other_shape, self.other_strides, writeable=False).reshape(
+            *self.view_shape[: outer_count + 1], 1, -1
+        )
         shaped = out.reshape(*self.out_view[:-2], rows * columns)
 
         # Each kernel position's window starts at (top, left) of the source; per position,

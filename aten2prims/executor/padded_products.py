@@ -39,6 +39,7 @@ from .kept_buffers import KEPT_BYTES, kept_buffer
 from .multiply_accumulate import MultiplyAccumulateRecipe, ZeroPadded
 from .stacked_copies import StackedCopies, plan_stacked_copies
 from .steps import SlotRef, Step, slot_refs
+from .strided import strided_view
 
 
 @attrs.frozen
@@ -92,7 +93,7 @@ class PaddedContraction:
 
     def _windows(self, padded: np.ndarray) -> np.ndarray:
         """The windows of a padded array (the product's operand)."""
-        return np.lib.stride_tricks.as_strided(
+        return strided_view(
             padded.reshape(-1)[self.offset :],
             self.size,
             tuple(step * padded.itemsize for step in self.stride),

@@ -39,6 +39,7 @@ from .blas import matmul_sum
 from .contraction import ContractionRecipe, Epilogue, spread_epilogue
 from .kept_buffers import kept_buffer
 from .multiply_accumulate import ZeroPadded, positions_inside
+from .strided import strided_view
 from .threads import run_parts
 
 
@@ -112,7 +113,7 @@ class StackedCopies:
                 needed = stop - start + (kernel_rows - 1) * row_step
                 self._copy(channels, copies, start, needed)
                 band = (stop - start) * self.out_columns
-                windows = np.lib.stride_tricks.as_strided(
+                windows = strided_view(
                     copies,
                     (kernel_rows, kernel_columns * self.channels, band),
                     (row_step * self.out_columns * itemsize, copies.strides[1], itemsize),
