@@ -25,7 +25,8 @@ Planning, in order:
 8. parts (`threads.py`): large elementwise steps and reductions split into parts that a call's
    threads share; a ufunc step whose broadcast operand repeats along long runs of its result
    runs with NumPy's ufunc buffer shorter than two runs, so NumPy reads it in place
-   (`unbuffered.py`);
+   (`unbuffered.py`); a ufunc step reading a permuted view into a row-major buffer iterates in
+   the view's memory order (`operand_order.py`);
 9. static memory planning (`arena.py`): every other result whose kernel takes `out=` written
    into a buffer of an arena kept between calls, buffers shared by results of disjoint lifetimes;
 10. segments (`segments.py`): runs of steps computing their results row by row, each run one
@@ -62,6 +63,7 @@ from .folding import fold_constants
 from .fusion import FusedGroup, FusionRule, find_groups
 from .gather import orthogonal_gather_rule
 from .inplace import reuse_dying_operands
+from .operand_order import iterate_in_operand_order
 from .padded_products import fuse_zero_paddings
 from .row_sums import row_sums
 from .scaled_weights import fold_output_scales
@@ -82,6 +84,9 @@ FUSE_PADDINGS = True
 # A product with a reciprocal runs as one division (fewer_passes.py: not the reference's bits,
 # at least as accurate); tests switch it off to compare the other stages with the reference.
 FOLD_RECIPROCALS = True
+# A ufunc step reading a permuted view iterates in the view's memory order (operand_order.py:
+# the same bits); tests switch it off to compare.
+ITERATE_IN_OPERAND_ORDER = True
 # Products of one activation by different stored weights run as one product against the
 # concatenated weights (sibling_products.py); tests and benchmarks switch it off to compare.
 MERGE_SIBLING_PRODUCTS = True
@@ -225,6 +230,8 @@ def _build_plan(graph: Graph, overridden: frozenset[str]) -> Plan:
     reuse_dying_operands(steps, output_slots, meta_of, set(input_slots.values()))
     split_steps(steps, meta_of)
     unbuffer_broadcasts(steps, meta_of)
+    if ITERATE_IN_OPERAND_ORDER:
+        iterate_in_operand_order(steps, meta_of)
     layout = plan_arena(steps, output_slots, meta_of, set(input_slots.values()))
     segments = find_segments(steps, meta_of)
     if segments:  # their buffers live through their whole runs
