@@ -36,7 +36,7 @@ def test_a_permuted_operand_is_read_in_its_order_with_the_same_bits() -> None:
     returned = InOperandOrder(np.multiply)(key, scale, out=out)
     assert returned is out and out.flags.c_contiguous
     assert out.tobytes() == np.multiply(key, scale).tobytes()
-    # Without out= (a fused kernel's own call): NumPy's call, its result in the operand's order.
+    # Without out= (execute(check=True) calls each step's kernel so): NumPy's own call.
     assert InOperandOrder(np.multiply)(key, scale).tobytes() == np.multiply(key, scale).tobytes()
     # Read in place (out is the operand): still the same values.
     copy = np.array(key, order="F")

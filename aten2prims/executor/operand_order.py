@@ -33,7 +33,8 @@ MIN_BYTES = 1 << 16
 
 class InOperandOrder:
     """A ufunc whose one array operand has the result's shape, called on that operand and
-    `out` with their dims in the operand's memory order (outermost first)."""
+    `out` with their dims in the operand's memory order (outermost first); called without
+    `out=` (as `execute(check=True)` calls each step's kernel), the ufunc's own call."""
 
     __slots__ = ("kernel",)
 
@@ -45,7 +46,7 @@ class InOperandOrder:
         return str(getattr(self.kernel, "__name__", type(self.kernel).__name__))
 
     def __call__(self, *operands: Any, out: np.ndarray | None = None) -> np.ndarray:
-        if out is None:  # execute(check=True) calls each step's kernel without out=
+        if out is None:
             return self.kernel(*operands)
         source = _the_array(operands, out)
         if source is None:
@@ -97,10 +98,7 @@ def iterate_in_operand_order(steps: Sequence[Step], meta_of: dict[int, Any]) -> 
         if len(arrays) != 1 or tuple(arrays[0].shape) != tuple(meta.shape):
             continue
         strides = arrays[0].strides
-        if not all(type(s) is int for s in strides):
-            continue
-        order = sorted(range(len(strides)), key=lambda dim: -strides[dim])
-        if order != list(range(len(strides))) and _innermost_moves(arrays[0].shape, strides):
+        if all(type(s) is int for s in strides) and _innermost_moves(arrays[0].shape, strides):
             step.kernel = InOperandOrder(step.kernel)
 
 
