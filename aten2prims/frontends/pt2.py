@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from zlib_ng.zlib_ng import crc32  # zlib-ng's CRC-32: about 17x zlib's on x86-64 (PCLMUL)
 
 from ..errors import LoadError
 from ..ir.dtypes import DType
@@ -268,7 +269,7 @@ class _Archive:
                 if not count:
                     break
                 if whole:  # while the chunk is in cache
-                    crc = zlib.crc32(chunk[:count], crc)
+                    crc = crc32(chunk[:count], crc)
                 done += count
         except OSError as error:
             raise LoadError(
