@@ -199,15 +199,6 @@ SPECS: list[Spec] = [
         classes=("EfficientNetModel", "EfficientNetConfig"),
     ),
     Spec(
-        "mobilenet_v2",
-        "vision",
-        "MobileNetV2 1.0 (transformers has no MobileNetV3)",
-        _scaled(_hf("MobileNetV2Model", "MobileNetV2Config"), dict(depth_multiplier=0.35)),
-        _image(224),
-        _image_shape(224),
-        classes=("MobileNetV2Model", "MobileNetV2Config"),
-    ),
-    Spec(
         "convnext_tiny",
         "vision",
         "ConvNeXt-T (ConvNextConfig defaults)",
@@ -273,6 +264,132 @@ SPECS: list[Spec] = [
         classes=("LlamaModel", "LlamaConfig"),
     ),
 ]
+
+
+# -- MobileNetV3, built in torch.nn --------------------------------------------------------------
+#
+# Neither transformers nor torch ship MobileNetV3, and timm (which has it) imports torchvision,
+# whose only wheel for torch 2.13 is a CUDA build that fails to import on CPU torch. The model is
+# built here from MobileNetV3-Large's published layer table, reproduced below.
+
+# One row per inverted-residual block: kernel, expanded width, output width, squeeze-and-
+# excitation, activation ("RE" ReLU, "HS" hardswish), stride.
+MOBILENET_V3_LARGE: tuple[tuple[int, int, int, bool, str, int], ...] = (
+    (3, 16, 16, False, "RE", 1),
+    (3, 64, 24, False, "RE", 2),
+    (3, 72, 24, False, "RE", 1),
+    (5, 72, 40, True, "RE", 2),
+    (5, 120, 40, True, "RE", 1),
+    (5, 120, 40, True, "RE", 1),
+    (3, 240, 80, False, "HS", 2),
+    (3, 200, 80, False, "HS", 1),
+    (3, 184, 80, False, "HS", 1),
+    (3, 184, 80, False, "HS", 1),
+    (3, 480, 112, True, "HS", 1),
+    (3, 672, 112, True, "HS", 1),
+    (5, 672, 160, True, "HS", 2),
+    (5, 960, 160, True, "HS", 1),
+    (5, 960, 160, True, "HS", 1),
+)
+# The tiny scale's rows: the first block without an expansion, a strided ReLU block, a
+# squeeze-and-excitation block, a strided hardswish block and a residual one with both.
+MOBILENET_V3_TINY_ROWS = (0, 1, 3, 6, 10, 11)
+
+
+def _divisible_by_8(width: float) -> int:
+    """The paper's channel rounding: the nearest multiple of 8, at least 8, never more than 10%
+    below `width`."""
+    rounded = max(8, int(width + 4) // 8 * 8)
+    return rounded + 8 if rounded < 0.9 * width else rounded
+
+
+def _activation(name: str) -> nn.Module:
+    return nn.ReLU() if name == "RE" else nn.Hardswish()
+
+
+def _conv_bn(
+    inputs: int, outputs: int, kernel: int, stride: int, groups: int = 1
+) -> list[nn.Module]:
+    return [
+        nn.Conv2d(inputs, outputs, kernel, stride, kernel // 2, groups=groups, bias=False),
+        nn.BatchNorm2d(outputs),
+    ]
+
+
+class _SqueezeExcite(nn.Module):
+    """The channels scaled by hardsigmoid(W2 relu(W1 mean(x))), the squeeze a quarter wide."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        squeezed = _divisible_by_8(channels / 4)
+        self.reduce = nn.Conv2d(channels, squeezed, 1)
+        self.expand = nn.Conv2d(squeezed, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = self.reduce(x.mean((2, 3), keepdim=True)).relu()
+        return x * nn.functional.hardsigmoid(self.expand(scale))
+
+
+class _Bottleneck(nn.Module):
+    """Expansion (1x1, when wider), depthwise kxk, optional squeeze-and-excitation, linear
+    projection (1x1); the input added back when the shape is unchanged."""
+
+    def __init__(
+        self, inputs: int, kernel: int, expanded: int, outputs: int, se: bool, act: str, stride: int
+    ) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        if expanded != inputs:
+            layers += [*_conv_bn(inputs, expanded, 1, 1), _activation(act)]
+        layers += [*_conv_bn(expanded, expanded, kernel, stride, groups=expanded), _activation(act)]
+        if se:
+            layers.append(_SqueezeExcite(expanded))
+        layers += _conv_bn(expanded, outputs, 1, 1)
+        self.body = nn.Sequential(*layers)
+        self.residual = stride == 1 and inputs == outputs
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.body(x)
+        return x + y if self.residual else y
+
+
+class MobileNetV3Features(nn.Module):
+    """MobileNetV3-Large's feature extractor: stem (3x3 stride 2, 16, hardswish), the blocks of
+    `rows`, the last 1x1 convolution to 6x the last width (960) with hardswish; returns that
+    feature map (as the transformers vision models of the suite return their last hidden
+    state: no pooling, no classifier)."""
+
+    def __init__(self, rows: tuple[tuple[int, int, int, bool, str, int], ...]) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [*_conv_bn(3, 16, 3, 2), nn.Hardswish()]
+        width = 16
+        for kernel, expanded, outputs, se, act, stride in rows:
+            layers.append(_Bottleneck(width, kernel, expanded, outputs, se, act, stride))
+            width = outputs
+        layers += [*_conv_bn(width, 6 * width, 1, 1), nn.Hardswish()]
+        self.features = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.features(x)
+
+
+def _mobilenet_v3(scale: str) -> nn.Module:
+    if scale == "tiny":
+        return MobileNetV3Features(tuple(MOBILENET_V3_LARGE[i] for i in MOBILENET_V3_TINY_ROWS))
+    return MobileNetV3Features(MOBILENET_V3_LARGE)
+
+
+SPECS.insert(  # after EfficientNet-B0, as in the issue's list
+    2,
+    Spec(
+        "mobilenet_v3",
+        "vision",
+        "MobileNetV3-Large 1.0 features (torch.nn, from its published layer table)",
+        _mobilenet_v3,
+        _image(224),
+        _image_shape(224),
+    ),
+)
 
 
 # -- the zoo of examples/models.py at realistic sizes ----------------------------------------------
