@@ -297,7 +297,7 @@ MOBILENET_V3_TINY_ROWS = (0, 1, 3, 6, 10, 11)
 
 
 def _divisible_by_8(width: float) -> int:
-    """The paper's channel rounding: the nearest multiple of 8, at least 8, never more than 10%
+    """MobileNetV3's channel rounding: the nearest multiple of 8, at least 8, never more than 10%
     below `width`."""
     rounded = max(8, int(width + 4) // 8 * 8)
     return rounded + 8 if rounded < 0.9 * width else rounded
