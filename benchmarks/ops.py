@@ -54,6 +54,9 @@ from aten2prims.testing.record import AtenCall
 from aten2prims.testing.runner import build_graph, torch_outputs
 from decompositions import RULES
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/ is not a package
+import suite  # the model suite's MobileNetV3 block, after the path above
+
 
 def _randn(*shape: int) -> torch.Tensor:
     return torch.randn(shape, generator=_GENERATOR)
@@ -68,27 +71,6 @@ class ModuleCase:
     def __init__(self, module: torch.nn.Module, *inputs: torch.Tensor) -> None:
         self.module = module.eval()
         self.inputs = inputs
-
-
-class _InvertedResidual(torch.nn.Module):
-    """MobileNetV3's block: 1x1 expansion, depthwise 3x3, 1x1 projection, batch norms, hardswish."""
-
-    def __init__(self, channels: int = 16, expanded: int = 64) -> None:
-        super().__init__()
-        nn = torch.nn
-        self.body = nn.Sequential(
-            nn.Conv2d(channels, expanded, 1, bias=False),
-            nn.BatchNorm2d(expanded),
-            nn.Hardswish(),
-            nn.Conv2d(expanded, expanded, 3, padding=1, groups=expanded, bias=False),
-            nn.BatchNorm2d(expanded),
-            nn.Hardswish(),
-            nn.Conv2d(expanded, channels, 1, bias=False),
-            nn.BatchNorm2d(channels),
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.body(x)
 
 
 class _Attention(torch.nn.Module):
@@ -413,7 +395,9 @@ CASES: list[tuple[str, str, Callable[[], AtenCall | ModuleCase]]] = [
     (
         "module",
         "MobileNetV3 block 16->64 112x112",
-        lambda: ModuleCase(_InvertedResidual(), _randn(1, 16, 112, 112)),
+        lambda: ModuleCase(
+            suite.MobileNetV3Block(16, 3, 64, 16, False, "HS", 1), _randn(1, 16, 112, 112)
+        ),
     ),
     (
         "module",

@@ -1,6 +1,8 @@
 """The model suite of `benchmarks/models.py`: real model families built from configs with random
-weights (no downloads), and three models of the zoo of `examples/models.py` at realistic sizes.
-Requires torch; the transformers models require `transformers` (the `bench` extra).
+weights (no downloads; MobileNetV3, which no installable library here provides, from its
+published layer table in torch.nn), and three models of the zoo of `examples/models.py` at
+realistic sizes. Requires torch; the transformers models require `transformers` (the `bench`
+extra).
 
 Each `Spec` builds its model in eval mode with seeded weights and its example inputs at one of
 three scales:
@@ -330,9 +332,10 @@ class _SqueezeExcite(nn.Module):
         return x * nn.functional.hardsigmoid(self.expand(scale))
 
 
-class _Bottleneck(nn.Module):
-    """Expansion (1x1, when wider), depthwise kxk, optional squeeze-and-excitation, linear
-    projection (1x1); the input added back when the shape is unchanged."""
+class MobileNetV3Block(nn.Module):
+    """MobileNetV3's inverted-residual block: expansion (1x1, when wider), depthwise kxk,
+    optional squeeze-and-excitation, linear projection (1x1), batch norms; the input added back
+    when the shape is unchanged (also `benchmarks/ops.py`'s MobileNetV3 block case)."""
 
     def __init__(
         self, inputs: int, kernel: int, expanded: int, outputs: int, se: bool, act: str, stride: int
@@ -364,7 +367,7 @@ class MobileNetV3Features(nn.Module):
         layers: list[nn.Module] = [*_conv_bn(3, 16, 3, 2), nn.Hardswish()]
         width = 16
         for kernel, expanded, outputs, se, act, stride in rows:
-            layers.append(_Bottleneck(width, kernel, expanded, outputs, se, act, stride))
+            layers.append(MobileNetV3Block(width, kernel, expanded, outputs, se, act, stride))
             width = outputs
         layers += [*_conv_bn(width, 6 * width, 1, 1), nn.Hardswish()]
         self.features = nn.Sequential(*layers)

@@ -1,7 +1,8 @@
 """The model benchmark's suite (`benchmarks/suite.py`) at its tiny scale: every model builds from
-its config, exports, saves and loads as a `.pt2`, lowers, runs on NumPy and passes the
-benchmark's own correctness check against torch eager and a float64 run (the harness's model
-rule); and the benchmark script runs end to end on one model. No timings are asserted."""
+its config (MobileNetV3 from its layer table), exports, saves and loads as a `.pt2`, lowers,
+runs on NumPy and passes the benchmark's own correctness check against torch eager and a
+float64 run (the harness's model rule); and the benchmark script runs end to end on one model.
+No timings are asserted."""
 
 from __future__ import annotations
 
