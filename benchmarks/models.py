@@ -4,7 +4,8 @@ torch.compile (inductor) and ONNX Runtime, on the suite of `benchmarks/suite.py`
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE \\
         .venv/bin/python benchmarks/models.py [--quick] [--only REGEX] [--threads 1,2]
                                               [--runtimes ours,eager,inductor,ort]
-                                              [--repeats 7] [--warmup 3] [--json FILE]
+                                              [--repeats 5] [--rounds 3] [--warmup 3]
+                                              [--first-call-processes 5] [--json FILE]
                                               [--no-first-call] [--clock wall|cpu]
     .venv/bin/python benchmarks/models.py --from-json FILE [--from-json FILE ...] [--clock cpu]
 
@@ -15,7 +16,8 @@ The parent process builds each model (seeded random weights, from its config: no
 exports it once with `torch.export` and saves it with `torch.export.save` to a temporary
 directory (the archive we run), exports it to ONNX for ONNX Runtime, and records torch eager's
 outputs and a float64 run of the same model. Then it starts one fresh process per (model,
-runtime, thread count), so each runtime has the process to itself:
+runtime, thread count), so each runtime has the process to itself (one (model, thread count) at
+a time, its runtimes' processes started one after another):
 
 - `ours`: `aten2prims.load` of the archive, `aten2prims.lower`, the plan, `aten2prims.execute`
   (no torch imported);
@@ -33,16 +35,22 @@ Each process: the **first call** (from the artifact to the first result: ours lo
 + run; ORT session creation + run; inductor compilation + run; eager the first run of the built
 module), then the correctness check of that first result (ours: the harness's model rule against
 torch eager and the float64 run; a row whose check fails is aborted with the reason; the other
-runtimes are checked more loosely and flagged), `--warmup` more calls, and `--repeats` timed calls
-whose median wall time is reported. **Peak memory**: the process's peak resident set above its
+runtimes are checked more loosely and flagged) and `--warmup` more calls. Then the timed calls,
+in `--rounds` rounds: in each round every runtime's process makes `--repeats` timed calls in
+turn while the others wait (idle; the order rotates by one each round), so a slow spell of the
+machine (another guest on the host taking CPU time) falls on every runtime alike instead of on
+whichever ran during it; the median wall time over every round's calls is reported, with each
+round's median beside it. **Peak memory**: the process's peak resident set above its
 resident set right after its imports (the high-water mark VmHWM, i.e. `ru_maxrss`, before the
 check, and again from a reset just after it, so the check's own arrays are not counted): model
 weights, compilation, plans and working buffers all count, identically for every runtime.
 
 Output: per thread count, a table of median times and ratios (ours / the other runtime) and one
 of first-call times and peak memory; geomeans per column and thread count next to the targets;
-the first call of a ResNet-18-sized model split into load, lower and plan. `--quick` runs the
-same models on small inputs with fewer repeats (a code-path check, not a measurement).
+the first call of a ResNet-18-sized model split into load, lower and plan (the medians over
+`--first-call-processes` fresh processes, one first call each). `--quick` runs the same models
+on small inputs with fewer calls, one round and one first-call process (a code-path check, not
+a measurement).
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -73,7 +82,12 @@ LABELS = {"ours": "ours", "eager": "eager", "inductor": "inductor", "ort": "ORT"
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 # Set on some machines to force slow generic OpenBLAS kernels that users do not have.
 SLOW_BLAS_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-WORKER_TIMEOUT = 1800.0  # seconds
+WORKER_TIMEOUT = 1800.0  # seconds, per message of a worker (a first call compiles)
+# A worker's messages to the parent: the lines of its stdout that start with this.
+REPLY_MARK = "@@models.py "
+# Seconds of rest before each round of a runtime's timed calls: the threads another runtime
+# leaves spinning after its calls (OpenMP's, ONNX Runtime's) go to sleep meanwhile.
+ROUND_PAUSE = 0.1
 
 # The targets (issue 14), printed next to the geomeans.
 TARGET_EAGER_GEOMEAN = 0.8
@@ -214,16 +228,15 @@ def prepare(name: str, scale: str, directory: Path, ort: bool) -> dict[str, Any]
     return facts
 
 
-def run_worker(
+def _worker_command(
+    script: Path,
     runtime: str,
     name: str,
     threads: int,
     directory: Path,
     options: argparse.Namespace,
-    script: Path | None = None,
-) -> dict[str, Any]:
-    """Runs `script --worker RUNTIME` (this file by default; `benchmarks/plan_profile.py` has its own
-    workers) in a fresh process at `threads` threads; its last line of output, as JSON."""
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of a worker process at `threads` threads."""
     environment = dict(os.environ)
     for variable in THREAD_VARIABLES:
         environment[variable] = str(threads)
@@ -233,7 +246,7 @@ def run_worker(
     )
     command = [
         sys.executable,
-        str(script or Path(__file__).resolve()),
+        str(script),
         "--worker",
         runtime,
         "--model",
@@ -249,6 +262,21 @@ def run_worker(
         "--warmup",
         str(options.warmup),
     ]
+    return command, environment
+
+
+def run_worker(
+    runtime: str,
+    name: str,
+    threads: int,
+    directory: Path,
+    options: argparse.Namespace,
+    script: Path,
+) -> dict[str, Any]:
+    """Runs `script --worker RUNTIME` (a script whose worker measures and ends on its own:
+    `benchmarks/plan_profile.py`'s) in a fresh process at `threads` threads; its last line of
+    output, as JSON."""
+    command, environment = _worker_command(script, runtime, name, threads, directory, options)
     try:
         completed = subprocess.run(
             command,
@@ -267,6 +295,146 @@ def run_worker(
     return json.loads(lines[-1])
 
 
+class _Worker:
+    """One runtime's process for one row (this file's `--worker`): it makes its first call, the
+    check and the warm-up calls when started, then a round of timed calls per `time` command,
+    and reports its peak memory on `end`. Its stderr goes to a file (a pipe left unread would
+    block it)."""
+
+    def __init__(
+        self, runtime: str, name: str, threads: int, directory: Path, options: argparse.Namespace
+    ) -> None:
+        command, environment = _worker_command(
+            Path(__file__).resolve(), runtime, name, threads, directory, options
+        )
+        self.errors = tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen(
+            command,
+            env=environment,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.errors,
+            text=True,
+        )
+
+    def ask(self, command: str | None = None) -> dict[str, Any]:
+        """The worker's next message (after sending `command`); {"error": ...} when it ended or
+        took longer than WORKER_TIMEOUT (it is then killed)."""
+        process = self.process
+        assert process.stdin is not None and process.stdout is not None
+        timed_out = threading.Event()
+
+        def kill() -> None:
+            timed_out.set()
+            process.kill()
+
+        timer = threading.Timer(WORKER_TIMEOUT, kill)
+        timer.start()
+        try:
+            if command is not None:
+                process.stdin.write(command + "\n")
+                process.stdin.flush()
+            for line in process.stdout:
+                if line.startswith(REPLY_MARK):
+                    return dict(json.loads(line[len(REPLY_MARK) :]))
+        except OSError:  # the worker is gone (a broken pipe): reported below
+            pass
+        finally:
+            timer.cancel()
+        code = process.wait()
+        if timed_out.is_set():
+            return {"error": f"timed out after {WORKER_TIMEOUT:.0f} s"}
+        self.errors.seek(0)
+        tail = self.errors.read().strip().splitlines()[-1:] or ["(no output)"]
+        return {"error": f"worker failed (exit {code}): {tail[0][:300]}"}
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.errors.close()
+
+
+def run_row(
+    runtimes: list[str],
+    name: str,
+    threads: int,
+    directory: Path,
+    options: argparse.Namespace,
+    unavailable: dict[str, str] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Each runtime's result for one (model, thread count): one process per runtime, started one
+    after another (first calls and compilations never overlap); then `options.rounds` rounds,
+    each runtime's process making one round of timed calls in turn (the order rotating by one
+    each round, a pause before each), so a slow spell of the machine falls on every runtime
+    alike; the median over every round's calls. `unavailable`: runtimes not run, with why.
+    An error of ours aborts the row (timing a wrong result means nothing)."""
+    row: dict[str, dict[str, Any]] = {}
+    workers: dict[str, _Worker] = {}
+    try:
+        for runtime in runtimes:
+            if unavailable and runtime in unavailable:
+                row[runtime] = {"error": unavailable[runtime]}
+                continue
+            worker_process = _Worker(runtime, name, threads, directory, options)
+            workers[runtime] = worker_process
+            row[runtime] = worker_process.ask()
+            if "error" in row[runtime]:
+                worker_process.close()
+                del workers[runtime]
+                if runtime == "ours":
+                    return row
+        timed: dict[str, dict[str, list[float]]] = {
+            runtime: {"times": [], "cpu_times": [], "rounds": []} for runtime in workers
+        }
+        for round_number in range(options.rounds):
+            order = list(workers)
+            shift = round_number % len(order) if order else 0
+            for runtime in order[shift:] + order[:shift]:
+                time.sleep(ROUND_PAUSE)  # another runtime's spinning threads go to sleep
+                reply = workers[runtime].ask("time")
+                if "error" in reply:
+                    row[runtime] = reply
+                    workers.pop(runtime).close()
+                    continue
+                timed[runtime]["times"] += reply["times"]
+                timed[runtime]["cpu_times"] += reply["cpu_times"]
+                if reply["times"]:
+                    timed[runtime]["rounds"].append(statistics.median(reply["times"]))
+        for runtime, worker_process in list(workers.items()):
+            final = worker_process.ask("end")
+            if "error" in final:
+                row[runtime] = final
+                continue
+            calls = timed[runtime]
+            row[runtime] |= final | {
+                "median": statistics.median(calls["times"]) if calls["times"] else math.nan,
+                "cpu": statistics.median(calls["cpu_times"]) if calls["cpu_times"] else math.nan,
+                "times": calls["times"],
+                "round_medians": calls["rounds"],
+            }
+    finally:
+        for worker_process in workers.values():
+            worker_process.close()
+    return row
+
+
+def _median_first_call(firsts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ResNet-18-sized model's first calls, one per process, as one result: the median of
+    each time over the processes (and of load + lower + plan, the target's sum), every
+    process's sum kept; the first failure instead, if one failed."""
+    failed = [first for first in firsts if "error" in first]
+    if failed:
+        return failed[0]
+    merged = dict(firsts[0])
+    for key in ("imports", "load", "lower", "plan", "run", "first", "median", "cpu", "peak"):
+        merged[key] = statistics.median(first[key] for first in firsts)
+    merged["ready_each"] = [first["load"] + first["lower"] + first["plan"] for first in firsts]
+    merged["ready"] = statistics.median(merged["ready_each"])
+    merged["processes"] = len(firsts)
+    return merged
+
+
 def measure(options: argparse.Namespace) -> dict[str, Any]:
     suite = suite_module()
     available = available_runtimes()
@@ -281,6 +449,7 @@ def measure(options: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {
         "scale": options.scale,
         "repeats": options.repeats,
+        "rounds": options.rounds,
         "warmup": options.warmup,
         "environment": environment_lines(),
         "runtimes": runtimes,
@@ -321,23 +490,21 @@ def measure(options: argparse.Namespace) -> dict[str, Any]:
             )
             facts["runs"] = {}
             for threads in thread_counts:
-                row: dict[str, Any] = {}
-                for runtime in runtimes:
-                    if runtime == "ort" and "onnx_error" in facts:
-                        row[runtime] = {"error": facts["onnx_error"]}
-                        continue
-                    result = run_worker(runtime, name, threads, directory, options)
-                    row[runtime] = result
+                unavailable = {"ort": facts["onnx_error"]} if "onnx_error" in facts else None
+                row = run_row(runtimes, name, threads, directory, options, unavailable)
+                for runtime, result in row.items():
                     print(f"  {_progress(runtime, threads, result)}", flush=True)
-                    if runtime == "ours" and "error" in result:
-                        break  # the row is aborted: timing a wrong result means nothing
                 facts["runs"][str(threads)] = row
             results["models"].append(facts)
             for suffix in (".pt2", ".npz", ".onnx", ".onnx.data"):
                 (directory / f"{name}{suffix}").unlink(missing_ok=True)
         if options.first_call and "ours" in runtimes:
             prepare(suite.RESNET18.name, options.scale, directory, ort=False)
-            first = run_worker("ours", suite.RESNET18.name, 1, directory, options)
+            firsts = [
+                run_row(["ours"], suite.RESNET18.name, 1, directory, options)["ours"]
+                for _ in range(options.first_call_processes)
+            ]
+            first = _median_first_call(firsts)
             first["input"] = suite.RESNET18.shape(options.scale)
             results["first_call"] = first
             print(f"  {_progress('ours', 1, first)}", flush=True)
@@ -376,8 +543,12 @@ def _progress(runtime: str, threads: int, result: dict[str, Any]) -> str:
     head = f"{runtime:<8} {threads} thread(s): "
     if "error" in result:
         return head + result["error"]
+    rounds = result.get("round_medians", [])
+    spread = (
+        f" (rounds' medians {', '.join(_ms(value) for value in rounds)})" if len(rounds) > 1 else ""
+    )
     text = (
-        f"median {_ms(result['median'])} ms, first call {_ms(result['first'])} ms, "
+        f"median {_ms(result['median'])} ms{spread}, first call {_ms(result['first'])} ms, "
         f"peak {_mib(result['peak'])} MiB; {result['check']}"
     )
     if result.get("torch_imported"):
@@ -427,9 +598,16 @@ def print_report(results: dict[str, Any], clock: str = "wall") -> None:
     key = "median" if clock == "wall" else "cpu"
     runtimes = results["runtimes"]
     others = [r for r in runtimes if r != "ours"]
+    rounds = results.get("rounds", 1)  # saved runs from before the rounds made one
+    calls = (
+        f"median of {rounds} rounds of {results['repeats']} calls, the runtimes' processes "
+        "taking turns,"
+        if rounds > 1
+        else f"median of {results['repeats']} calls"
+    )
     print(
-        f"\n# Model benchmark ({results['scale']} inputs; median of {results['repeats']} calls "
-        f"after the first call and {results['warmup']} warm-up calls)\n"
+        f"\n# Model benchmark ({results['scale']} inputs; {calls} after the first call and "
+        f"{results['warmup']} warm-up calls)\n"
     )
     for line in results["environment"]:
         print(f"- {line}")
@@ -555,17 +733,25 @@ def print_report(results: dict[str, Any], clock: str = "wall") -> None:
         if "error" in first:
             print(f"failed: {first['error']}")
         else:
-            ready = first["load"] + first["lower"] + first["plan"]
+            ready = first.get("ready", first["load"] + first["lower"] + first["plan"])
+            each = first.get("ready_each", [ready])
             print(
                 f"(imports of `aten2prims` and of what load, lower and plan use: "
                 f"{_ms(first['imports'])} ms, once per process)\n"
             )
             print(
                 f"load {_ms(first['load'])} ms + lower {_ms(first['lower'])} ms + plan "
-                f"{_ms(first['plan'])} ms = {_ms(ready)} ms (target <= {TARGET_FIRST_CALL * 1e3:.0f} ms: "
+                f"{_ms(first['plan'])} ms; load + lower + plan {_ms(ready)} ms "
+                f"(target <= {TARGET_FIRST_CALL * 1e3:.0f} ms: "
                 f"{'met' if ready <= TARGET_FIRST_CALL else 'MISSED'}); then the first run "
                 f"{_ms(first['run'])} ms, later runs {_ms(first['median'])} ms"
             )
+            if len(each) > 1:
+                print(
+                    f"(medians over {len(each)} processes; load + lower + plan in each: "
+                    + ", ".join(_ms(value) for value in each)
+                    + " ms)"
+                )
     if errors:
         print("\n## Aborted or flagged cells\n")
         for error in errors:
@@ -759,25 +945,33 @@ def worker(options: argparse.Namespace) -> dict[str, Any]:
     peak = _rss_bytes("VmHWM")
     ok, message = _check(outputs, expected, reference, strict=runtime == "ours")
     if not ok and runtime == "ours":
-        return {"error": f"aborted: ours {message}"}
+        return {"error": f"aborted: ours {message}"}  # the parent ends the row
     result["check"] = message
     result["suspect"] = not ok
     del outputs, expected, reference
     reset = _reset_peak()
     for _ in range(options.warmup):
         call()
-    times, cpu_times = [], []
-    for _ in range(options.repeats):
-        t, c = time.perf_counter(), time.process_time()
-        call()
-        times.append(time.perf_counter() - t)
-        cpu_times.append(time.process_time() - c)
+    _reply(result)
+    # The parent's commands (one per line): `time` makes `--repeats` timed calls (one round),
+    # `end` reports the peak memory and the libraries' threads, then the process ends.
+    for line in sys.stdin:
+        command = line.strip()
+        if command == "time":
+            times, cpu_times = [], []
+            for _ in range(options.repeats):
+                t, c = time.perf_counter(), time.process_time()
+                call()
+                times.append(time.perf_counter() - t)
+                cpu_times.append(time.process_time() - c)
+            _reply({"times": times, "cpu_times": cpu_times})
+        elif command == "end":
+            break
+        else:
+            raise SystemExit(f"unknown command {command!r}")
     peak = max(peak, _rss_bytes("VmHWM")) if reset else _rss_bytes("VmHWM")
-    result |= {
+    return {
         "threads": threads,
-        "median": statistics.median(times) if times else float("nan"),
-        "cpu": statistics.median(cpu_times) if cpu_times else float("nan"),
-        "times": times,
         "peak": peak - baseline,
         "threads_info": (
             f"onnxruntime {onnxruntime.__version__} intra_op_num_threads={threads}; "
@@ -790,7 +984,12 @@ def worker(options: argparse.Namespace) -> dict[str, Any]:
         )
         + _threads_info(),
     }
-    return result
+
+
+def _reply(message: dict[str, Any]) -> None:
+    """One message to the parent: a marked line of JSON on stdout (a library's own prints to
+    stdout are other lines)."""
+    print(REPLY_MARK + json.dumps(message), flush=True)
 
 
 # -- command line ---------------------------------------------------------------------------------
@@ -803,8 +1002,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=None, help="regex over model names")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     parser.add_argument("--runtimes", default=",".join(RUNTIMES))
-    parser.add_argument("--repeats", type=int, default=None, help="timed calls (default 7)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="timed calls per round (default 5; 3 with --quick)",
+    )
     parser.add_argument("--warmup", type=int, default=None, help="warm-up calls (default 3)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="rounds of timed calls, the runtimes taking turns (default 3; 1 with --quick)",
+    )
+    parser.add_argument(
+        "--first-call-processes",
+        type=int,
+        default=None,
+        help="processes timing the ResNet-18-sized first call (default 5; 1 with --quick)",
+    )
     parser.add_argument("--no-first-call", dest="first_call", action="store_false")
     parser.add_argument("--json", default=None, help="also save the results to this file")
     parser.add_argument(
@@ -826,11 +1042,17 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     options.scale = options.scale or ("quick" if options.quick else "full")
     if options.repeats is None:
-        options.repeats = 3 if options.quick else 7
+        options.repeats = 3 if options.quick else 5
     if options.warmup is None:
         options.warmup = 1 if options.quick else 3
+    if options.rounds is None:
+        options.rounds = 1 if options.quick else 3
+    if options.first_call_processes is None:
+        options.first_call_processes = 1 if options.quick else 5
+    if options.rounds < 1 or options.first_call_processes < 1:
+        parser.error("--rounds and --first-call-processes must be at least 1")
     if options.worker is not None:
-        print(json.dumps(worker(options)))
+        _reply(worker(options))
         return 0
     if options.from_json:
         print_report(

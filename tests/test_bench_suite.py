@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,6 +62,7 @@ def test_suite_builds_the_same_weights_in_every_process() -> None:
 
 
 def test_benchmark_script_runs_end_to_end() -> None:
+    """Ours and torch eager on the tiny MLP, in two rounds of timed calls."""
     environment = dict(os.environ, PYTHONPATH=str(ROOT))
     completed = subprocess.run(
         [
@@ -71,11 +73,13 @@ def test_benchmark_script_runs_end_to_end() -> None:
             "--only",
             "^mlp$",
             "--runtimes",
-            "ours",
+            "ours,eager",
             "--threads",
             "1",
             "--repeats",
             "1",
+            "--rounds",
+            "2",
             "--warmup",
             "0",
             "--no-first-call",
@@ -87,7 +91,14 @@ def test_benchmark_script_runs_end_to_end() -> None:
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     output = completed.stdout
-    assert "ours     1 thread(s): median" in output, output
+    # Each runtime's process made a round of timed calls twice, the two taking turns.
+    assert re.search(
+        r"ours     1 thread\(s\): median [\d.]+ ms \(rounds' medians [\d.]+, [\d.]+\)", output
+    ), output
+    assert re.search(
+        r"eager    1 thread\(s\): median [\d.]+ ms \(rounds' medians [\d.]+, [\d.]+\)", output
+    ), output
+    assert "median of 2 rounds of 1 calls, the runtimes' processes taking turns" in output
     assert "matches torch" in output
     assert "| mlp | 8x1024 |" in output
     assert "## Geomeans and targets" in output
