@@ -136,24 +136,53 @@ def test_a_gelu_runs_as_one_chain_with_its_erf(kernels: str) -> None:
     torch.testing.assert_close(ours, expected, equal_nan=True)
 
 
-def test_a_gelu_after_a_linear_layer_stays_out_of_its_epilogue() -> None:
+def test_a_gelu_after_a_linear_layer_runs_in_its_epilogue(monkeypatch: pytest.MonkeyPatch) -> None:
     """With its comparison a side link, GELU's chain reads only the linear layer's result, as a
-    ReLU's does; but its float32 erf makes many short calls (direct_kernels.SHORT_CALLS), so it
-    runs as a step of its own, whole, not on the product's chunks. Every thread count gives one
+    ReLU's does: it runs in the product's epilogue (no step of its own). Its float32 erf makes
+    many short calls (direct_kernels.SHORT_CALLS): at one thread the chain runs on the whole
+    result after the product, in erf's own blocks; when threads share the product's chunks,
+    on each chunk, in long calls (`vector_math.long_calls`). Every thread count gives one
     thread's bits (the product's are BLAS's, not the reference's), torch's values within
     tolerance."""
     torch.manual_seed(2)
     model = torch.nn.Sequential(torch.nn.Linear(192, 768), torch.nn.GELU())
     x = torch.randn(4, 198, 192)
     graph = exported(model, x)
-    assert chain_ops(graph) == [["eq", "mul", "erf", "add", "mul", "mul", "where"]]
     steps = plan_for(graph).steps
-    (product,) = [s.kernel for s in steps if isinstance(s.kernel, ContractionKernel)]
-    assert not [entry for entry in product.epilogue if entry.function is not None]
-    (step,) = [s for s in steps if chain_kernel(s) is not None]
-    assert step.kernel.short_calls and not isinstance(step.kernel, Parted)
+    (product_step,) = [s for s in steps if isinstance(s.kernel, ContractionKernel)]
+    ops = [node.op.removeprefix("prims.") for node in product_step.nodes]
+    assert ops[-7:] == ["eq", "mul", "erf", "add", "mul", "mul", "where"], ops
+    product = product_step.kernel
+    absorbed = [entry.function for entry in product.epilogue if entry.function is not None]
+    assert len(absorbed) == 1 and isinstance(absorbed[0], ChainKernel), product.epilogue
+    assert absorbed[0].short_calls
+    assert not [s for s in steps if chain_kernel(s) is not None], "no chain step of its own"
+    long_calls: list[int] = []
+    original = vector_math.long_calls
+
+    def counted() -> Any:
+        long_calls.append(1)
+        return original()
+
+    monkeypatch.setattr(vector_math, "long_calls", counted)
+    sizes: list[int] = []
+    chain_call = ChainKernel.__call__
+
+    def recorded(self: ChainKernel, *operands: Any, out: np.ndarray) -> Any:
+        sizes.append(out.size)
+        return chain_call(self, *operands, out=out)
+
+    monkeypatch.setattr(ChainKernel, "__call__", recorded)
     one = aten2prims.execute(graph, [x.numpy()], threads=1)
-    assert_one_threads_bits(graph, [x.numpy()], one)
+    assert sizes == [4 * 198 * 768], "one thread: the chain once, on the whole result"
+    assert not long_calls, "one thread: erf's own blocks"
+    (recipe,) = product.recipes()
+    assert recipe.levels, "the product is made in chunks, each a task of the call's threads"
+    assert_one_threads_bits(graph, [x.numpy()], one, counts=(2,))
+    chunks = math.prod(-(-level.length // level.step) for level in recipe.levels)
+    assert len(long_calls) == chunks >= 2, "two threads: on each chunk, in long calls"
+    assert len(sizes) == 1 + chunks and sum(sizes[1:]) == sizes[0]
+    assert_one_threads_bits(graph, [x.numpy()], one, counts=(3, 4))
     with torch.no_grad():
         expected = model(x)
     torch.testing.assert_close(torch.from_numpy(one[0]), expected)

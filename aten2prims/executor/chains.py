@@ -53,7 +53,9 @@ links' other operands: it takes `out=`, may write into an operand that dies ther
 (segments.py) as any elementwise step, unless a link makes many short NumPy calls (float32
 erf, `direct_kernels.SHORT_CALLS`): such a chain is no segment's member, and it is split into
 parts only from `threads.SHORT_CALLS_PART_BYTES` on (its erf then makes longer calls while
-several threads share the parts); a smaller one runs whole on the calling thread.
+several threads share the parts); a smaller one runs whole on the calling thread. A chain
+reading only a product's result joins the product's epilogue, short calls or not
+(contraction_fusion.py).
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
+from prims import vector_math
 from prims.common import number_as
 from prims.registry import lookup
 
@@ -47,7 +48,7 @@ from .direct_kernels import makes_short_calls
 from .fusion import FusedGroup, FusionContext
 from .multiply_accumulate import MultiplyAccumulateRecipe, ZeroPadded, plan_multiply_accumulate
 from .steps import SlotRef, Step
-from .threads import elementwise_in_parts
+from .threads import elementwise_in_parts, sharing
 
 if TYPE_CHECKING:  # stacked_copies.py runs the products: it imports this module's neighbours
     from .stacked_copies import StackedCopies
@@ -199,7 +200,16 @@ class PlannedCall:
     on each part of a product made in parts (in the part's own task), else once on the whole
     result."""
 
-    __slots__ = ("a_shape", "absorbed", "b_shape", "out_shape", "recipe", "result_shape", "steps")
+    __slots__ = (
+        "a_shape",
+        "absorbed",
+        "b_shape",
+        "deferred_from",
+        "out_shape",
+        "recipe",
+        "result_shape",
+        "steps",
+    )
 
     def __init__(self, kernel: ContractionKernel, a: np.ndarray, b: np.ndarray) -> None:
         (sa, sb) = kernel.operands
@@ -223,6 +233,17 @@ class PlannedCall:
                 absorbed.append(False)
         self.steps = tuple(steps)
         self.absorbed = tuple(absorbed)
+        # From the first absorbed step making many short NumPy calls (GELU's erf chain) on,
+        # the epilogue runs on the whole result after the product when one thread runs the
+        # call (its own step's speed), and on each chunk in long calls when threads share it.
+        self.deferred_from = next(
+            (
+                number
+                for number, ((kernel, _, _), absorbed_step) in enumerate(zip(steps, absorbed))
+                if absorbed_step and makes_short_calls(kernel)
+            ),
+            None,
+        )
         products = plan_multiply_accumulate(
             a.reshape(sa.shape),
             sa.labels,
@@ -261,15 +282,23 @@ class PlannedCall:
         a = a.reshape(self.a_shape)
         b = b.reshape(self.b_shape)
         if isinstance(self.recipe, MultiplyAccumulateRecipe):
-            epilogue = self._chunk_epilogue(out, others) if self.steps else None
+            epilogue, rest = self._chunk_epilogue(out, others) if self.steps else (None, None)
             self.recipe.run_into(a, b, out, epilogue)
+            if rest is not None:
+                rest(())
             return result
         if self.steps and (self.recipe.levels or self.recipe.part_indices is not None):
             # on each chunk, or each part of a product made in parts, as it is finished
-            self.recipe.run(a, b, out, self._chunk_epilogue(out, others))
+            epilogue, rest = self._chunk_epilogue(out, others)
+            self.recipe.run(a, b, out, epilogue)
+            if rest is not None:
+                rest(())
             return result
         self.recipe.run(a, b, out)
-        self._chunk_epilogue(out, others)(())  # in parts: the call's threads share them
+        epilogue, rest = self._chunk_epilogue(out, others)
+        epilogue(())  # in parts: the call's threads share them
+        if rest is not None:
+            rest(())
         return result
 
     def run_zero_padded(
@@ -333,15 +362,19 @@ class PlannedCall:
             result = np.empty(self.result_shape, dtype)
         out = result.reshape(self.out_shape)
         other = other.reshape(self.b_shape if other_is_b else self.a_shape)
-        epilogue = self._chunk_epilogue(out, others) if self.steps else None
+        epilogue, rest = self._chunk_epilogue(out, others) if self.steps else (None, None)
         run(other, out, epilogue)
+        if rest is not None:
+            rest(())
         return result
 
     def _chunk_epilogue(
         self, out: np.ndarray, others: tuple[np.ndarray, ...]
-    ) -> Callable[[tuple[slice, ...]], None]:
-        """The epilogue of `out`: `epilogue(index)` runs every step on out[index] in place;
-        `epilogue(())` on the whole of it, each step in parts."""
+    ) -> tuple[Callable[[tuple[slice, ...]], None], Callable[[tuple[slice, ...]], None] | None]:
+        """The epilogue of `out`: `epilogue(index)` runs the steps on out[index] in place,
+        `epilogue(())` on the whole of it, each step in parts; and the rest of the steps (None
+        when there is none), to run on the whole result after the product (`deferred_from`:
+        at one thread)."""
         steps: list[tuple[Callable[..., Any], Any, bool]] = []
         for (kernel, operand, extra), absorbed in zip(self.steps, self.absorbed):
             if absorbed:
@@ -351,23 +384,33 @@ class PlannedCall:
             if other.ndim:
                 other = other.reshape(self.out_shape)
             steps.append((kernel, other, False))
+        shared = sharing()  # asked here, on the calling thread: in a part it is False
+        cut = len(steps) if shared or self.deferred_from is None else self.deferred_from
 
-        # No errstate here: a call runs under execute's errstate(all="ignore"), which the
-        # workers running its parts take over (threads.py); entering one per chunk cost 1.5 us
-        # of Python, holding the GIL the call's other threads wait for.
-        def epilogue(index: tuple[slice, ...]) -> None:
-            part = out[index] if index else out
-            for kernel, other, absorbed in steps:
-                if absorbed:
-                    operands = [part if a is RESULT else a for a in other]
-                else:
-                    operands = [part, other[index] if index and other.ndim else other]
-                if index:
-                    kernel(*operands, out=part)
-                else:  # the whole output at once: in parts, which the call's threads share
-                    elementwise_in_parts(kernel, *operands, out=part)
+        def running(
+            steps: list[tuple[Callable[..., Any], Any, bool]],
+        ) -> Callable[[tuple[slice, ...]], None]:
+            # No errstate here: a call runs under execute's errstate(all="ignore"), which the
+            # workers running its parts take over (threads.py); entering one per chunk cost
+            # 1.5 us of Python, holding the GIL the call's other threads wait for.
+            def epilogue(index: tuple[slice, ...]) -> None:
+                part = out[index] if index else out
+                for kernel, other, absorbed in steps:
+                    if absorbed:
+                        operands = [part if a is RESULT else a for a in other]
+                    else:
+                        operands = [part, other[index] if index and other.ndim else other]
+                    if not index:  # the whole output at once: in parts the threads share
+                        elementwise_in_parts(kernel, *operands, out=part)
+                    elif shared and makes_short_calls(kernel):
+                        with vector_math.long_calls():  # fewer GIL hand-offs between threads
+                            kernel(*operands, out=part)
+                    else:
+                        kernel(*operands, out=part)
 
-        return epilogue
+            return epilogue
+
+        return running(steps[:cut]), (running(steps[cut:]) if cut < len(steps) else None)
 
 
 def _operand_spec(source: Value, joint: tuple[int, ...], dims: Sequence[int]) -> _OperandSpec:
@@ -509,10 +552,10 @@ def absorb_elementwise_steps(steps: list[Step], output_slots: Sequence[int]) -> 
     arrays), may write its result over that operand (a ufunc, or `Step.out_operands`), and its
     result has the contraction result's shape and dtype. Each element is computed by the same kernel from the
     same operand element, so results are the unfused steps' bits. Needs the slots' last uses
-    (`Step.free_after`). Not a kernel making many short NumPy calls (`makes_short_calls`: GELU's
-    chain with its float32 erf), which runs as a step of its own: in the chunks of
-    DeiT-tiny's linear layers its GELUs took 3.5% more of the call (99.6 against 96.2 ms, one
-    thread, NumPy's kernels), and parts on two threads hand the GIL back and forth."""
+    (`Step.free_after`). A kernel making many short NumPy calls (`makes_short_calls`: GELU's
+    chain with its float32 erf) is absorbed too; the call decides where it runs
+    (`PlannedCall.deferred_from`: on the whole result at one thread, on each chunk in long
+    calls when threads share the chunks)."""
     outputs = set(output_slots)
     result: list[Step] = []
     for step in steps:
@@ -538,7 +581,6 @@ def _absorbs(step: Step, following: Step, outputs: set[int]) -> bool:
         or following.reads() != [slot]
         or slot not in following.free_after
         or slot in outputs
-        or makes_short_calls(following.kernel)
     ):
         return False
     position = next(i for i, a in enumerate(following.arguments) if type(a) is SlotRef)

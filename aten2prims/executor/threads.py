@@ -249,6 +249,12 @@ def running_with(threads: int) -> Iterator[None]:
         _CALL.workers, _CALL.threads = outer
 
 
+def sharing() -> bool:
+    """Whether the calling thread's step shares its parts with workers (False at one thread,
+    and inside a part)."""
+    return _CALL.workers is not None
+
+
 def run_parts(parts: Sequence[Callable[[], None]]) -> None:
     """Runs every part, on the call's threads when it has several: the caller and the workers
     claim the parts in order, one at a time (who runs which part varies; what each part
@@ -362,7 +368,7 @@ class Parted:
             return kernel(*operands, out=out)
         # Operands of the result's shape are sliced as the result is (the common case, fast).
         whole = [type(o) is np.ndarray and o.shape == shape for o in operands]
-        shared = self.long_calls and _CALL.workers is not None
+        shared = self.long_calls and sharing()
         run_parts(
             [
                 functools.partial(
@@ -401,10 +407,15 @@ def _call_long(kernel: Callable[..., Any], operands: list[Any], out: np.ndarray)
 
 def elementwise_in_parts(kernel: Callable[..., Any], *operands: Any, out: np.ndarray) -> None:
     """kernel(*operands, out=out) for an elementwise kernel (a ufunc), part by part (`chunks`
-    of out's shape)."""
-    parts = chunks(out.shape, out.itemsize)
+    of out's shape); a kernel making many short NumPy calls as an elementwise step's (parts
+    only from SHORT_CALLS_PART_BYTES on, in long calls when shared)."""
+    short_calls = makes_short_calls(kernel)
+    if short_calls and out.nbytes < SHORT_CALLS_PART_BYTES:
+        parts: tuple[tuple[Any, ...], ...] = ()
+    else:
+        parts = chunks(out.shape, out.itemsize)
     if parts:
-        Parted(kernel, parts, out.shape, out.dtype)(*operands, out=out)
+        Parted(kernel, parts, out.shape, out.dtype, long_calls=short_calls)(*operands, out=out)
     else:
         kernel(*operands, out=out)
 
