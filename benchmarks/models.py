@@ -426,7 +426,9 @@ def _median_first_call(firsts: list[dict[str, Any]]) -> dict[str, Any]:
     failed = [first for first in firsts if "error" in first]
     if failed:
         return failed[0]
-    merged = dict(firsts[0])
+    merged = {
+        key: value for key, value in firsts[0].items() if key not in ("times", "round_medians")
+    }
     for key in ("imports", "load", "lower", "plan", "run", "first", "median", "cpu", "peak"):
         merged[key] = statistics.median(first[key] for first in firsts)
     merged["ready_each"] = [first["load"] + first["lower"] + first["plan"] for first in firsts]
