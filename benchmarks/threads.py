@@ -29,7 +29,9 @@ group's wall time per call at one and at `--threads` threads, and the time outsi
 region (the steps that run on the calling thread alone), the calls alternating in one process
 (a part's own parts, a segment's products', run inside its region and are not counted).
 `--dir` keeps the exported archives and inputs (under a subdirectory per scale, as
-`benchmarks/plan_profile.py --dir` does) and reuses them when they are there.
+`benchmarks/plan_profile.py --dir` does) and reuses them when they are there. Without torch
+(an interpreter it has no wheel for, such as a free-threaded build) the script measures the
+models whose archives `--dir` holds from an earlier run with torch.
 """
 
 from __future__ import annotations
@@ -64,6 +66,24 @@ def _suite_module() -> Any:
     return module
 
 
+def _models(only: str | None, kept: Path | None) -> tuple[Any, list[str]]:
+    """The suite (None without torch) and the names of its models to measure (`only`: a regex
+    over them). Without torch (an interpreter torch has no wheel for, such as a free-threaded
+    build), the models whose archive and inputs `kept` already holds, from an earlier run with
+    torch."""
+    try:
+        suite = _suite_module()
+    except ImportError as missing:
+        if kept is None:
+            raise SystemExit(
+                f"threads.py: the suite's models need torch to be exported ({missing}); without "
+                "it, give --dir with the archives a run with torch kept there"
+            ) from missing
+        found = sorted(p.stem for p in kept.glob("*.pt2") if p.with_suffix(".npz").exists())
+        return None, [name for name in found if not only or re.search(only, name)]
+    return suite, [s.name for s in suite.SPECS if not only or re.search(only, s.name)]
+
+
 def _export(suite: Any, name: str, scale: str, directory: Path) -> tuple[Path, list[Any]]:
     """The model saved as a .pt2 archive, and its inputs as arrays."""
     # Only here: the measured calls run on arrays, with torch loaded but idle.
@@ -80,12 +100,12 @@ def _kept(name: str, scale: str, directory: Path) -> tuple[Path, list[Any]]:
     preparation when they are missing."""
     import numpy as np
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/ is not a package
-    import models
-
     path = directory / f"{name}.pt2"
     arrays_path = directory / f"{name}.npz"
     if not path.exists() or not arrays_path.exists():
+        sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/ is not a package
+        import models
+
         models.prepare(name, scale, directory, ort=False)
     with np.load(arrays_path) as arrays:
         count = sum(key.startswith("input_") for key in arrays.files)
@@ -304,18 +324,17 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
 
-    suite = _suite_module()
-    names = [s.name for s in suite.SPECS if not options.only or re.search(options.only, s.name)]
+    kept = None
+    if options.dir is not None:
+        kept = Path(options.dir) / options.scale
+        kept.mkdir(parents=True, exist_ok=True)
+    suite, names = _models(options.only, kept)
     print(
         f"{'model':12} {'faults/call':>11} {'traced MB':>9} {'outputs MB':>10} {'arena MB':>8} "
         f"{'1 thread ms':>11} {f'{options.threads} threads ms':>13} {'speed-up':>8} "
         f"{'CPU ms 1 / N':>15} identical"
     )
     with tempfile.TemporaryDirectory() as temporary:
-        kept = None
-        if options.dir is not None:
-            kept = Path(options.dir) / options.scale
-            kept.mkdir(parents=True, exist_ok=True)
         for name in names:
             if kept is not None:
                 path, inputs = _kept(name, options.scale, kept)
