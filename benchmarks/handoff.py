@@ -2,7 +2,7 @@
 process that shares the arrays' memory.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/handoff.py \\
-        [--rounds 3] [--calls 41] [--elements 1204224] [--rows 2048]
+        [--rounds 3] [--calls 41] [--elements 1204224] [--rows 2048] [--spin-us 50000]
 
 No torch. One BLAS thread in this process and in the worker process (set before NumPy loads).
 Three measurements, made in rounds (each round every variant in turn, 0.5 s apart, so a slow
@@ -12,15 +12,17 @@ spell of the machine falls on all of them), each the median over `--calls` timed
   waited for. Threads: the executor's own pool (`threads.run_parts` at two threads; the calling
   thread's part waits until the worker thread has started the other), per round trip.
   Processes: a worker process woken by a POSIX semaphore (multiprocessing's), answering by
-  another, kept off the caller's CPU as the executor keeps its worker threads.
+  another, kept off the caller's CPU as the executor keeps its worker threads; then the same
+  with both sides spinning on their semaphore for `--spin-us` before they block.
 - **a GIL-bound region**: float32 GELU as the executor's elementwise chain computes it
   (x·√½, erf's fifteen passes in blocks, +1, ·x, ·0.5: NumPy calls of 5-100 µs each, the
   interpreter running between them) over `--elements` values (default: DeiT-tiny's 8×196×768
   activation): whole on one thread; in two halves on two threads (`run_parts`, erf's long blocks,
   as the executor shares it); in two halves on this process and the worker process, the arrays in
-  shared memory (each side erf's short blocks, as one thread runs it).
+  shared memory (each side erf's short blocks, as one thread runs it), sleeping or spinning
+  between calls.
 - **a GIL-free region**: a float32 matrix product of `--rows` rows by 256 columns times
-  256×1024 (one OpenBLAS call per half, which holds no GIL), the same three ways.
+  256×1024 (one OpenBLAS call per half, which holds no GIL), the same ways.
 
 Each split is checked to give the whole call's bits. The speed-ups are the one-thread median
 over the split's median.
