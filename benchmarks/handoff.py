@@ -14,11 +14,12 @@ spell of the machine falls on all of them), each the median over `--calls` timed
   Processes: a worker process woken by a POSIX semaphore (multiprocessing's), answering by
   another, kept off the caller's CPU as the executor keeps its worker threads; then the same
   with both sides spinning on their semaphore for `--spin-us` before they block.
-- **a GIL-bound region**: float32 GELU as the executor's elementwise chain computes it
-  (x·√½, erf's fifteen passes in blocks, +1, ·x, ·0.5: NumPy calls of 5-100 µs each, the
-  interpreter running between them) over `--elements` values (default: DeiT-tiny's 8×196×768
-  activation): whole on one thread; in two halves on two threads (`run_parts`, erf's long blocks,
-  as the executor shares it); in two halves on this process and the worker process, the arrays in
+- **a GIL-bound region**: float32 GELU's chain of NumPy calls as the executor makes it where
+  MKL is not used (x·√½, erf's fifteen passes in blocks, +1, ·x, ·0.5; the lowered GELU's
+  check for +inf, two passes more, left out: NumPy calls of 5-100 µs each, the interpreter
+  running between them) over `--elements` values (default: DeiT-tiny's 8×196×768
+  activation): whole on one thread; in two halves on two threads (`run_parts`, each half in
+  `vector_math.long_calls` as the executor's shared parts are); in two halves on this process and the worker process, the arrays in
   shared memory (each side erf's short blocks, as one thread runs it), sleeping or spinning
   between calls.
 - **a GIL-free region**: a float32 matrix product of `--rows` rows by 256 columns times
@@ -53,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from aten2prims.executor import threads
 from prims import erf_float32 as erf_module
+from prims import vector_math
 
 SQRT_HALF = np.float32(0.7071067811865476)
 INNER = 256  # the product's contracted length
@@ -67,7 +69,8 @@ STOP, PING, GELU_HALF, PRODUCT_HALF = 0, 1, 2, 3
 
 
 def gelu(x: np.ndarray, out: np.ndarray) -> None:
-    """The chain's float32 GELU of x into out (out is its own scratch)."""
+    """float32 GELU of x into out (out is its own scratch) by the lowered chain's NumPy calls,
+    less its check for +inf; erf is the prim's float32 kernel without MKL."""
     np.multiply(x, SQRT_HALF, out=out)
     erf_module.erf_float32(out, out)
     np.add(out, np.float32(1), out=out)
@@ -161,12 +164,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import models  # benchmarks/models.py: the machine's lines (no torch imported)
 
-    for variable in models.SLOW_BLAS_VARIABLES:
-        value = os.environ.get(variable)
-        print(f"{variable}: " + ("not set" if value is None else f"SET to {value!r}: slow kernels"))
-    for line in models.kernel_lines():
+    for line in models.slow_blas_lines() + models.kernel_lines():
         print(line)
-    print(f"BLAS: {models._threads_info()}")
+    print(f"BLAS: {models.threads_info()}")
 
     shared = Shared(elements, rows)
     arrays = shared.arrays
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     def gelu_threads() -> None:
         def half(lo: int, hi: int) -> Callable[[], None]:
             def run() -> None:
-                with erf_module.long_blocks():
+                with vector_math.long_calls():
                     gelu(x[lo:hi], y[lo:hi])
 
             return run

@@ -133,6 +133,16 @@ def environment_lines() -> list[str]:
         f"python {sys.version.split()[0]}, numpy {np.__version__}, torch {torch.__version__}, "
         f"{os.cpu_count()} cpu(s)"
     ]
+    lines += slow_blas_lines()
+    for variable in THREAD_VARIABLES:
+        if variable in os.environ:
+            lines.append(f"{variable}={os.environ[variable]} (each worker sets its own)")
+    return lines + kernel_lines()
+
+
+def slow_blas_lines() -> list[str]:
+    """Whether the variables that force slow OpenBLAS kernels are set (no torch imported)."""
+    lines = []
     for variable in SLOW_BLAS_VARIABLES:
         value = os.environ.get(variable)
         lines.append(
@@ -144,10 +154,7 @@ def environment_lines() -> list[str]:
                 "`env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE`"
             )
         )
-    for variable in THREAD_VARIABLES:
-        if variable in os.environ:
-            lines.append(f"{variable}={os.environ[variable]} (each worker sets its own)")
-    return lines + kernel_lines()
+    return lines
 
 
 def kernel_lines() -> list[str]:
@@ -836,7 +843,9 @@ def _check(
     return True, f"matches torch (error {worst:.2g}x torch eager's against float64)"
 
 
-def _threads_info() -> str:
+def threads_info() -> str:
+    """The BLAS and OpenMP libraries loaded, with their kernels and thread counts
+    (threadpoolctl's view)."""
     from threadpoolctl import threadpool_info
 
     parts = []
@@ -984,7 +993,7 @@ def worker(options: argparse.Namespace) -> dict[str, Any]:
             if result.get("execute_threads")
             else ""
         )
-        + _threads_info(),
+        + threads_info(),
     }
 
 
