@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--rounds", "1", "--calls", "2", "--elements", "131072", "--rows", "64"]
 SMALL += ["--spin-us", "2000"]
@@ -59,15 +61,24 @@ def test_handoff_benchmark_runs_end_to_end() -> None:
         ), output
 
 
-def test_a_split_with_other_bits_fails_the_benchmark() -> None:
-    """A GELU that changes the first value of each call's result in this process (the worker
-    process keeps the right one): the whole call's result differs in its first value, the
-    split on threads in the first values of both halves."""
+# Wrong GELUs in this process (the worker process keeps the right one). Changing each call's
+# first value: the whole call's result differs in its first value, the split on threads in
+# the first values of both halves (the split on processes agrees with the whole). Changing
+# every value: the whole call and the split on threads agree, the split on processes has the
+# worker's right half.
+WRONG_SPLITS = {
+    "threads": "out[0] += 1",
+    "processes": "out += 1",
+}
+
+
+@pytest.mark.parametrize("wrong_split", sorted(WRONG_SPLITS))
+def test_a_split_with_other_bits_fails_the_benchmark(wrong_split: str) -> None:
     wrong = (
         "right = handoff.gelu\n"
         "def wrong(x, out):\n"
         "    right(x, out)\n"
-        "    out[0] += 1\n"
+        f"    {WRONG_SPLITS[wrong_split]}\n"
         "handoff.gelu = wrong"
     )
     completed = _run(_main_with(wrong))
