@@ -15,7 +15,9 @@ use (not timed: reported as "imports"), then times `aten2prims.load` of the arch
 and records the peak resident set the load and the whole first call add (VmHWM above the
 resident set after the imports). The table shows every process's wall times and the medians of
 wall and process CPU times; load + lower + plan is compared with the target (100 ms). `--profile PHASE` runs one process with that phase
-under cProfile and prints its 30 most expensive functions (own time) instead.
+under cProfile and prints its 30 most expensive functions (own time) instead. It first prints
+`models.py`'s lines on the slow-kernel variables, the CPU and ours' kernels, and, after the
+runs, the BLAS kernel and thread count the processes ran with (threadpoolctl, in the first).
 
 On a busy machine wall times include waiting for a core, and both clocks are inflated by
 the other jobs (page faults and cache misses cost more): compare runs made one after the other.
@@ -35,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+# benchmarks/ is not a package: suite.py and models.py are imported from it by path
+sys.path.insert(0, str(ROOT / "benchmarks"))
 TARGET = 0.100  # seconds: load + lower + plan (docs/performance.md)
 PHASES = ("load", "lower", "plan", "run")
 
@@ -95,14 +99,16 @@ def worker(path: Path, shape: list[int], profile: str | None) -> dict[str, Any]:
     results["peak_mib"] = (_rss_kib("VmHWM") - baseline) / 1024
     results["imports"] = imports
     results["torch_imported"] = "torch" in sys.modules
+    import models  # benchmarks/models.py (no torch imported): which BLAS kernel ran, after timing
+
+    results["blas"] = models.threads_info()
     if profile is not None:
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(30)
     return results
 
 
 def _export(model: str, scale: str, target: Path) -> list[int]:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import suite  # benchmarks/ is not a package
+    import suite
     import torch
 
     module, inputs = suite.build(model, scale)
@@ -155,9 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         result = worker(options.worker, json.loads(options.shape), options.profile)
         print(json.dumps(result))
         return 0
-    slow = [v for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if os.environ.get(v)]
-    if slow:
-        print(f"warning: {', '.join(slow)} set: OpenBLAS runs slow generic kernels")
+    import models  # benchmarks/models.py: the machine's lines (no torch imported)
+
+    for line in models.slow_blas_lines() + models.kernel_lines():
+        print(line)
     with tempfile.TemporaryDirectory(prefix="aten2prims-first-call-") as temporary:
         if options.pt2 is not None:
             path = options.pt2
@@ -171,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             _spawn(path, shape, options.profile)
             return 0
         runs = [_spawn(path, shape, None) for _ in range(options.processes)]
+    print(f"BLAS in the processes: {runs[0]['blas']}")
     print("process  load ms  lower ms  plan ms  ready ms  run ms  load peak MiB  peak MiB")
     for index, run in enumerate(runs):
         ready = run["load"] + run["lower"] + run["plan"]
