@@ -3,7 +3,6 @@ check."""
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 from aten2prims.errors import DTypeError, ShapeError
@@ -23,7 +22,12 @@ def dtype_limits(dtype: DType) -> tuple[bool | int | float, bool | int | float]:
     if dtype.is_integer:
         bounds = np.iinfo(dtype.numpy)
         return int(bounds.min), int(bounds.max)
-    float_bounds = ml_dtypes.finfo(dtype.real.numpy)
+    if dtype is not DType.bfloat16:
+        float_bounds = np.finfo(dtype.real.numpy)
+    else:  # NumPy's finfo knows NumPy's own floats only
+        import ml_dtypes  # loaded already: bfloat16's NumPy dtype comes from it
+
+        float_bounds = ml_dtypes.finfo(dtype.numpy)
     return float(float_bounds.min), float(float_bounds.max)
 
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -99,6 +104,7 @@ def test_unsupported_export_codes_and_numpy_dtypes_are_rejected() -> None:
         np.float128 if hasattr(np, "float128") else np.str_,
         np.dtype(">f4"),
         "U3",
+        ml_dtypes.float8_e4m3fn,  # ml_dtypes' other types: not bfloat16
     ):
         with pytest.raises(ValueError, match="has no torch counterpart"):
             DType.from_numpy(numpy_dtype)
@@ -175,3 +181,41 @@ def test_real_and_complex_counterparts_match_torch(dtype: DType) -> None:
 def test_from_python_type_matches_torch(kind: type) -> None:
     assert torch_dtype(DType.from_python_type(kind)) == type_to_dtype(kind)
     assert torch_dtype(DType.from_python_type(kind)) == torch.tensor(kind(1)).dtype
+
+
+def test_ml_dtypes_is_imported_only_for_bfloat16() -> None:
+    """Importing ml_dtypes takes about half a second from its 0.7 on: a process that loads,
+    lowers and runs float32 graphs never imports it; the first bfloat16 value does."""
+    root = Path(__file__).resolve().parents[1]
+    code = textwrap.dedent(
+        f"""
+        import sys
+        import numpy as np
+        import aten2prims, aten2prims.frontends, aten2prims.passes, decompositions
+        from aten2prims.ir.dtypes import DType
+
+        graph = aten2prims.lower(aten2prims.load({str(root / "examples" / "cnn.pt2")!r}))
+        x = np.load({str(root / "examples" / "cnn.inputs.npz")!r})["x"]
+        aten2prims.execute(graph, [x])
+        assert "ml_dtypes" not in sys.modules, "loaded for a float32 graph"
+        try:
+            DType.from_numpy("bfloat16")  # a name NumPy knows only once ml_dtypes is loaded
+        except ValueError:
+            pass
+        assert "ml_dtypes" not in sys.modules, "loaded to look up a dtype"
+
+        text = (
+            "graph g(%x: bf16[2, 3]) -> (bf16[2, 3]):\\n"
+            "  %y: bf16[2, 3] = aten.add.Tensor(%x, %x)\\n  return (%y)\\n"
+        )
+        bf16 = aten2prims.lower(aten2prims.parse(text))
+        import ml_dtypes
+        (y,) = aten2prims.execute(bf16, [np.arange(6, dtype=ml_dtypes.bfloat16).reshape(2, 3)])
+        assert y.dtype == ml_dtypes.bfloat16 and y.tolist() == [[0, 2, 4], [6, 8, 10]], y
+        assert DType.from_numpy("bfloat16") is DType.bfloat16
+        """
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]

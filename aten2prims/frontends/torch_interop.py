@@ -4,10 +4,10 @@ refuses it."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from ..ir.dtypes import DType
@@ -34,7 +34,7 @@ def to_numpy(tensor: Any) -> np.ndarray:
     if tensor.is_neg():
         tensor = tensor.resolve_neg()
     if tensor.dtype == torch.bfloat16:
-        return tensor.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
+        return tensor.contiguous().view(torch.int16).numpy().view(DType.bfloat16.numpy).copy()
     return tensor.contiguous().numpy().copy()
 
 
@@ -46,9 +46,15 @@ def to_torch(array: Any) -> Any:
         return array
     # np.array(order="C") copies and keeps 0-dim arrays 0-dim (np.ascontiguousarray would make them 1-dim).
     contiguous = np.array(array, order="C", copy=True)
-    if array.dtype == ml_dtypes.bfloat16:
+    if array.dtype == _loaded_bfloat16():
         return torch.from_numpy(contiguous.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(contiguous)
+
+
+def _loaded_bfloat16() -> np.dtype | None:
+    """bfloat16's NumPy dtype where ml_dtypes is loaded (else no array can have it, and it is
+    not imported for the question: DType.bfloat16)."""
+    return DType.bfloat16.numpy if "ml_dtypes" in sys.modules else None
 
 
 def to_python(value: Any) -> Any:

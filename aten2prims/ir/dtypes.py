@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import builtins
 import enum
+import sys
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 
@@ -25,7 +25,11 @@ class Category(enum.IntEnum):
 
 
 class DType(enum.Enum):
-    """A torch dtype. The value is (short name, torch name, NumPy dtype, torch.export ScalarType)."""
+    """A torch dtype. The value is (short name, torch name, NumPy dtype, torch.export ScalarType).
+
+    bfloat16's NumPy dtype comes from ml_dtypes, imported the first time it is asked for: from
+    ml_dtypes 0.7 on, importing it takes about half a second, which every process would
+    otherwise pay, bfloat16 or not."""
 
     bool = ("b8", "bool", np.dtype(np.bool_), 12)
     uint8 = ("u8", "uint8", np.dtype(np.uint8), 1)
@@ -34,17 +38,25 @@ class DType(enum.Enum):
     int32 = ("i32", "int32", np.dtype(np.int32), 4)
     int64 = ("i64", "int64", np.dtype(np.int64), 5)
     float16 = ("f16", "float16", np.dtype(np.float16), 6)
-    bfloat16 = ("bf16", "bfloat16", np.dtype(ml_dtypes.bfloat16), 13)
+    bfloat16 = ("bf16", "bfloat16", None, 13)  # NumPy's dtype: `_late_numpy`
     float32 = ("f32", "float32", np.dtype(np.float32), 7)
     float64 = ("f64", "float64", np.dtype(np.float64), 8)
     complex64 = ("c64", "complex64", np.dtype(np.complex64), 10)
     complex128 = ("c128", "complex128", np.dtype(np.complex128), 11)
 
-    def __init__(self, short: str, torch_name: str, numpy: np.dtype, pt2_code: int) -> None:
+    def __init__(self, short: str, torch_name: str, numpy: np.dtype | None, pt2_code: int) -> None:
         self.short = short
         self.torch_name = torch_name
-        self.numpy = numpy
+        self._numpy = numpy  # None for bfloat16 until its first use
         self.pt2_code = pt2_code
+
+    @property
+    def numpy(self) -> np.dtype:
+        """The NumPy dtype (bfloat16's from ml_dtypes, imported at this first use)."""
+        found = self._numpy
+        if found is None:
+            found = self._numpy = _late_numpy()
+        return found
 
     def __repr__(self) -> str:
         return f"DType.{self.name}"
@@ -124,11 +136,16 @@ class DType(enum.Enum):
     @classmethod
     def from_numpy(cls, dtype: Any) -> DType:
         try:
-            return _BY_NUMPY[np.dtype(dtype)]
-        except (KeyError, TypeError):
-            raise ValueError(
-                f"NumPy dtype {dtype!r} has no torch counterpart in aten2prims"
-            ) from None
+            numpy = np.dtype(dtype)
+            found = _BY_NUMPY.get(numpy)
+            # An array or a name of bfloat16 means ml_dtypes is loaded: nothing to import.
+            if found is None and "ml_dtypes" in sys.modules and numpy == DType.bfloat16.numpy:
+                found = DType.bfloat16
+        except TypeError:
+            found = None
+        if found is None:
+            raise ValueError(f"NumPy dtype {dtype!r} has no torch counterpart in aten2prims")
+        return found
 
     @classmethod
     def from_pt2(cls, code: int) -> DType:
@@ -183,7 +200,7 @@ _COMPLEX = {
     DType.complex128: DType.complex128,
 }
 _BY_SHORT = {d.short: d for d in DType}
-_BY_NUMPY = {d.numpy: d for d in DType}
+_BY_NUMPY = {d._numpy: d for d in DType if d._numpy is not None}  # bfloat16: from_numpy
 _BY_PT2 = {d.pt2_code: d for d in DType}
 _BY_TORCH_NAME = {d.torch_name: d for d in DType} | {
     "float": DType.float32,
@@ -201,6 +218,14 @@ _DEFAULT_FOR_PYTHON_TYPE = {
     float: DType.float32,
     complex: DType.complex64,
 }
+
+
+def _late_numpy() -> np.dtype:
+    """bfloat16's NumPy dtype (ml_dtypes imported here, on first use)."""
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
 
 # Short aliases, as printed: `from aten2prims.ir.dtypes import f32`.
 b8 = DType.bool
