@@ -4,13 +4,12 @@ refuses it."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..ir.dtypes import DType
+from ..ir.dtypes import DType, is_bfloat16
 from ..ir.values import Device, Layout, MemoryFormat, Value
 
 
@@ -46,15 +45,9 @@ def to_torch(array: Any) -> Any:
         return array
     # np.array(order="C") copies and keeps 0-dim arrays 0-dim (np.ascontiguousarray would make them 1-dim).
     contiguous = np.array(array, order="C", copy=True)
-    if array.dtype == _loaded_bfloat16():
+    if is_bfloat16(array.dtype):
         return torch.from_numpy(contiguous.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(contiguous)
-
-
-def _loaded_bfloat16() -> np.dtype | None:
-    """bfloat16's NumPy dtype where ml_dtypes is loaded (else no array can have it, and it is
-    not imported for the question: DType.bfloat16)."""
-    return DType.bfloat16.numpy if "ml_dtypes" in sys.modules else None
 
 
 def to_python(value: Any) -> Any:

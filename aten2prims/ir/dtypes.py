@@ -137,12 +137,11 @@ class DType(enum.Enum):
     def from_numpy(cls, dtype: Any) -> DType:
         try:
             numpy = np.dtype(dtype)
-            found = _BY_NUMPY.get(numpy)
-            # An array or a name of bfloat16 means ml_dtypes is loaded: nothing to import.
-            if found is None and "ml_dtypes" in sys.modules and numpy == DType.bfloat16.numpy:
-                found = DType.bfloat16
         except TypeError:
-            found = None
+            # NumPy knows the name "bfloat16" only once ml_dtypes is loaded; ours does anyway.
+            found = DType.bfloat16 if isinstance(dtype, str) and dtype == "bfloat16" else None
+        else:
+            found = _BY_NUMPY.get(numpy) or (DType.bfloat16 if is_bfloat16(numpy) else None)
         if found is None:
             raise ValueError(f"NumPy dtype {dtype!r} has no torch counterpart in aten2prims")
         return found
@@ -218,6 +217,12 @@ _DEFAULT_FOR_PYTHON_TYPE = {
     float: DType.float32,
     complex: DType.complex64,
 }
+
+
+def is_bfloat16(dtype: np.dtype) -> bool:
+    """Whether a NumPy dtype is bfloat16, without importing ml_dtypes to ask: a dtype of it
+    exists only once ml_dtypes is loaded."""
+    return "ml_dtypes" in sys.modules and dtype == DType.bfloat16.numpy
 
 
 def _late_numpy() -> np.dtype:
